@@ -1,0 +1,108 @@
+"""OnnxFromTorch: export a ModelSpec's torch module to ONNX with dynamic batch/seq axes, checked and cached."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.artifacts.cache import Artifact, ArtifactCache
+from harness.errors import ModelError
+from harness.model import BATCH, SEQ, ModelSpec
+
+# Example sizes used while tracing: not 0 or 1, which exporters specialise into constants.
+_EXAMPLE_DIMS = {BATCH: 2, SEQ: 16}
+EXPORTERS = ("dynamo", "legacy")
+
+
+@dataclass(frozen=True)
+class OnnxFromTorch:
+    """Lazy build step: calling it returns the cached ONNX Artifact for `spec`, exporting on a miss.
+
+    exporter "dynamo" is torch.onnx's torch.export-based exporter (the default since PyTorch 2.9);
+    "legacy" is the TorchScript-based one (opset 17, as in the seed documents).
+    """
+
+    spec: ModelSpec
+    cache: ArtifactCache
+    exporter: str = "dynamo"
+    opset: int | None = None
+
+    def key_parts(self) -> dict[str, Any]:
+        import onnx
+        import torch
+
+        return {"model_fingerprint": self.spec.fingerprint(), "exporter": self.exporter, "opset": self.opset,
+                "torch": torch.__version__, "onnx": onnx.__version__, "step": "OnnxFromTorch/1"}
+
+    def __call__(self) -> Artifact:
+        if self.spec.build is None:
+            raise ModelError(f"model {self.spec.name!r} has no torch module to export")
+        if self.exporter not in EXPORTERS:
+            raise ModelError(f"unknown ONNX exporter {self.exporter!r}; valid: {', '.join(EXPORTERS)}")
+        return self.cache.get_or_build("onnx", self.spec.name, self.key_parts(), "model.onnx", self._export)
+
+    def _export(self, path: Path) -> dict[str, Any]:
+        import onnx
+        import torch
+
+        from harness.data import make_feed
+
+        spec = self.spec
+        module = spec.build().eval()
+        dims = {d: _EXAMPLE_DIMS.get(d, 2) for d in spec.symbolic_dims}
+        feed = make_feed(spec, dims, seed=0)
+        kwargs = {name: torch.from_numpy(arr) for name, arr in feed.items()}
+        input_names = [t.name for t in spec.inputs]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if self.exporter == "dynamo":
+                    dim_objs = {d: torch.export.Dim(d) for d in spec.symbolic_dims}
+                    dynamic_shapes = {t.name: {i: dim_objs[d] for i, d in enumerate(t.shape) if isinstance(d, str)}
+                                      for t in spec.inputs}
+                    torch.onnx.export(module, (), str(path), kwargs=kwargs, input_names=input_names,
+                                      output_names=list(spec.outputs), dynamic_shapes=dynamic_shapes,
+                                      opset_version=self.opset, dynamo=True, verbose=False)
+                else:
+                    dynamic_axes = {t.name: {i: d for i, d in enumerate(t.shape) if isinstance(d, str)}
+                                    for t in spec.inputs}
+                    for out in spec.outputs:
+                        dynamic_axes[out] = {0: BATCH}
+                    args = tuple(kwargs[n] for n in input_names)
+                    torch.onnx.export(module, args, str(path), input_names=input_names,
+                                      output_names=list(spec.outputs), dynamic_axes=dynamic_axes,
+                                      opset_version=self.opset or 17, dynamo=False, do_constant_folding=True)
+        except Exception as exc:  # noqa: BLE001 - every exporter failure becomes one clear error
+            raise ModelError(f"model {spec.name!r}: ONNX export ({self.exporter}) failed: "
+                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        try:
+            onnx.checker.check_model(str(path), full_check=True)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"model {spec.name!r}: exported ONNX fails onnx.checker: {exc}") from exc
+        model = onnx.load(str(path), load_external_data=False)
+        _check_dynamic_axes(spec, model, path)
+        return {"exporter": self.exporter, "opset": [(o.domain, o.version) for o in model.opset_import],
+                "inputs": input_names, "outputs": list(spec.outputs)}
+
+
+def _check_dynamic_axes(spec: ModelSpec, model: Any, path: Path) -> None:
+    """Fail if an exporter froze a symbolic dimension into a constant."""
+    graph_inputs = {i.name: i for i in model.graph.input}
+    for t in spec.inputs:
+        gi = graph_inputs.get(t.name)
+        if gi is None:
+            raise ModelError(f"{path}: exported graph has no input {t.name!r} (has {sorted(graph_inputs)})")
+        gdims = gi.type.tensor_type.shape.dim
+        for i, d in enumerate(t.shape):
+            if isinstance(d, str) and i < len(gdims) and not gdims[i].dim_param:
+                raise ModelError(f"{path}: input {t.name!r} axis {i} ({d}) was exported as the constant "
+                                 f"{gdims[i].dim_value}; the batch/seq axes must stay dynamic")
+
+
+def onnx_for_model(spec: ModelSpec, cache: ArtifactCache, exporter: str = "dynamo") -> Artifact:
+    """The FP32 ONNX file for a model: the user's own file, or the cached export of its torch module."""
+    if spec.onnx_path is not None:
+        return Artifact(Path(spec.onnx_path), spec.fingerprint(), True, 0.0, {"kind": "user-onnx"})
+    return OnnxFromTorch(spec, cache, exporter)()

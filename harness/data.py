@@ -1,0 +1,49 @@
+"""Seeded input feeds, identical for every runtime of a run, and their digests."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Mapping
+
+import numpy as np
+
+from harness.model import ModelSpec
+
+Feed = dict[str, np.ndarray]
+
+
+def make_feed(spec: ModelSpec, dims: Mapping[str, int], seed: int) -> Feed:
+    """The feed for one shape: the same (spec, dims, seed) gives byte-identical arrays in any process.
+
+    Each input draws from its own generator, seeded by (seed, input name, shape), so adding an input or a
+    shape never changes another input's values.
+    """
+    if spec.make_feed is not None:
+        feed = {k: np.ascontiguousarray(v) for k, v in spec.make_feed(dims, seed).items()}
+    else:
+        feed = {}
+        for t in spec.inputs:
+            shape = t.concrete_shape(dims)
+            key = zlib.crc32(f"{t.name}:{shape}".encode())
+            rng = np.random.default_rng([seed, key])
+            dtype = np.dtype(t.dtype)
+            if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+                arr = rng.integers(t.low, t.high, size=shape).astype(dtype)
+            else:
+                arr = rng.standard_normal(size=shape, dtype=np.float32).astype(dtype)
+            feed[t.name] = arr
+    missing = [t.name for t in spec.inputs if t.name not in feed]
+    if missing:
+        raise ValueError(f"model {spec.name!r}: feed lacks inputs {missing}")
+    return feed
+
+
+def feed_digest(feed: Mapping[str, np.ndarray]) -> str:
+    """sha256 over names, dtypes, shapes and bytes: equal digests prove runtimes saw the same inputs."""
+    h = hashlib.sha256()
+    for name in sorted(feed):
+        a = np.ascontiguousarray(feed[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

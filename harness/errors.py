@@ -1,0 +1,17 @@
+"""Exceptions the harness raises on purpose, each saying what is wrong and what to do next."""
+
+
+class HarnessError(Exception):
+    """Base class for errors the harness reports without a traceback."""
+
+
+class UsageError(HarnessError):
+    """Bad options or names given by the user (CLI exit status 2, pytest usage error)."""
+
+
+class ModelError(HarnessError):
+    """A model file or module that cannot be used; the message names the file and the problem."""
+
+
+class ResultsError(HarnessError):
+    """A results file that cannot be read: missing, truncated, unknown schema version."""

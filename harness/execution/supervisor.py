@@ -1,0 +1,202 @@
+"""IsolatedExecutor: cases run in a forked worker that the parent supervises without polling.
+
+The worker imports heavy libraries once and serves many cases (keeping runtime activations across batch
+sizes). The parent blocks in `Connection.poll(timeout)` (a select() on the pipe: no CPU while the worker
+measures). A worker that dies on a signal, exceeds --case-timeout or its memory cap costs that case's row:
+the parent records `crashed` / `timeout` / `oom` with the phase and the tail of the worker's stderr, and the
+next case starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import multiprocessing as mp
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from harness.results.schema import CaseId, CaseResult
+
+_OOM_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "std::length_error")
+_PR_SET_PDEATHSIG = 1
+
+
+class IsolatedExecutor:
+    isolated = True
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("fork")
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self._log_path: str | None = None
+        self.workers_started = 0
+
+    # ------------------------------------------------------------------ worker lifecycle
+    def _ensure_worker(self, config: Any) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        self._reap()
+        fd, self._log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")
+        os.close(fd)
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        cap_bytes = int(config.case_memory_gb * 2**30) if config.case_memory_gb else None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        proc = self._ctx.Process(target=_worker_main, args=(child_conn, self._log_path, cap_bytes),
+                                 name="harness-worker", daemon=True)
+        proc.start()
+        child_conn.close()
+        self._proc, self._conn = proc, parent_conn
+        self.workers_started += 1
+
+    def _reap(self, grace_s: float = 2.0) -> None:
+        """Stop the worker (politely, then SIGKILL) and wait for it: no process is left behind."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            try:
+                if proc is not None and proc.is_alive():
+                    conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+        if proc is not None:
+            proc.join(grace_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        if conn is not None:
+            conn.close()
+        if self._log_path:
+            try:
+                os.unlink(self._log_path)
+            except OSError:
+                pass
+            self._log_path = None
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+
+    def close(self) -> None:
+        self._reap()
+
+    # ------------------------------------------------------------------ one case
+    def run(self, case: CaseId, config: Any) -> CaseResult:
+        self._ensure_worker(config)
+        assert self._conn is not None and self._log_path is not None
+        log_offset = os.path.getsize(self._log_path)
+        phase = "load"
+        t0 = time.monotonic()
+        deadline = t0 + config.case_timeout_s
+        try:
+            self._conn.send(("case", case, config))
+        except (OSError, ValueError):
+            self._reap()
+            return self.run(case, config)
+        while True:
+            remaining = deadline - time.monotonic()
+            # Blocks in select(): the parent uses no CPU while the worker measures.
+            if remaining <= 0 or not self._conn.poll(remaining):
+                self._kill()
+                tail = self._stderr_tail(log_offset)
+                self._reap()
+                return CaseResult(case, "timeout", phase=phase, stderr_tail=tail,
+                                  reason=f"exceeded --case-timeout {config.case_timeout_s:g} s in phase {phase}",
+                                  duration_s=round(time.monotonic() - t0, 3))
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                return self._worker_died(case, phase, log_offset, config, time.monotonic() - t0)
+            if msg[0] == "phase":
+                phase = msg[1]
+            elif msg[0] == "result":
+                result = CaseResult.from_dict(msg[1])
+                if result.status == "oom":  # the worker's heap may be unusable: replace it
+                    result.stderr_tail = result.stderr_tail or self._stderr_tail(log_offset)
+                    self._reap()
+                return result
+
+    def _worker_died(self, case: CaseId, phase: str, log_offset: int, config: Any, elapsed: float) -> CaseResult:
+        proc = self._proc
+        if proc is not None:
+            proc.join(5)
+        code = proc.exitcode if proc is not None else None
+        tail = self._stderr_tail(log_offset)
+        self._reap()
+        cap = f"{config.case_memory_gb:g} GiB" if config.case_memory_gb else "none"
+        if code is not None and code < 0:
+            try:
+                signame = signal.Signals(-code).name
+            except ValueError:
+                signame = f"signal {-code}"
+            if any(m in tail for m in _OOM_MARKERS):
+                return CaseResult(case, "oom", phase=phase, signal=signame, stderr_tail=tail,
+                                  reason=f"out of memory in phase {phase} ({signame}; memory cap {cap})",
+                                  duration_s=round(elapsed, 3))
+            return CaseResult(case, "crashed", phase=phase, signal=signame, stderr_tail=tail,
+                              reason=f"worker killed by {signame} in phase {phase}", duration_s=round(elapsed, 3))
+        status = "oom" if any(m in tail for m in _OOM_MARKERS) else "crashed"
+        return CaseResult(case, status, phase=phase, stderr_tail=tail,
+                          reason=f"worker exited with status {code} in phase {phase}", duration_s=round(elapsed, 3))
+
+    def _stderr_tail(self, offset: int, lines: int = 20, chars: int = 4000) -> str:
+        if not self._log_path:
+            return ""
+        try:
+            with open(self._log_path, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:
+            return ""
+        text = data.decode("utf-8", "replace").strip()
+        return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
+def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None) -> None:
+    """The worker: dies with its parent, ignores Ctrl-C (the parent decides), logs to a file, capped memory."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    faulthandler.enable(file=sys.stderr, all_threads=True)  # a segfault leaves a Python traceback in the log
+    if cap_bytes:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = cap_bytes if hard == resource.RLIM_INFINITY else min(cap_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+    from harness.execution.runner import CaseRunner
+
+    runner = CaseRunner()
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if msg[0] != "case":
+            break
+        _, case, config = msg
+        result = runner.run(case, config, on_phase=lambda p: conn.send(("phase", p)))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.send(("result", result.as_dict()))
+        if result.status == "oom":
+            break
+    runner.close()
+    conn.close()
+    os._exit(0)

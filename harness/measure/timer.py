@@ -1,0 +1,95 @@
+"""The timed loop: warm-up, then iterate until a minimum time AND a minimum count; raw samples kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.measure.stats import latency_stats
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """When to stop warming up and measuring. Times in seconds.
+
+    Warm-up runs until both `warmup_iters` calls and `warmup_time_s` have passed (caches, allocator
+    pools, lazy kernels, clocks). Measurement runs until both `min_iters` samples and `min_time_s` have
+    passed, and stops early only at `max_iters` or `max_time_s` (a safety net for very slow cases).
+    """
+
+    warmup_iters: int = 5
+    warmup_time_s: float = 0.2
+    min_iters: int = 20
+    min_time_s: float = 1.0
+    max_iters: int = 100_000
+    max_time_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.min_iters < 1 or self.warmup_iters < 0 or self.min_time_s < 0 or self.warmup_time_s < 0:
+            raise ValueError(f"invalid timing policy {self}")
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    samples_ns: tuple[int, ...]
+    warmup_iters: int
+
+
+class Timer:
+    """Times a zero-argument callable; `clock` returns integer nanoseconds (tests inject a fake clock)."""
+
+    clock: ClassVar[Callable[[], int]] = time.perf_counter_ns
+
+    def __init__(self, clock: Callable[[], int] | None = None) -> None:
+        self._clock = clock if clock is not None else type(self).clock
+
+    def run(self, fn: Callable[[], object], policy: TimingPolicy,
+            synchronize: Callable[[], None] = lambda: None,
+            on_measure: Callable[[], None] | None = None) -> TimedRun:
+        """Warm up, call `on_measure` (phase bookkeeping, outside any timed region), then measure."""
+        clock = self._clock
+        warm_end = clock() + int(policy.warmup_time_s * 1e9)
+        warm = 0
+        while warm < policy.warmup_iters or clock() < warm_end:
+            fn()
+            synchronize()
+            warm += 1
+            if warm >= policy.max_iters:
+                break
+        if on_measure is not None:
+            on_measure()
+        samples: list[int] = []
+        append = samples.append
+        min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
+        min_iters, max_iters = policy.min_iters, policy.max_iters
+        start = clock()
+        while True:
+            t0 = clock()
+            fn()
+            synchronize()
+            t1 = clock()
+            append(t1 - t0)
+            n, elapsed = len(samples), t1 - start
+            if (n >= min_iters and elapsed >= min_ns) or n >= max_iters or elapsed >= max_ns:
+                break
+        return TimedRun(tuple(samples), warm)
+
+
+def measure_overhead(policy: TimingPolicy | None = None, timer: Timer | None = None) -> dict[str, float]:
+    """The harness's own cost per timed iteration (clock reads, loop, bound-call indirection, sync call).
+
+    Measured through the same Timer.run loop with a bound no-op inference, like a trivial model.
+    """
+    policy = policy or TimingPolicy(warmup_iters=100, warmup_time_s=0.0, min_iters=20_000, min_time_s=0.05)
+
+    def _infer(prepared: object) -> object:
+        return prepared
+
+    prepared: dict[str, object] = {}
+    bound = lambda: _infer(prepared)  # noqa: E731 - the same shape as Runtime.bind
+    run = (timer or Timer()).run(bound, policy, synchronize=lambda: None)
+    stats = latency_stats(run.samples_ns)
+    return {"overhead_p50_ns": stats.p50_ms * 1e6, "overhead_p99_ns": stats.p99_ms * 1e6,
+            "overhead_mean_ns": stats.mean_ms * 1e6, "iterations": stats.iterations}

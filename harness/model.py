@@ -1,0 +1,174 @@
+"""TensorSpec, ModelSpec (+ fingerprint) and the model registry."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.precision import Precision, Tolerance, default_tolerance
+
+# Symbolic dimensions the matrix fills in: "batch" from --batch-sizes, "seq" from --seq-lens.
+BATCH = "batch"
+SEQ = "seq"
+TASKS = ("classification", "embedding", "lm", "regression")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input: a name, a shape whose entries are ints or symbolic dim names, a numpy dtype.
+
+    Integer inputs (token ids, masks) are drawn uniformly from [low, high).
+    """
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str = "float32"
+    low: int = 0
+    high: int = 2
+
+    def concrete_shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
+        out = []
+        for d in self.shape:
+            if isinstance(d, int):
+                out.append(d)
+            elif d in dims:
+                out.append(int(dims[d]))
+            else:
+                raise UsageError(f"input {self.name!r}: no value for symbolic dimension {d!r}")
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model the harness can build, feed and judge. Nothing heavy at import time: `build` imports torch.
+
+    build: returns a torch.nn.Module in eval mode (deterministic: seed its own init). None for ONNX-only.
+    onnx_path: a user-supplied ONNX file (instead of exporting `build`).
+    inputs/outputs: names (and input shapes with symbolic "batch"/"seq" dims).
+    task: "classification" adds top-1 agreement to the drift metrics.
+    tolerances: per-precision overrides of DEFAULT_TOLERANCES (only the bounds given replace defaults).
+    make_feed: optional (dims, seed) -> {name: ndarray}; default draws from the TensorSpecs.
+    config: what defines the model (sizes, seeds); it goes into the fingerprint.
+    version: bump when the model's definition changes in a way the config does not show.
+    reference_runtime: the FP32 runtime whose outputs every case is judged against.
+    """
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[str, ...]
+    build: Callable[[], Any] | None = None
+    onnx_path: Path | None = None
+    task: str = "regression"
+    tolerances: Mapping[Precision, Tolerance] = field(default_factory=dict)
+    make_feed: Callable[[Mapping[str, int], int], Mapping[str, Any]] | None = None
+    calibration: Callable[[], Iterable[Mapping[str, Any]]] | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+    version: str = "1"
+    description: str = ""
+    reference_runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"model {self.name!r}: task {self.task!r} is not one of {TASKS}")
+        if self.build is None and self.onnx_path is None:
+            raise ValueError(f"model {self.name!r}: needs a torch `build` callable or an `onnx_path`")
+
+    @property
+    def reference(self) -> str:
+        """The runtime that produces the FP32 reference outputs: PyTorch when there is a module."""
+        if self.reference_runtime:
+            return self.reference_runtime
+        return "torch-cpu" if self.build is not None else "ort-cpu"
+
+    @property
+    def symbolic_dims(self) -> frozenset[str]:
+        return frozenset(d for t in self.inputs for d in t.shape if isinstance(d, str))
+
+    @property
+    def has_seq(self) -> bool:
+        return SEQ in self.symbolic_dims
+
+    def tolerance(self, precision: Precision, override: Tolerance | None = None) -> Tolerance:
+        return default_tolerance(precision).merged(self.tolerances.get(precision)).merged(override)
+
+    def fingerprint(self) -> str:
+        """sha256 of what defines the model: name, version, config, inputs, and the build code or ONNX bytes.
+
+        Results from different fingerprints are never compared as the same model.
+        """
+        h = hashlib.sha256()
+        ident = {
+            "name": self.name,
+            "version": self.version,
+            "config": self.config,
+            "inputs": [(t.name, t.shape, t.dtype, t.low, t.high) for t in self.inputs],
+            "outputs": self.outputs,
+        }
+        h.update(json.dumps(ident, sort_keys=True, default=str).encode())
+        if self.build is not None:
+            h.update(_source_of(self.build).encode())
+        if self.onnx_path is not None:
+            h.update(_file_digest(Path(self.onnx_path)).encode())
+        return h.hexdigest()
+
+
+def _source_of(fn: Callable[..., Any]) -> str:
+    """The source of the module that defines `fn` (its code decides the weights), or its qualname."""
+    target = getattr(fn, "func", fn)  # functools.partial
+    try:
+        module = inspect.getmodule(target)
+        return inspect.getsource(module) if module is not None else inspect.getsource(target)
+    except (OSError, TypeError):
+        return getattr(target, "__qualname__", repr(target))
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        return f"unreadable:{exc}"
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------- registry
+
+_MODELS: dict[str, ModelSpec] = {}
+
+
+def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
+    """Add a model to the registry (user packages do this through the `harness.models` entry point)."""
+    if spec.name in _MODELS and not replace and _MODELS[spec.name] is not spec:
+        raise ValueError(f"a model named {spec.name!r} is already registered")
+    _MODELS[spec.name] = spec
+    return spec
+
+
+def get_model(name: str) -> ModelSpec:
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    try:
+        return _MODELS[name]
+    except KeyError:
+        raise UsageError(f"unknown model {name!r}; valid models: {', '.join(model_names()) or '(none)'}") from None
+
+
+def model_names() -> list[str]:
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    return sorted(_MODELS)
+
+
+def all_models() -> list[ModelSpec]:
+    return [_MODELS[n] for n in model_names()]

@@ -1,0 +1,43 @@
+"""Runtime registry: one line per runtime; nothing outside an adapter branches on a runtime's name."""
+
+from __future__ import annotations
+
+from harness.errors import UsageError
+from harness.runtimes.base import Availability, Runtime, RuntimeOptions
+
+_RUNTIMES: dict[str, type[Runtime]] = {}
+
+
+def register_runtime(cls: type[Runtime], *, replace: bool = False) -> type[Runtime]:
+    """Register an adapter under `cls.name` (user packages: the `harness.runtimes` entry point)."""
+    if cls.name in _RUNTIMES and not replace and _RUNTIMES[cls.name] is not cls:
+        raise ValueError(f"a runtime named {cls.name!r} is already registered")
+    _RUNTIMES[cls.name] = cls
+    return cls
+
+
+def get_runtime(name: str) -> type[Runtime]:
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    try:
+        return _RUNTIMES[name]
+    except KeyError:
+        raise UsageError(f"unknown runtime {name!r}; valid runtimes: {', '.join(runtime_names())}") from None
+
+
+def runtime_names() -> list[str]:
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    return list(_RUNTIMES)
+
+
+# ------------------------------------------------------------------ built-in adapters, one line each
+from harness.runtimes.torch_eager import TorchEager  # noqa: E402
+from harness.runtimes.onnxruntime import OrtCpu  # noqa: E402
+
+register_runtime(TorchEager)
+register_runtime(OrtCpu)
+
+__all__ = ["Availability", "Runtime", "RuntimeOptions", "get_runtime", "register_runtime", "runtime_names"]

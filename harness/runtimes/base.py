@@ -1,0 +1,157 @@
+"""The Runtime interface: a shared, guarded lifecycle; adapters write only the `_activate/_infer/...` hooks."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.artifacts.cache import Artifact, ArtifactCache
+from harness.model import ModelSpec
+from harness.precision import Precision
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a runtime (or a runtime x model x precision) can run; falsy with the reason when not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """What every adapter gets from the run: thread count, artifact cache, ONNX exporter."""
+
+    threads: int
+    cache: ArtifactCache = field(default_factory=ArtifactCache)
+    exporter: str = "dynamo"
+
+
+class Runtime(ABC):
+    """Runs one model at one precision on one device. A context manager; heavy work only in activation.
+
+    Public methods guard and validate; an adapter implements `_activate`, `_infer`, `_deactivate` and, where
+    it needs to, `_prepare` (feed -> runtime-native inputs, outside the timed loop), `_to_numpy`,
+    `synchronize` (device sync before a clock is read) and `availability`.
+    """
+
+    name: ClassVar[str]
+    device: ClassVar[str] = "cpu"
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32})
+    timing_scope: ClassVar[str] = "host_to_host"  # what a timed call covers: inputs and outputs in host memory
+    description: ClassVar[str] = ""
+
+    def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
+        self.model = model
+        self.precision = Precision(precision)
+        self.options = options
+        self.setup_s: float | None = None  # activation time: session creation, compile, engine build
+        self.artifact: Artifact | None = None  # the file this runtime executes, if any
+        self._active = False
+
+    # ------------------------------------------------------------------ capability
+    @classmethod
+    def availability(cls) -> Availability:
+        """Can this runtime run on this machine at all? Cheap enough to call once per process."""
+        return Availability(True)
+
+    @classmethod
+    def supports(cls, model: ModelSpec, precision: Precision) -> Availability:
+        """Can it run this model at this precision? (Unsupported = a skip with this reason, never an error.)"""
+        if Precision(precision) not in cls.precisions:
+            have = ", ".join(sorted(p.value for p in cls.precisions))
+            return Availability(False, f"{cls.name} does not run {precision} (supported: {have})")
+        return cls._supports_model(model)
+
+    @classmethod
+    def _supports_model(cls, model: ModelSpec) -> Availability:
+        return Availability(True)
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "Runtime":
+        if not self._active:
+            t0 = time.perf_counter()
+            self._activate()
+            self.setup_s = time.perf_counter() - t0
+            self._active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._active:
+            self._active = False
+            self._deactivate()
+
+    def infer(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One inference on a host feed; returns host numpy arrays keyed by output name."""
+        self._check_active()
+        missing = [t.name for t in self.model.inputs if t.name not in feed]
+        if missing:
+            raise ValueError(f"{self.name}: feed for model {self.model.name!r} lacks inputs {missing}")
+        outputs = self._infer(self._prepare(feed))
+        self.synchronize()
+        return {k: self._to_numpy(v) for k, v in outputs.items()}
+
+    def bind(self, feed: Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """A zero-argument callable running one inference on `feed`: the thing the timer times.
+
+        Preparation (tensor conversion, device copies an adapter chooses to exclude) happens here, once.
+        """
+        self._check_active()
+        prepared = self._prepare(feed)
+        infer = self._infer
+        return lambda: infer(prepared)
+
+    def synchronize(self) -> None:
+        """Wait for the device; CPU runtimes return at once."""
+
+    def details(self) -> dict[str, Any]:
+        """Adapter-specific facts recorded with each result (providers, threads, artifact, ...)."""
+        out: dict[str, Any] = {"threads": self.options.threads}
+        if self.artifact is not None:
+            out["artifact"] = str(self.artifact.path)
+            out["artifact_cache_hit"] = self.artifact.cache_hit
+        return out
+
+    @property
+    def artifact_path(self) -> Path | None:
+        return self.artifact.path if self.artifact is not None else None
+
+    # ------------------------------------------------------------------ adapter hooks
+    @abstractmethod
+    def _activate(self) -> None: ...
+
+    @abstractmethod
+    def _infer(self, prepared: Any) -> Mapping[str, Any]: ...
+
+    def _deactivate(self) -> None:
+        pass
+
+    def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
+        return dict(feed)
+
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def _check_active(self) -> None:
+        if not self._active:
+            raise RuntimeError(f"{self.name}: use the runtime as a context manager before inference")
+
+
+def name_outputs(raw: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """Map what a framework returned (tensor, tuple, dict-like) to the model's output names."""
+    if isinstance(raw, Mapping):
+        return {n: raw[n] for n in names if n in raw} or dict(raw)
+    if isinstance(raw, (tuple, list)):
+        if len(raw) < len(names):
+            raise ValueError(f"module returned {len(raw)} outputs, the model declares {len(names)}: {names}")
+        return dict(zip(names, raw))
+    return {names[0]: raw}
