@@ -156,6 +156,9 @@ class IsolatedExecutor:
         except OSError:
             return ""
         text = data.decode("utf-8", "replace").strip()
+        fatal = text.rfind("Fatal Python error")
+        if fatal >= 0:  # faulthandler prints the innermost frames first: keep its head
+            return "\n".join(text[fatal:].splitlines()[:lines * 2])[:chars]
         return "\n".join(text.splitlines()[-lines:])[-chars:]
 
 
@@ -174,6 +177,9 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None) -> None
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    # pytest's capture may have replaced sys.stdout/err with its own files: point them at the log again.
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
     faulthandler.enable(file=sys.stderr, all_threads=True)  # a segfault leaves a Python traceback in the log
     if cap_bytes:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)

@@ -1,0 +1,140 @@
+"""`harness run | report | models | runtimes | env`: thin commands over the library and the pytest suites.
+
+Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
+out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Sequence
+
+from harness.config import OPTIONS, RunConfig
+from harness.errors import HarnessError, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description="Benchmark and conformance harness for ML inference.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the matrix (pytest on the bundled suites) and write results + report",
+                         description="Run the matrix. Arguments after `--` go to pytest unchanged.")
+    for o in OPTIONS:
+        if o.flag:
+            run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.help)
+        else:
+            run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.help)
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
+
+    rep = sub.add_parser("report", help="render results.csv, report.html, benchmark.json from a results.json")
+    rep.add_argument("results", help="a results.json (or the folder holding it)")
+    rep.add_argument("-o", "--out", help="output folder (default: the results file's folder)")
+
+    sub.add_parser("models", help="list the model zoo (and models added by plugins)")
+    sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
+    sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
+                "env": cmd_env}[args.command](args)
+    except UsageError as exc:
+        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except HarnessError as exc:
+        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def pytest_args_for(args: argparse.Namespace, config: RunConfig) -> list[str]:
+    """The pytest command line equivalent to `harness run` options (every option has a --harness- twin)."""
+    from harness_suites import SUITES_DIR
+
+    out = [str(SUITES_DIR), "-c", str(SUITES_DIR / "pytest.ini"), "--rootdir", str(SUITES_DIR), "-q"]
+    if not any(ep.name == "harness" for ep in entry_points(group="pytest11")):
+        out += ["-p", "harness.pytest_plugin"]  # running from a source tree without installing
+    for o in OPTIONS:
+        value = getattr(args, o.dest)
+        if o.flag and value:
+            out.append(f"--harness-{o.name}")
+        elif not o.flag and value is not None and o.name != "out":
+            out.append(f"--harness-{o.name}={value}")
+    out.append(f"--harness-out={config.out_dir}")
+    extra = list(args.pytest_args or [])
+    return out + (extra[1:] if extra[:1] == ["--"] else extra)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import pytest
+
+    config = RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
+    if not config.cases():
+        raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
+    code = pytest.main(pytest_args_for(args, config))
+    if code == pytest.ExitCode.OK:
+        return EXIT_OK
+    if code == pytest.ExitCode.INTERRUPTED:
+        return EXIT_INTERRUPTED
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import write_outputs
+    from harness.results.schema import load_results
+
+    run = load_results(args.results)
+    src = Path(args.results)
+    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
+    for name, path in write_outputs(run, out).items():
+        print(f"{name:>9}: {path}")
+    if not run.complete:
+        print("note: this run is incomplete (interrupted or killed): the report shows the cases that finished")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from harness.model import all_models
+
+    for s in all_models():
+        inputs = ", ".join(f"{t.name}{list(t.shape)}:{t.dtype}" for t in s.inputs)
+        print(f"{s.name:<14} {s.task:<15} tags={','.join(sorted(s.tags)) or '-':<16} {inputs}")
+        if s.description:
+            print(f"{'':<14} {s.description}")
+    return EXIT_OK
+
+
+def cmd_runtimes(args: argparse.Namespace) -> int:
+    from harness.runtimes import get_runtime, runtime_names
+
+    for name in runtime_names():
+        cls = get_runtime(name)
+        avail = cls.availability()
+        precisions = ",".join(sorted(p.value for p in cls.precisions))
+        state = "available" if avail else f"unavailable: {avail.reason}"
+        print(f"{name:<12} device={cls.device:<5} precisions={precisions:<16} {state}")
+    return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from harness.measure.timer import measure_overhead
+    from harness.results.environment import default_threads, snapshot
+
+    env = snapshot(threads=default_threads())
+    env["harness_overhead"] = measure_overhead()
+    print(json.dumps(env, indent=2, default=str))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""HarnessSession: one run's state: config, executor, results written after every case, outputs at the end."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.config import RunConfig
+from harness.execution import InProcessExecutor, IsolatedExecutor
+from harness.measure.timer import measure_overhead
+from harness.results.environment import snapshot
+from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.store import write_results
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class HarnessSession:
+    """Created lazily by the pytest plugin when the first matrix case runs; finished at session end."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.run: RunResults | None = None
+        self.executor: Any = None
+        self.outputs: dict[str, Path] = {}
+        self._old_sigterm: Any = None
+
+    @property
+    def started(self) -> bool:
+        return self.run is not None
+
+    def start(self) -> None:
+        cfg = self.config
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+        env = snapshot(threads=cfg.threads)
+        env["harness_overhead"] = measure_overhead()
+        self.run = RunResults(run_id=cfg.run_id, started_at=_now(), environment=env, config=cfg.as_dict(),
+                              harness_version=__version__)
+        self.executor = IsolatedExecutor() if cfg.isolation else InProcessExecutor()
+        write_results(self.run, cfg.out_dir)
+        # SIGTERM stops the run like Ctrl-C: keep what finished, write the report, leave no worker behind.
+        try:
+            self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        except ValueError:  # not the main thread
+            self._old_sigterm = None
+
+    def execute(self, case: CaseId) -> CaseResult:
+        if not self.started:
+            self.start()
+        assert self.run is not None
+        result = self.executor.run(case, self.config)
+        self.run.cases.append(result)
+        write_results(self.run, self.config.out_dir)  # atomic: a killed run keeps every finished case
+        return result
+
+    def finish(self, interrupted: bool) -> None:
+        if not self.started:
+            return
+        assert self.run is not None
+        try:
+            if self.executor is not None:
+                self.executor.close()
+        finally:
+            if self._old_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            self.run.finished_at = _now()
+            self.run.complete = not interrupted
+            self.run.interrupted = interrupted
+            write_results(self.run, self.config.out_dir)
+            from harness.report import write_outputs
+
+            self.outputs = {"json": self.config.out_dir / "results.json", **write_outputs(self.run,
+                                                                                         self.config.out_dir)}
+            _point_latest(self.config.out_dir)
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _point_latest(out_dir: Path) -> None:
+    """reports/latest -> the newest run folder, when the folder lives under a `reports` directory."""
+    out_dir = out_dir.resolve()
+    if out_dir.parent.name != "reports":
+        return
+    link = out_dir.parent / "latest"
+    tmp = out_dir.parent / f".latest-{os.getpid()}"
+    try:
+        if tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(out_dir.name)
+        os.replace(tmp, link)
+    except OSError:
+        pass

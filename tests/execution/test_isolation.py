@@ -1,0 +1,125 @@
+"""Isolation: a crash, hang or memory blow-up costs one row, never the run; no worker outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.results import load_results
+
+FAST = ["--min-time", "0.05", "--min-iters", "3", "--warmup", "1"]
+
+
+def harness(args, env, **kw):
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def survivors(token: str) -> list[psutil.Process]:
+    """Processes still alive whose environment carries this test's token (the harness and its workers)."""
+    alive = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("HARNESS_TEST_TOKEN") == token and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return alive
+
+
+@pytest.fixture
+def env(fake_env):
+    return {**fake_env, "HARNESS_TEST_TOKEN": uuid.uuid4().hex, "PYTHONUNBUFFERED": "1"}
+
+
+def test_good_crash_good_hang_good_oom_good(env, tmp_path):
+    out = tmp_path / "run"
+    runtimes = "fake-ok,fake-segv-load,fake-ok-b,fake-hang,fake-ok-c,fake-oom,fake-ok-d"
+    proc = harness(["run", "--models", "fake-linear", "--runtimes", runtimes, "--batch-sizes", "2",
+                    "--case-timeout", "4", "--case-memory", "3", "--out", str(out), *FAST], env)
+    stdout, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, stdout
+    run = load_results(out / "results.json")
+    assert run.complete
+    by_rt = {c.case.runtime: c for c in run.cases}
+    assert [c.status for c in run.cases] == ["passed", "crashed", "passed", "timeout", "passed", "oom", "passed"]
+    assert sum(c.measured for c in run.cases) == 4
+    crash, hang, oom = by_rt["fake-segv-load"], by_rt["fake-hang"], by_rt["fake-oom"]
+    assert crash.signal == "SIGSEGV" and crash.phase == "load"
+    assert "Fatal Python error: Segmentation fault" in crash.stderr_tail  # faulthandler's traceback
+    assert hang.phase == "warmup" and "exceeded --case-timeout 4 s" in hang.reason
+    assert oom.phase == "load" and "memory cap 3" in oom.reason
+    for line in ("crashed", "timeout", "oom"):
+        assert line in stdout
+    assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+
+
+@pytest.mark.parametrize("runtime, signame", [("fake-abort-run", "SIGABRT"), ("fake-segv-run", "SIGSEGV")])
+def test_crash_inside_the_timed_loop_names_signal_and_phase(env, tmp_path, runtime, signame):
+    out = tmp_path / "run"
+    proc = harness(["run", "--models", "fake-linear", "--runtimes", f"{runtime},fake-ok", "--batch-sizes", "1",
+                    "--out", str(out), "--min-time", "0.05", "--min-iters", "10", "--warmup", "1"], env)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout
+    crashed, good = load_results(out).cases
+    assert (crashed.status, crashed.signal, crashed.phase) == ("crashed", signame, "run")
+    assert good.status == "passed"
+    assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+
+
+def _wait_for_cases(path: Path, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if len(json.loads(path.read_text())["cases"]) >= n:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never held {n} cases")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_finished_cases_writes_report_and_leaves_no_worker(env, tmp_path, sig):
+    out = tmp_path / "run"
+    proc = harness(["run", "--models", "fake-linear", "--runtimes", "fake-slow", "--batch-sizes",
+                    "1,2,3,4,5,6,7,8", "--min-time", "1", "--out", str(out)], env)
+    _wait_for_cases(out / "results.json", 2)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    stdout, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10, "the run did not stop within seconds"
+    assert proc.returncode == 130, stdout
+    run = load_results(out)
+    assert 2 <= len(run.cases) < 8 and all(c.status == "passed" for c in run.cases)
+    assert run.interrupted and not run.complete
+    assert (out / "report.html").is_file()
+    assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+
+
+def test_sigkill_leaves_a_readable_results_file_and_no_worker(env, tmp_path):
+    out = tmp_path / "run"
+    proc = harness(["run", "--models", "fake-linear", "--runtimes", "fake-slow", "--batch-sizes",
+                    "1,2,3,4,5,6,7,8", "--min-time", "1", "--out", str(out)], env)
+    _wait_for_cases(out / "results.json", 2)
+    proc.kill()
+    proc.communicate(timeout=30)
+    run = load_results(out)
+    assert len(run.cases) >= 2 and not run.complete
+    deadline = time.monotonic() + 10  # the worker dies with its parent (PR_SET_PDEATHSIG)
+    while survivors(env["HARNESS_TEST_TOKEN"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(out / "results.json")],
+                            env=env, capture_output=True, text=True)
+    assert report.returncode == 0 and "incomplete" in report.stdout
+    assert os.path.getsize(out / "report.html") > 0

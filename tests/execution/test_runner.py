@@ -1,0 +1,65 @@
+"""CaseRunner in-process with fake runtimes: statuses, reuse of activations and references, phases."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import OPTIONS, RunConfig
+from harness.execution import CaseRunner
+from harness.results.schema import CaseId
+
+
+@pytest.fixture
+def config(fakes, tmp_path):
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="5", warmup="1",
+               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
+    return RunConfig.from_options(raw)
+
+
+def case(runtime="fake-ok", batch=2, precision="fp32"):
+    return CaseId("fake-linear", runtime, precision, batch, None, "cpu")
+
+
+def test_measured_case_has_samples_stats_drift_and_identity(config):
+    phases = []
+    r = CaseRunner().run(case(), config, on_phase=phases.append)
+    assert r.status == "passed", r.reason
+    assert phases == ["load", "warmup", "run", "accuracy"]
+    assert len(r.samples_ns) >= 5 and r.latency["iterations"] == len(r.samples_ns)
+    assert r.throughput_sps > 0 and r.scenario == "offline" and r.timing_scope == "host_to_host"
+    assert r.accuracy["passed"] and r.accuracy["max_abs"] == 0.0
+    assert r.reference_runtime == "fake-ok" and r.feed_sha256 and r.model_fingerprint
+
+
+def test_drift_over_tolerance_is_failed_with_figures(config):
+    r = CaseRunner().run(case("fake-drift"), config)
+    assert r.status == "failed"
+    assert "rel_l2=" in r.reason and "elements exceed" in r.reason
+    assert r.samples_ns  # still measured
+
+
+def test_skips_carry_reasons(config):
+    r = CaseRunner().run(case("fake-unavailable"), config)
+    assert r.status == "skipped" and "FakeAcceleratorProvider not available" in r.reason
+    r = CaseRunner().run(case("fake-ok", precision="int8"), config)
+    assert r.status == "skipped" and "does not run int8" in r.reason
+
+
+def test_exception_is_an_error_row_and_the_runner_goes_on(config):
+    runner = CaseRunner()
+    bad = runner.run(case("fake-raises"), config)
+    assert bad.status == "error" and "model file is garbage" in bad.reason and bad.phase == "load"
+    assert "ValueError" in bad.stderr_tail
+    assert runner.run(case("fake-ok"), config).status == "passed"
+
+
+def test_activation_is_reused_across_batch_sizes_and_references_per_shape(config):
+    runner = CaseRunner()
+    a = runner.run(case("fake-ok-b", batch=1), config)
+    b = runner.run(case("fake-ok-b", batch=4), config)
+    assert a.details["activation_reused"] is False and b.details["activation_reused"] is True
+    assert a.setup_s == b.setup_s
+    c = runner.run(case("fake-ok-c", batch=4), config)
+    assert c.details["activation_reused"] is False
+    assert a.feed_sha256 != b.feed_sha256 and b.feed_sha256 == c.feed_sha256  # identical inputs per shape

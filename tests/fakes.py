@@ -1,0 +1,111 @@
+"""Fake models and runtimes for the harness's own tests (loaded with HARNESS_PLUGINS=fakes).
+
+They exercise the harness without torch: deterministic outputs, controllable speed, and runtimes that
+misbehave on purpose (SIGSEGV, SIGABRT, hang, memory blow-up, drift, unavailable).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.model import BATCH, ModelSpec, TensorSpec, register_model
+from harness.precision import Precision
+from harness.runtimes import Availability, Runtime, register_runtime
+
+
+def _no_module() -> None:
+    raise RuntimeError("fake model: no torch module")
+
+
+FAKE_MODEL = register_model(ModelSpec(
+    name="fake-linear", build=_no_module, inputs=(TensorSpec("x", (BATCH, 8)),), outputs=("y",),
+    task="classification", reference_runtime="fake-ok", tags=frozenset({"fake"}),
+), replace=True)
+
+
+class FakeOk(Runtime):
+    """y = 2x, taking `delay_s` per call (a stand-in for a model's compute)."""
+
+    name: ClassVar[str] = "fake-ok"
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16})
+    delay_s: ClassVar[float] = 0.0
+    calls = 0
+
+    def _activate(self) -> None:
+        self.calls = 0
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        self.calls += 1
+        self.on_call(self.calls)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return {"y": prepared["x"] * 2.0}
+
+    def on_call(self, n: int) -> None:
+        pass
+
+
+def _variant(name: str, base: type = FakeOk, **attrs: Any) -> type:
+    return register_runtime(type(name.title().replace("-", ""), (base,), {"name": name, **attrs}), replace=True)
+
+
+class _SegvLoad(FakeOk):
+    def _activate(self) -> None:
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class _CrashInLoop(FakeOk):
+    """Dies on its 8th call: 1 accuracy call + 4 warm-up calls (50 ms each, 0.2 s) put call 8 in the timed loop."""
+
+    delay_s: ClassVar[float] = 0.05
+    crash_signal: ClassVar[int] = signal.SIGABRT
+
+    def on_call(self, n: int) -> None:
+        if n >= 8:
+            os.kill(os.getpid(), self.crash_signal)
+
+
+class _Hang(FakeOk):
+    def on_call(self, n: int) -> None:
+        time.sleep(3600)
+
+
+class _Oom(FakeOk):
+    def _activate(self) -> None:
+        self.hog = []
+        for _ in range(64):  # up to 16 GiB in 256 MiB blocks, far past any test's cap
+            self.hog.append(np.empty(256 * 2**20, dtype=np.uint8))  # address space, as RLIMIT_AS counts
+
+
+class _Drift(FakeOk):
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        return {"y": prepared["x"] * 2.0 + 0.5}
+
+
+class _Unavailable(FakeOk):
+    @classmethod
+    def availability(cls) -> Availability:
+        return Availability(False, "FakeAcceleratorProvider not available: no fake device on this machine")
+
+
+class _Raises(FakeOk):
+    def _activate(self) -> None:
+        raise ValueError("model file is garbage")
+
+
+for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
+    _variant(_n)
+_variant("fake-slow", delay_s=0.05)
+_variant("fake-segv-load", _SegvLoad)
+_variant("fake-abort-run", _CrashInLoop)
+_variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)
+_variant("fake-hang", _Hang)
+_variant("fake-oom", _Oom)
+_variant("fake-drift", _Drift)
+_variant("fake-unavailable", _Unavailable)
+_variant("fake-raises", _Raises)

@@ -1,0 +1,88 @@
+"""The built-in adapters for real (torch-cpu, ort-cpu on the zoo's mlp) and the registry's contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.artifacts import ArtifactCache, onnx_for_model
+from harness.data import make_feed
+from harness.errors import UsageError
+from harness.model import get_model
+from harness.precision import Precision
+from harness.runtimes import Runtime, RuntimeOptions, get_runtime, runtime_names
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return ArtifactCache(tmp_path_factory.mktemp("cache"))
+
+
+def test_registry_lists_builtins_and_rejects_unknown_names():
+    assert {"torch-cpu", "ort-cpu"} <= set(runtime_names())
+    with pytest.raises(UsageError, match="valid runtimes: torch-cpu, ort-cpu"):
+        get_runtime("tensorrt-9")
+
+
+def test_unsupported_precision_is_a_reason_not_an_error():
+    verdict = get_runtime("ort-cpu").supports(get_model("mlp"), Precision.INT8)
+    assert not verdict and "ort-cpu does not run int8" in verdict.reason
+
+
+@pytest.mark.parametrize("name", ["torch-cpu", "ort-cpu"])
+def test_adapter_runs_mlp_and_matches_plain_torch(name, cache):
+    import torch
+
+    spec = get_model("mlp")
+    feed = make_feed(spec, {"batch": 3}, seed=0)
+    with torch.inference_mode():
+        expected = spec.build()(torch.from_numpy(feed["x"])).numpy()
+    with get_runtime(name)(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache)) as rt:
+        assert rt.setup_s is not None and rt.setup_s >= 0
+        out = rt.infer(feed)
+        assert set(out) == {"logits"} and out["logits"].shape == (3, 10)
+        np.testing.assert_allclose(out["logits"], expected, rtol=1e-4, atol=1e-5)
+        call = rt.bind(feed)
+        call()  # the timed callable runs without conversion work
+        assert rt.details()["threads"] == 1
+
+
+def test_ort_uses_the_cached_onnx_export_with_a_dynamic_batch_axis(cache):
+    import onnx
+
+    spec = get_model("mlp")
+    first = onnx_for_model(spec, cache)
+    second = onnx_for_model(spec, cache)
+    assert second.cache_hit and second.path == first.path
+    model = onnx.load(str(second.path))
+    onnx.checker.check_model(model)
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # symbolic batch
+    with get_runtime("ort-cpu")(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache)) as rt:
+        assert rt.artifact.cache_hit and rt.artifact.path == first.path
+        for b in (1, 5):
+            assert rt.infer(make_feed(spec, {"batch": b}, 0))["logits"].shape == (b, 10)
+
+
+def test_infer_before_activation_and_missing_inputs_are_clear_errors(cache):
+    spec = get_model("mlp")
+    rt = get_runtime("ort-cpu")(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache))
+    with pytest.raises(RuntimeError, match="context manager"):
+        rt.infer({"x": np.zeros((1, 256), np.float32)})
+    with rt:
+        with pytest.raises(ValueError, match="lacks inputs"):
+            rt.infer({"wrong": np.zeros((1, 256), np.float32)})
+
+
+def test_new_runtime_needs_only_the_hooks():
+    class Doubler(Runtime):
+        name = "doubler-test"
+
+        def _activate(self):
+            self.ready = True
+
+        def _infer(self, prepared):
+            return {"logits": prepared["x"] * 2}
+
+    with Doubler(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1)) as rt:
+        out = rt.infer({"x": np.ones((1, 256), np.float32)})
+    assert out["logits"].sum() == 512

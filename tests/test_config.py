@@ -1,0 +1,87 @@
+"""Option parsing: the same options and validation for `harness run` and plain pytest."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from harness.cli import _parser, pytest_args_for
+from harness.config import OPTIONS, RunConfig
+from harness.errors import UsageError
+from harness.precision import Precision
+
+
+def raw(**kw):
+    base = {o.dest: None for o in OPTIONS}
+    base.update(kw)
+    return base
+
+
+def test_quick_defaults():
+    c = RunConfig.from_options(raw(quick=True))
+    assert c.models == ("mlp", "resnet18")
+    assert c.runtimes == ("torch-cpu", "ort-cpu")
+    assert c.precisions == (Precision.FP32,)
+    assert c.batch_sizes == (1, 4)
+    assert c.timing.min_time_s == 0.5 and c.timing.min_iters == 10
+    assert c.isolation is True
+
+
+def test_explicit_values_override_quick():
+    c = RunConfig.from_options(raw(quick=True, models="mlp", batch_sizes="2, 16", min_time="0.1",
+                                   min_iters="3", threads="1", seed="9", no_isolation=True))
+    assert c.models == ("mlp",) and c.batch_sizes == (2, 16)
+    assert c.timing.min_time_s == 0.1 and c.timing.min_iters == 3
+    assert c.threads == 1 and c.seed == 9 and c.isolation is False
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"models": "mlp,nope"}, "unknown model 'nope'; valid models: "),
+    ({"runtimes": "torch-gpu"}, "unknown runtime 'torch-gpu'; valid runtimes: torch-cpu, ort-cpu"),
+    ({"precisions": "fp8"}, "unknown precision 'fp8'; valid precisions: fp32, fp16, bf16, int8"),
+    ({"batch_sizes": "1,0"}, "--batch-sizes: 0 is not a positive size"),
+    ({"seq_lens": "-5"}, "--seq-lens: -5 is not a positive size"),
+    ({"batch_sizes": "one"}, "--batch-sizes: 'one' is not an integer"),
+    ({"min_time": "fast"}, "--min-time: 'fast' is not a number"),
+    ({"threads": "0"}, "--threads: 0 is below the minimum 1"),
+    ({"exporter": "magic"}, "valid exporters: dynamo, legacy"),
+])
+def test_bad_options_are_usage_errors_that_name_the_valid_values(kw, message):
+    with pytest.raises(UsageError, match=None) as info:
+        RunConfig.from_options(raw(**kw))
+    assert message in str(info.value)
+
+
+def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes):
+    c = RunConfig.from_options(raw(models="fake-linear,mlp", runtimes="fake-ok,ort-cpu", precisions="fp32,fp16",
+                                   batch_sizes="1,8", seq_lens="32,128"))
+    cases = c.cases()
+    assert len(cases) == 2 * 2 * 2 * 2  # models x runtimes x precisions x batches; no seq axis here
+    assert all(case.seq is None for case in cases)
+    # cases sharing an activation are adjacent
+    keys = [case.activation_key for case in cases]
+    assert keys == sorted(set(keys), key=keys.index) or all(
+        keys[i] == keys[i + 1] or keys[i] not in keys[i + 1:] for i in range(len(keys) - 1))
+
+
+def test_cli_options_map_one_to_one_onto_pytest_options(tmp_path):
+    args = _parser().parse_args(["run", "--models", "mlp", "--runtimes", "ort-cpu", "--batch-sizes", "1,2",
+                                 "--quick", "--no-isolation", "--case-timeout", "30", "--out", str(tmp_path),
+                                 "--", "-x", "-k", "b1"])
+    config = RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
+    argv = pytest_args_for(args, config)
+    assert "--harness-models=mlp" in argv and "--harness-runtimes=ort-cpu" in argv
+    assert "--harness-batch-sizes=1,2" in argv and "--harness-quick" in argv
+    assert "--harness-no-isolation" in argv and "--harness-case-timeout=30" in argv
+    assert f"--harness-out={tmp_path}" in argv
+    assert argv[-3:] == ["-x", "-k", "b1"]
+
+
+def test_every_option_is_documented_in_the_readme():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for o in OPTIONS:
+        assert f"--{o.name}" in readme, f"README lacks --{o.name}"
+    del argparse

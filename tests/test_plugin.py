@@ -1,0 +1,62 @@
+"""The pytest plugin driven through pytester: matrix ids, skip reasons, exit status, output files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness_suites import SUITES_DIR
+
+INI = str(SUITES_DIR / "pytest.ini")
+FAST = ["--harness-min-time=0.01", "--harness-min-iters=3", "--harness-warmup=1"]
+
+
+def run_suite(pytester: pytest.Pytester, out, *args):
+    return pytester.runpytest_subprocess(str(SUITES_DIR), "-c", INI, "--rootdir", str(SUITES_DIR), "-rs",
+                                         f"--harness-out={out}", *FAST, *args)
+
+
+def test_passing_matrix_writes_results_and_exits_zero(pytester, fake_env, tmp_path):
+    out = tmp_path / "run"
+    res = run_suite(pytester, out, "--harness-models=fake-linear", "--harness-runtimes=fake-ok,fake-ok-b",
+                    "--harness-batch-sizes=1,3", "-v")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["*test_case?fake-linear-fake-ok-fp32-b1? PASSED*",
+                              "*test_case?fake-linear-fake-ok-b-fp32-b3? PASSED*", "*4 passed*"])
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["complete"] is True and doc["schema_version"] == 1
+    assert [c["status"] for c in doc["cases"]] == ["passed"] * 4
+    assert doc["environment"]["harness_overhead"]["overhead_p50_ns"] > 0
+    for name in ("results.csv", "report.html", "benchmark.json"):
+        assert (out / name).is_file()
+
+
+def test_skips_carry_their_reasons(pytester, fake_env, tmp_path):
+    res = run_suite(pytester, tmp_path / "run", "--harness-models=fake-linear",
+                    "--harness-runtimes=fake-ok,fake-unavailable", "--harness-precisions=fp32,int8",
+                    "--harness-batch-sizes=1")
+    assert res.ret == 0
+    res.stdout.fnmatch_lines(["*SKIPPED*fake-ok does not run int8*",
+                              "*SKIPPED*FakeAcceleratorProvider not available: no fake device*",
+                              "*1 passed, 3 skipped*"])
+
+
+def test_drift_failure_sets_the_exit_status_and_shows_figures(pytester, fake_env, tmp_path):
+    res = run_suite(pytester, tmp_path / "run", "--harness-models=fake-linear",
+                    "--harness-runtimes=fake-ok,fake-drift", "--harness-batch-sizes=2")
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*failed: drift over tolerance*rel_l2=*", "*1 failed, 1 passed*"])
+
+
+def test_unknown_names_are_usage_errors(pytester, fake_env, tmp_path):
+    res = run_suite(pytester, tmp_path / "run", "--harness-models=fake-linear,nope")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*unknown model 'nope'; valid models:*fake-linear*"])
+
+
+def test_plugin_is_inert_without_the_case_fixture(pytester):
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 0
+    assert "inference harness" not in res.stdout.str()
