@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from harness.cli import _parser, pytest_args_for
@@ -83,5 +81,4 @@ def test_every_option_is_documented_in_the_readme():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for o in OPTIONS:
-        assert f"--{o.name}" in readme, f"README lacks --{o.name}"
-    del argparse
+        assert f"`--{o.name}`" in readme and f"`--harness-{o.name}`" in readme, f"README lacks --{o.name}"

@@ -119,6 +119,7 @@ class Runtime(ABC):
         if self.artifact is not None:
             out["artifact"] = str(self.artifact.path)
             out["artifact_cache_hit"] = self.artifact.cache_hit
+            out["artifact_build_s"] = round(self.artifact.build_s, 3)  # part of setup_s on a cache miss
         return out
 
     @property

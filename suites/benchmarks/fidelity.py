@@ -1,0 +1,98 @@
+"""Fidelity benchmark: the harness's ort-cpu median vs a bare `session.run` loop on the same file and feed.
+
+    python -m harness_suites.benchmarks.fidelity [--models resnet18,mlp] [--rounds 3] [--no-isolation]
+
+For each model (batch 1), alternates rounds of (a) a bare loop timed with time.perf_counter_ns around
+`session.run` in this process and (b) the harness measuring the same case through its supervised worker
+(isolation on by default), with the same ONNX file, seeded inputs, thread count and session options.
+Prints the median of the per-round p50s and their ratio; exits 1 if a ratio is outside 1 +/- tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+
+
+def bare_p50_ms(path: str, feed: dict, threads: int, seconds: float, warmup: int = 20) -> float:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    for _ in range(warmup):
+        sess.run(names, feed)
+    samples = []
+    end = time.perf_counter_ns() + int(seconds * 1e9)
+    while time.perf_counter_ns() < end or len(samples) < 20:
+        t0 = time.perf_counter_ns()
+        sess.run(names, feed)
+        samples.append(time.perf_counter_ns() - t0)
+    return float(np.median(samples)) / 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness.artifacts import ArtifactCache, onnx_for_model
+    from harness.config import OPTIONS, RunConfig
+    from harness.data import make_feed
+    from harness.execution import InProcessExecutor, IsolatedExecutor
+    from harness.model import get_model
+    from harness.results.environment import cpu_busy_percent
+    from harness.results.schema import CaseId
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="resnet18,mlp")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=2.0, help="measured seconds per round and side")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--tolerance", type=float, default=0.05)
+    p.add_argument("--no-isolation", action="store_true")
+    args = p.parse_args(argv)
+
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models=args.models, runtimes="ort-cpu", batch_sizes="1", min_time=str(args.seconds),
+               threads=args.threads, no_isolation=args.no_isolation, out="/tmp/harness-fidelity")
+    config = RunConfig.from_options(raw)
+    config = replace(config, timing=replace(config.timing, warmup_iters=20))
+    executor = InProcessExecutor() if args.no_isolation else IsolatedExecutor()
+    print(f"CPU busy before the benchmark: {cpu_busy_percent(1.0):.1f}% (other jobs; rerun if high)")
+    print(f"threads={config.threads} isolation={'off' if args.no_isolation else 'on'} rounds={args.rounds} "
+          f"seconds/round/side={args.seconds}")
+    ok = True
+    try:
+        for name in config.models:
+            spec = get_model(name)
+            path = str(onnx_for_model(spec, ArtifactCache(config.cache_dir), config.exporter).path)
+            feed = make_feed(spec, {"batch": 1}, config.seed)
+            case = CaseId(name, "ort-cpu", "fp32", 1, None, "cpu")
+            bare, harness = [], []
+            for _ in range(args.rounds):
+                bare.append(bare_p50_ms(path, feed, config.threads, args.seconds))
+                result = executor.run(case, config)
+                if result.status != "passed":
+                    print(f"{name}: harness case {result.status}: {result.reason}")
+                    return 1
+                harness.append(result.latency["p50_ms"])
+            b, h = statistics.median(bare), statistics.median(harness)
+            ratio = h / b
+            good = abs(ratio - 1) <= args.tolerance
+            ok &= good
+            print(f"{name:<10} bare p50 {b:9.4f} ms  harness p50 {h:9.4f} ms  ratio {ratio:.3f}  "
+                  f"{'OK' if good else 'OUTSIDE'} (+/-{args.tolerance:.0%})  rounds bare={[round(x, 4) for x in bare]}"
+                  f" harness={[round(x, 4) for x in harness]}")
+    finally:
+        executor.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

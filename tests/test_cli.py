@@ -1,0 +1,107 @@
+"""The CLI end to end on real models: run twice (the second reuses the ONNX export), report, models, env."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.results import load_results
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def cli(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_run_twice_reuses_the_onnx_export_and_writes_every_output(fake_env, tmp_path):
+    args = ["run", "--models", "mlp", "--runtimes", "torch-cpu,ort-cpu", "--batch-sizes", "1,2",
+            "--min-time", "0.05", "--min-iters", "5"]
+    first = cli(*args, "--out", str(tmp_path / "a"), env=fake_env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = cli(*args, "--out", str(tmp_path / "b"), env=fake_env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    a, b = load_results(tmp_path / "a"), load_results(tmp_path / "b")
+    ort_a = [c for c in a.cases if c.case.runtime == "ort-cpu"]
+    ort_b = [c for c in b.cases if c.case.runtime == "ort-cpu"]
+    assert [c.artifact_cache_hit for c in ort_a] == [False, False]  # exported once, reused for batch 2
+    assert [c.artifact_cache_hit for c in ort_b] == [True, True]
+    assert ort_a[0].artifact == ort_b[0].artifact
+    assert all(c.status == "passed" for c in a.cases + b.cases)
+    # identical feeds across runtimes, drift within the FP32 tolerance
+    by_shape = {}
+    for c in a.cases:
+        by_shape.setdefault(c.case.batch, set()).add(c.feed_sha256)
+    assert all(len(v) == 1 for v in by_shape.values())
+    assert max(c.accuracy["rel_l2"] for c in a.cases) < 1e-4
+    env = a.environment
+    for key in ("cpu_model", "cpu_cores_logical", "memory_total_gb", "os", "python", "libraries", "git",
+                "threads", "harness_overhead"):
+        assert key in env, key
+    assert env["libraries"]["torch"] and env["libraries"]["onnx"]
+    csv = (tmp_path / "a" / "results.csv").read_text().splitlines()
+    assert csv[0].startswith("model,runtime,precision,batch,seq,device,status,latency_p50_ms")
+    assert len(csv) == 5
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert "ort-cpu vs torch-cpu" in html and "Latency p50" in html and "Throughput" in html
+    assert not re.search(r"<script|https?://", html)  # self-contained
+    bench = json.loads((tmp_path / "a" / "benchmark.json").read_text())
+    assert len(bench["benchmarks"]) == 4 and bench["benchmarks"][0]["stats"]["rounds"] >= 5
+
+
+def test_pytest_benchmark_compare_reads_our_json(fake_env, tmp_path):
+    out = tmp_path / "run"
+    res = cli("run", "--models", "fake-linear", "--runtimes", "fake-ok", "--batch-sizes", "1",
+              "--min-time", "0.01", "--out", str(out), env=fake_env)
+    assert res.returncode == 0, res.stdout
+    cmp = subprocess.run([sys.executable, "-c", "from pytest_benchmark.cli import main; main()", "compare",
+                          str(out / "benchmark.json")],
+                         capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    assert "fake-linear-fake-ok-fp32-b1" in cmp.stdout
+
+
+def test_report_rerenders_and_rejects_bad_files(fake_env, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli("run", "--models", "fake-linear", "--runtimes", "fake-ok", "--batch-sizes", "1",
+               "--min-time", "0.01", "--out", str(out), env=fake_env).returncode == 0
+    (out / "report.html").unlink()
+    assert main(["report", str(out / "results.json"), "-o", str(tmp_path / "re")]) == 0
+    assert (tmp_path / "re" / "report.html").is_file()
+    (tmp_path / "bad.json").write_text('{"schema_version": 1, "run_')
+    assert main(["report", str(tmp_path / "bad.json")]) == 2
+    assert "bad.json: not valid JSON (truncated?)" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2_and_list_valid_names(capsys):
+    assert main(["run", "--runtimes", "torch-cpu,nope"]) == 2
+    assert "unknown runtime 'nope'; valid runtimes: torch-cpu, ort-cpu" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--no-such-option"])
+    assert info.value.code == 2
+
+
+def test_models_runtimes_env(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "mlp" in out and "resnet18" in out
+    assert main(["runtimes"]) == 0
+    assert re.search(r"ort-cpu\s+device=cpu.*available", capsys.readouterr().out)
+    assert main(["env"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    assert env["harness_overhead"]["overhead_p50_ns"] > 0 and env["cpu_cores_logical"] >= 1
+
+
+def test_readme_documents_install_main_job_and_tests():
+    text = README.read_text()
+    assert 'pip install -c constraints/cpu.txt -e ".[dev]"' in text
+    assert "harness run --quick" in text and "pytest tests" in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert 'pip install -c constraints/cpu.txt -e ".[dev]"' in ci and "pytest tests" in ci
