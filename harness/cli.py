@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     for o in OPTIONS:
         if o.flag:
             run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.help)
+        elif o.multiple:
+            run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.help)
         else:
             run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.help)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
@@ -66,6 +68,8 @@ def pytest_args_for(args: argparse.Namespace, config: RunConfig) -> list[str]:
         value = getattr(args, o.dest)
         if o.flag and value:
             out.append(f"--harness-{o.name}")
+        elif o.multiple and value:
+            out += [f"--harness-{o.name}={v}" for v in value]
         elif not o.flag and value is not None and o.name != "out":
             out.append(f"--harness-{o.name}={value}")
     out.append(f"--harness-out={config.out_dir}")

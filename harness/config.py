@@ -27,6 +27,7 @@ class OptionDef:
     help: str
     metavar: str | None = None
     flag: bool = False  # a switch without a value
+    multiple: bool = False  # may be given several times
 
     @property
     def dest(self) -> str:
@@ -36,6 +37,8 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
               "NAMES"),
+    OptionDef("model", "a model file to add to the matrix, e.g. path/to/model.onnx (repeatable; combines with "
+                       "--models; alone, only these files run)", "PATH", multiple=True),
     OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "
                           "torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES"),
@@ -90,6 +93,7 @@ class RunConfig:
     exporter: str = "dynamo"
     noise_cv: float = DEFAULT_NOISE_CV
     run_id: str = ""
+    user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -120,14 +124,21 @@ class RunConfig:
         from harness.model import all_models, get_model
         from harness.runtimes import get_runtime, runtime_names
 
+        from harness.model_files import register_user_model
+
         quick = bool(raw.get("quick"))
+        user_paths = tuple(str(Path(p).absolute()) for p in (raw.get("model") or ()))
+        user_names = tuple(register_user_model(p) for p in user_paths)
         if raw.get("models"):
             models = _names(raw["models"], "models")
             for m in models:
                 get_model(m)
+        elif user_names:
+            models = ()
         else:
             specs = all_models()
-            models = tuple(s.name for s in specs if not quick or QUICK_TAG in s.tags)
+            models = tuple(s.name for s in specs if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
+        models = tuple(dict.fromkeys(models + user_names))
         if raw.get("runtimes"):
             runtimes = _names(raw["runtimes"], "runtimes")
             for r in runtimes:
@@ -162,7 +173,7 @@ class RunConfig:
             cache_dir=Path(raw["cache_dir"]).expanduser() if raw.get("cache_dir") else default_cache_dir(),
             exporter=exporter,
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
-            run_id=run_id,
+            run_id=run_id, user_models=user_paths,
         )
 
 

@@ -57,6 +57,7 @@ class ModelSpec:
     config: what defines the model (sizes, seeds); it goes into the fingerprint.
     version: bump when the model's definition changes in a way the config does not show.
     reference_runtime: the FP32 runtime whose outputs every case is judged against.
+    problem: set for a user model that failed its checks; every case of it is an error row with this reason.
     """
 
     name: str
@@ -73,6 +74,7 @@ class ModelSpec:
     version: str = "1"
     description: str = ""
     reference_runtime: str | None = None
+    problem: str | None = None  # why this model cannot be used (a refused user file): its cases are errors
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

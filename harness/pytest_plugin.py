@@ -25,6 +25,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if o.flag:
             group.addoption(f"--harness-{o.name}", action="store_true", default=False, dest=f"harness_{o.dest}",
                             help=o.help)
+        elif o.multiple:
+            group.addoption(f"--harness-{o.name}", action="append", default=None, dest=f"harness_{o.dest}",
+                            metavar=o.metavar, help=o.help)
         else:
             group.addoption(f"--harness-{o.name}", default=None, dest=f"harness_{o.dest}", metavar=o.metavar,
                             help=o.help)

@@ -104,5 +104,8 @@ def _check_dynamic_axes(spec: ModelSpec, model: Any, path: Path) -> None:
 def onnx_for_model(spec: ModelSpec, cache: ArtifactCache, exporter: str = "dynamo") -> Artifact:
     """The FP32 ONNX file for a model: the user's own file, or the cached export of its torch module."""
     if spec.onnx_path is not None:
+        from harness.model_files import check_model_path
+
+        check_model_path(spec.onnx_path)  # before onnxruntime opens it
         return Artifact(Path(spec.onnx_path), spec.fingerprint(), True, 0.0, {"kind": "user-onnx"})
     return OnnxFromTorch(spec, cache, exporter)()

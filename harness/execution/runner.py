@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from harness.errors import HarnessError
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
+from harness.model_files import register_user_model
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
@@ -45,7 +47,10 @@ class CaseRunner:
     def _run(self, case: CaseId, config: Any, on_phase: PhaseCallback) -> CaseResult:
         phase = "load"
         try:
+            ensure_user_models(config)
             spec = get_model(case.model)
+            if spec.problem:
+                return CaseResult(case, "error", reason=spec.problem, phase="load")
             cls = get_runtime(case.runtime)
             precision = Precision(case.precision)
             if cls not in self._availability:
@@ -153,6 +158,15 @@ class CaseRunner:
         self._drop_active()
         self._drop_reference()
         self._references.clear()
+
+
+def ensure_user_models(config: Any) -> None:
+    """Register the run's `--model` files in this process (a worker may not have inherited them)."""
+    from harness.model import _MODELS
+
+    for path in getattr(config, "user_models", ()):
+        if Path(path).stem not in _MODELS:
+            register_user_model(path)
 
 
 def _tail(text: str, lines: int = 20, chars: int = 4000) -> str:
