@@ -138,26 +138,26 @@ class CaseRunner:
 
     def _drop_active(self) -> None:
         if self._active is not None:
-            _, rt = self._active
+            _exit_quietly(self._active[1])
             self._active = None
-            try:
-                rt.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001
-                pass
 
     def _drop_reference(self) -> None:
         if self._reference_runtime is not None:
-            _, rt = self._reference_runtime
+            _exit_quietly(self._reference_runtime[1])
             self._reference_runtime = None
-            try:
-                rt.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001
-                pass
 
     def close(self) -> None:
         self._drop_active()
         self._drop_reference()
         self._references.clear()
+
+
+def _exit_quietly(runtime: Runtime) -> None:
+    """Deactivate a runtime we are discarding; its own errors must not mask the case's outcome."""
+    try:
+        runtime.__exit__(None, None, None)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def ensure_user_models(config: Any) -> None:
