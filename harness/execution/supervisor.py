@@ -89,17 +89,20 @@ class IsolatedExecutor:
 
     # ------------------------------------------------------------------ one case
     def run(self, case: CaseId, config: Any) -> CaseResult:
-        self._ensure_worker(config)
-        assert self._conn is not None and self._log_path is not None
-        log_offset = os.path.getsize(self._log_path)
+        for attempt in (1, 2):  # a worker that died while idle is replaced once
+            self._ensure_worker(config)
+            assert self._conn is not None and self._log_path is not None
+            log_offset = os.path.getsize(self._log_path)
+            try:
+                self._conn.send(("case", case, config))
+                break
+            except (OSError, ValueError):
+                self._reap()
+        else:
+            return CaseResult(case, "crashed", phase="load", reason="the worker process could not be started")
         phase = "load"
         t0 = time.monotonic()
         deadline = t0 + config.case_timeout_s
-        try:
-            self._conn.send(("case", case, config))
-        except (OSError, ValueError):
-            self._reap()
-            return self.run(case, config)
         while True:
             remaining = deadline - time.monotonic()
             # Blocks in select(): the parent uses no CPU while the worker measures.
