@@ -103,8 +103,12 @@ class ModelSpec:
     def fingerprint(self) -> str:
         """sha256 of what defines the model: name, version, config, inputs, and the build code or ONNX bytes.
 
-        Results from different fingerprints are never compared as the same model.
+        Results from different fingerprints are never compared as the same model. Computed once per spec
+        (a user ONNX file is hashed once per process, not once per case).
         """
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
         h = hashlib.sha256()
         ident = {
             "name": self.name,
@@ -116,9 +120,10 @@ class ModelSpec:
         h.update(json.dumps(ident, sort_keys=True, default=str).encode())
         if self.build is not None:
             h.update(_source_of(self.build).encode())
-        if self.onnx_path is not None:
+        if self.onnx_path is not None and not self.problem:  # never open a refused file (a FIFO blocks)
             h.update(_file_digest(Path(self.onnx_path)).encode())
-        return h.hexdigest()
+        object.__setattr__(self, "_fingerprint", h.hexdigest())  # frozen dataclass: memo outside the fields
+        return self.__dict__["_fingerprint"]
 
 
 def _source_of(fn: Callable[..., Any]) -> str:
