@@ -60,7 +60,7 @@ def render_html(run: RunResults) -> str:
             if v is not None and not isinstance(v, (str, bool)) and v != v:
                 r[k] = None
     return _jinja().get_template("report.html.j2").render(
-        run=run, env=run.environment, config=run.config, counts={k: v for k, v in run.counts().items()},
+        run=run, env=run.environment, config=run.config, counts=run.counts(),
         tables_by_model=by_model, rows=rows, fmt=_fmt,
         not_passed=[c for c in run.cases if c.status != "passed"],
         broken=[c for c in run.cases if c.status in BROKEN],
