@@ -34,9 +34,13 @@ def _parser() -> argparse.ArgumentParser:
             run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.help)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
 
-    rep = sub.add_parser("report", help="render results.csv, report.html, benchmark.json from a results.json")
-    rep.add_argument("results", help="a results.json (or the folder holding it)")
-    rep.add_argument("-o", "--out", help="output folder (default: the results file's folder)")
+    rep = sub.add_parser("report", help="render report.html, summary.md, results.csv (and benchmark.json) from "
+                                        "stored results; several runs merge side by side",
+                         description="Render from stored results. Several results files (other machines, other "
+                                     "thread settings) become columns labelled by machine, never averaged.")
+    rep.add_argument("results", nargs="+", help="results.json files (or folders holding one)")
+    rep.add_argument("-o", "--out", help="output folder (default: the results file's folder; required with "
+                                         "several results files)")
 
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
@@ -97,13 +101,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import write_outputs
     from harness.results.schema import load_results
 
-    run = load_results(args.results)
-    src = Path(args.results)
-    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent)
-    for name, path in write_outputs(run, out).items():
+    runs = [load_results(p) for p in args.results]
+    if args.out:
+        out = Path(args.out)
+    elif len(runs) > 1:
+        raise UsageError("several results files: say where the merged report goes with -o DIR")
+    else:
+        src = Path(args.results[0])
+        out = src if src.is_dir() else src.parent
+    for name, path in write_outputs(runs, out).items():
         print(f"{name:>9}: {path}")
-    if not run.complete:
-        print("note: this run is incomplete (interrupted or killed): the report shows the cases that finished")
+    for path, run in zip(args.results, runs):
+        if not run.complete:
+            print(f"note: {path}: this run is incomplete (interrupted or killed): the report shows the cases "
+                  "that finished")
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ class Metric:
     unit: str
     lower_is_better: bool
     digits: int = 3
+    comparable: bool = True  # False: shown side by side, but no "improvement" (e.g. setup time)
 
     def improvement_pct(self, value: float | None, reference: float | None) -> float | None:
         """How much better `value` is than `reference`, in percent of the reference (negative = worse)."""
@@ -40,6 +41,10 @@ COMPARISON_METRICS: tuple[Metric, ...] = (
     Metric("latency_p90_ms", "Latency p90", "ms", lower_is_better=True),
     Metric("latency_p99_ms", "Latency p99", "ms", lower_is_better=True),
     Metric("throughput_sps", "Throughput", "samples/s", lower_is_better=False),
+    Metric("host_peak_mb", "Host memory (peak RSS)", "MB", lower_is_better=True),
+    Metric("gpu_peak_mb", "GPU memory (peak)", "MB", lower_is_better=True),
+    Metric("setup_s", "Setup (load, export, compile)", "s", lower_is_better=True,
+           comparable=False),
 )
 DRIFT_METRICS: tuple[Metric, ...] = (
     Metric("max_abs", "max |diff|", "", lower_is_better=True),

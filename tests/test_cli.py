@@ -51,7 +51,7 @@ def test_run_twice_reuses_the_onnx_export_and_writes_every_output(fake_env, tmp_
     assert len(csv) == 5
     html = (tmp_path / "a" / "report.html").read_text()
     assert "ort-cpu vs torch-cpu" in html and "Latency p50" in html and "Throughput" in html
-    assert not re.search(r"<script|https?://", html)  # self-contained
+    assert not re.search(r"<script[^>]*src|<link|<img|https?://", html)  # self-contained: nothing loaded
     bench = json.loads((tmp_path / "a" / "benchmark.json").read_text())
     assert len(bench["benchmarks"]) == 4 and bench["benchmarks"][0]["stats"]["rounds"] >= 5
 
@@ -105,3 +105,24 @@ def test_readme_documents_install_main_job_and_tests():
     assert "harness run --quick" in text and "pytest tests" in text
     ci = (README.parent / ".ci" / "run").read_text()
     assert 'pip install -c constraints/cpu.txt -e ".[dev]"' in ci and "pytest tests" in ci
+
+
+def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_path):
+    for threads in ("1", "2"):
+        res = cli("run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1,2",
+                  "--min-time", "0.01", "--threads", threads, "--out", str(tmp_path / f"t{threads}"), env=fake_env)
+        assert res.returncode == 0, res.stdout + res.stderr
+    res = cli("report", str(tmp_path / "t1" / "results.json"), str(tmp_path / "t2"), env=fake_env)
+    assert res.returncode == 2 and "-o DIR" in res.stderr
+    res = cli("report", str(tmp_path / "t1" / "results.json"), str(tmp_path / "t2"), "-o", str(tmp_path / "m"),
+              env=fake_env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    html = (tmp_path / "m" / "report.html").read_text()
+    host = load_results(tmp_path / "t1").environment["hostname"]
+    for label in (f"{host} 1t", f"{host} 2t"):
+        assert f"fake-ok @ {label}" in html and f"fake-ok-b @ {label} vs fake-ok @ {label}" in html
+    assert "threads=1" in html and "threads=2" in html
+    csv = (tmp_path / "m" / "results.csv").read_text().splitlines()
+    assert len(csv) == 1 + 2 * 4 and csv[0].endswith(",source")
+    md = (tmp_path / "m" / "summary.md").read_text()
+    assert "### Measured cases" in md and f"{host} 1t" in md and f"{host} 2t" in md

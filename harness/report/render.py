@@ -1,17 +1,28 @@
-"""Write a run's derived outputs: results.csv, report.html, benchmark.json (pytest-benchmark format)."""
+"""Write a run's derived outputs: results.csv, report.html, summary.md, benchmark.json (pytest-benchmark).
+
+`render_html` and `render_markdown` take one run or several (machines, thread settings): several runs are
+merged side by side, each labelled by its machine, never averaged.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from harness.model import get_model
+from harness.report import charts
+from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_tables, run_labels,
+                                   skip_reasons)
 from harness.results.schema import BROKEN, RunResults
 from harness.results.store import atomic_write_text
-from harness.report.tables import cases_frame, comparison_tables
+
+Runs = RunResults | Sequence[RunResults]
 
 
 def _jinja() -> Environment:
@@ -21,10 +32,12 @@ def _jinja() -> Environment:
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None or v != v:  # None or NaN
+    if v is None or v is pd.NA or v != v:  # None, NA or NaN
         return "-"
     if isinstance(v, str):
         return v
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     v = float(v)
     if v == 0:
         return "0"
@@ -33,38 +46,243 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}g}"
 
 
-def reference_runtimes(run: RunResults) -> dict[str, str]:
+def reference_runtimes(runs: Runs) -> dict[str, str]:
     """Model -> the runtime improvements are measured against (recorded in results, else from the zoo)."""
     out: dict[str, str] = {}
-    for c in run.cases:
-        if c.reference_runtime:
-            out.setdefault(c.case.model, c.reference_runtime)
-    for c in run.cases:
-        if c.case.model not in out:
-            try:
-                out[c.case.model] = get_model(c.case.model).reference
-            except Exception:  # noqa: BLE001 - a model not in this installation's zoo
-                pass
+    for run in as_runs(runs):
+        for c in run.cases:
+            if c.reference_runtime:
+                out.setdefault(c.case.model, c.reference_runtime)
+    for run in as_runs(runs):
+        for c in run.cases:
+            if c.case.model not in out:
+                try:
+                    out[c.case.model] = get_model(c.case.model).reference
+                except Exception:  # noqa: BLE001 - a model not in this installation's zoo
+                    pass
     return out
 
 
-def render_html(run: RunResults) -> str:
-    tables = comparison_tables(run, reference_runtimes(run))
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = df.to_dict("records")
+    for r in rows:
+        for k, v in r.items():
+            if v is pd.NA or (isinstance(v, float) and v != v):
+                r[k] = None
+    return rows
+
+
+def _latency_charts(runs: list[RunResults], labels: list[str], tables: list[dict[str, Any]]) -> None:
+    """Attach to each comparison table the distribution of its cases' raw samples (box plot)."""
+    samples: dict[tuple[str, str], list[int]] = {}
+    multi = len(runs) > 1
+    for run, label in zip(runs, labels):
+        for c in run.cases:
+            if c.measured and c.samples_ns:
+                col = f"{c.case.runtime} @ {label}" if multi else c.case.runtime
+                key = (f"{c.case.model}|{c.case.precision}|{c.case.batch}|{c.case.seq}", col)
+                samples.setdefault(key, list(c.samples_ns))
+    for t in tables:
+        key = f"{t['model']}|{t['precision']}|{t['batch']}|{t['seq']}"
+        rows = [(col, [s / 1e6 for s in samples[(key, col)]]) for col in t["runtimes"] if (key, col) in samples]
+        t["box"] = Markup(charts.box_chart(rows, title=f"latency distribution {t['model']}",
+                                           x_label="latency per call (ms): whiskers p1-p99, box p25-p75, "
+                                                   "mark p50")) if rows else None
+
+
+def _batch_charts(tables: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per model: p50 latency over batch size, a line per runtime column, per (precision, seq)."""
+    groups: dict[tuple[str, str, Any], dict[str, list[tuple[float, float]]]] = {}
+    for t in tables:
+        p50 = next((r for r in t["rows"] if r["metric"].key == "latency_p50_ms"), None)
+        if p50 is None:
+            continue
+        series = groups.setdefault((t["model"], t["precision"], t["seq"]), {})
+        for col, v in p50["values"].items():
+            if v is not None:
+                series.setdefault(col, []).append((float(t["batch"]), v))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (model, precision, seq), series in groups.items():
+        if len({x for pts in series.values() for x, _ in pts}) < 2:
+            continue
+        what = f"{precision}" + (f", seq {seq}" if seq is not None else "")
+        out.setdefault(model, []).append({"what": what, "svg": Markup(charts.line_chart(
+            series, title=f"p50 latency vs batch size, {model} {what}", x_label="batch size",
+            y_label="p50 latency (ms)"))})
+    return out
+
+
+def _tradeoff_charts(runs: list[RunResults], refs: dict[str, str]) -> dict[str, Any]:
+    """Per model: speed-up over the reference runtime's FP32 case (same shape, same run) vs drift."""
+    df = cases_frame(runs)
+    df = df[df["status"].isin(["passed", "failed"])]
+    out: dict[str, Any] = {}
+    for model, g in df.groupby("model", sort=False):
+        ref = refs.get(str(model))
+        base = g[(g["runtime"] == ref) & (g["precision"] == "fp32")]
+        base_p50 = {(r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
+                    for r in base.itertuples()}
+        points = []
+        for r in g.itertuples():
+            b = base_p50.get((r.batch, None if pd.isna(r.seq) else r.seq, r.source))
+            if b is None or not r.latency_p50_ms or r.rel_l2 is None or pd.isna(r.rel_l2):
+                continue
+            shape = f"b{r.batch}" + ("" if pd.isna(r.seq) else f" s{r.seq}")
+            points.append({"x": max(float(r.rel_l2), 1e-9), "y": float(b) / float(r.latency_p50_ms),
+                           "label": f"{r.runtime} {shape}", "group": str(r.precision)})
+        if len({p["group"] for p in points}) > 1 or len(points) > 2:
+            out[str(model)] = Markup(charts.scatter_chart(
+                points, title=f"speed-up vs drift, {model}", x_label="drift: rel L2 vs FP32 reference",
+                y_label=f"speed-up vs {ref} fp32"))
+    return out
+
+
+def _sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for run, label in zip(runs, labels):
+        noisy = [c.case.id for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+        out.append({"label": label, "run": run, "env": run.environment, "config": run.config,
+                    "counts": run.counts(), "noisy": noisy,
+                    "overhead": run.environment.get("harness_overhead") or {}})
+    return out
+
+
+def _env_rows(runs: list[RunResults]) -> list[tuple[str, list[Any]]]:
+    keys = ["machine", "hostname", "cpu_model", "cpu_cores_logical", "cpu_cores_physical", "memory_total_gb",
+            "os", "python", "cpu_busy_percent_at_start", "machine_fingerprint"]
+    rows = [(k, [r.environment.get(k) for r in runs]) for k in keys
+            if any(r.environment.get(k) is not None for r in runs)]
+    gpu_keys = sorted({k for r in runs for k in (r.environment.get("gpu") or {}) if not isinstance(
+        (r.environment.get("gpu") or {}).get(k), (dict, list))})
+    rows += [(f"gpu.{k}", [(r.environment.get("gpu") or {}).get(k) for r in runs]) for k in gpu_keys]
+    rows.append(("git", [f"{(r.environment.get('git') or {}).get('commit') or '-'}"
+                         f"{' (dirty)' if (r.environment.get('git') or {}).get('dirty') else ''}" for r in runs]))
+    rows.append(("threads", [" ".join(f"{k}={v}" for k, v in (r.environment.get("threads") or {}).items())
+                             for r in runs]))
+    libs = sorted({k for r in runs for k, v in (r.environment.get("libraries") or {}).items() if v})
+    rows += [(k, [(r.environment.get("libraries") or {}).get(k) for r in runs]) for k in libs]
+    return rows
+
+
+def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
+                baseline_label: str | None = None) -> str:
+    """The self-contained HTML report of one run or several (side by side, labelled by machine).
+
+    `verdicts`: optional gating records against a baseline (dicts with case, metric, verdict, baseline,
+    current, ratio, reason), shown in the summary.
+    """
+    runs = as_runs(runs)
+    labels = run_labels(runs)
+    refs = reference_runtimes(runs)
+    tables = comparison_tables(runs, refs)
+    _latency_charts(runs, labels, tables)
     by_model: dict[str, list[dict[str, Any]]] = {}
     for t in tables:
         by_model.setdefault(t["model"], []).append(t)
-    df = cases_frame(run)
-    rows = [{**row, "id": c.case.id} for row, c in zip(df.to_dict("records"), run.cases)]
-    for r in rows:
-        for k, v in r.items():
-            if v is not None and not isinstance(v, (str, bool)) and v != v:
-                r[k] = None
+    df = cases_frame(runs)
+    rows = [{**row, "id": c.case.id} for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
+    drift = {m: _records(d) for m, d in drift_tables(runs).items()}
+    all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
+    localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
+    models = list(dict.fromkeys(c.case.model for _, c in all_cases))
+    onnx_only = {m for m in models if refs.get(m) and not refs[m].startswith("torch")}
+    vlist = list(verdicts or [])
+    vcounts: dict[str, int] = {}
+    for v in vlist:
+        vcounts[v["verdict"]] = vcounts.get(v["verdict"], 0) + 1
     return _jinja().get_template("report.html.j2").render(
-        run=run, env=run.environment, config=run.config, counts=run.counts(),
-        tables_by_model=by_model, rows=rows, fmt=_fmt,
-        not_passed=[c for c in run.cases if c.status != "passed"],
-        broken=[c for c in run.cases if c.status in BROKEN],
+        runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels,
+        run=runs[0], config=runs[0].config, counts=_total_counts(runs),
+        tables_by_model=by_model, batch_charts=_batch_charts(tables),
+        tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
+        models=models, refs=refs, onnx_only=onnx_only,
+        rows=rows, fmt=_fmt, skips=skip_reasons(runs), env_rows=_env_rows(runs),
+        not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
+        broken=[c for _, c in all_cases if c.status in BROKEN],
+        verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label,
     )
+
+
+def _total_counts(runs: list[RunResults]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for run in runs:
+        for k, v in run.counts().items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None, max_rows: int = 40) -> str:
+    """summary.md: a short Markdown summary for a CI job summary or a PR comment (tables via pandas)."""
+    runs = as_runs(runs)
+    labels = run_labels(runs)
+    counts = _total_counts(runs)
+    lines = [f"## Inference harness: {', '.join(r.run_id for r in runs)}", ""]
+    for run, label in zip(runs, labels):
+        state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
+        lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "
+                     f"cases, {state}")
+    lines += ["", " · ".join(f"**{k}** {v}" for k, v in counts.items() if v), ""]
+    if verdicts:
+        bad = [v for v in verdicts if v["verdict"] in ("regressed", "broke")]
+        vc: dict[str, int] = {}
+        for v in verdicts:
+            vc[v["verdict"]] = vc.get(v["verdict"], 0) + 1
+        lines += ["### Verdicts against the baseline", "", " · ".join(f"{k} {n}" for k, n in vc.items()), ""]
+        if bad:
+            vdf = pd.DataFrame([{"case": v.get("case"), "metric": v.get("metric"), "verdict": v["verdict"],
+                                 "baseline": v.get("baseline"), "current": v.get("current"),
+                                 "reason": v.get("reason", "")} for v in bad[:max_rows]])
+            lines += [_md_table(vdf), ""]
+    df = cases_frame(runs)
+    refs = reference_runtimes(runs)
+    measured = df[df["status"].isin(["passed", "failed"])].copy()
+    if not measured.empty:
+        ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
+                   for r in measured.itertuples() if r.runtime == refs.get(r.model)}
+        measured["vs_ref"] = [
+            _pct(ref_p50.get((r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source)),
+                 r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
+            for r in measured.itertuples()]
+        cols = ["model", "runtime", "precision", "batch", "seq", "latency_p50_ms", "latency_p99_ms",
+                "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
+        view = measured[cols].rename(columns={"latency_p50_ms": "p50 ms", "latency_p99_ms": "p99 ms",
+                                              "throughput_sps": "samples/s", "vs_ref": "p50 vs ref"})
+        lines += ["### Measured cases", ""]
+        lines += [_md_table(view.head(max_rows)), ""]
+        if len(view) > max_rows:
+            lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
+    problems = df[~df["status"].isin(["passed", "skipped"])]
+    if not problems.empty:
+        lines += ["### Problems", ""]
+        for r in problems.head(max_rows).itertuples():
+            case = _md(f"{r.model}-{r.runtime}-{r.precision}-b{r.batch}" + ("" if pd.isna(r.seq) else f"-s{r.seq}"))
+            lines.append(f"- {case} **{r.status}**: {_md(str(r.reason or ''))[:300]}")
+        lines.append("")
+    skips = skip_reasons(runs)
+    if skips:
+        lines += ["### Skipped", ""]
+        lines += [f"- {s['count']} × {_md(s['runtime'])}: {_md(s['reason'])[:300]}" for s in skips[:max_rows]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _pct(ref: Any, value: Any) -> str:
+    if ref is None or value is None or pd.isna(ref) or pd.isna(value) or not value:
+        return "-"
+    return f"{100.0 * (float(ref) - float(value)) / float(ref):+.1f}%"
+
+
+def _md(text: str) -> str:
+    """Text safe inside Markdown (and the HTML a Markdown renderer makes of it)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("`", "'").replace("\n", " "))
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    safe = df.astype(object).where(df.notna(), None)
+    safe = safe.apply(lambda col: col.map(lambda v: _md(v) if isinstance(v, str) else v))
+    safe.columns = [_md(str(c)) for c in safe.columns]
+    return safe.to_markdown(index=False, floatfmt=".4g", missingval="-")
 
 
 def benchmark_json(run: RunResults) -> dict[str, Any]:
@@ -112,12 +330,20 @@ def benchmark_json(run: RunResults) -> dict[str, Any]:
     }
 
 
-def write_outputs(run: RunResults, out_dir: str | Path) -> dict[str, Path]:
-    """results.csv, report.html and benchmark.json in `out_dir` (results.json is written by the caller)."""
+def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
+                  baseline_label: str | None = None) -> dict[str, Path]:
+    """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
+
+    results.json is written by the caller (a run) or is the input (a report of stored runs).
+    """
+    runs = as_runs(runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": out / "results.csv", "html": out / "report.html", "benchmark": out / "benchmark.json"}
-    atomic_write_text(paths["csv"], cases_frame(run).to_csv(index=False))
-    atomic_write_text(paths["html"], render_html(run))
-    atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(run), indent=1))
+    paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
+    atomic_write_text(paths["csv"], cases_frame(runs).to_csv(index=False))
+    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label))
+    atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
+    if len(runs) == 1:
+        paths["benchmark"] = out / "benchmark.json"
+        atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
     return paths

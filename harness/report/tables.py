@@ -1,12 +1,15 @@
-"""pandas tables built from results: one row per case (results.csv) and the seed-style comparison tables."""
+"""pandas tables built from results: one row per case (results.csv), the seed-style comparison tables, the
+drift-vs-speed tables. Several runs (machines, thread settings) merge into one frame with a `source` column;
+figures from different sources are shown side by side, never averaged."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from harness.metrics import COMPARISON_METRICS, Metric
+from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, Metric
 from harness.results.schema import CaseResult, RunResults
 
 # results.csv columns, documented in the README.
@@ -16,12 +19,31 @@ CSV_COLUMNS = (
     "iterations", "cv", "noisy", "throughput_sps", "scenario", "timing_scope",
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
     "reason", "onnx_path",
+    "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
+    "reference_runtime", "source",
 )
+MEASURED = ("passed", "failed")
 
 
-def case_row(r: CaseResult) -> dict[str, Any]:
+def run_labels(runs: Sequence[RunResults]) -> list[str]:
+    """A short label per run: its host name, then its thread count where hosts repeat, then its run id."""
+    def threads(r: RunResults) -> str:
+        return f"{r.config.get('threads') or (r.environment.get('threads') or {}).get('harness_threads')}t"
+
+    labels = [str(r.environment.get("hostname") or r.environment.get("machine") or r.run_id) for r in runs]
+    for extra in (threads, lambda r: r.run_id):
+        labels = [f"{lab} {extra(r)}" if labels.count(lab) > 1 else lab for lab, r in zip(labels, runs)]
+    return labels
+
+
+def as_runs(runs: RunResults | Sequence[RunResults]) -> list[RunResults]:
+    return [runs] if isinstance(runs, RunResults) else list(runs)
+
+
+def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
     lat = r.latency or {}
     acc = r.accuracy or {}
+    task = acc.get("task") or {}
     return {
         **r.case.as_dict(), "status": r.status,
         "latency_p50_ms": lat.get("p50_ms"), "latency_p90_ms": lat.get("p90_ms"),
@@ -32,54 +54,122 @@ def case_row(r: CaseResult) -> dict[str, Any]:
         "max_abs": acc.get("max_abs"), "mean_abs": acc.get("mean_abs"), "rel_l2": acc.get("rel_l2"),
         "cosine": acc.get("cosine"), "top1_agreement": acc.get("top1_agreement"),
         "setup_s": r.setup_s, "phase": r.phase, "signal": r.signal, "reason": r.reason, "onnx_path": r.artifact,
+        # fields other parts of the harness may not record (older results, CPU-only runs): empty when absent
+        "host_peak_mb": getattr(r, "host_peak_mb", None), "gpu_peak_mb": getattr(r, "gpu_peak_mb", None),
+        "p99_abs": acc.get("p99_abs"), "task_accuracy": task.get("accuracy"),
+        "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
+        "reference_runtime": r.reference_runtime, "source": source,
     }
 
 
-def cases_frame(run: RunResults) -> pd.DataFrame:
-    """One row per case, columns CSV_COLUMNS (seq empty for models without a sequence axis)."""
-    df = pd.DataFrame([case_row(c) for c in run.cases], columns=list(CSV_COLUMNS))
+def cases_frame(runs: RunResults | Sequence[RunResults]) -> pd.DataFrame:
+    """One row per case of every run, columns CSV_COLUMNS (seq empty for models without a sequence axis)."""
+    runs = as_runs(runs)
+    rows = [case_row(c, label) for run, label in zip(runs, run_labels(runs)) for c in run.cases]
+    df = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
     return df.astype({"batch": "Int64", "seq": "Int64", "iterations": "Int64"})
 
 
-def comparison_tables(run: RunResults, reference_runtime: dict[str, str]) -> list[dict[str, Any]]:
+def _column_label(runtime: str, source: str, multi: bool) -> str:
+    return f"{runtime} @ {source}" if multi else runtime
+
+
+def comparison_tables(runs: RunResults | Sequence[RunResults],
+                      reference_runtime: dict[str, str]) -> list[dict[str, Any]]:
     """Per (model, precision, batch, seq): metric rows x runtime columns, with improvement vs the reference.
 
-    `reference_runtime` maps a model to the runtime its improvements are measured against (PyTorch eager for
-    models with a torch module). Only measured cases appear; the best value of each row is marked.
+    With several runs a column is a (runtime, source) pair and improvements are against the reference
+    runtime of the same source. `reference_runtime` maps a model to the runtime its improvements are measured
+    against (PyTorch eager for models with a torch module). Only measured cases appear; the best value of each
+    row is marked; rows with no value at all (GPU memory on a CPU-only run) are left out.
     """
-    df = cases_frame(run)
-    df = df[df["status"].isin(["passed", "failed"])]
-    tables = []
+    runs = as_runs(runs)
+    multi = len(runs) > 1
+    df = cases_frame(runs)
+    df = df[df["status"].isin(MEASURED)]
+    tables: list[dict[str, Any]] = []
     if df.empty:
         return tables
-    keys = ["model", "precision", "batch", "seq"]
-    for key, group in df.groupby(keys, dropna=False, sort=False):
+    for key, group in df.groupby(["model", "precision", "batch", "seq"], dropna=False, sort=False):
         model, precision, batch, seq = key
-        runtimes = list(dict.fromkeys(group["runtime"]))
         ref = reference_runtime.get(model)
-        by_rt = {rt: group[group["runtime"] == rt].iloc[0] for rt in runtimes}
-        others = [rt for rt in runtimes if rt != ref] if ref in by_rt else []
+        cols: dict[str, Any] = {}
+        ref_col: dict[str, str] = {}
+        for _, row in group.iterrows():
+            label = _column_label(row["runtime"], row["source"], multi)
+            cols.setdefault(label, row)
+            if row["runtime"] == ref:
+                ref_col.setdefault(row["source"], label)
+        labels = list(cols)
+        vs = {c: ref_col[cols[c]["source"]] for c in labels
+              if cols[c]["source"] in ref_col and ref_col[cols[c]["source"]] != c}
         rows = []
         for m in COMPARISON_METRICS:
-            values = {rt: _num(by_rt[rt][m.key]) for rt in runtimes}
-            best = m.best(list(values.values()))
+            values = {c: _num(cols[c][m.key]) for c in labels}
+            if all(v is None for v in values.values()):
+                continue
             rows.append({
-                "metric": m, "values": values, "best": best,
-                "improvement": {rt: m.improvement_pct(values[rt], values.get(ref)) for rt in others},
+                "metric": m, "values": values, "best": m.best(list(values.values())),
+                "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
+                                if m.comparable},
             })
         rows.append({"metric": Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True), "best": None,
-                     "values": {rt: _num(by_rt[rt]["rel_l2"]) for rt in runtimes}, "improvement": {}})
+                     "values": {c: _num(cols[c]["rel_l2"]) for c in labels}, "improvement": {}})
         tables.append({
             "model": model, "precision": precision, "batch": int(batch),
-            "seq": None if pd.isna(seq) else int(seq), "runtimes": runtimes, "reference": ref if others else None,
-            "others": others, "rows": rows,
-            "noisy": [rt for rt in runtimes if bool(by_rt[rt]["noisy"])],
-            "failed": [rt for rt in runtimes if by_rt[rt]["status"] == "failed"],
+            "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
+            "vs": vs, "others": list(vs), "rows": rows,
+            "noisy": [c for c in labels if bool(cols[c]["noisy"])],
+            "failed": [c for c in labels if cols[c]["status"] == "failed"],
+            "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })
     return tables
 
 
+def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:
+    """Per model: one row per measured case (runtime, precision, shape, source) with the drift metrics, the
+    pass/fail verdict, and the speed-up over the same runtime's FP32 case at the same shape and source."""
+    runs = as_runs(runs)
+    df = cases_frame(runs)
+    df = df[df["status"].isin(MEASURED)].copy()
+    out: dict[str, pd.DataFrame] = {}
+    if df.empty:
+        return out
+    def key(r: Any) -> tuple[Any, ...]:
+        return (r.model, r.runtime, int(r.batch), None if pd.isna(r.seq) else int(r.seq), r.source)
+
+    fp32: dict[tuple[Any, ...], float] = {}
+    for r in df[df["precision"] == "fp32"].itertuples():
+        if _num(r.latency_p50_ms):
+            fp32.setdefault(key(r), float(r.latency_p50_ms))
+
+    def speedup(r: Any) -> float | None:
+        base, p50 = fp32.get(key(r)), _num(r.latency_p50_ms)
+        return None if base is None or not p50 else base / p50
+
+    df["speedup_vs_fp32"] = [speedup(r) for r in df.itertuples()]
+    cols = ["runtime", "precision", "batch", "seq", "source", "status", "speedup_vs_fp32", "latency_p50_ms",
+            *[m.key for m in DRIFT_METRICS], "p99_abs", "task_accuracy", "task_accuracy_ratio",
+            "precision_recipe", "reason"]
+    order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
+    for model, group in df.groupby("model", sort=False):
+        g = group.assign(_p=group["precision"].map(order).fillna(9))
+        out[str(model)] = g.sort_values(["runtime", "_p", "batch", "seq"])[cols].reset_index(drop=True)
+    return out
+
+
+def skip_reasons(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+    """Skipped cases grouped by reason (a GPU runtime on a CPU machine skips every case for one reason)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run, label in zip(as_runs(runs), run_labels(as_runs(runs))):
+        for c in run.cases:
+            if c.status == "skipped":
+                groups.setdefault((c.case.runtime, c.reason), []).append(c.case.id)
+    return [{"runtime": rt, "reason": reason, "count": len(ids), "cases": ids}
+            for (rt, reason), ids in sorted(groups.items())]
+
+
 def _num(v: Any) -> float | None:
-    if v is None or (isinstance(v, float) and pd.isna(v)) or v is pd.NA:
+    if v is None or v is pd.NA or (isinstance(v, float) and pd.isna(v)):
         return None
     return float(v)

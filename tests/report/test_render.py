@@ -53,3 +53,82 @@ def test_csv_frame_has_the_documented_columns():
     df = cases_frame(fixture_run())
     assert list(df.columns) == list(CSV_COLUMNS)
     assert df.loc[3, "signal"] == "SIGSEGV" and df.loc[2, "status"] == "skipped"
+
+
+def two_machines() -> list[RunResults]:
+    """The same fixture measured on two 'machines' (thread settings), the second one slower."""
+    a = fixture_run()
+    b = fixture_run()
+    a.environment.update(hostname="box", machine="box (threads=2)")
+    b.environment.update(hostname="box", machine="box (threads=1)")
+    a.config["threads"], b.config["threads"] = 2, 1
+    b.run_id = "r2"
+    for c in b.cases:
+        if c.latency:
+            c.latency = {**c.latency, "p50_ms": c.latency["p50_ms"] * 2}
+    return [a, b]
+
+
+def test_merged_runs_are_columns_labelled_by_machine_never_averaged():
+    runs = two_machines()
+    (table,) = comparison_tables(runs, {EVIL: "torch-cpu"})
+    assert table["runtimes"] == ["torch-cpu @ box 2t", "ort-cpu @ box 2t", "torch-cpu @ box 1t",
+                                 "ort-cpu @ box 1t"]
+    p50 = next(r for r in table["rows"] if r["metric"].key == "latency_p50_ms")
+    assert p50["values"] == {"torch-cpu @ box 2t": 128.0, "ort-cpu @ box 2t": 89.0,
+                             "torch-cpu @ box 1t": 256.0, "ort-cpu @ box 1t": 178.0}
+    # improvement against the reference runtime of the same machine
+    assert table["vs"] == {"ort-cpu @ box 2t": "torch-cpu @ box 2t", "ort-cpu @ box 1t": "torch-cpu @ box 1t"}
+    assert round(p50["improvement"]["ort-cpu @ box 1t"], 1) == 30.5
+    html = render_html(runs)
+    assert "box (threads=2)" in html and "box (threads=1)" in html
+    assert EVIL not in html and "<svg" in html  # charts drawn inline, names escaped inside them too
+
+
+def test_drift_table_speedup_and_localisation_render():
+    run = fixture_run()
+    run.cases.append(CaseResult(CaseId(EVIL, "ort-cpu", "int8", 1, None, "cpu"), "failed",
+                                latency={"p50_ms": 44.5, "p99_ms": 50.0, "noisy": False},
+                                accuracy={"rel_l2": 0.3, "max_abs": 2.0, "cosine": 0.9},
+                                reason="drift over tolerance: rel_l2=0.3 > 0.15", samples_ns=[44_500_000] * 5))
+    run.cases[-1].localization = {"trigger": "failure", "checked": 12, "first_bad": [
+        {"node": "/fc/Gemm", "op_type": "Gemm", "tensor": "fc_out", "max_abs": 2.0, "rel_l2": 0.3,
+         "cosine": 0.9}]}
+    (tables,) = [render_html(run)]
+    assert "Drift and speed per precision" in tables and "/fc/Gemm" in tables
+    from harness.report.tables import drift_tables
+
+    d = drift_tables(run)[EVIL]
+    int8 = d[(d["runtime"] == "ort-cpu") & (d["precision"] == "int8")].iloc[0]
+    assert int8["speedup_vs_fp32"] == 2.0 and int8["status"] == "failed"
+
+
+def test_markdown_summary_escapes_and_lists_problems():
+    from harness.report.render import render_markdown
+
+    md = render_markdown(fixture_run())
+    assert EVIL not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert "crashed" in md and "CUDAExecutionProvider not available" in md
+    assert "+30.5%" in md  # ort-cpu p50 vs the torch-cpu reference
+    verdicts = [{"case": "a", "metric": "p50", "verdict": "regressed", "baseline": 1.0, "current": 1.3,
+                 "reason": "p50 +30% (CI excludes +5%)"}]
+    md = render_markdown(fixture_run(), verdicts)
+    assert "Verdicts against the baseline" in md and "regressed" in md
+
+
+def test_screenshot_script_renders_a_png(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
+        import pytest
+
+        pytest.skip("chromium not installed (Debian: apt-get install chromium)")
+    html = tmp_path / "report.html"
+    html.write_text(render_html(two_machines()))
+    script = Path(__file__).resolve().parents[2] / "tools" / "screenshot-report.sh"
+    res = subprocess.run(["bash", str(script), str(html), str(tmp_path / "r.png"), "800", "600"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
