@@ -15,7 +15,7 @@ CSV_COLUMNS = (
     "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms", "latency_std_ms",
     "iterations", "cv", "noisy", "throughput_sps", "scenario", "timing_scope",
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
-    "reason", "onnx_path",
+    "reason", "onnx_path", "host_peak_mb", "gpu_peak_mb",
 )
 
 
@@ -32,6 +32,7 @@ def case_row(r: CaseResult) -> dict[str, Any]:
         "max_abs": acc.get("max_abs"), "mean_abs": acc.get("mean_abs"), "rel_l2": acc.get("rel_l2"),
         "cosine": acc.get("cosine"), "top1_agreement": acc.get("top1_agreement"),
         "setup_s": r.setup_s, "phase": r.phase, "signal": r.signal, "reason": r.reason, "onnx_path": r.artifact,
+        "host_peak_mb": r.host_peak_mb, "gpu_peak_mb": r.gpu_peak_mb,
     }
 
 
