@@ -114,6 +114,13 @@ class TrtEngineFromOnnx:
 
     def _build(self, path: Path) -> dict[str, Any]:
         trt = self._trt()
+        if self.flags.int8 and self.flags.int8_source == "entropy" and not hasattr(trt, "IInt8EntropyCalibrator2"):
+            raise ModelError(f"tensorrt {trt.__version__} has no IInt8EntropyCalibrator2 (removed in TensorRT 11): "
+                             "INT8 needs a QDQ model there")
+        if (self.flags.fp16 or self.flags.int8) and not self.flags.strongly_typed \
+                and not hasattr(trt.BuilderFlag, "FP16"):
+            raise ModelError(f"tensorrt {trt.__version__} has no precision builder flags (TensorRT 11): build "
+                             "strongly typed from an FP16 / QDQ ONNX model instead")
         logger = trt.Logger(trt.Logger.WARNING)
         self._logger.append(logger)
         builder = trt.Builder(logger)

@@ -201,6 +201,7 @@ class OrtCudaBase(OrtAccelerator):
     """
 
     device: ClassVar[str] = "cuda"
+    ort_device: ClassVar[str] = "cuda"  # OrtValue / IOBinding device type of the bound inputs and outputs
     io_binding: ClassVar[bool] = True
     timing_scope: ClassVar[str] = DEVICE_RESIDENT
     warmup_floor_s: ClassVar[float] = 1.0
@@ -241,11 +242,11 @@ class OrtCudaBase(OrtAccelerator):
         binding = self._session.io_binding()
         values = []
         for name, arr in host.items():
-            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr), "cuda", 0)
+            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr), self.ort_device, 0)
             binding.bind_ortvalue_input(name, value)
             values.append(value)
         for name in self._output_names:
-            binding.bind_output(name, "cuda", 0)
+            binding.bind_output(name, self.ort_device, 0)
         binding.synchronize_inputs()
         return _Bound(binding, tuple(values))
 
