@@ -38,7 +38,7 @@ class OnnxRuntime(Runtime):
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
         self._session = ort.InferenceSession(str(self.artifact.path), so,
-                                             providers=[(self.provider, self._provider_options())])
+                                             providers=self._providers())
         active = self._session.get_providers()
         if not active or active[0] != self.provider:
             # onnxruntime falls back to CPU silently when a provider's libraries are missing.
@@ -49,6 +49,10 @@ class OnnxRuntime(Runtime):
     def _provider_options(self) -> dict[str, Any]:
         """Options of `provider` at session creation; GPU subclasses add device, stream, precision flags."""
         return dict(self.provider_options)
+
+    def _providers(self) -> list[tuple[str, dict[str, Any]]]:
+        """The session's providers in priority order (`provider` first; CPU is always appended by ORT)."""
+        return [(self.provider, self._provider_options())]
 
     def _infer(self, prepared: Mapping[str, Any]) -> Mapping[str, Any]:
         return dict(zip(self._output_names, self._session.run(self._output_names, prepared)))
@@ -317,6 +321,13 @@ class OrtTrt(OrtCudaBase):
         for i, key in enumerate(("trt_profile_min_shapes", "trt_profile_opt_shapes", "trt_profile_max_shapes")):
             opts[key] = ",".join(f"{name}:{'x'.join(map(str, r[i]))}" for name, r in ranges.items())
         return opts
+
+    def _providers(self) -> list[tuple[str, dict[str, Any]]]:
+        """TensorRT first; nodes TensorRT cannot take run on CUDA (not CPU), as ONNX Runtime recommends."""
+        cuda = {"device_id": "0"}
+        if self._stream is not None:
+            cuda["user_compute_stream"] = str(self._stream.cuda_stream)
+        return [*super()._providers(), ("CUDAExecutionProvider", cuda)]
 
     def _activate(self) -> None:
         before = set(self.engine_cache_dir.glob("*.engine")) if self.engine_cache_dir.is_dir() else set()

@@ -240,3 +240,9 @@ def test_gpu_runtime_runs_mlp_and_times_on_the_device(name, precision, cache):
         run = Timer().run(rt.bind(feed), TimingPolicy(warmup_iters=2, warmup_time_s=0, min_iters=5, min_time_s=0),
                           rt.synchronize, device_timer=timer)
         assert len(run.device_samples_ns) == 5 and all(d > 0 for d in run.device_samples_ns)
+
+
+def test_ort_trt_falls_back_to_cuda_not_cpu(cache):
+    providers = _trt_ep(Precision.FP32, cache)._providers()
+    assert [p for p, _ in providers] == ["TensorrtExecutionProvider", "CUDAExecutionProvider"]
+    assert providers[1][1]["user_compute_stream"] == "1234"
