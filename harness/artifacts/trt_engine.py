@@ -23,10 +23,14 @@ STEP = "TrtEngineFromOnnx/1"
 Shape = tuple[int, ...]
 
 
-def profile_ranges(spec: ModelSpec, shapes: Sequence[Mapping[str, int]] = ()) -> dict[str, tuple[Shape, Shape, Shape]]:
+Ranges = dict[str, tuple[Shape, Shape, Shape]]  # input name -> (min, opt, max) shape
+
+
+def profile_ranges(spec: ModelSpec, shapes: Sequence[Mapping[str, int]] = ()) -> Ranges:
     """One (min, opt, max) shape per input covering `shapes`; opt is the largest (TensorRT tunes for it)."""
     if shapes:
-        lo = {d: min(int(s[d]) for s in shapes if d in s) for d in spec.symbolic_dims if any(d in s for s in shapes)}
+        given = [d for d in spec.symbolic_dims if any(d in s for s in shapes)]
+        lo = {d: min(int(s[d]) for s in shapes if d in s) for d in given}
         hi = {d: max(int(s[d]) for s in shapes if d in s) for d in lo}
     else:
         lo, hi = {}, {}
@@ -36,9 +40,9 @@ def profile_ranges(spec: ModelSpec, shapes: Sequence[Mapping[str, int]] = ()) ->
     return {t.name: (t.concrete_shape(lo), t.concrete_shape(hi), t.concrete_shape(hi)) for t in spec.inputs}
 
 
-def exact_profiles(spec: ModelSpec, shapes: Sequence[Mapping[str, int]]) -> list[dict[str, tuple[Shape, Shape, Shape]]]:
+def exact_profiles(spec: ModelSpec, shapes: Sequence[Mapping[str, int]]) -> list[Ranges]:
     """One profile per distinct run shape (min = opt = max): each shape gets kernels tuned for it."""
-    out: list[dict[str, tuple[Shape, Shape, Shape]]] = []
+    out: list[Ranges] = []
     seen: set[tuple[tuple[str, int], ...]] = set()
     for dims in shapes:
         key = tuple(sorted((d, int(v)) for d, v in dims.items() if d in spec.symbolic_dims))
@@ -114,9 +118,10 @@ class TrtEngineFromOnnx:
 
     def _build(self, path: Path) -> dict[str, Any]:
         trt = self._trt()
-        if self.flags.int8 and self.flags.int8_source == "entropy" and not hasattr(trt, "IInt8EntropyCalibrator2"):
-            raise ModelError(f"tensorrt {trt.__version__} has no IInt8EntropyCalibrator2 (removed in TensorRT 11): "
-                             "INT8 needs a QDQ model there")
+        entropy = self.flags.int8 and self.flags.int8_source == "entropy"
+        if entropy and not hasattr(trt, "IInt8EntropyCalibrator2"):
+            raise ModelError(f"tensorrt {trt.__version__} has no IInt8EntropyCalibrator2 (removed in TensorRT "
+                             "11): INT8 needs a QDQ model there")
         if (self.flags.fp16 or self.flags.int8) and not self.flags.strongly_typed \
                 and not hasattr(trt.BuilderFlag, "FP16"):
             raise ModelError(f"tensorrt {trt.__version__} has no precision builder flags (TensorRT 11): build "
@@ -144,7 +149,8 @@ class TrtEngineFromOnnx:
         if self.flags.int8 and self.flags.int8_source == "entropy":
             feeds = list(self.calibration() if self.calibration is not None else [])
             if not feeds:
-                raise ModelError(f"{self.label}: INT8 entropy calibration needs calibration feeds; the model has none")
+                raise ModelError(f"{self.label}: INT8 entropy calibration needs calibration feeds; "
+                                 "the model has none")
             shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(f.items())) for f in feeds}
             if len(shapes) != 1:
                 raise ModelError(f"{self.label}: calibration feeds must share one shape, got {len(shapes)}")

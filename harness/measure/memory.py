@@ -233,8 +233,8 @@ class MemorySampler:
         hwm_used = False
         if self._hwm is not None and self._hwm_reset:
             hwm = self._hwm[1]()
-            if hwm is not None and hwm > peak:
-                peak, hwm_used = hwm, True
+            if hwm is not None:  # the kernel's exact peak since the reset (sampled RSS can only lag it)
+                peak, hwm_used = max(peak, hwm), True
         fig: dict[str, Any] = {
             "covers": covers or "activation, first inference, warm-up and timed loop",
             "host_rss_before_mb": _mb(self._rss_before),

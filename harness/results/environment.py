@@ -147,7 +147,8 @@ def _gpu_facts(nvml: Any, index: int) -> dict[str, Any]:
     mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
     power = _try(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
     return {
-        "index": index, "name": _text(_try(nvml.nvmlDeviceGetName, h)), "uuid": _text(_try(nvml.nvmlDeviceGetUUID, h)),
+        "index": index, "name": _text(_try(nvml.nvmlDeviceGetName, h)),
+        "uuid": _text(_try(nvml.nvmlDeviceGetUUID, h)),
         "memory_total_mb": round(mem.total / 2**20) if hasattr(mem, "total") else mem,
         "sm_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
         "mem_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM),
@@ -216,7 +217,8 @@ def gpu_end_snapshot(start_env: dict[str, Any], nvml: Any = None) -> dict[str, A
         if not s:
             continue
         a, b = s.get("sm_clock_mhz"), g.get("sm_clock_mhz")
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b < a * (1 - CLOCK_DROP_FRACTION):
+        numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+        if numbers and a > 0 and b < a * (1 - CLOCK_DROP_FRACTION):
             drops.append(f"GPU {g['index']} SM clock {a} -> {b} MHz")
         pa, pb = s.get("power_limit_w"), g.get("power_limit_w")
         if isinstance(pa, (int, float)) and isinstance(pb, (int, float)) and pb < pa:

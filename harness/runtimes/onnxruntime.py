@@ -160,7 +160,8 @@ def probe_provider(provider: str, options: Mapping[str, Any] | None = None) -> A
     error = ""
     with _captured_output() as log:
         try:
-            session = ort.InferenceSession(_probe_model_bytes(), so, providers=[(provider, dict(options or {}))])
+            providers = [(provider, dict(options or {}))]
+            session = ort.InferenceSession(_probe_model_bytes(), so, providers=providers)
             active = session.get_providers()
         except Exception as exc:  # noqa: BLE001 - a refusal is a reason, never a crash
             error = f"{type(exc).__name__}: {exc}"
@@ -168,7 +169,8 @@ def probe_provider(provider: str, options: Mapping[str, Any] | None = None) -> A
     if active and active[0] == provider:
         verdict = Availability(True)
     elif error:
-        verdict = Availability(False, f"{provider} not available: session creation failed: {error.splitlines()[0]}")
+        first = error.splitlines()[0]
+        verdict = Availability(False, f"{provider} not available: session creation failed: {first}")
     else:
         verdict = Availability(False, fallback_reason(provider, text, active, ort.__version__))
     _PROBES[key] = verdict
@@ -184,7 +186,8 @@ class OrtAccelerator(OnnxRuntime):
     def availability(cls) -> Availability:
         verdict = super().availability()
         if not verdict:
-            return Availability(False, f"{verdict.reason}; {cls.install_hint}" if cls.install_hint else verdict.reason)
+            hint = f"; {cls.install_hint}" if cls.install_hint else ""
+            return Availability(False, verdict.reason + hint)
         return probe_provider(cls.provider)
 
 
@@ -378,5 +381,6 @@ class OrtOpenVino(OrtAccelerator):
     provider: ClassVar[str] = "OpenVINOExecutionProvider"
     device: ClassVar[str] = "cpu"  # the EP's default device_type is CPU
     description: ClassVar[str] = "ONNX Runtime, OpenVINOExecutionProvider (device_type CPU)"
-    install_hint: ClassVar[str] = ("it needs the onnxruntime-openvino build (`pip install onnxruntime-openvino`, "
-                                   "in an environment without onnxruntime-gpu: both provide the onnxruntime module)")
+    install_hint: ClassVar[str] = ("it needs the onnxruntime-openvino build (`pip install onnxruntime-openvino` "
+                                   "in an environment without onnxruntime-gpu: both provide the onnxruntime "
+                                   "module)")

@@ -1,4 +1,4 @@
-"""torch-cuda: PyTorch eager on a CUDA GPU (FP32, FP16 via module.half(), BF16); inputs resident on the device."""
+"""torch-cuda: PyTorch eager on a CUDA GPU (FP32, FP16 via module.half(), BF16), inputs on the device."""
 
 from __future__ import annotations
 
