@@ -12,7 +12,7 @@ from harness import __version__
 from harness.config import RunConfig
 from harness.execution import InProcessExecutor, IsolatedExecutor
 from harness.measure.timer import measure_overhead
-from harness.results.environment import snapshot
+from harness.results.environment import gpu_end_snapshot, snapshot
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.store import write_results
 
@@ -70,6 +70,7 @@ class HarnessSession:
             if self._old_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             self.run.finished_at = _now()
+            self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             write_results(self.run, self.config.out_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 import traceback
@@ -12,6 +13,7 @@ from harness.accuracy import compare
 from harness.artifacts.cache import ArtifactCache
 from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError
+from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
@@ -46,6 +48,7 @@ class CaseRunner:
 
     def _run(self, case: CaseId, config: Any, on_phase: PhaseCallback) -> CaseResult:
         phase = "load"
+        sampler: MemorySampler | None = None
         try:
             ensure_user_models(config)
             spec = get_model(case.model)
@@ -58,9 +61,13 @@ class CaseRunner:
             for verdict in (self._availability[cls], cls.supports(spec, precision)):
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
-            options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter)
+            options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
+                                     shapes=run_shapes(spec, config))
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
+            # memory over activation (or, reused, from here), first inference, warm-up and timed loop
+            sampler = MemorySampler(gpu="nvml" in cls.memory_sources,
+                                    torch_allocator="torch" in cls.memory_sources).start()
             runtime, reused = self._activate(case, spec, cls, precision, options)
             phase = "warmup"
             on_phase(phase)
@@ -72,7 +79,13 @@ class CaseRunner:
                 phase = "run"
                 on_phase(phase)
 
-            timed = self.timer.run(call, config.timing, runtime.synchronize, on_measure=measuring)
+            policy = config.timing
+            if runtime.warmup_floor_s > policy.warmup_time_s:
+                policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+            device_timer = runtime.device_timer()
+            timed = self.timer.run(call, policy, runtime.synchronize, on_measure=measuring,
+                                   device_timer=device_timer)
+            memory = sampler.stop(MEMORY_COVERS[reused])
             phase = "accuracy"
             on_phase(phase)
             reference = self._reference(spec, case, feed, options, runtime, outputs)
@@ -88,7 +101,10 @@ class CaseRunner:
                 setup_s=runtime.setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
-                details={**runtime.details(), "activation_reused": reused},
+                details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+                         **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
+                host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
+                device_samples_ns=list(timed.device_samples_ns),
             )
         except MemoryError as exc:
             self.close()
@@ -102,6 +118,9 @@ class CaseRunner:
             self._drop_active()
             return CaseResult(case, "error", reason=f"{type(exc).__name__} in phase {phase}: {exc}",
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
+        finally:
+            if sampler is not None:
+                sampler.close()
 
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                   options: RuntimeOptions) -> tuple[Runtime, bool]:
@@ -150,6 +169,27 @@ class CaseRunner:
         self._drop_active()
         self._drop_reference()
         self._references.clear()
+
+
+MEMORY_COVERS = {
+    False: "activation, first inference, warm-up and timed loop",
+    True: "first inference, warm-up and timed loop; the activation was reused from the previous case (same "
+          "model x runtime x precision), so its memory is in host_rss_before_mb, not in host_delta_mb",
+}
+
+
+def run_shapes(spec: ModelSpec, config: Any) -> tuple[dict[str, int], ...]:
+    """Every shape the run gives this model (engines with optimisation profiles cover them at activation)."""
+    seqs = config.seq_lens if spec.has_seq else (None,)
+    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in config.batch_sizes for s in seqs)
+
+
+def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_cv: float) -> dict[str, Any]:
+    """Details for a case timed with device events: their scope and statistics (samples in the result)."""
+    if not samples_ns:
+        return {}
+    return {"device_timing_scope": getattr(device_timer, "scope", "device"),
+            "device_latency": latency_stats(samples_ns, noise_cv).as_dict()}
 
 
 def _exit_quietly(runtime: Runtime) -> None:

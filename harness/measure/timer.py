@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from harness.measure.cuda import DeviceTimer
 from harness.measure.stats import latency_stats
 
 
@@ -35,6 +36,7 @@ class TimingPolicy:
 class TimedRun:
     samples_ns: tuple[int, ...]
     warmup_iters: int
+    device_samples_ns: tuple[int, ...] = ()  # per call, from the device timer (CUDA events), when one was given
 
 
 class Timer:
@@ -47,8 +49,13 @@ class Timer:
 
     def run(self, fn: Callable[[], object], policy: TimingPolicy,
             synchronize: Callable[[], None] = lambda: None,
-            on_measure: Callable[[], None] | None = None) -> TimedRun:
-        """Warm up, call `on_measure` (phase bookkeeping, outside any timed region), then measure."""
+            on_measure: Callable[[], None] | None = None,
+            device_timer: DeviceTimer | None = None) -> TimedRun:
+        """Warm up, call `on_measure` (phase bookkeeping, outside any timed region), then measure.
+
+        With a `device_timer` (GPU runtimes), each timed call is also bracketed by its start/stop (events on the
+        runtime's stream) and its device time is read after the host clock: both sample lists are kept.
+        """
         clock = self._clock
         warm_end = clock() + int(policy.warmup_time_s * 1e9)
         warm = 0
@@ -65,6 +72,8 @@ class Timer:
         min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
         min_iters, max_iters = policy.min_iters, policy.max_iters
         start = clock()
+        if device_timer is not None:
+            return self._run_with_device_timer(fn, policy, synchronize, device_timer, warm, start)
         while True:
             t0 = clock()
             fn()
@@ -75,6 +84,29 @@ class Timer:
             if (n >= min_iters and elapsed >= min_ns) or n >= max_iters or elapsed >= max_ns:
                 break
         return TimedRun(tuple(samples), warm)
+
+    def _run_with_device_timer(self, fn: Callable[[], object], policy: TimingPolicy,
+                               synchronize: Callable[[], None], device_timer: DeviceTimer, warm: int,
+                               start: int) -> TimedRun:
+        """The measuring loop of `run` with device events around each call (a separate loop: CPU unchanged)."""
+        clock = self._clock
+        samples: list[int] = []
+        device: list[int] = []
+        min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
+        dstart, dstop, delapsed = device_timer.start, device_timer.stop, device_timer.elapsed_ns
+        while True:
+            t0 = clock()
+            dstart()
+            fn()
+            dstop()
+            synchronize()
+            t1 = clock()
+            samples.append(t1 - t0)
+            device.append(delapsed())
+            n, elapsed = len(samples), t1 - start
+            if (n >= policy.min_iters and elapsed >= min_ns) or n >= policy.max_iters or elapsed >= max_ns:
+                break
+        return TimedRun(tuple(samples), warm, tuple(device))
 
 
 def measure_overhead(policy: TimingPolicy | None = None, timer: Timer | None = None) -> dict[str, float]:

@@ -79,7 +79,11 @@ def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str
         busy = cpu_busy_percent(quiet_check_s)
         env["cpu_busy_percent_at_start"] = busy
         env["cpu_quiet_at_start"] = busy < 15.0
+    env["gpu"] = gpu_snapshot()
     fp_src = f"{cpu}|{env['cpu_cores_logical']}|{env['memory_total_gb']}|{platform.system()}|{platform.machine()}"
+    gpu_names = [str(g.get("name")) for g in env["gpu"].get("gpus", [])]
+    if gpu_names:  # results from different GPUs are different machines (CPU-only fingerprints unchanged)
+        fp_src += "|" + ",".join(gpu_names)
     env["machine_fingerprint"] = hashlib.sha256(fp_src.encode()).hexdigest()[:16]
     env["machine"] = f"{env['hostname']} ({cpu}, {env['cpu_cores_logical']} cpus, threads={threads})"
     return env
@@ -90,3 +94,133 @@ def default_threads() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+# ---------------------------------------------------------------------------------------------- GPU facts
+CLOCK_DROP_FRACTION = 0.10  # an SM clock lower by more than this at the end of the run is flagged
+
+
+def _na(reason: str) -> str:
+    return f"not available: {reason}"
+
+
+def gpu_snapshot(nvml: Any = None) -> dict[str, Any]:
+    """GPU name, driver, CUDA (torch's and the driver's), cuDNN, TensorRT, clocks and power limits.
+
+    Never initialises CUDA (NVML and version queries only: the isolated workers are forked from this
+    process). Every figure that cannot be read says "not available: <reason>".
+    """
+    out: dict[str, Any] = {"torch_cuda": _torch_cuda_version(), "cudnn": _cudnn_version(),
+                           "tensorrt": _tensorrt_version()}
+    out.update(nvml_facts(nvml))
+    return out
+
+
+def nvml_facts(nvml: Any = None) -> dict[str, Any]:
+    """Driver, the driver's CUDA version and per-GPU facts with clocks, through NVML."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError as exc:
+            return {"gpus": [], "nvml": _na(f"nvidia-ml-py is not importable: {exc}")}
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001
+        return {"gpus": [], "nvml": _na(f"no NVIDIA driver: NVML init failed ({type(exc).__name__}: {exc})"),
+                "driver": _na("no NVIDIA driver"), "cuda_driver": _na("no NVIDIA driver")}
+    try:
+        out: dict[str, Any] = {"nvml": "ok", "driver": _text(_try(nvml.nvmlSystemGetDriverVersion))}
+        cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+        out["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else cuda
+        count = _try(nvml.nvmlDeviceGetCount)
+        out["gpus"] = [_gpu_facts(nvml, i) for i in range(count if isinstance(count, int) else 0)]
+        return out
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _gpu_facts(nvml: Any, index: int) -> dict[str, Any]:
+    h = nvml.nvmlDeviceGetHandleByIndex(index)
+    mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
+    power = _try(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+    return {
+        "index": index, "name": _text(_try(nvml.nvmlDeviceGetName, h)),
+        "uuid": _text(_try(nvml.nvmlDeviceGetUUID, h)),
+        "memory_total_mb": round(mem.total / 2**20) if hasattr(mem, "total") else mem,
+        "sm_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM),
+        "sm_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM),
+        "mem_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM),
+        "power_limit_w": power / 1000 if isinstance(power, (int, float)) else power,
+        "temperature_c": _try(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU),
+        "throttle_reasons": _try(getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                                 or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"), h),
+    }
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - an unsupported query on this GPU/driver is a reason, not a crash
+        return _na(f"{type(exc).__name__}: {exc}")
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _torch_cuda_version() -> str:
+    try:
+        import torch
+    except ImportError as exc:
+        return _na(f"torch is not importable: {exc}")
+    return torch.version.cuda or _na(f"torch {torch.__version__} is a CPU-only build")
+
+
+def _cudnn_version() -> Any:
+    try:
+        import torch
+
+        v = torch.backends.cudnn.version()  # loads libcudnn, does not initialise CUDA
+    except Exception as exc:  # noqa: BLE001
+        return _na(f"{type(exc).__name__}: {exc}")
+    return v if v is not None else _na("torch was built without cuDNN")
+
+
+def _tensorrt_version() -> str:
+    try:
+        return version("tensorrt")
+    except PackageNotFoundError:
+        pass
+    try:
+        import tensorrt
+
+        return str(tensorrt.__version__)
+    except ImportError:
+        return _na('tensorrt is not installed (optional extra: pip install -e ".[tensorrt]")')
+
+
+def gpu_end_snapshot(start_env: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
+    """Clocks and power limits again at the end of the run, with a flag where a GPU's SM clock dropped.
+
+    A drop (more than CLOCK_DROP_FRACTION) or a lower power limit hints at thermal or power throttling
+    during the run: the run's GPU figures may be slower than the hardware's steady state.
+    """
+    end = nvml_facts(nvml)
+    start_gpus = {g.get("uuid") or g.get("index"): g for g in (start_env.get("gpu") or {}).get("gpus", [])}
+    drops = []
+    for g in end.get("gpus", []):
+        s = start_gpus.get(g.get("uuid") or g.get("index"))
+        if not s:
+            continue
+        a, b = s.get("sm_clock_mhz"), g.get("sm_clock_mhz")
+        numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+        if numbers and a > 0 and b < a * (1 - CLOCK_DROP_FRACTION):
+            drops.append(f"GPU {g['index']} SM clock {a} -> {b} MHz")
+        pa, pb = s.get("power_limit_w"), g.get("power_limit_w")
+        if isinstance(pa, (int, float)) and isinstance(pb, (int, float)) and pb < pa:
+            drops.append(f"GPU {g['index']} power limit {pa} -> {pb} W")
+    return {"gpu_end": end, "gpu_clock_drop": drops or None}

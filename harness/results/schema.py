@@ -87,6 +87,13 @@ class CaseResult:
     model_fingerprint: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
+    # Memory over the case (harness.measure.memory): MiB; None where not measured. `memory` holds every figure
+    # and what it covers; gpu_peak_mb is the figure memory["gpu_source"] names.
+    host_peak_mb: float | None = None
+    gpu_peak_mb: float | None = None
+    memory: dict[str, Any] | None = None
+    # GPU runtimes: per timed call, CUDA-event time on the runtime's stream (samples_ns is host wall time)
+    device_samples_ns: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

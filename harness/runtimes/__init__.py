@@ -36,8 +36,19 @@ def runtime_names() -> list[str]:
 # ------------------------------------------------------------------ built-in adapters, one line each
 from harness.runtimes.torch_eager import TorchEager  # noqa: E402
 from harness.runtimes.onnxruntime import OrtCpu  # noqa: E402
+from harness.runtimes.torch_cuda import TorchCuda  # noqa: E402
+from harness.runtimes.onnxruntime import OrtCann, OrtCuda, OrtCudaH2H, OrtOpenVino, OrtRocm, OrtTrt  # noqa: E402
+from harness.runtimes.tensorrt import TensorRT  # noqa: E402
 
 register_runtime(TorchEager)
 register_runtime(OrtCpu)
+register_runtime(TorchCuda)
+register_runtime(OrtCuda)
+register_runtime(OrtCudaH2H)
+register_runtime(OrtTrt)
+register_runtime(TensorRT)
+register_runtime(OrtRocm)
+register_runtime(OrtCann)
+register_runtime(OrtOpenVino)
 
 __all__ = ["Availability", "Runtime", "RuntimeOptions", "get_runtime", "register_runtime", "runtime_names"]

@@ -34,6 +34,9 @@ class RuntimeOptions:
     threads: int
     cache: ArtifactCache = field(default_factory=ArtifactCache)
     exporter: str = "dynamo"
+    # The run's shapes, e.g. ({"batch": 1}, {"batch": 8}): engines with optimisation profiles (TensorRT) cover
+    # them at activation. Empty when unknown (a runtime then picks a default range).
+    shapes: tuple[Mapping[str, int], ...] = ()
 
 
 class Runtime(ABC):
@@ -49,6 +52,9 @@ class Runtime(ABC):
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32})
     timing_scope: ClassVar[str] = "host_to_host"  # what a timed call covers: inputs and outputs in host memory
     description: ClassVar[str] = ""
+    warmup_floor_s: ClassVar[float] = 0.0  # GPU runtimes: at least this much warm-up (clocks, autotuning)
+    # Extra memory figures the case's sampler records: "nvml" (GPU used memory), "torch" (CUDA allocator peaks)
+    memory_sources: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model
@@ -112,6 +118,10 @@ class Runtime(ABC):
 
     def synchronize(self) -> None:
         """Wait for the device; CPU runtimes return at once."""
+
+    def device_timer(self) -> Any:
+        """A DeviceTimer (harness.measure.cuda) bracketing each timed call on the device, or None (CPU)."""
+        return None
 
     def details(self) -> dict[str, Any]:
         """Adapter-specific facts recorded with each result (providers, threads, artifact, ...)."""

@@ -38,13 +38,21 @@ class OnnxRuntime(Runtime):
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
         self._session = ort.InferenceSession(str(self.artifact.path), so,
-                                             providers=[(self.provider, dict(self.provider_options))])
+                                             providers=self._providers())
         active = self._session.get_providers()
         if not active or active[0] != self.provider:
             # onnxruntime falls back to CPU silently when a provider's libraries are missing.
             raise RuntimeError(f"{self.provider} not available: the session fell back to {active}")
         self._output_names = [o.name for o in self._session.get_outputs()]
         self._ort_version = ort.__version__
+
+    def _provider_options(self) -> dict[str, Any]:
+        """Options of `provider` at session creation; GPU subclasses add device, stream, precision flags."""
+        return dict(self.provider_options)
+
+    def _providers(self) -> list[tuple[str, dict[str, Any]]]:
+        """The session's providers in priority order (`provider` first; CPU is always appended by ORT)."""
+        return [(self.provider, self._provider_options())]
 
     def _infer(self, prepared: Mapping[str, Any]) -> Mapping[str, Any]:
         return dict(zip(self._output_names, self._session.run(self._output_names, prepared)))
@@ -61,3 +69,318 @@ class OrtCpu(OnnxRuntime):
     name: ClassVar[str] = "ort-cpu"
     provider: ClassVar[str] = "CPUExecutionProvider"
     description: ClassVar[str] = "ONNX Runtime, CPUExecutionProvider, ORT_ENABLE_ALL"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Accelerator execution providers. onnxruntime-gpu lists CUDA/TensorRT even where their libraries are absent
+# and silently falls back to CPU, so availability creates a one-node session once per process and reports
+# what the session said (the library it could not load).
+
+import contextlib  # noqa: E402 - this section's imports kept with it
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from harness.errors import ModelError  # noqa: E402
+from harness.measure.cuda import (DEVICE_RESIDENT, HOST_TO_HOST, CudaEventTimer,  # noqa: E402
+                                  nvidia_driver_reason, torch_cuda_reason)
+from harness.precision import Precision  # noqa: E402
+
+_PROBES: dict[tuple[str, str], Availability] = {}
+_MISSING_LIB = re.compile(r"([\w.+-]+\.so(?:\.[\w]+)*): cannot open shared object file")
+_REQUIRES = re.compile(r"Require (cuDNN \d+(?:\.(?:\d+|\*))* and CUDA \d+(?:\.(?:\d+|\*))*)")
+
+
+def _probe_model_bytes() -> bytes:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "harness-probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@contextlib.contextmanager
+def _captured_output() -> Iterator[list[str]]:
+    """Capture what native code and Python print on fds 1 and 2 (onnxruntime logs fallbacks there)."""
+    out: list[str] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as tmp:
+        try:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            yield out
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            tmp.seek(0)
+            out.append(tmp.read().decode(errors="replace"))
+
+
+def fallback_reason(provider: str, log: str, active: list[str], ort_version: str) -> str:
+    """Why a session asked for `provider` ran on `active` instead, from onnxruntime's log."""
+    reason = f"{provider} not available: onnxruntime {ort_version} lists it, but a session with it falls " \
+             f"back to {', '.join(active) or 'nothing'}"
+    missing = list(dict.fromkeys(_MISSING_LIB.findall(log)))
+    if missing:
+        reason += f": cannot load {', '.join(missing)}"
+    requires = _REQUIRES.search(log)
+    if requires:
+        reason += f" (the provider requires {requires.group(1)})"
+    elif "TensorRT libraries" in log and not missing:
+        reason += ": TensorRT libraries not found"
+    return reason
+
+
+def probe_provider(provider: str, options: Mapping[str, Any] | None = None) -> Availability:
+    """Available only if a session created with `provider` keeps it (cached per process)."""
+    key = (provider, repr(sorted((options or {}).items())))
+    if key in _PROBES:
+        return _PROBES[key]
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    active: list[str] = []
+    error = ""
+    with _captured_output() as log:
+        try:
+            providers = [(provider, dict(options or {}))]
+            session = ort.InferenceSession(_probe_model_bytes(), so, providers=providers)
+            active = session.get_providers()
+        except Exception as exc:  # noqa: BLE001 - a refusal is a reason, never a crash
+            error = f"{type(exc).__name__}: {exc}"
+    text = "".join(log)
+    if active and active[0] == provider:
+        verdict = Availability(True)
+    elif error:
+        first = error.splitlines()[0]
+        verdict = Availability(False, f"{provider} not available: session creation failed: {first}")
+    else:
+        verdict = Availability(False, fallback_reason(provider, text, active, ort.__version__))
+    _PROBES[key] = verdict
+    return verdict
+
+
+class OrtAccelerator(OnnxRuntime):
+    """An ONNX Runtime execution provider other than CPU: in the build, and a probe session keeps it."""
+
+    install_hint: ClassVar[str] = ""
+
+    @classmethod
+    def availability(cls) -> Availability:
+        verdict = super().availability()
+        if not verdict:
+            hint = f"; {cls.install_hint}" if cls.install_hint else ""
+            return Availability(False, verdict.reason + hint)
+        return probe_provider(cls.provider)
+
+
+@dataclass
+class _Bound:
+    """One feed resident on the device: its IOBinding (inputs copied, outputs bound to device memory)."""
+
+    binding: Any
+    values: tuple[Any, ...]
+
+
+class OrtCudaBase(OrtAccelerator):
+    """CUDA-device EPs (CUDA, TensorRT) on cuda:0, on a CUDA stream the harness owns.
+
+    The session computes on a torch-created stream (`user_compute_stream`) so that CUDA events recorded on it
+    bracket exactly the model's kernels. With `io_binding`, `_prepare` copies the inputs to the device once
+    (outside the timed loop) and binds the outputs to device memory: a timed call is the model only.
+    """
+
+    device: ClassVar[str] = "cuda"
+    ort_device: ClassVar[str] = "cuda"  # OrtValue / IOBinding device type of the bound inputs and outputs
+    io_binding: ClassVar[bool] = True
+    timing_scope: ClassVar[str] = DEVICE_RESIDENT
+    warmup_floor_s: ClassVar[float] = 1.0
+    memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml"})
+
+    @classmethod
+    def availability(cls) -> Availability:
+        verdict = super().availability()
+        driver = nvidia_driver_reason()
+        if not verdict and driver:
+            return Availability(False, f"{verdict.reason}; {driver}")
+        return verdict
+
+    def _activate(self) -> None:
+        self._torch: Any = None
+        self._stream: Any = None
+        if torch_cuda_reason() is None:  # torch's CUDA gives us a stream and events; ORT runs without it too
+            import torch
+
+            self._torch = torch
+            self._stream = torch.cuda.Stream()
+        t0 = time.perf_counter()
+        super()._activate()
+        self._session_s = time.perf_counter() - t0
+
+    def _provider_options(self) -> dict[str, Any]:
+        opts = {**super()._provider_options(), "device_id": "0"}
+        if self._stream is not None:
+            opts["user_compute_stream"] = str(self._stream.cuda_stream)
+        return opts
+
+    def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
+        host = super()._prepare(feed)
+        if not self.io_binding:
+            return host
+        import onnxruntime as ort
+
+        binding = self._session.io_binding()
+        values = []
+        for name, arr in host.items():
+            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr), self.ort_device, 0)
+            binding.bind_ortvalue_input(name, value)
+            values.append(value)
+        for name in self._output_names:
+            binding.bind_output(name, self.ort_device, 0)
+        binding.synchronize_inputs()
+        return _Bound(binding, tuple(values))
+
+    def _infer(self, prepared: Any) -> Mapping[str, Any]:
+        if not isinstance(prepared, _Bound):
+            return super()._infer(prepared)
+        self._session.run_with_iobinding(prepared.binding)
+        return dict(zip(self._output_names, prepared.binding.get_outputs()))
+
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+            return np.asarray(value.numpy())  # an OrtValue in device memory: copied to the host here
+        return np.asarray(value)
+
+    def synchronize(self) -> None:
+        if self._stream is not None:
+            self._stream.synchronize()
+
+    def device_timer(self) -> Any:
+        return CudaEventTimer(self._stream, self._torch) if self._stream is not None else None
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "io_binding": self.io_binding,
+                "user_compute_stream": getattr(self, "_stream", None) is not None}
+
+
+class OrtCuda(OrtCudaBase):
+    name: ClassVar[str] = "ort-cuda"
+    provider: ClassVar[str] = "CUDAExecutionProvider"
+    description: ClassVar[str] = "ONNX Runtime, CUDAExecutionProvider, IOBinding: inputs/outputs on the device"
+
+
+class OrtCudaH2H(OrtCudaBase):
+    name: ClassVar[str] = "ort-cuda-h2h"
+    provider: ClassVar[str] = "CUDAExecutionProvider"
+    io_binding: ClassVar[bool] = False
+    timing_scope: ClassVar[str] = HOST_TO_HOST
+    description: ClassVar[str] = "ONNX Runtime, CUDAExecutionProvider, numpy in and out: copies timed"
+
+
+class OrtTrt(OrtCudaBase):
+    """TensorRT EP: FP16/INT8 flags by precision, engine cache under the harness cache, build time apart.
+
+    The optimisation profile covers the run's shapes (min/max over them, opt = the largest), so the engine
+    is built at session creation, not in the first timed call. INT8 needs a QDQ model (explicit quantization).
+    """
+
+    name: ClassVar[str] = "ort-trt"
+    provider: ClassVar[str] = "TensorrtExecutionProvider"
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
+    description: ClassVar[str] = "ONNX Runtime, TensorrtExecutionProvider, engine cache, IOBinding"
+
+    @property
+    def engine_cache_dir(self) -> Path:
+        return self.options.cache.root / "trt-ep"
+
+    def _provider_options(self) -> dict[str, Any]:
+        from harness.artifacts.trt_engine import profile_ranges
+
+        cache = self.engine_cache_dir
+        cache.mkdir(parents=True, exist_ok=True)
+        opts = {**super()._provider_options(),
+                "trt_fp16_enable": str(self.precision is Precision.FP16),
+                "trt_int8_enable": str(self.precision is Precision.INT8),
+                "trt_engine_cache_enable": "True", "trt_engine_cache_path": str(cache),
+                "trt_timing_cache_enable": "True", "trt_timing_cache_path": str(cache)}
+        ranges = profile_ranges(self.model, self.options.shapes)
+        for i, key in enumerate(("trt_profile_min_shapes", "trt_profile_opt_shapes", "trt_profile_max_shapes")):
+            opts[key] = ",".join(f"{name}:{'x'.join(map(str, r[i]))}" for name, r in ranges.items())
+        return opts
+
+    def _providers(self) -> list[tuple[str, dict[str, Any]]]:
+        """TensorRT first; nodes TensorRT cannot take run on CUDA (not CPU), as ONNX Runtime recommends."""
+        cuda = {"device_id": "0"}
+        if self._stream is not None:
+            cuda["user_compute_stream"] = str(self._stream.cuda_stream)
+        return [*super()._providers(), ("CUDAExecutionProvider", cuda)]
+
+    def _activate(self) -> None:
+        before = set(self.engine_cache_dir.glob("*.engine")) if self.engine_cache_dir.is_dir() else set()
+        super()._activate()
+        built = set(self.engine_cache_dir.glob("*.engine")) - before
+        self._engine_built = bool(built)
+        if self.precision is Precision.INT8 and not _has_qdq(self.artifact.path):
+            raise ModelError(f"{self.artifact.path}: ort-trt int8 needs a QDQ (QuantizeLinear/DequantizeLinear) "
+                             f"model; this ONNX file has none")
+
+    def details(self) -> dict[str, Any]:
+        out = super().details()
+        if hasattr(self, "_engine_built"):
+            opts = self._provider_options()
+            out.update({"trt_engine_cache": str(self.engine_cache_dir), "trt_engine_built": self._engine_built,
+                        # session creation, which builds the engine on a cache miss: apart from inference
+                        "trt_engine_build_s": round(self._session_s, 3) if self._engine_built else 0.0,
+                        "trt_fp16_enable": opts["trt_fp16_enable"], "trt_int8_enable": opts["trt_int8_enable"],
+                        "trt_profile": {k: opts[k] for k in opts if k.startswith("trt_profile_")}})
+        return out
+
+
+def _has_qdq(path: Path) -> bool:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
+
+
+class OrtRocm(OrtAccelerator):
+    name: ClassVar[str] = "ort-rocm"
+    provider: ClassVar[str] = "ROCMExecutionProvider"
+    device: ClassVar[str] = "rocm"
+    description: ClassVar[str] = "ONNX Runtime, ROCMExecutionProvider (AMD GPUs)"
+    install_hint: ClassVar[str] = "it needs an onnxruntime build with ROCm (AMD's onnxruntime-rocm wheels)"
+
+
+class OrtCann(OrtAccelerator):
+    name: ClassVar[str] = "ort-cann"
+    provider: ClassVar[str] = "CANNExecutionProvider"
+    device: ClassVar[str] = "npu"
+    description: ClassVar[str] = "ONNX Runtime, CANNExecutionProvider (Huawei Ascend NPUs)"
+    install_hint: ClassVar[str] = "it needs the onnxruntime-cann build and Huawei's CANN toolkit"
+
+
+class OrtOpenVino(OrtAccelerator):
+    name: ClassVar[str] = "ort-openvino"
+    provider: ClassVar[str] = "OpenVINOExecutionProvider"
+    device: ClassVar[str] = "cpu"  # the EP's default device_type is CPU
+    description: ClassVar[str] = "ONNX Runtime, OpenVINOExecutionProvider (device_type CPU)"
+    install_hint: ClassVar[str] = ("it needs the onnxruntime-openvino build (`pip install onnxruntime-openvino` "
+                                   "in an environment without onnxruntime-gpu: both provide the onnxruntime "
+                                   "module)")

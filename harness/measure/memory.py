@@ -1,0 +1,277 @@
+"""Memory over a case: host RSS peak (the kernel's VmHWM, else a psutil sampler thread), GPU via NVML and torch.
+
+A MemorySampler starts before a case's activation and stops after its timed loop (before the accuracy
+phase, whose reference runtime is not the case's). Figures are MiB (2**20 bytes).
+
+Host peak: on Linux the kernel keeps the process's exact peak RSS (VmHWM); the sampler resets it at the start
+of the case (`/proc/self/clear_refs`) and reads it at the end: exact, and no thread competes with the timed
+loop for the GIL. Where that is not possible, and for GPU memory (NVML has no high-water mark), a daemon
+thread samples every `period_s`; its own cost is measured and recorded (`sampler`).
+
+What each figure covers:
+
+  host_rss_before_mb       RSS of the worker process when the case started
+  host_rss_peak_mb         highest RSS over the case: max of the sampled RSS and the kernel's high-water mark
+                           (VmHWM, reset at the start of the case where Linux allows it)
+  host_delta_mb            host_rss_peak_mb - host_rss_before_mb: what the case added at its peak
+  gpu_process_peak_mb      NVML: this process's used GPU memory, highest sample (CUDA context + every
+                           allocator: torch caching allocator, ONNX Runtime arena, TensorRT)
+  gpu_device_used_peak_mb  NVML: the whole device's used memory, highest sample (other processes included)
+  gpu_device_used_before_mb
+  torch_max_allocated_mb   torch.cuda.max_memory_allocated (tensors alive at the peak), reset at case start
+  torch_max_reserved_mb    torch.cuda.max_memory_reserved (the caching allocator's pool at the peak)
+  gpu_source               which figure CaseResult.gpu_peak_mb is (first available of: nvml_process,
+                           torch_max_reserved, nvml_device_delta)
+
+A case that reuses an activation (same model x runtime x precision, another shape) starts with the session /
+module / engine already resident: its `before` includes that memory, its delta covers only what the new
+shape added (`covers` says which), and the peaks are still the process's peaks over the case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MB = 2**20
+DEFAULT_PERIOD_S = 0.01
+
+
+def _linux_hwm() -> tuple[Callable[[], bool], Callable[[], int | None]] | None:
+    """(reset, read) for the kernel's peak RSS of this process (VmHWM, bytes), or None off Linux."""
+    status, clear = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+    if not status.is_file():
+        return None
+
+    def reset() -> bool:
+        try:
+            clear.write_text("5")  # "5" resets the peak RSS only (Linux >= 4.0); no other effect
+            return True
+        except OSError:
+            return False
+
+    def read() -> int | None:
+        try:
+            m = re.search(r"VmHWM:\s+(\d+)\s+kB", status.read_text())
+        except OSError:
+            return None
+        return int(m.group(1)) * 1024 if m else None
+
+    return reset, read
+
+
+@dataclass
+class MemoryReport:
+    """What a sampler measured: the two headline figures and every figure with what it covers."""
+
+    host_peak_mb: float | None
+    gpu_peak_mb: float | None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+class MemorySampler:
+    """Samples memory on a daemon thread every `period_s` from `start()` to `stop()`.
+
+    gpu: sample NVML (this process's and the device's used memory). torch_allocator: read torch's CUDA
+    allocator peaks (reset at start) where torch has initialised CUDA. `process`, `nvml`, `torch_module` and
+    `hwm` are injectable for tests (a fake psutil.Process, a fake pynvml, a fake torch, None for no VmHWM).
+    """
+
+    def __init__(self, period_s: float = DEFAULT_PERIOD_S, gpu: bool = False, torch_allocator: bool = False,
+                 process: Any = None, nvml: Any = None, torch_module: Any = None,
+                 hwm: tuple[Callable[[], bool], Callable[[], int | None]] | None | str = "linux") -> None:
+        if process is None:
+            import psutil
+
+            process = psutil.Process()
+        self.period_s = period_s
+        self.process = process
+        self.gpu = gpu
+        self.torch_allocator = torch_allocator
+        self._nvml = nvml
+        self._torch = torch_module
+        self._hwm = _linux_hwm() if hwm == "linux" else hwm
+        self._hwm_reset = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._rss_before = 0
+        self._rss_peak = 0
+        self._gpu_proc_peak: int | None = None
+        self._gpu_dev_peak: int | None = None
+        self._gpu_dev_before: int | None = None
+        self._handle: Any = None
+        self._gpu_problem: str | None = None
+        self._samples = 0
+        self._sample_ns = 0
+        self._t0 = 0.0
+        self._duration_s = 0.0
+        self.report: MemoryReport | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "MemorySampler":
+        self._t0 = time.perf_counter()
+        self._rss_before = self.process.memory_info().rss
+        self._rss_peak = self._rss_before
+        if self._hwm is not None:
+            self._hwm_reset = self._hwm[0]()
+        if self.gpu:
+            self._start_nvml()
+        if self.torch_allocator:
+            torch = self._torch_cuda()
+            if torch is not None:
+                torch.cuda.reset_peak_memory_stats()
+        self._sample()
+        if self.gpu or not self._hwm_reset:  # the kernel keeps the host peak itself where the reset worked
+            self._thread = threading.Thread(target=self._loop, name="harness-memory-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, covers: str = "") -> MemoryReport:
+        """Stop sampling (idempotent) and return the report."""
+        if self.report is not None:
+            return self.report
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self._sample()  # the state at the end counts too
+        self._duration_s = time.perf_counter() - self._t0
+        self.report = self._build_report(covers)
+        if self._nvml is not None and self._handle is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        return self.report
+
+    def close(self) -> None:
+        """Stop without caring for the report (error paths)."""
+        if self.report is None:
+            self.stop("the case ended early")
+
+    # ------------------------------------------------------------------ sampling
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        t0 = time.perf_counter_ns()
+        try:
+            rss = self.process.memory_info().rss
+        except Exception:  # noqa: BLE001 - a sampler must never break the case
+            rss = 0
+        proc, dev = self._gpu_used() if self._handle is not None else (None, None)
+        with self._lock:
+            self._rss_peak = max(self._rss_peak, rss)
+            if proc is not None:
+                self._gpu_proc_peak = max(self._gpu_proc_peak or 0, proc)
+            if dev is not None:
+                self._gpu_dev_peak = max(self._gpu_dev_peak or 0, dev)
+            self._samples += 1
+            self._sample_ns += time.perf_counter_ns() - t0
+
+    def _start_nvml(self) -> None:
+        if self._nvml is None:
+            try:
+                import pynvml
+            except ImportError as exc:
+                self._gpu_problem = f"nvidia-ml-py (pynvml) is not importable: {exc}"
+                return
+            self._nvml = pynvml
+        from harness.measure.cuda import nvml_handle
+
+        try:
+            self._nvml.nvmlInit()
+            self._handle = nvml_handle(self._nvml)
+        except Exception as exc:  # noqa: BLE001
+            self._gpu_problem = f"NVML not available: {type(exc).__name__}: {exc}"
+            self._handle = None
+            return
+        _, self._gpu_dev_before = self._gpu_used()
+
+    def _gpu_used(self) -> tuple[int | None, int | None]:
+        """(this process's used bytes or None where NVML does not say, the device's used bytes)."""
+        nvml, handle = self._nvml, self._handle
+        proc: int | None = None
+        try:
+            pid = os.getpid()
+            for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                used = getattr(p, "usedGpuMemory", None)
+                if p.pid == pid and used is not None:
+                    proc = (proc or 0) + int(used)
+        except Exception:  # noqa: BLE001 - not supported on this device/driver, or no permission
+            proc = None
+        try:
+            dev: int | None = int(nvml.nvmlDeviceGetMemoryInfo(handle).used)
+        except Exception:  # noqa: BLE001
+            dev = None
+        return proc, dev
+
+    def _torch_cuda(self) -> Any:
+        """torch, where it has initialised CUDA in this process (never initialises it itself)."""
+        torch = self._torch
+        if torch is None:
+            import sys
+
+            torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                return torch
+        except Exception:  # noqa: BLE001
+            return None
+        return None
+
+    # ------------------------------------------------------------------ report
+    def _build_report(self, covers: str) -> MemoryReport:
+        peak = self._rss_peak
+        hwm_used = False
+        if self._hwm is not None and self._hwm_reset:
+            hwm = self._hwm[1]()
+            if hwm is not None:  # the kernel's exact peak since the reset (sampled RSS can only lag it)
+                peak, hwm_used = max(peak, hwm), True
+        fig: dict[str, Any] = {
+            "covers": covers or "activation, first inference, warm-up and timed loop",
+            "host_rss_before_mb": _mb(self._rss_before),
+            "host_rss_peak_mb": _mb(peak),
+            "host_delta_mb": _mb(peak - self._rss_before),
+            "host_peak_source": "vmhwm" if hwm_used else "sampled_rss",
+        }
+        gpu_peak: float | None = None
+        if self.gpu:
+            fig["gpu_process_peak_mb"] = _mb(self._gpu_proc_peak)
+            fig["gpu_device_used_peak_mb"] = _mb(self._gpu_dev_peak)
+            fig["gpu_device_used_before_mb"] = _mb(self._gpu_dev_before)
+            if self._gpu_problem:
+                fig["gpu_problem"] = self._gpu_problem
+        if self.torch_allocator:
+            torch = self._torch_cuda()
+            if torch is not None:
+                fig["torch_max_allocated_mb"] = _mb(torch.cuda.max_memory_allocated())
+                fig["torch_max_reserved_mb"] = _mb(torch.cuda.max_memory_reserved())
+        if self.gpu:
+            if fig.get("gpu_process_peak_mb") is not None:
+                gpu_peak, fig["gpu_source"] = fig["gpu_process_peak_mb"], "nvml_process"
+            elif fig.get("torch_max_reserved_mb") is not None:
+                gpu_peak, fig["gpu_source"] = fig["torch_max_reserved_mb"], "torch_max_reserved"
+            elif self._gpu_dev_peak is not None and self._gpu_dev_before is not None:
+                gpu_peak = _mb(self._gpu_dev_peak - self._gpu_dev_before)
+                fig["gpu_source"] = "nvml_device_delta"
+            else:
+                fig["gpu_source"] = None
+        fig["sampler"] = {
+            "thread": self._thread is not None, "period_ms": self.period_s * 1e3, "samples": self._samples,
+            "mean_sample_us": round(self._sample_ns / max(1, self._samples) / 1e3, 2),
+            # CPU time the sampler spent reading memory, as a share of the case's wall time
+            "busy_fraction": round(self._sample_ns / 1e9 / max(self._duration_s, 1e-9), 5),
+        }
+        return MemoryReport(host_peak_mb=fig["host_rss_peak_mb"], gpu_peak_mb=gpu_peak, figures=fig)
+
+
+def _mb(value: int | float | None) -> float | None:
+    return None if value is None else round(value / MB, 2)

@@ -1,0 +1,83 @@
+"""torch-cuda: PyTorch eager on a CUDA GPU (FP32, FP16 via module.half(), BF16), inputs on the device."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.measure.cuda import DEVICE_RESIDENT, CudaEventTimer, torch_cuda_reason
+from harness.model import ModelSpec
+from harness.precision import Precision
+from harness.runtimes.base import Availability
+from harness.runtimes.torch_eager import TorchEager
+
+_DTYPES = {Precision.FP32: "float32", Precision.FP16: "float16", Precision.BF16: "bfloat16"}
+
+
+class TorchCuda(TorchEager):
+    """Eager PyTorch on cuda:0 under inference mode.
+
+    Inputs are copied to the device once, outside the timed loop (`_prepare`); floating-point inputs are cast
+    to the precision's dtype. A timed call launches the module on the current stream and waits for it
+    (`torch.cuda.synchronize()`); outputs stay on the device (copied back only for the accuracy check).
+    """
+
+    name: ClassVar[str] = "torch-cuda"
+    device: ClassVar[str] = "cuda"
+    torch_device: ClassVar[str] = "cuda"
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
+    timing_scope: ClassVar[str] = DEVICE_RESIDENT
+    description: ClassVar[str] = "PyTorch eager on CUDA, torch.inference_mode(), inputs on the device"
+    warmup_floor_s: ClassVar[float] = 1.0
+    memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml", "torch"})
+
+    @classmethod
+    def availability(cls) -> Availability:
+        reason = torch_cuda_reason()
+        return Availability(False, f"CUDA not available: {reason}") if reason else Availability(True)
+
+    @classmethod
+    def supports(cls, model: ModelSpec, precision: Precision) -> Availability:
+        if Precision(precision) is Precision.INT8:
+            return Availability(False, "torch-cuda does not run int8: eager PyTorch has no INT8 CUDA kernels for "
+                                       "a float module (its quantized backends are CPU-only); INT8 on the GPU "
+                                       "is measured by tensorrt and ort-trt")
+        return super().supports(model, precision)
+
+    def _activate(self) -> None:
+        super()._activate()
+        self._dtype = getattr(self._torch, _DTYPES[self.precision])
+        if self.precision is Precision.FP16:
+            self._module = self._module.half()
+        elif self.precision is Precision.BF16:
+            self._module = self._module.to(self._dtype)
+        self._stream = self._torch.cuda.current_stream()
+        self._torch.cuda.synchronize()
+
+    def _prepare(self, feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        out = super()._prepare(feed)
+        for k, v in out.items():
+            if v.is_floating_point() and v.dtype != self._dtype:
+                out[k] = v.to(self._dtype)
+        self._torch.cuda.synchronize()  # the copies are done before any clock starts
+        return out
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def device_timer(self) -> CudaEventTimer:
+        return CudaEventTimer(self._stream, self._torch)
+
+    def _deactivate(self) -> None:
+        super()._deactivate()
+        self._torch.cuda.empty_cache()  # the next case's memory figures start from a released pool
+
+    def details(self) -> dict[str, Any]:
+        out = super().details()
+        if hasattr(self, "_torch"):
+            cuda = self._torch.cuda
+            out.update({"gpu": cuda.get_device_name(), "cuda": self._torch.version.cuda,
+                        "dtype": _DTYPES[self.precision]})
+        return out
