@@ -2,5 +2,9 @@
 
 from harness.artifacts.cache import Artifact, ArtifactCache, default_cache_dir
 from harness.artifacts.onnx_from_torch import OnnxFromTorch, onnx_for_model
+from harness.artifacts.fp16 import FP16_BLOCK_LIST, Fp16OnnxFromOnnx
+from harness.artifacts.int8 import Int8OnnxFromOnnx
+from harness.artifacts.for_precision import onnx_for_precision
 
-__all__ = ["Artifact", "ArtifactCache", "OnnxFromTorch", "default_cache_dir", "onnx_for_model"]
+__all__ = ["Artifact", "ArtifactCache", "FP16_BLOCK_LIST", "Fp16OnnxFromOnnx", "Int8OnnxFromOnnx", "OnnxFromTorch",
+           "default_cache_dir", "onnx_for_model", "onnx_for_precision"]

@@ -58,7 +58,9 @@ class CaseRunner:
             for verdict in (self._availability[cls], cls.supports(spec, precision)):
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
-            options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter)
+            options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
+                                     int8_method=getattr(config, "int8_method", "auto"),
+                                     calibration_method=getattr(config, "calibration_method", "minmax"))
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
             runtime, reused = self._activate(case, spec, cls, precision, options)
@@ -76,8 +78,15 @@ class CaseRunner:
             phase = "accuracy"
             on_phase(phase)
             reference = self._reference(spec, case, feed, options, runtime, outputs)
-            accuracy = compare(reference, outputs, spec.tolerance(precision),
-                               classification=spec.task == "classification")
+            override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
+            tolerance = spec.tolerance(precision, override)
+            accuracy = compare(reference, outputs, tolerance, classification=spec.task == "classification")
+            localization = None
+            if not accuracy or getattr(config, "localize", False):
+                phase = "localize"
+                on_phase(phase)
+                localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
+                                             config.threads)
             stats = latency_stats(timed.samples_ns, config.noise_cv)
             return CaseResult(
                 case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
@@ -89,6 +98,7 @@ class CaseRunner:
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
                 details={**runtime.details(), "activation_reused": reused},
+                precision_recipe=runtime.recipe or str(precision), localization=localization,
             )
         except MemoryError as exc:
             self.close()
@@ -105,7 +115,8 @@ class CaseRunner:
 
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                   options: RuntimeOptions) -> tuple[Runtime, bool]:
-        key = (*case.activation_key, options.threads, str(options.cache.root), options.exporter)
+        key = (*case.activation_key, options.threads, str(options.cache.root), options.exporter,
+               options.int8_method, options.calibration_method)
         if self._active is not None and self._active[0] == key:
             return self._active[1], True
         self._drop_active()
@@ -150,6 +161,25 @@ class CaseRunner:
         self._drop_active()
         self._drop_reference()
         self._references.clear()
+
+
+def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str,
+                  threads: int) -> dict[str, Any]:
+    """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
+    raised: the case's status stays what its drift check said."""
+    from harness.accuracy.localize import localize
+
+    bounds = {"max_rel_l2": tolerance.max_rel_l2, "min_cosine": tolerance.min_cosine}
+    try:
+        pair = runtime.onnx_pair()
+        if pair is None:
+            return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
+                    "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
+                             f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}
+        return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads)
+    except Exception as exc:  # noqa: BLE001 - localisation is a diagnosis, never the case's error
+        return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
+                "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _exit_quietly(runtime: Runtime) -> None:

@@ -87,6 +87,8 @@ class CaseResult:
     model_fingerprint: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
+    precision_recipe: str | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
+    localization: dict[str, Any] | None = None  # layer-wise drift findings (harness.accuracy.localize)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -25,8 +25,8 @@ def test_registry_lists_builtins_and_rejects_unknown_names():
 
 
 def test_unsupported_precision_is_a_reason_not_an_error():
-    verdict = get_runtime("ort-cpu").supports(get_model("mlp"), Precision.INT8)
-    assert not verdict and "ort-cpu does not run int8" in verdict.reason
+    verdict = get_runtime("ort-cpu").supports(get_model("mlp"), Precision.BF16)
+    assert not verdict and "ort-cpu does not run bf16" in verdict.reason
 
 
 @pytest.mark.parametrize("name", ["torch-cpu", "ort-cpu"])
