@@ -16,7 +16,7 @@ from harness.precision import Precision
 if TYPE_CHECKING:
     from harness.runtimes.base import RuntimeOptions
 
-CALIBRATION_SEQ = 128  # sequence length of the seeded calibration feeds (the default --seq-lens)
+CALIBRATION_SEQ = 64  # sequence length of the seeded calibration feeds (short: within any position table)
 
 
 def onnx_for_precision(model: ModelSpec, precision: Precision, options: "RuntimeOptions") -> Artifact:
@@ -39,8 +39,9 @@ def onnx_for_precision(model: ModelSpec, precision: Precision, options: "Runtime
         if model.calibration is not None:
             calibration, source = (lambda: _take(model.calibration(), 512)), f"{model.name}.calibration"
         else:
+            seq = f", seq {CALIBRATION_SEQ}" if model.has_seq else ""
             calibration, source = (lambda: seeded_calibration_feeds(model)), \
-                f"seeded random feeds, batch 1, seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + CALIBRATION_FEEDS - 1}"
+                f"seeded random feeds, batch 1{seq}, seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + CALIBRATION_FEEDS - 1}"
         return Int8OnnxFromOnnx(fp32, options.cache, model.name, method,
                                 calibration if method == "static" else None, source,
                                 getattr(options, "calibration_method", "minmax"),
