@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -89,11 +90,15 @@ def quantize_linear_dynamic(module: Any) -> tuple[Any, str]:
     linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
     total = sum(p.numel() for p in module.parameters())
     covered = sum(p.numel() for m in linears for p in m.parameters())
-    quantized = torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
-    share = f"{covered / total:.0%} of {total / 1e6:.1f}M parameters" if total else "no parameters"
-    recipe = f"int8: torch.ao dynamic quantisation of nn.Linear (qint8), {len(linears)} layers, {share}"
+    with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao, still present
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
+    size = f"{total / 1e6:.1f}M" if total >= 1e5 else f"{total / 1e3:.1f}k"
+    share = f"{covered / total:.0%} of {size} parameters" if total else "no parameters"
+    n = len(linears)
+    recipe = f"int8: torch.ao dynamic quantisation of nn.Linear (qint8), {n} layer{'' if n == 1 else 's'}, {share}"
     if not linears:
         recipe += " (no nn.Linear: nothing was quantised, this row is FP32 compute)"
-    elif covered < 0.5 * total:
-        recipe += "; the other layers (e.g. Conv2d) stay FP32"
+    elif covered < total:
+        recipe += "; other layers (e.g. Conv2d) stay FP32"
     return quantized, recipe
