@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 
@@ -110,7 +111,7 @@ def parse_tolerance_overrides(text: str) -> dict[Precision, Tolerance]:
             number = float(value)
         except ValueError:
             raise ValueError(f"{entry!r}: {value.strip()!r} is not a number") from None
-        if number != number or number < 0:
+        if math.isnan(number) or number < 0:
             raise ValueError(f"{entry!r}: a bound must be a number >= 0")
         values.setdefault(precision, {})[bound] = number
     if not values:

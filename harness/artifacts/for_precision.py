@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 CALIBRATION_SEQ = 64  # sequence length of the seeded calibration feeds (short: within any position table)
 
 
-def onnx_for_precision(model: ModelSpec, precision: Precision, options: "RuntimeOptions") -> Artifact:
+def onnx_for_precision(model: ModelSpec, precision: Precision, options: RuntimeOptions) -> Artifact:
     """FP32: the model's FP32 ONNX (onnx_for_model). FP16: Fp16OnnxFromOnnx of it. INT8: Int8OnnxFromOnnx of it,
     static QDQ or dynamic per `options.int8_method` ("auto" resolves with choose_method).
 

@@ -15,7 +15,7 @@ from harness.artifacts.cache import Artifact
 from harness.artifacts.int8 import choose_method, gemm_to_matmul
 from harness.data import make_feed
 from harness.errors import UsageError
-from harness.model import BATCH, ModelSpec, TensorSpec, get_model
+from harness.model import get_model
 from harness.precision import Precision
 from harness.runtimes import RuntimeOptions
 
