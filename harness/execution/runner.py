@@ -164,15 +164,18 @@ class CaseRunner:
 
 
 def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str,
-                  threads: int) -> dict[str, Any]:
+                  threads: int) -> dict[str, Any] | None:
     """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
-    raised: the case's status stays what its drift check said."""
+    raised: the case's status stays what its drift check said. None for a --localize request on a case with
+    no low-precision ONNX graph (FP32, PyTorch); a failed case of that kind records why it was not localised."""
     from harness.accuracy.localize import localize
 
     bounds = {"max_rel_l2": tolerance.max_rel_l2, "min_cosine": tolerance.min_cosine}
     try:
         pair = runtime.onnx_pair()
         if pair is None:
+            if trigger == "request":
+                return None
             return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
                     "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
                              f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}

@@ -92,6 +92,8 @@ def test_int8_localisation_on_request_compares_dequantised_values(tmp_path):
     assert r.precision_recipe.startswith("int8: ORT static QDQ")
     loc = r.localization
     assert loc["trigger"] == "request" and loc["first_bad"] == [] and loc["checked"] >= 3
+    fp32 = CaseRunner().run(CaseId("mlp", "ort-cpu", "fp32", 2, None, "cpu"), config(tmp_path, localize=True))
+    assert fp32.status == "passed" and fp32.localization is None  # nothing below FP32 to localise
 
 
 def test_a_localisation_failure_is_recorded_never_the_case_error(tmp_path, monkeypatch, broken_fp16):
