@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ from harness.precision import Tolerance
 
 CHUNK = 64  # intermediate tensors added as outputs per session run: bounds the memory held at once
 MAX_FINDINGS = 5  # stop after this many nodes over tolerance (the first one is the one that matters)
+BUDGET_S = 120.0  # stop starting new chunks after this long (each chunk reruns both whole graphs)
 
 
 def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np.ndarray], tolerance: Tolerance,
              *, trigger: str = "failure", threads: int = 1, chunk: int = CHUNK,
-             max_findings: int = MAX_FINDINGS) -> dict[str, Any]:
+             max_findings: int = MAX_FINDINGS, budget_s: float = BUDGET_S) -> dict[str, Any]:
     """Run the FP32 and the low-precision graph on `feed` with intermediate tensors as outputs, `chunk` at a
     time (ORT CPU), and report the first nodes in topological order whose output is over `tolerance`.
 
@@ -26,7 +28,8 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
     low-precision graph has it too (QDQ and Cast insertion add tensors but keep the original ones); others are
     skipped. A tensor is over tolerance when rel_l2 > max_rel_l2, cosine < min_cosine, or it holds NaN/Inf.
     Returns {"trigger", "tolerance", "checked", "skipped", "first_bad": [{"node", "op_type", "tensor",
-    "max_abs", "p99_abs", "rel_l2", "cosine", "nonfinite"}, ...]}. Marking a tensor as an output stops ORT
+    "max_abs", "p99_abs", "rel_l2", "cosine", "nonfinite"}, ...]}, plus "truncated" (why) when the time
+    budget ran out before every tensor was checked. Marking a tensor as an output stops ORT
     from fusing across it, so a QDQ graph is measured as simulated quantisation (DequantizeLinear + FP32 op).
     """
     import onnx
@@ -51,7 +54,12 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
     feed = {k: np.ascontiguousarray(v) for k, v in feed.items()}
     first_bad: list[dict[str, Any]] = []
     checked = 0
+    truncated = None
+    t0 = time.monotonic()
     for part in _chunks(candidates, max(1, chunk)):
+        if checked and time.monotonic() - t0 > budget_s:
+            truncated = f"time budget of {budget_s:g} s reached after {checked} of {len(candidates)} tensors"
+            break
         ref = _run_with_outputs(fp32, [t for t, _, _, _ in part], feed, threads)
         out = _run_with_outputs(lowp, [m for _, m, _, _ in part], feed, threads)
         for tensor, match, node, op_type in part:
@@ -73,8 +81,11 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
         del ref, out
         if len(first_bad) >= max_findings:
             break
-    return {"trigger": trigger, "tolerance": bounds, "checked": checked, "skipped": skipped,
-            "first_bad": first_bad}
+    result = {"trigger": trigger, "tolerance": bounds, "checked": checked, "skipped": skipped,
+              "first_bad": first_bad}
+    if truncated:
+        result["truncated"] = truncated
+    return result
 
 
 def _counterparts(lowp: Any) -> Any:

@@ -86,7 +86,7 @@ class CaseRunner:
                 phase = "localize"
                 on_phase(phase)
                 localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
-                                             config.threads)
+                                             config.threads, budget_s=min(120.0, 0.25 * config.case_timeout_s))
             stats = latency_stats(timed.samples_ns, config.noise_cv)
             return CaseResult(
                 case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
@@ -163,8 +163,8 @@ class CaseRunner:
         self._references.clear()
 
 
-def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str,
-                  threads: int) -> dict[str, Any] | None:
+def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str, threads: int,
+                  budget_s: float = 120.0) -> dict[str, Any] | None:
     """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
     raised: the case's status stays what its drift check said. None for a --localize request on a case with
     no low-precision ONNX graph (FP32, PyTorch); a failed case of that kind records why it was not localised."""
@@ -179,7 +179,7 @@ def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigge
             return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
                     "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
                              f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}
-        return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads)
+        return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads, budget_s=budget_s)
     except Exception as exc:  # noqa: BLE001 - localisation is a diagnosis, never the case's error
         return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
                 "error": f"{type(exc).__name__}: {exc}"}
