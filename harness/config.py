@@ -12,7 +12,8 @@ from harness.artifacts.cache import default_cache_dir
 from harness.errors import UsageError
 from harness.measure.stats import DEFAULT_NOISE_CV
 from harness.measure.timer import TimingPolicy
-from harness.precision import Precision
+from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
+from harness.precision import Precision, Tolerance, parse_tolerance_overrides
 from harness.results.environment import default_threads
 from harness.results.schema import CaseId
 
@@ -62,6 +63,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME"),
     OptionDef("noise-cv", "flag a measurement as noisy above this coefficient of variation (default: 0.10)",
               "FLOAT"),
+    OptionDef("int8-method", "INT8 recipe of ONNX runtimes: static (QDQ, calibrated), dynamic, or auto (default: "
+                             "dynamic for MatMul graphs without Conv and without calibration data, else static)",
+              "NAME"),
+    OptionDef("calibration-method", "activation calibration of static INT8: minmax (default), entropy, percentile",
+              "NAME"),
+    OptionDef("tolerance", "override drift tolerances, e.g. fp16.max_rel_l2=0.05,int8.min_cosine=0.98 (bounds: "
+                           "atol, rtol, max_rel_l2, min_cosine, min_top1)", "P.BOUND=V,..."),
+    OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
+                          "that fail their tolerance", flag=True),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -94,6 +104,15 @@ class RunConfig:
     noise_cv: float = DEFAULT_NOISE_CV
     run_id: str = ""
     user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
+    int8_method: str = "auto"
+    calibration_method: str = "minmax"
+    tolerance_overrides: dict[str, dict[str, float]] = field(default_factory=dict)  # {"fp16": {"max_rel_l2": .05}}
+    localize: bool = False
+
+    def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
+        """The --tolerance bounds given for `precision` (None when none were)."""
+        bounds = self.tolerance_overrides.get(str(Precision(precision)))
+        return Tolerance(**bounds) if bounds else None
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -104,8 +123,10 @@ class RunConfig:
         for m in self.models:
             spec = get_model(m)
             for r in self.runtimes:
-                device = get_runtime(r).device
-                for p in self.precisions:
+                cls = get_runtime(r)
+                device = cls.device
+                # a runtime may run a requested precision as another (torch-cpu: fp16 -> bf16); once each
+                for p in dict.fromkeys(cls.case_precision(p) for p in self.precisions):
                     for b in self.batch_sizes:
                         for s in (self.seq_lens if spec.has_seq else (None,)):
                             out.append(CaseId(m, r, p.value, b, s, device))
@@ -161,6 +182,20 @@ class RunConfig:
         exporter = raw.get("exporter") or "dynamo"
         if exporter not in ("dynamo", "legacy"):
             raise UsageError(f"--exporter {exporter!r}: valid exporters: dynamo, legacy")
+        int8_method = (raw.get("int8_method") or "auto").strip().lower()
+        if int8_method not in INT8_METHODS:
+            raise UsageError(f"--int8-method {int8_method!r}: valid methods: {', '.join(INT8_METHODS)}")
+        calibration_method = (raw.get("calibration_method") or "minmax").strip().lower()
+        if calibration_method not in CALIBRATION_METHODS:
+            raise UsageError(f"--calibration-method {calibration_method!r}: valid methods: "
+                             f"{', '.join(CALIBRATION_METHODS)}")
+        overrides: dict[str, dict[str, float]] = {}
+        if raw.get("tolerance"):
+            try:
+                parsed = parse_tolerance_overrides(raw["tolerance"])
+            except ValueError as exc:
+                raise UsageError(f"--tolerance: {exc}") from None
+            overrides = {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
         return cls(
             models=models, runtimes=runtimes, precisions=precisions, batch_sizes=batch_sizes,
             seq_lens=seq_lens, timing=timing,
@@ -174,6 +209,8 @@ class RunConfig:
             exporter=exporter,
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
             run_id=run_id, user_models=user_paths,
+            int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
+            localize=bool(raw.get("localize")),
         )
 
 

@@ -98,7 +98,7 @@ class ModelSpec:
         return SEQ in self.symbolic_dims
 
     def tolerance(self, precision: Precision, override: Tolerance | None = None) -> Tolerance:
-        return default_tolerance(precision).merged(self.tolerances.get(precision)).merged(override)
+        return default_tolerance(precision, self.task).merged(self.tolerances.get(precision)).merged(override)
 
     def fingerprint(self) -> str:
         """sha256 of what defines the model: name, version, config, inputs, and the build code or ONNX bytes.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 
@@ -61,6 +62,58 @@ DEFAULT_TOLERANCES: dict[Precision, Tolerance] = {
     Precision.INT8: Tolerance(max_rel_l2=0.15, min_cosine=0.99, min_top1=0.90),
 }
 
+# Per task, bounds replacing the precision defaults above (classification and regression use those as they
+# are). Embeddings are judged by direction (cosine) more than by magnitude; LM logits over a large vocabulary
+# pass through many layers, so their relative error grows with depth while the ranking (what sampling sees)
+# holds: looser rel_l2, cosine still checked.
+TASK_TOLERANCES: dict[str, dict[Precision, Tolerance]] = {
+    "embedding": {
+        Precision.FP16: Tolerance(max_rel_l2=3e-2, min_cosine=0.999),
+        Precision.BF16: Tolerance(max_rel_l2=6e-2, min_cosine=0.995),
+        Precision.INT8: Tolerance(max_rel_l2=0.20, min_cosine=0.98),
+    },
+    "lm": {
+        Precision.FP16: Tolerance(max_rel_l2=3e-2, min_cosine=0.999),
+        Precision.BF16: Tolerance(max_rel_l2=8e-2, min_cosine=0.99),
+        Precision.INT8: Tolerance(max_rel_l2=0.25, min_cosine=0.97),
+    },
+}
 
-def default_tolerance(precision: Precision) -> Tolerance:
-    return DEFAULT_TOLERANCES[precision]
+
+def default_tolerance(precision: Precision, task: str | None = None) -> Tolerance:
+    """The default tolerance of `precision`, with the task's own bounds (TASK_TOLERANCES) where it has any."""
+    precision = Precision(precision)
+    return DEFAULT_TOLERANCES[precision].merged(TASK_TOLERANCES.get(task or "", {}).get(precision))
+
+
+def tolerance_keys() -> tuple[str, ...]:
+    """The bounds a --tolerance override may set (every Tolerance field)."""
+    return tuple(f.name for f in fields(Tolerance))
+
+
+def parse_tolerance_overrides(text: str) -> dict[Precision, Tolerance]:
+    """Parse "fp16.max_rel_l2=0.05,int8.min_cosine=0.98" into a Tolerance per precision.
+
+    Raises ValueError naming the bad entry: unknown precision or bound, a value that is not a number.
+    """
+    values: dict[Precision, dict[str, float]] = {}
+    for entry in (e.strip() for e in str(text).split(",")):
+        if not entry:
+            continue
+        key, sep, value = entry.partition("=")
+        prec, dot, bound = key.strip().partition(".")
+        if not sep or not dot:
+            raise ValueError(f"{entry!r}: expected PRECISION.BOUND=VALUE, e.g. fp16.max_rel_l2=0.05")
+        precision = Precision.parse(prec)
+        if bound not in tolerance_keys():
+            raise ValueError(f"{entry!r}: unknown bound {bound!r}; valid bounds: {', '.join(tolerance_keys())}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{entry!r}: {value.strip()!r} is not a number") from None
+        if math.isnan(number) or number < 0:
+            raise ValueError(f"{entry!r}: a bound must be a number >= 0")
+        values.setdefault(precision, {})[bound] = number
+    if not values:
+        raise ValueError("empty list; expected PRECISION.BOUND=VALUE[,...]")
+    return {p: Tolerance(**v) for p, v in values.items()}

@@ -84,3 +84,34 @@ def test_every_option_is_documented_in_the_readme():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for o in OPTIONS:
         assert f"`--{o.name}`" in readme and f"`--harness-{o.name}`" in readme, f"README lacks --{o.name}"
+
+
+def test_precision_options_parse_and_reach_the_config():
+    c = RunConfig.from_options(raw(models="mlp", tolerance="fp16.max_rel_l2=0.05,int8.min_cosine=0.98",
+                                   int8_method="Dynamic", calibration_method="entropy", localize=True))
+    assert c.int8_method == "dynamic" and c.calibration_method == "entropy" and c.localize is True
+    assert c.tolerance_override(Precision.FP16).max_rel_l2 == 0.05
+    assert c.tolerance_override("int8").min_cosine == 0.98 and c.tolerance_override("fp32") is None
+    assert c.as_dict()["tolerance_overrides"] == {"fp16": {"max_rel_l2": 0.05}, "int8": {"min_cosine": 0.98}}
+    d = RunConfig.from_options(raw(models="mlp"))
+    assert d.int8_method == "auto" and d.calibration_method == "minmax" and not d.localize
+    assert d.tolerance_override("fp16") is None
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"tolerance": "fp16.max_rell2=0.05"}, "--tolerance: 'fp16.max_rell2=0.05': unknown bound 'max_rell2'"),
+    ({"tolerance": "fp9.atol=1"}, "--tolerance: unknown precision 'fp9'"),
+    ({"int8_method": "qat"}, "--int8-method 'qat': valid methods: auto, static, dynamic"),
+    ({"calibration_method": "mse"}, "--calibration-method 'mse': valid methods: minmax, entropy, percentile"),
+])
+def test_precision_options_reject_bad_values(kw, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        RunConfig.from_options(raw(models="mlp", **kw))
+
+
+def test_fp16_on_torch_cpu_is_a_bf16_case_once():
+    c = RunConfig.from_options(raw(models="mlp", runtimes="torch-cpu,ort-cpu", precisions="fp32,fp16,bf16,int8",
+                                   batch_sizes="1"))
+    got = [(x.runtime, x.precision) for x in c.cases()]
+    assert got == [("torch-cpu", "fp32"), ("torch-cpu", "bf16"), ("torch-cpu", "int8"),
+                   ("ort-cpu", "fp32"), ("ort-cpu", "fp16"), ("ort-cpu", "bf16"), ("ort-cpu", "int8")]

@@ -1,4 +1,4 @@
-"""Drift metrics (max_abs, mean_abs, rel_l2, cosine, top-1 agreement) and the tolerance check."""
+"""Drift metrics (max_abs, mean_abs, p99_abs, rel_l2, cosine, top-1 agreement) and the tolerance check."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class OutputDrift:
     allclose_violations: int  # elements outside atol + rtol * |ref| (0 when atol/rtol are not set)
     nonfinite: int  # NaN or Inf elements in the output
     numel: int
+    p99_abs: float = 0.0  # 99th percentile of |out - ref| (linear interpolation, numpy's default)
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,12 @@ class AccuracyResult:
     def worst(self) -> dict[str, float | None]:
         """Summary over outputs: the worst value of each metric (for tables and CSV)."""
         if not self.outputs:
-            return {"max_abs": None, "mean_abs": None, "rel_l2": None, "cosine": None, "top1_agreement": None}
+            return {"max_abs": None, "mean_abs": None, "p99_abs": None, "rel_l2": None, "cosine": None,
+                    "top1_agreement": None}
         top1 = [o.top1_agreement for o in self.outputs if o.top1_agreement is not None]
         return {"max_abs": max(o.max_abs for o in self.outputs),
                 "mean_abs": max(o.mean_abs for o in self.outputs),
+                "p99_abs": max(o.p99_abs for o in self.outputs),
                 "rel_l2": max(o.rel_l2 for o in self.outputs),
                 "cosine": min(o.cosine for o in self.outputs),
                 "top1_agreement": min(top1) if top1 else None}
@@ -93,11 +96,13 @@ def drift_metrics(name: str, out: np.ndarray, ref: np.ndarray, *, classification
     if atol is not None or rtol is not None:
         bound = (atol or 0.0) + (rtol or 0.0) * np.abs(ref64)
         violations = int(np.count_nonzero(~(diff <= bound)))  # NaN counts as a violation
-    max_abs = float(np.nanmax(diff)) if nonfinite < diff.size else math.inf
-    mean_abs = float(np.nanmean(diff)) if nonfinite < diff.size else math.inf
     if nonfinite:
-        max_abs = mean_abs = math.inf
-    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, violations, nonfinite, int(out64.size))
+        max_abs = mean_abs = p99_abs = math.inf
+    else:
+        max_abs, mean_abs = float(np.nanmax(diff)), float(np.nanmean(diff))
+        p99_abs = float(np.nanpercentile(diff, 99))
+    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, violations, nonfinite, int(out64.size),
+                       p99_abs)
 
 
 def compare(reference: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray], tolerance: Tolerance,

@@ -62,7 +62,9 @@ class CaseRunner:
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
             options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
-                                     shapes=run_shapes(spec, config))
+                                     shapes=run_shapes(spec, config),
+                                     int8_method=getattr(config, "int8_method", "auto"),
+                                     calibration_method=getattr(config, "calibration_method", "minmax"))
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
             # memory over activation (or, reused, from here), first inference, warm-up and timed loop
@@ -89,8 +91,15 @@ class CaseRunner:
             phase = "accuracy"
             on_phase(phase)
             reference = self._reference(spec, case, feed, options, runtime, outputs)
-            accuracy = compare(reference, outputs, spec.tolerance(precision),
-                               classification=spec.task == "classification")
+            override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
+            tolerance = spec.tolerance(precision, override)
+            accuracy = compare(reference, outputs, tolerance, classification=spec.task == "classification")
+            localization = None
+            if not accuracy or getattr(config, "localize", False):
+                phase = "localize"
+                on_phase(phase)
+                localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
+                                             config.threads, budget_s=min(120.0, 0.25 * config.case_timeout_s))
             stats = latency_stats(timed.samples_ns, config.noise_cv)
             return CaseResult(
                 case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
@@ -105,6 +114,7 @@ class CaseRunner:
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
                 device_samples_ns=list(timed.device_samples_ns),
+                precision_recipe=runtime.recipe or str(precision), localization=localization,
             )
         except MemoryError as exc:
             self.close()
@@ -124,7 +134,8 @@ class CaseRunner:
 
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                   options: RuntimeOptions) -> tuple[Runtime, bool]:
-        key = (*case.activation_key, options.threads, str(options.cache.root), options.exporter)
+        key = (*case.activation_key, options.threads, str(options.cache.root), options.exporter,
+               options.int8_method, options.calibration_method)
         if self._active is not None and self._active[0] == key:
             return self._active[1], True
         self._drop_active()
@@ -190,6 +201,28 @@ def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_
         return {}
     return {"device_timing_scope": getattr(device_timer, "scope", "device"),
             "device_latency": latency_stats(samples_ns, noise_cv).as_dict()}
+
+
+def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str, threads: int,
+                  budget_s: float = 120.0) -> dict[str, Any] | None:
+    """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
+    raised: the case's status stays what its drift check said. None for a --localize request on a case with
+    no low-precision ONNX graph (FP32, PyTorch); a failed case of that kind records why it was not localised."""
+    from harness.accuracy.localize import localize
+
+    bounds = {"max_rel_l2": tolerance.max_rel_l2, "min_cosine": tolerance.min_cosine}
+    try:
+        pair = runtime.onnx_pair()
+        if pair is None:
+            if trigger == "request":
+                return None
+            return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
+                    "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
+                             f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}
+        return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads, budget_s=budget_s)
+    except Exception as exc:  # noqa: BLE001 - localisation is a diagnosis, never the case's error
+        return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
+                "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _exit_quietly(runtime: Runtime) -> None:

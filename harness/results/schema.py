@@ -94,6 +94,8 @@ class CaseResult:
     memory: dict[str, Any] | None = None
     # GPU runtimes: per timed call, CUDA-event time on the runtime's stream (samples_ns is host wall time)
     device_samples_ns: list[int] = field(default_factory=list)
+    precision_recipe: str | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
+    localization: dict[str, Any] | None = None  # layer-wise drift findings (harness.accuracy.localize)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

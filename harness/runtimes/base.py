@@ -29,7 +29,13 @@ class Availability:
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """What every adapter gets from the run: thread count, artifact cache, ONNX exporter."""
+    """What every adapter gets from the run: thread count, artifact cache, ONNX exporter, INT8 recipe.
+
+    int8_method: auto | static | dynamic (harness.artifacts.int8.choose_method resolves auto).
+    calibration_method: minmax | entropy | percentile (static INT8 only).
+    int8_activations: u8 (asymmetric, x86 CPU kernels) | s8 (symmetric; TensorRT wants this: an adapter
+    passes dataclasses.replace(options, int8_activations="s8") to onnx_for_precision).
+    """
 
     threads: int
     cache: ArtifactCache = field(default_factory=ArtifactCache)
@@ -37,6 +43,9 @@ class RuntimeOptions:
     # The run's shapes, e.g. ({"batch": 1}, {"batch": 8}): engines with optimisation profiles (TensorRT) cover
     # them at activation. Empty when unknown (a runtime then picks a default range).
     shapes: tuple[Mapping[str, int], ...] = ()
+    int8_method: str = "auto"
+    calibration_method: str = "minmax"
+    int8_activations: str = "u8"
 
 
 class Runtime(ABC):
@@ -62,6 +71,8 @@ class Runtime(ABC):
         self.options = options
         self.setup_s: float | None = None  # activation time: session creation, compile, engine build
         self.artifact: Artifact | None = None  # the file this runtime executes, if any
+        # What actually runs at this precision (set by _activate), recorded as CaseResult.precision_recipe.
+        self.recipe: str | None = "fp32" if self.precision is Precision.FP32 else None
         self._active = False
 
     # ------------------------------------------------------------------ capability
@@ -77,6 +88,12 @@ class Runtime(ABC):
             have = ", ".join(sorted(p.value for p in cls.precisions))
             return Availability(False, f"{cls.name} does not run {precision} (supported: {have})")
         return cls._supports_model(model)
+
+    @classmethod
+    def case_precision(cls, requested: Precision) -> Precision:
+        """The precision a requested one runs as here (the matrix records this one), e.g. a CPU runtime
+        without FP16 kernels maps fp16 to bf16. Default: unchanged."""
+        return Precision(requested)
 
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:
@@ -131,6 +148,11 @@ class Runtime(ABC):
             out["artifact_cache_hit"] = self.artifact.cache_hit
             out["artifact_build_s"] = round(self.artifact.build_s, 3)  # part of setup_s on a cache miss
         return out
+
+    def onnx_pair(self) -> tuple[Path, Path] | None:
+        """(FP32 ONNX, the ONNX this runtime executes) for layer-wise drift localisation; None: not an ONNX
+        runtime, or nothing to compare (it runs the FP32 file itself)."""
+        return None
 
     @property
     def artifact_path(self) -> Path | None:

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.artifacts import onnx_for_model
+from harness.artifacts import onnx_for_model, onnx_for_precision
+from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
 
 class OnnxRuntime(Runtime):
-    """InferenceSession with full graph optimisation and the run's intra-op thread count."""
+    """InferenceSession with full graph optimisation and the run's intra-op thread count.
+
+    Precisions (every EP subclass inherits them): fp32 runs the FP32 export; fp16 and int8 run the files
+    onnx_for_precision builds from it (FP16 with FP32 I/O; INT8 static QDQ or dynamic). On the CPU EP an FP16
+    graph runs mostly through Casts to FP32 (few FP16 CPU kernels: ORT inserts the Casts itself); INT8 QDQ
+    Conv/MatMul/Gemm with per-channel weights fuse into QLinearConv/QLinearMatMul/QGemm kernels, dynamic
+    MatMul runs as DynamicQuantizeLinear + MatMulInteger.
+    """
 
     provider: ClassVar[str]
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
 
     @classmethod
@@ -30,7 +40,8 @@ class OnnxRuntime(Runtime):
     def _activate(self) -> None:
         import onnxruntime as ort
 
-        self.artifact = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+        self.artifact = onnx_for_precision(self.model, self.precision, self.options)
+        self.recipe = str(self.artifact.meta.get("recipe") or self.precision)
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.intra_op_num_threads = self.options.threads
@@ -59,6 +70,11 @@ class OnnxRuntime(Runtime):
 
     def _deactivate(self) -> None:
         self._session = None
+
+    def onnx_pair(self) -> tuple[Path, Path] | None:
+        if self.artifact is None or self.precision is Precision.FP32:
+            return None
+        return onnx_for_model(self.model, self.options.cache, self.options.exporter).path, self.artifact.path
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "provider": self.provider,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -49,10 +50,13 @@ class TorchCuda(TorchEager):
     def _activate(self) -> None:
         super()._activate()
         self._dtype = getattr(self._torch, _DTYPES[self.precision])
+        self._autocast = contextlib.nullcontext  # the module itself is cast: no autocast on the GPU path
         if self.precision is Precision.FP16:
             self._module = self._module.half()
+            self.recipe = "fp16: module.half(), floating-point inputs cast to float16"
         elif self.precision is Precision.BF16:
             self._module = self._module.to(self._dtype)
+            self.recipe = "bf16: module.to(torch.bfloat16), floating-point inputs cast to bfloat16"
         self._stream = self._torch.cuda.current_stream()
         self._torch.cuda.synchronize()
 

@@ -1,23 +1,33 @@
-"""torch-cpu: PyTorch eager execution under inference mode."""
+"""torch-cpu: PyTorch eager execution under inference mode (fp32; bf16 autocast; int8 dynamic Linear)."""
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from harness.model import ModelSpec
+from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime, name_outputs
 
 
 class TorchEager(Runtime):
-    """Eager PyTorch on `torch_device`; outputs come back to the host inside the timed call."""
+    """Eager PyTorch on `torch_device`; outputs come back to the host inside the timed call.
+
+    bf16: the FP32 module under torch.autocast(device, bfloat16) (matmuls and convolutions in BF16, the rest
+    as autocast decides). int8 (CPU): torch.ao.quantization.quantize_dynamic of every nn.Linear (INT8 weights,
+    activations quantised per call); other layers, e.g. convolutions, stay FP32. On the CPU an fp16 request
+    runs as bf16 (case_precision): PyTorch has no fast FP16 CPU path, and the row says bf16, not fp16.
+    """
 
     name: ClassVar[str] = "torch-cpu"
     device: ClassVar[str] = "cpu"
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "PyTorch eager, torch.inference_mode()"
+    precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.BF16, Precision.INT8})
 
     @classmethod
     def availability(cls) -> Availability:
@@ -26,6 +36,12 @@ class TorchEager(Runtime):
         except ImportError as exc:
             return Availability(False, f"torch is not importable: {exc}")
         return Availability(True)
+
+    @classmethod
+    def case_precision(cls, requested: Precision) -> Precision:
+        if Precision(requested) is Precision.FP16 and cls.torch_device == "cpu":
+            return Precision.BF16
+        return Precision(requested)
 
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:
@@ -38,13 +54,21 @@ class TorchEager(Runtime):
 
         torch.set_num_threads(self.options.threads)
         self._torch = torch
-        self._module = self.model.build().eval().to(self.torch_device)
+        module = self.model.build().eval().to(self.torch_device)
+        self._autocast: Any = contextlib.nullcontext
+        if self.precision is Precision.BF16:
+            device = self.torch_device.split(":")[0]
+            self._autocast = lambda: torch.autocast(device, dtype=torch.bfloat16)
+            self.recipe = f"bf16: torch.autocast({device}, bfloat16) over the FP32 module"
+        elif self.precision is Precision.INT8:
+            module, self.recipe = quantize_linear_dynamic(module)
+        self._module = module
 
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
         return {k: self._torch.from_numpy(np.ascontiguousarray(v)).to(self.torch_device) for k, v in feed.items()}
 
     def _infer(self, prepared: dict[str, Any]) -> Mapping[str, Any]:
-        with self._torch.inference_mode():
+        with self._torch.inference_mode(), self._autocast():
             return name_outputs(self._module(**prepared), self.model.outputs)
 
     def _to_numpy(self, value: Any) -> np.ndarray:
@@ -55,3 +79,26 @@ class TorchEager(Runtime):
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "torch": self._torch.__version__ if hasattr(self, "_torch") else None}
+
+
+def quantize_linear_dynamic(module: Any) -> tuple[Any, str]:
+    """torch.ao dynamic quantisation of every nn.Linear (qint8 weights); returns the module and its recipe,
+    which says how much of the model that covers (a CNN keeps its convolutions in FP32)."""
+    import torch
+    from torch import nn
+
+    linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+    total = sum(p.numel() for p in module.parameters())
+    covered = sum(p.numel() for m in linears for p in m.parameters())
+    with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao, still present
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
+    size = f"{total / 1e6:.1f}M" if total >= 1e5 else f"{total / 1e3:.1f}k"
+    share = f"{covered / total:.0%} of {size} parameters" if total else "no parameters"
+    n = len(linears)
+    recipe = f"int8: torch.ao dynamic quantisation of nn.Linear (qint8), {n} layer{'' if n == 1 else 's'}, {share}"
+    if not linears:
+        recipe += " (no nn.Linear: nothing was quantised, this row is FP32 compute)"
+    elif covered < total:
+        recipe += "; other layers (e.g. Conv2d) stay FP32"
+    return quantized, recipe

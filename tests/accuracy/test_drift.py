@@ -69,3 +69,34 @@ def test_tolerance_merge_overrides_only_given_bounds():
     base = DEFAULT_TOLERANCES[Precision.FP32]
     merged = base.merged(Tolerance(max_rel_l2=1e-2))
     assert merged.max_rel_l2 == 1e-2 and merged.atol == base.atol and merged.min_cosine == base.min_cosine
+
+
+def test_drift_figures_match_hand_computed_values_on_fixed_arrays():
+    """Every figure against values computed here with plain numpy / by hand, never by the code under test."""
+    ref = np.array([[2.0, -1.0, 0.5, 4.0], [1.0, 3.0, -2.0, 0.0]], dtype=np.float32)
+    out = np.array([[2.5, -1.0, 0.5, 3.0], [1.0, 3.25, -2.0, 0.0]], dtype=np.float32)
+    d = drift_metrics("y", out, ref, classification=True, atol=0.3, rtol=0.0)
+    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64)).ravel()  # 0.5, 0, 0, 1, 0, .25, 0, 0
+    assert d.max_abs == 1.0
+    assert d.mean_abs == pytest.approx(1.75 / 8)
+    # p99, numpy's linear interpolation by hand: sorted |diff| = [0,0,0,0,0,.25,.5,1]; rank 0.99*7 = 6.93
+    # -> 0.5 + 0.93 * (1.0 - 0.5)
+    assert d.p99_abs == pytest.approx(0.5 + 0.93 * 0.5)
+    assert d.p99_abs == pytest.approx(np.sort(diff)[6] + (6.93 - 6) * (np.sort(diff)[7] - np.sort(diff)[6]))
+    ref_sq = 4 + 1 + 0.25 + 16 + 1 + 9 + 4 + 0  # 35.25
+    assert d.rel_l2 == pytest.approx(np.sqrt(0.25 + 1 + 0.0625) / np.sqrt(ref_sq))
+    dot = 5 + 1 + 0.25 + 12 + 1 + 9.75 + 4  # 33.0
+    out_sq = 6.25 + 1 + 0.25 + 9 + 1 + 10.5625 + 4  # 32.0625
+    assert d.cosine == pytest.approx(dot / np.sqrt(out_sq * ref_sq))
+    assert d.top1_agreement == 1.0  # arg-max per row: 3 and 1 in both
+    assert d.allclose_violations == 2  # |diff| > 0.3: 0.5 and 1.0
+    assert d.nonfinite == 0 and d.numel == 8
+
+
+def test_worst_reports_p99_over_outputs_and_inf_for_nonfinite():
+    ref = {"a": np.zeros(100), "b": np.zeros(100)}
+    out = {"a": np.arange(100, dtype=np.float64) / 100, "b": np.full(100, 0.5)}
+    res = compare(ref, out, Tolerance())
+    assert res.worst()["p99_abs"] == pytest.approx(max(0.98 + 0.01 * 0.01, 0.5))
+    bad = {"a": np.array([np.nan, 1.0]), "b": np.zeros(2)}
+    assert math.isinf(compare({"a": np.zeros(2), "b": np.zeros(2)}, bad, Tolerance()).worst()["p99_abs"])

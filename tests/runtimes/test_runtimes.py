@@ -25,8 +25,8 @@ def test_registry_lists_builtins_and_rejects_unknown_names():
 
 
 def test_unsupported_precision_is_a_reason_not_an_error():
-    verdict = get_runtime("ort-cpu").supports(get_model("mlp"), Precision.INT8)
-    assert not verdict and "ort-cpu does not run int8" in verdict.reason
+    verdict = get_runtime("ort-cpu").supports(get_model("mlp"), Precision.BF16)
+    assert not verdict and "ort-cpu does not run bf16" in verdict.reason
 
 
 @pytest.mark.parametrize("name", ["torch-cpu", "ort-cpu"])
@@ -86,3 +86,60 @@ def test_new_runtime_needs_only_the_hooks():
     with Doubler(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1)) as rt:
         out = rt.infer({"x": np.ones((1, 256), np.float32)})
     assert out["logits"].sum() == 512
+
+
+@pytest.mark.parametrize("name, precision, recipe", [
+    ("ort-cpu", "fp16", "fp16: onnxconverter-common float16, keep_io_types"),
+    ("ort-cpu", "int8", "int8: ORT static QDQ, per-channel"),
+    ("torch-cpu", "bf16", "bf16: torch.autocast(cpu, bfloat16)"),
+    ("torch-cpu", "int8", "int8: torch.ao dynamic quantisation of nn.Linear (qint8), 3 layers, 100% of 0.4M"),
+    ("torch-cpu", "fp32", "fp32"),
+])
+def test_lower_precisions_run_near_fp32_and_say_what_ran(name, precision, recipe, cache):
+    from harness.accuracy import compare
+
+    spec = get_model("mlp")
+    feed = make_feed(spec, {"batch": 8}, seed=0)
+    with get_runtime("torch-cpu")(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache)) as rt:
+        ref = rt.infer(feed)
+    with get_runtime(name)(spec, Precision(precision), RuntimeOptions(threads=1, cache=cache)) as rt:
+        assert rt.recipe.startswith(recipe), rt.recipe
+        out = rt.infer(feed)
+        assert out["logits"].dtype == np.float32
+    res = compare(ref, out, spec.tolerance(Precision(precision)), classification=True)
+    assert res, res.message
+    if precision != "fp32":
+        assert res.worst()["max_abs"] > 0  # something really changed
+
+
+def test_torch_cpu_runs_fp16_requests_as_bf16_and_ort_has_no_bf16():
+    torch_cpu, ort_cpu = get_runtime("torch-cpu"), get_runtime("ort-cpu")
+    assert torch_cpu.case_precision(Precision.FP16) is Precision.BF16
+    assert torch_cpu.case_precision(Precision.INT8) is Precision.INT8
+    assert ort_cpu.case_precision(Precision.FP16) is Precision.FP16
+    assert not torch_cpu.supports(get_model("mlp"), Precision.FP16)
+    assert {Precision.FP32, Precision.FP16, Precision.INT8} == ort_cpu.precisions
+
+
+def test_torch_int8_on_a_cnn_says_convolutions_stay_fp32():
+    from torch import nn
+
+    from harness.runtimes.torch_eager import quantize_linear_dynamic
+
+    cnn = nn.Sequential(nn.Conv2d(3, 64, 3), nn.Flatten(), nn.LazyLinear(10))
+    cnn(__import__("torch").zeros(1, 3, 8, 8))
+    _, recipe = quantize_linear_dynamic(cnn.eval())
+    assert "1 layer, 93% of 24.8k parameters; other layers (e.g. Conv2d) stay FP32" in recipe
+    _, recipe = quantize_linear_dynamic(nn.Sequential(nn.Conv2d(3, 4, 3)).eval())
+    assert "nothing was quantised, this row is FP32 compute" in recipe
+
+
+def test_ort_onnx_pair_is_fp32_and_the_file_it_runs(cache):
+    spec = get_model("mlp")
+    with get_runtime("ort-cpu")(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache)) as rt:
+        assert rt.onnx_pair() is None  # nothing to compare
+    with get_runtime("ort-cpu")(spec, Precision.FP16, RuntimeOptions(threads=1, cache=cache)) as rt:
+        fp32, lowp = rt.onnx_pair()
+        assert fp32 == onnx_for_model(spec, cache).path and lowp == rt.artifact.path != fp32
+    with get_runtime("torch-cpu")(spec, Precision.INT8, RuntimeOptions(threads=1, cache=cache)) as rt:
+        assert rt.onnx_pair() is None

@@ -1,0 +1,26 @@
+"""The runner passes the run's INT8 options to the runtime and records what ran as precision_recipe."""
+
+from __future__ import annotations
+
+from harness.config import OPTIONS, RunConfig
+from harness.execution import CaseRunner
+from harness.results.schema import CaseId, CaseResult
+
+
+def config(tmp_path, **kw):
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="mlp", runtimes="ort-cpu", min_time="0.01", min_iters="3", warmup="1", threads="1",
+               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **kw)
+    return RunConfig.from_options(raw)
+
+
+def test_int8_options_reach_the_artifact_and_the_recipe_is_recorded(tmp_path):
+    case = CaseId("mlp", "ort-cpu", "int8", 2, None, "cpu")
+    dyn = CaseRunner().run(case, config(tmp_path, int8_method="dynamic"))
+    assert dyn.status == "passed", dyn.reason
+    assert dyn.precision_recipe.startswith("int8: ORT dynamic") and "3 MatMulInteger nodes" in dyn.precision_recipe
+    pct = CaseRunner().run(case, config(tmp_path, int8_method="static", calibration_method="percentile"))
+    assert "static QDQ" in pct.precision_recipe and "Percentile calibration" in pct.precision_recipe
+    assert pct.artifact != dyn.artifact
+    back = CaseResult.from_dict(pct.as_dict())  # the new fields survive the worker -> parent round trip
+    assert back.precision_recipe == pct.precision_recipe and back.localization is None
