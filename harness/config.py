@@ -39,6 +39,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               "NAMES"),
     OptionDef("model", "a model file to add to the matrix, e.g. path/to/model.onnx (repeatable; combines with "
                        "--models; alone, only these files run)", "PATH", multiple=True),
+    OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
+                       "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "
                           "torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES"),
@@ -94,6 +96,7 @@ class RunConfig:
     noise_cv: float = DEFAULT_NOISE_CV
     run_id: str = ""
     user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
+    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -124,11 +127,15 @@ class RunConfig:
         from harness.model import all_models, get_model
         from harness.runtimes import get_runtime, runtime_names
 
-        from harness.model_files import register_user_model
+        from harness.model_files import check_shape_names, normalize_user_model, parse_shapes, register_user_model
 
         quick = bool(raw.get("quick"))
-        user_paths = tuple(str(Path(p).absolute()) for p in (raw.get("model") or ()))
-        user_names = tuple(register_user_model(p) for p in user_paths)
+        user_paths = tuple(normalize_user_model(p) for p in (raw.get("model") or ()))
+        shapes = parse_shapes(raw.get("shape"))
+        if shapes and not user_paths:
+            raise UsageError("--shape sizes dimensions of --model ONNX files; no --model was given")
+        user_names = tuple(register_user_model(p, shapes) for p in user_paths)
+        check_shape_names(shapes, (get_model(n) for n in user_names if "onnx" in get_model(n).tags))
         if raw.get("models"):
             models = _names(raw["models"], "models")
             for m in models:
@@ -173,7 +180,7 @@ class RunConfig:
             cache_dir=Path(raw["cache_dir"]).expanduser() if raw.get("cache_dir") else default_cache_dir(),
             exporter=exporter,
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
-            run_id=run_id, user_models=user_paths,
+            run_id=run_id, user_models=user_paths, shapes=shapes,
         )
 
 

@@ -68,8 +68,7 @@ class OnnxFromTorch:
                 else:
                     dynamic_axes = {t.name: {i: d for i, d in enumerate(t.shape) if isinstance(d, str)}
                                     for t in spec.inputs}
-                    for out in spec.outputs:
-                        dynamic_axes[out] = {0: BATCH}
+                    dynamic_axes.update(_output_axes(module, kwargs, spec, dims))
                     args = tuple(kwargs[n] for n in input_names)
                     torch.onnx.export(module, args, str(path), input_names=input_names,
                                       output_names=list(spec.outputs), dynamic_axes=dynamic_axes,
@@ -85,6 +84,25 @@ class OnnxFromTorch:
         _check_dynamic_axes(spec, model, path)
         return {"exporter": self.exporter, "opset": [(o.domain, o.version) for o in model.opset_import],
                 "inputs": input_names, "outputs": list(spec.outputs)}
+
+
+def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec, dims: dict[str, int]) -> dict[str, Any]:
+    """Names for the outputs' dynamic axes (legacy exporter): axis 0 is batch; a later axis whose size is the
+    example sequence length is seq. Found by one forward pass on the example feed."""
+    import torch
+
+    from harness.runtimes.base import name_outputs
+
+    with torch.no_grad():
+        outs = name_outputs(module(**kwargs), spec.outputs)
+    axes: dict[str, Any] = {}
+    for name in spec.outputs:
+        shape = tuple(getattr(outs.get(name), "shape", ()))
+        ax: dict[int, str] = {0: BATCH} if shape else {}
+        if SEQ in dims:
+            ax.update({i: SEQ for i, n in enumerate(shape) if i > 0 and n == dims[SEQ]})
+        axes[name] = ax
+    return axes
 
 
 def _check_dynamic_axes(spec: ModelSpec, model: Any, path: Path) -> None:
