@@ -115,6 +115,22 @@ def _numpy_dtype(elem_type: int, path: Path, input_name: str) -> str:
     return dtype.name
 
 
+def check_opsets(path: Path, model: Any) -> None:
+    """Refuse an ai.onnx opset newer than the installed onnx knows (onnxruntime supports at most that many).
+
+    Opsets the onnx package knows but onnxruntime does not yet are refused by onnxruntime at session creation
+    ("Current official support for domain ai.onnx is till opset N"): an error row for each case.
+    """
+    import onnx
+
+    known = onnx.defs.onnx_opset_version()
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > known:
+            raise ModelError(f"{path}: the model needs ai.onnx opset {imp.version}, newer than the installed "
+                             f"onnx {onnx.__version__} and its runtimes support (opset {known} at most); "
+                             f"export it with an older opset_version")
+
+
 def parse_shapes(text: str | None) -> tuple[tuple[str, int], ...]:
     """`--shape NAME=DIM,...`: NAME is a symbolic dimension of a user ONNX file (its dim_param) or INPUT:AXIS.
 
@@ -179,6 +195,7 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
     except Exception as exc:  # noqa: BLE001 - protobuf errors have many types
         raise ModelError(f"{p}: not a readable ONNX model: {type(exc).__name__}: {exc}") from None
     check_external_data(p, model)
+    check_opsets(p, model)
     init_names = {i.name for i in model.graph.initializer}
     inputs = []
     names: set[str] = set()

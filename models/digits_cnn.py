@@ -8,6 +8,7 @@ torch version, so every process of a run (and later runs) uses byte-identical we
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Mapping
 from functools import lru_cache
@@ -94,7 +95,8 @@ def trained_weights():
 
     from harness.artifacts.cache import ArtifactCache
 
-    key = {"source": inspect.getsource(sys.modules[__name__]), "config": CONFIG, "torch": torch.__version__,
+    source = inspect.getsource(sys.modules[__name__]).encode()
+    key = {"source_sha256": hashlib.sha256(source).hexdigest(), "config": CONFIG, "torch": torch.__version__,
            "step": "DigitsCnnWeights/1"}
     return ArtifactCache.active().get_or_build("weights", "digits-cnn", key, "weights.pt", _train)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,7 @@ class OnnxFromTorch:
                                       opset_version=self.opset or 17, dynamo=False, do_constant_folding=True)
         except Exception as exc:  # noqa: BLE001 - every exporter failure becomes one clear error
             raise ModelError(f"model {spec.name!r}: ONNX export ({self.exporter}) failed: "
-                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                             f"{_describe_export_error(exc)}") from exc
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as exc:  # noqa: BLE001
@@ -84,6 +85,31 @@ class OnnxFromTorch:
         _check_dynamic_axes(spec, model, path)
         return {"exporter": self.exporter, "opset": [(o.domain, o.version) for o in model.opset_import],
                 "inputs": input_names, "outputs": list(spec.outputs)}
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _describe_export_error(exc: BaseException) -> str:
+    """The exporter's error and its root cause (torch.export wraps e.g. a data-dependent branch in two layers)."""
+    root = exc
+    seen = {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    text = _first_line(exc)
+    if root is not exc:
+        text += f" (cause: {_first_line(root)})"
+    if "data-dependent" in text or "GuardOnDataDependent" in text:
+        text += "; the module branches on tensor values (data-dependent control flow), which torch.export " \
+                "cannot capture: rewrite it with torch.where/torch.cond, or try --exporter legacy (it traces " \
+                "the branch taken on the example input only)"
+    return text[:1500]
 
 
 def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec, dims: dict[str, int]) -> dict[str, Any]:
