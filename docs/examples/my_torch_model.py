@@ -35,7 +35,8 @@ def make_model():
     """
     torch.manual_seed(0)
     model = TinyTextClassifier().eval()
-    example = {"input_ids": torch.randint(0, 1000, (2, 16), dtype=torch.int64),
-               "attention_mask": torch.ones(2, 16, dtype=torch.int64)}
+    mask = torch.ones(2, 16, dtype=torch.int64)
+    mask[1, 10:] = 0  # the second sentence is padded: masks are fed from {0, 1}
+    example = {"input_ids": torch.randint(0, 1000, (2, 16), dtype=torch.int64), "attention_mask": mask}
     return model, example, {"seq_dims": {"input_ids": 1, "attention_mask": 1}, "outputs": ["logits"],
                             "task": "classification"}
