@@ -37,8 +37,8 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
               "NAMES"),
-    OptionDef("model", "a model file to add to the matrix, e.g. path/to/model.onnx (repeatable; combines with "
-                       "--models; alone, only these files run)", "PATH", multiple=True),
+    OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
+                       "(repeatable; combines with --models; alone, only these models run)", "PATH", multiple=True),
     OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "

@@ -85,3 +85,24 @@ def test_readme_example_factory_runs_end_to_end(fake_env, tmp_path):
         ("my_torch_model.make_model", rt, b, 16, "passed") for rt in ("torch-cpu", "ort-cpu") for b in (1, 4)]
     assert all(c.accuracy["top1_agreement"] == 1.0 for c in cases)  # task "classification" from meta
     assert "docs/examples/my_torch_model.py" in (ROOT / "README.md").read_text()
+
+
+def test_readme_onnx_example_runs_as_written(fake_env, tmp_path):
+    """The README's copy-paste ONNX example: its Python snippet, then its harness command (timing kept short)."""
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\npython - <<'PY'\n(.*?)\nPY\n(harness run [^\n]+)\n```", text, re.S)
+    assert block, "README: the ONNX copy-paste example is missing"
+    script, command = block.group(1), block.group(2)
+    made = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env=fake_env, timeout=300)
+    assert made.returncode == 0 and (tmp_path / "my_model.onnx").is_file(), made.stderr
+    args = shlex.split(command)[2:] + ["--min-time", "0.02", "--min-iters", "3", "--out", str(tmp_path / "run")]
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *args], cwd=tmp_path, capture_output=True,
+                          text=True, env=fake_env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cases = load_results(tmp_path / "run").cases
+    assert [(c.case.batch, c.status, c.reference_runtime) for c in cases] == [(1, "passed", "ort-cpu"),
+                                                                            (4, "passed", "ort-cpu")]
