@@ -123,6 +123,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"{s.name:<14} {s.task:<15} tags={','.join(sorted(s.tags)) or '-':<16} {inputs}")
         if s.description:
             print(f"{'':<14} {s.description}")
+        if s.unavailable_reason():
+            print(f"{'':<14} unavailable here (its cases are skipped): {s.unavailable_reason()}")
     return EXIT_OK
 
 
