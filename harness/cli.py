@@ -1,4 +1,4 @@
-"""`harness run | report | models | runtimes | env | cache`: thin commands over the library and the pytest suites.
+"""`harness run | report | models | runtimes | env | cache`: thin commands over the library and the suites.
 
 Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
 out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 interrupted.
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
 
-    cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights, ...)")
+    cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
     for action, text in (("ls", "list entries: kind, label, key, size, age, path"),
                          ("clear", "remove entries (safe while another run uses the cache: see the README)")):
@@ -164,7 +164,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'KIND':<10} {'LABEL':<22} {'KEY':<16} {'SIZE':>9} {'AGE':>7}  PATH")
     for e in entries:
-        print(f"{e.kind:<10} {e.label[:22]:<22} {e.key[:16]:<16} {_size(e.size_bytes):>9} {_age(e.age_s):>7}  {e.path}")
+        print(f"{e.kind:<10} {e.label[:22]:<22} {e.key[:16]:<16} {_size(e.size_bytes):>9} "
+              f"{_age(e.age_s):>7}  {e.path}")
     total = sum(e.size_bytes for e in entries)
     print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {_size(total)} in {cache.root}")
     return EXIT_OK

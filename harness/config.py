@@ -38,7 +38,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
               "NAMES"),
     OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
-                       "(repeatable; combines with --models; alone, only these models run)", "PATH", multiple=True),
+                       "(repeatable; combines with --models; alone, only these models run)", "PATH",
+              multiple=True),
     OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "
@@ -127,7 +128,8 @@ class RunConfig:
         from harness.model import all_models, get_model
         from harness.runtimes import get_runtime, runtime_names
 
-        from harness.model_files import check_shape_names, normalize_user_model, parse_shapes, register_user_model
+        from harness.model_files import (check_shape_names, normalize_user_model, parse_shapes,
+                                         register_user_model)
 
         quick = bool(raw.get("quick"))
         user_paths = tuple(normalize_user_model(p) for p in (raw.get("model") or ()))

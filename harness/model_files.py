@@ -99,7 +99,7 @@ def check_external_data(model_path: Path, model: object) -> None:
 
 
 def _numpy_dtype(elem_type: int, path: Path, input_name: str) -> str:
-    """The numpy dtype feeding an ONNX tensor type; types numpy cannot hold (string, bfloat16, float8) refused."""
+    """The numpy dtype feeding an ONNX tensor type; string, bfloat16, float8 (not numpy types) refused."""
     from onnx import TensorProto, helper
 
     import numpy as np
@@ -109,7 +109,8 @@ def _numpy_dtype(elem_type: int, path: Path, input_name: str) -> str:
     except Exception:  # noqa: BLE001 - unknown or ml_dtypes-only element types
         dtype = None
     if dtype is None or dtype.kind not in "biuf":
-        kind = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        known = elem_type in TensorProto.DataType.values()
+        kind = TensorProto.DataType.Name(elem_type) if known else elem_type
         raise ModelError(f"{path}: input {input_name!r} has element type {kind}; the harness feeds float, "
                          f"integer and bool inputs only")
     return dtype.name
@@ -213,8 +214,8 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             names.add(axis_key)
             if d.HasField("dim_value") and d.dim_value > 0:
                 if axis_key in shapes and shapes[axis_key] != d.dim_value:
-                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {d.dim_value} by the model; "
-                                     f"--shape {axis_key}={shapes[axis_key]} contradicts it")
+                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {d.dim_value} by the "
+                                     f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
                 shape.append(int(d.dim_value))
                 continue
             if param:
@@ -288,7 +289,8 @@ def _load_factory(ref: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure of user code
-        raise ModelError(f"--model {ref}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+        raise ModelError(f"--model {ref}: cannot import {module_name!r}: "
+                         f"{type(exc).__name__}: {exc}") from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ModelError(f"--model {ref}: module {module_name!r} has no callable {func_name!r}")
@@ -310,14 +312,16 @@ def _call_factory(ref: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
                          f"(module, example_inputs, meta), got {type(result).__name__}")
     module, example, meta = result[0], result[1], (result[2] if len(result) == 3 else {}) or {}
     if not isinstance(module, torch.nn.Module):
-        raise ModelError(f"--model {ref}: the factory's module is a {type(module).__name__}, not a torch.nn.Module")
+        raise ModelError(f"--model {ref}: the factory's module is a {type(module).__name__}, "
+                         f"not a torch.nn.Module")
     if not isinstance(example, Mapping) or not example or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) and v.dim() >= 1 for k, v in example.items()):
-        raise ModelError(f"--model {ref}: example_inputs must be a non-empty dict of input name -> tensor with "
-                         f"at least one dimension (dim 0 is the batch)")
+        raise ModelError(f"--model {ref}: example_inputs must be a non-empty dict of input name -> "
+                         f"tensor with at least one dimension (dim 0 is the batch)")
     unknown = set(meta) - {"seq_dims", "outputs", "task"}
     if not isinstance(meta, Mapping) or unknown:
-        raise ModelError(f"--model {ref}: meta keys {sorted(unknown)} unknown (valid: seq_dims, outputs, task)")
+        raise ModelError(f"--model {ref}: meta keys {sorted(unknown)} unknown "
+                         f"(valid: seq_dims, outputs, task)")
     return module.eval(), dict(example), dict(meta)
 
 
@@ -356,7 +360,8 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
         low, high = 0, 2
         if dtype != "bool" and not t.is_floating_point():
             low, high = int(t.min()), int(t.max()) + 1
-        shape = tuple(BATCH if i == 0 else SEQ if seq_dims.get(k) == i else int(n) for i, n in enumerate(t.shape))
+        shape = tuple(BATCH if i == 0 else SEQ if seq_dims.get(k) == i else int(n)
+                      for i, n in enumerate(t.shape))
         inputs.append(TensorSpec(k, shape, dtype, low, high))
     outputs = meta.get("outputs")
     if not outputs:
@@ -383,4 +388,5 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
               "example_inputs": signature, "seq_dims": seq_dims}
     return ModelSpec(name=name or user_model_name(ref), build=functools.partial(_factory_module, ref),
                      inputs=tuple(inputs), outputs=tuple(outputs), task=str(meta.get("task", "regression")),
-                     config=config, tags=frozenset({"user", "torch"}), description=f"user torch factory {ref}")
+                     config=config, tags=frozenset({"user", "torch"}),
+                     description=f"user torch factory {ref}")

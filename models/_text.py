@@ -33,7 +33,7 @@ def encoder_feed(dims: Mapping[str, int], seed: int, *, vocab: int, cls_id: int,
 
 
 def decoder_feed(dims: Mapping[str, int], seed: int, *, vocab: int, bos_id: int) -> dict[str, np.ndarray]:
-    """Prompts for a decoder-only LM: BOS then ids in [0, vocab) excluding the special range at the top, int64.
+    """Prompts for a decoder-only LM: BOS, then int64 ids in [0, bos_id) (below the special tokens).
 
     No padding: a batch of prompts of equal length (what a prefill benchmark feeds).
     """

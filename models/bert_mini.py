@@ -1,4 +1,4 @@
-"""`bert-mini`: a BERT encoder (transformers BertConfig/BertModel, seeded random init, 4 layers x 256 hidden)."""
+"""`bert-mini`: a BERT encoder (transformers BertConfig/BertModel, seeded random init, 4 layers x 256)."""
 
 from __future__ import annotations
 

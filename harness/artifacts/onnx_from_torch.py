@@ -96,7 +96,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _describe_export_error(exc: BaseException) -> str:
-    """The exporter's error and its root cause (torch.export wraps e.g. a data-dependent branch in two layers)."""
+    """The exporter's error and its root cause (torch.export wraps a data-dependent branch in two layers)."""
     root = exc
     seen = {id(exc)}
     while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
@@ -106,13 +106,14 @@ def _describe_export_error(exc: BaseException) -> str:
     if root is not exc:
         text += f" (cause: {_first_line(root)})"
     if "data-dependent" in text or "GuardOnDataDependent" in text:
-        text += "; the module branches on tensor values (data-dependent control flow), which torch.export " \
-                "cannot capture: rewrite it with torch.where/torch.cond, or try --exporter legacy (it traces " \
-                "the branch taken on the example input only)"
+        text += ("; the module branches on tensor values (data-dependent control flow), which torch.export "
+                 "cannot capture: rewrite it with torch.where/torch.cond, or try --exporter legacy (it "
+                 "traces the branch taken on the example input only)")
     return text[:1500]
 
 
-def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec, dims: dict[str, int]) -> dict[str, Any]:
+def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec,
+                 dims: dict[str, int]) -> dict[str, Any]:
     """Names for the outputs' dynamic axes (legacy exporter): axis 0 is batch; a later axis whose size is the
     example sequence length is seq. Found by one forward pass on the example feed."""
     import torch

@@ -131,8 +131,8 @@ class CaseRunner:
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, precision: Precision, options: RuntimeOptions,
                        runtime: Runtime) -> Any:
-        """Top-1 accuracy of this case's runtime on the eval split (at the case's batch size, outside the timed
-        loop) beside the FP32 reference runtime's (computed once per model, at the same batch size)."""
+        """Top-1 accuracy of this case's runtime on the eval split (at the case's batch size, outside the
+        timed loop) beside the FP32 reference runtime's (computed once per model and batch size)."""
         split = spec.eval_split()
         output = split.output or spec.outputs[0]
         acc = top1_accuracy(runtime.infer, split, case.batch, output)
@@ -197,7 +197,7 @@ def _exit_quietly(runtime: Runtime) -> None:
 
 
 def ensure_user_models(config: Any) -> None:
-    """Register the run's `--model` files and factories in this process (a worker may not have inherited them)."""
+    """Register the run's `--model` files and factories here (a worker may not have inherited them)."""
     from harness.model import _MODELS
 
     for path in getattr(config, "user_models", ()):

@@ -35,7 +35,8 @@ def test_clear_by_kind_and_all(tmp_path):
     assert [e.kind for e in cache.list()] == ["onnx"] and not b.path.exists() and a.path.exists()
     removed, freed = cache.clear()
     assert removed == 1 and freed > 1000 and cache.list() == []
-    again = cache.get_or_build("onnx", "mlp", {"k": 1}, "model.onnx", lambda p: p.write_text("rebuilt") and None)
+    again = cache.get_or_build("onnx", "mlp", {"k": 1}, "model.onnx",
+                               lambda p: p.write_text("rebuilt") and None)
     assert not again.cache_hit and again.path.read_text() == "rebuilt"  # a later lookup rebuilds
 
 

@@ -1,4 +1,4 @@
-"""Both torch.onnx exporters keep the text models' batch and sequence axes symbolic, and the ONNX matches torch."""
+"""Both torch.onnx exporters keep the text models' batch and seq axes symbolic; the ONNX matches torch."""
 
 from __future__ import annotations
 

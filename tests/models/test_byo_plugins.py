@@ -1,5 +1,5 @@
-"""Bring your own: a user package adding a ModelSpec through the `harness.models` entry point or HARNESS_PLUGINS,
-and the README's example torch factory (docs/examples/my_torch_model.py), each run end to end."""
+"""Bring your own: a user package adding a ModelSpec through the `harness.models` entry point or
+HARNESS_PLUGINS, and the README's examples (an ONNX file, docs/examples/my_torch_model.py), run end to end."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ if __name__ != "__main__" and __name__ == "user_zoo_plugin":
 
 
 def _harness(*args, env, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
 
 
 def _env(fake_env, *paths):
@@ -88,7 +88,7 @@ def test_readme_example_factory_runs_end_to_end(fake_env, tmp_path):
 
 
 def test_readme_onnx_example_runs_as_written(fake_env, tmp_path):
-    """The README's copy-paste ONNX example: its Python snippet, then its harness command (timing kept short)."""
+    """The README's copy-paste ONNX example: its Python snippet, then its harness command (short timing)."""
     import re
     import shlex
 
@@ -99,10 +99,10 @@ def test_readme_onnx_example_runs_as_written(fake_env, tmp_path):
     made = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
                           env=fake_env, timeout=300)
     assert made.returncode == 0 and (tmp_path / "my_model.onnx").is_file(), made.stderr
-    args = shlex.split(command)[2:] + ["--min-time", "0.02", "--min-iters", "3", "--out", str(tmp_path / "run")]
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *args], cwd=tmp_path, capture_output=True,
-                          text=True, env=fake_env, timeout=300)
+    args = shlex.split(command)[2:] + ["--min-time", "0.02", "--min-iters", "3", "--out", str(tmp_path / "r")]
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *args], cwd=tmp_path,
+                          capture_output=True, text=True, env=fake_env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    cases = load_results(tmp_path / "run").cases
+    cases = load_results(tmp_path / "r").cases
     assert [(c.case.batch, c.status, c.reference_runtime) for c in cases] == [(1, "passed", "ort-cpu"),
                                                                             (4, "passed", "ort-cpu")]
