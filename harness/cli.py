@@ -1,4 +1,4 @@
-"""`harness run | report | models | runtimes | env`: thin commands over the library and the pytest suites.
+"""`harness run | report | models | runtimes | env | cache`: thin commands over the library and the suites.
 
 Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
 out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 interrupted.
@@ -45,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
+
+    cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    for action, text in (("ls", "list entries: kind, label, key, size, age, path"),
+                         ("clear", "remove entries (safe while another run uses the cache: see the README)")):
+        a = cache_sub.add_parser(action, help=text)
+        a.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
+        a.add_argument("--kind", help="only entries of this kind (onnx, weights, ...)")
     return p
 
 
@@ -52,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env}[args.command](args)
+                "env": cmd_env, "cache": cmd_cache}[args.command](args)
     except UsageError as exc:
         print(f"harness {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -126,6 +134,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"{s.name:<14} {s.task:<15} tags={','.join(sorted(s.tags)) or '-':<16} {inputs}")
         if s.description:
             print(f"{'':<14} {s.description}")
+        if s.unavailable_reason():
+            print(f"{'':<14} unavailable here (its cases are skipped): {s.unavailable_reason()}")
     return EXIT_OK
 
 
@@ -149,6 +159,42 @@ def cmd_env(args: argparse.Namespace) -> int:
     env["harness_overhead"] = measure_overhead()
     print(json.dumps(env, indent=2, default=str))
     return EXIT_OK
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from harness.artifacts.cache import ArtifactCache
+
+    cache = ArtifactCache(Path(args.cache_dir).expanduser() if args.cache_dir else None)
+    if args.cache_command == "clear":
+        removed, freed = cache.clear(args.kind)
+        print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_size(freed)}) from {cache.root}")
+        return EXIT_OK
+    entries = cache.list(args.kind)
+    if not entries:
+        print(f"{cache.root}: no cache entries" + (f" of kind {args.kind!r}" if args.kind else ""))
+        return EXIT_OK
+    print(f"{'KIND':<10} {'LABEL':<22} {'KEY':<16} {'SIZE':>9} {'AGE':>7}  PATH")
+    for e in entries:
+        print(f"{e.kind:<10} {e.label[:22]:<22} {e.key[:16]:<16} {_size(e.size_bytes):>9} "
+              f"{_age(e.age_s):>7}  {e.path}")
+    total = sum(e.size_bytes for e in entries)
+    print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {_size(total)} in {cache.root}")
+    return EXIT_OK
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _age(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 if __name__ == "__main__":

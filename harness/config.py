@@ -38,8 +38,11 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
               "NAMES"),
-    OptionDef("model", "a model file to add to the matrix, e.g. path/to/model.onnx (repeatable; combines with "
-                       "--models; alone, only these files run)", "PATH", multiple=True),
+    OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
+                       "(repeatable; combines with --models; alone, only these models run)", "PATH",
+              multiple=True),
+    OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
+                       "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "
                           "torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES"),
@@ -113,6 +116,7 @@ class RunConfig:
         """The --tolerance bounds given for `precision` (None when none were)."""
         bounds = self.tolerance_overrides.get(str(Precision(precision)))
         return Tolerance(**bounds) if bounds else None
+    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -145,11 +149,16 @@ class RunConfig:
         from harness.model import all_models, get_model
         from harness.runtimes import get_runtime, runtime_names
 
-        from harness.model_files import register_user_model
+        from harness.model_files import (check_shape_names, normalize_user_model, parse_shapes,
+                                         register_user_model)
 
         quick = bool(raw.get("quick"))
-        user_paths = tuple(str(Path(p).absolute()) for p in (raw.get("model") or ()))
-        user_names = tuple(register_user_model(p) for p in user_paths)
+        user_paths = tuple(normalize_user_model(p) for p in (raw.get("model") or ()))
+        shapes = parse_shapes(raw.get("shape"))
+        if shapes and not user_paths:
+            raise UsageError("--shape sizes dimensions of --model ONNX files; no --model was given")
+        user_names = tuple(register_user_model(p, shapes) for p in user_paths)
+        check_shape_names(shapes, (get_model(n) for n in user_names if "onnx" in get_model(n).tags))
         if raw.get("models"):
             models = _names(raw["models"], "models")
             for m in models:
@@ -210,7 +219,7 @@ class RunConfig:
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
             run_id=run_id, user_models=user_paths,
             int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
-            localize=bool(raw.get("localize")),
+            localize=bool(raw.get("localize")), shapes=shapes,
         )
 
 

@@ -28,7 +28,9 @@ def make_feed(spec: ModelSpec, dims: Mapping[str, int], seed: int) -> Feed:
             key = zlib.crc32(f"{t.name}:{shape}".encode())
             rng = np.random.default_rng([seed, key])
             dtype = np.dtype(t.dtype)
-            if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+            if dtype == np.bool_:
+                arr = rng.integers(0, 2, size=shape).astype(dtype)
+            elif np.issubdtype(dtype, np.integer):
                 arr = rng.integers(t.low, t.high, size=shape).astype(dtype)
             else:
                 arr = rng.standard_normal(size=shape, dtype=np.float32).astype(dtype)

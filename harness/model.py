@@ -58,6 +58,10 @@ class ModelSpec:
     version: bump when the model's definition changes in a way the config does not show.
     reference_runtime: the FP32 runtime whose outputs every case is judged against.
     problem: set for a user model that failed its checks; every case of it is an error row with this reason.
+    eval_split: optional () -> harness.accuracy.task.EvalSplit, a labelled held-out split: every case then
+      records its task accuracy (top-1) beside the FP32 reference's and fails below Tolerance.min_task_ratio.
+    unavailable: optional () -> reason or None: why the model cannot be built on this machine (an optional
+      package that is not installed). A reason makes every case of the model a skip, not an error.
     """
 
     name: str
@@ -75,6 +79,8 @@ class ModelSpec:
     description: str = ""
     reference_runtime: str | None = None
     problem: str | None = None  # why this model cannot be used (a refused user file): its cases are errors
+    eval_split: Callable[[], Any] | None = None
+    unavailable: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -88,6 +94,14 @@ class ModelSpec:
         if self.reference_runtime:
             return self.reference_runtime
         return "torch-cpu" if self.build is not None else "ort-cpu"
+
+    def unavailable_reason(self) -> str | None:
+        """Why this model cannot run here (its cases are skipped with this reason), or None. Probed once."""
+        if self.unavailable is None:
+            return None
+        if "_unavailable_reason" not in self.__dict__:
+            object.__setattr__(self, "_unavailable_reason", self.unavailable())
+        return self.__dict__["_unavailable_reason"]
 
     @property
     def symbolic_dims(self) -> frozenset[str]:

@@ -1,14 +1,26 @@
-"""User model files: safety checks made before any library opens them, and ModelSpecs for ONNX files."""
+"""User models: ONNX files (safety checks before any library opens them) and PyTorch factories, as ModelSpecs.
+
+`--model path/to/model.onnx` and `--model package.module:factory` both end in `register_user_model`.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib
+import inspect
 import os
 import re
 import stat
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-from harness.errors import ModelError
+from harness.errors import ModelError, UsageError
 from harness.model import BATCH, SEQ, ModelSpec, TensorSpec, register_model
+
+# `--model pkg.module:factory`: a dotted module path, a colon, a Python name.
+_FACTORY_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 _BATCH_NAMES = re.compile(r"^(batch|batch_size|n|bs|b|N|unk__\d+|dynamic_batch)$", re.I)
 _SEQ_NAMES = re.compile(r"^(seq|seq_len|sequence|sequence_length|seqlen|tokens|num_tokens|s)$", re.I)
@@ -86,20 +98,96 @@ def check_external_data(model_path: Path, model: object) -> None:
             raise ModelError(f"{where}: offset+length {end} exceeds the file's {lst.st_size} bytes (truncated?)")
 
 
-def _numpy_dtype(elem_type: int) -> str:
-    from onnx import helper
+def _numpy_dtype(elem_type: int, path: Path, input_name: str) -> str:
+    """The numpy dtype feeding an ONNX tensor type; string, bfloat16, float8 (not numpy types) refused."""
+    from onnx import TensorProto, helper
 
     import numpy as np
 
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:  # noqa: BLE001 - unknown or ml_dtypes-only element types
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf":
+        known = elem_type in TensorProto.DataType.values()
+        kind = TensorProto.DataType.Name(elem_type) if known else elem_type
+        raise ModelError(f"{path}: input {input_name!r} has element type {kind}; the harness feeds float, "
+                         f"integer and bool inputs only")
+    return dtype.name
 
 
-def spec_from_onnx(path: str | Path, name: str | None = None) -> ModelSpec:
+def check_opsets(path: Path, model: Any) -> None:
+    """Refuse an ai.onnx opset newer than the installed onnx knows (onnxruntime supports at most that many).
+
+    Opsets the onnx package knows but onnxruntime does not yet are refused by onnxruntime at session creation
+    ("Current official support for domain ai.onnx is till opset N"): an error row for each case.
+    """
+    import onnx
+
+    known = onnx.defs.onnx_opset_version()
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > known:
+            raise ModelError(f"{path}: the model needs ai.onnx opset {imp.version}, newer than the installed "
+                             f"onnx {onnx.__version__} and its runtimes support (opset {known} at most); "
+                             f"export it with an older opset_version")
+
+
+def parse_shapes(text: str | None) -> tuple[tuple[str, int], ...]:
+    """`--shape NAME=DIM,...`: NAME is a symbolic dimension of a user ONNX file (its dim_param) or INPUT:AXIS.
+
+    batch and seq are matrix axes (--batch-sizes, --seq-lens) and cannot be set here.
+    """
+    if not text:
+        return ()
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        name, sep, value = part.rpartition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--shape {part!r}: expected NAME=DIM (e.g. height=224 or pixel_values:2=224)")
+        try:
+            dim = int(value)
+        except ValueError:
+            raise UsageError(f"--shape {part!r}: {value.strip()!r} is not an integer") from None
+        if dim <= 0:
+            raise UsageError(f"--shape {part!r}: {dim} is not a positive size (a dimension must be >= 1)")
+        if name in (BATCH, SEQ):
+            axis = "--batch-sizes" if name == BATCH else "--seq-lens"
+            raise UsageError(f"--shape {part!r}: {name} is a matrix axis; use {axis}")
+        out[name] = dim
+    return tuple(out.items())
+
+
+def check_shape_names(shapes: Iterable[tuple[str, int]], specs: Iterable[ModelSpec]) -> None:
+    """Every --shape name must name a dimension of some user ONNX file (UsageError otherwise).
+
+    Not checked while a user file is broken (its dimensions are unknown; its cases are error rows anyway).
+    """
+    specs = list(specs)
+    if any(s.problem for s in specs):
+        return
+    known: set[str] = set()
+    for s in specs:
+        known.update(s.config.get("shape_names", ()))
+    unknown = [n for n, _ in shapes if n not in known]
+    if unknown:
+        have = ", ".join(sorted(known)) or "(no user ONNX model with symbolic dimensions)"
+        raise UsageError(f"--shape: no user ONNX model has a dimension {', '.join(map(repr, unknown))}; "
+                         f"names these models accept: {have}")
+
+
+def spec_from_onnx(path: str | Path, name: str | None = None,
+                   shapes: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> ModelSpec:
     """A ModelSpec for a user ONNX file: inputs from its declared types; symbolic dims mapped to batch/seq.
 
-    Integer inputs are fed from [0, 2) when their name contains "mask", else [0, 100) (valid token ids for
-    any vocabulary of 100 or more). No PyTorch module exists, so the reference is ort-cpu FP32.
+    `shapes` (from --shape) sizes other symbolic dims, by dim_param name or as "INPUT:AXIS"; a size for an
+    axis the model fixes to another value is refused. Integer inputs are fed from [0, 2) when their name
+    contains "mask", else [0, 100) (valid token ids for any vocabulary of 100 or more); bool from {0, 1};
+    floats from a standard normal. No PyTorch module exists, so the reference is ort-cpu FP32.
     """
+    shapes = dict(shapes)
     import onnx
 
     p = check_model_path(path)
@@ -108,44 +196,197 @@ def spec_from_onnx(path: str | Path, name: str | None = None) -> ModelSpec:
     except Exception as exc:  # noqa: BLE001 - protobuf errors have many types
         raise ModelError(f"{p}: not a readable ONNX model: {type(exc).__name__}: {exc}") from None
     check_external_data(p, model)
+    check_opsets(p, model)
     init_names = {i.name for i in model.graph.initializer}
     inputs = []
+    names: set[str] = set()
+    used: dict[str, int] = {}
     for vi in model.graph.input:
         if vi.name in init_names:
             continue
         tt = vi.type.tensor_type
-        if not tt.HasField("elem_type"):
-            raise ModelError(f"{p}: input {vi.name!r} is not a tensor")
+        if not vi.type.HasField("tensor_type") or not tt.HasField("elem_type"):
+            raise ModelError(f"{p}: input {vi.name!r} is not a tensor; only tensor inputs can be fed")
         shape: list[int | str] = []
         for i, d in enumerate(tt.shape.dim):
             param = d.dim_param or ""
+            axis_key = f"{vi.name}:{i}"
+            names.add(axis_key)
             if d.HasField("dim_value") and d.dim_value > 0:
+                if axis_key in shapes and shapes[axis_key] != d.dim_value:
+                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {d.dim_value} by the "
+                                     f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
                 shape.append(int(d.dim_value))
+                continue
+            if param:
+                names.add(param)
+            key = axis_key if axis_key in shapes else param if param in shapes else None
+            if key is not None:
+                shape.append(int(shapes[key]))
+                used[key] = int(shapes[key])
             elif _SEQ_NAMES.match(param) and i > 0:
                 shape.append(SEQ)
             elif _BATCH_NAMES.match(param) or i == 0:
                 shape.append(BATCH)
             else:
                 raise ModelError(f"{p}: input {vi.name!r} axis {i} is symbolic ({param or '?'}) and "
-                                 f"not a batch or sequence axis; give it a size")
-        dtype = _numpy_dtype(tt.elem_type)
-        high = 2 if "mask" in vi.name.lower() else 100
+                                 f"not a batch or sequence axis; give it a size with "
+                                 f"--shape {param or axis_key}=N")
+        dtype = _numpy_dtype(tt.elem_type, p, vi.name)
+        high = 2 if ("mask" in vi.name.lower() or dtype == "bool") else 100
         inputs.append(TensorSpec(vi.name, tuple(shape), dtype, 0, high))
     outputs = tuple(o.name for o in model.graph.output)
     return ModelSpec(name=name or p.stem, onnx_path=p.absolute(), inputs=tuple(inputs), outputs=outputs,
-                     task="regression", tags=frozenset({"user", "onnx"}), config={"path": str(p.absolute())},
+                     task="regression", tags=frozenset({"user", "onnx"}),
+                     config={"path": str(p.absolute()), "shape": used, "shape_names": sorted(names)},
                      description=f"user ONNX file {p}")
 
 
-def register_user_model(path: str) -> str:
-    """Register `--model PATH.onnx`; a file that fails its checks is registered as a broken model (its cases
-    become error rows with the reason, and the run goes on)."""
-    p = Path(path)
-    name = p.stem
-    try:
-        spec = spec_from_onnx(p, name)
-    except ModelError as exc:
-        spec = ModelSpec(name=name, onnx_path=p.absolute(), inputs=(), outputs=(), problem=str(exc),
-                         tags=frozenset({"user", "onnx"}), config={"path": str(p.absolute())})
+def is_factory_ref(ref: str) -> bool:
+    """`pkg.module:factory` (and not an existing file of that name)."""
+    return bool(_FACTORY_REF.match(ref)) and not os.path.exists(ref)
+
+
+def normalize_user_model(ref: str) -> str:
+    """A --model value as workers re-register it: factories unchanged, files as absolute paths."""
+    return ref if is_factory_ref(ref) else str(Path(ref).absolute())
+
+
+def user_model_name(ref: str) -> str:
+    """The model name of a --model value: the file's stem, or `module.factory` (last module component)."""
+    if is_factory_ref(ref):
+        module, func = ref.split(":")
+        return f"{module.rsplit('.', 1)[-1]}.{func}"
+    return Path(ref).stem
+
+
+def register_user_model(ref: str, shapes: Iterable[tuple[str, int]] = ()) -> str:
+    """Register `--model PATH.onnx` or `--model pkg.module:factory`; one that fails its checks (unreadable
+    file, import error, bad factory result) is registered as a broken model: its cases become error rows
+    with the reason, and the run goes on."""
+    name = user_model_name(ref)
+    if is_factory_ref(ref):
+        try:
+            spec = spec_from_factory(ref, name)
+        except ModelError as exc:
+            spec = ModelSpec(name=name, build=functools.partial(_factory_module, ref), inputs=(), outputs=(),
+                             problem=str(exc), tags=frozenset({"user", "torch"}), config={"factory": ref})
+    else:
+        p = Path(ref)
+        try:
+            spec = spec_from_onnx(p, name, shapes)
+        except ModelError as exc:
+            spec = ModelSpec(name=name, onnx_path=p.absolute(), inputs=(), outputs=(), problem=str(exc),
+                             tags=frozenset({"user", "onnx"}), config={"path": str(p.absolute())})
     register_model(spec, replace=True)
     return name
+
+
+# ---------------------------------------------------------------------------------------------- factories
+
+def _load_factory(ref: str) -> Any:
+    module_name, func_name = ref.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import-time failure of user code
+        raise ModelError(f"--model {ref}: cannot import {module_name!r}: "
+                         f"{type(exc).__name__}: {exc}") from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise ModelError(f"--model {ref}: module {module_name!r} has no callable {func_name!r}")
+    return factory
+
+
+def _call_factory(ref: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Call a factory and check its result: (module, example_inputs[, meta])."""
+    import torch
+
+    try:
+        result = _load_factory(ref)()
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise ModelError(f"--model {ref}: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        raise ModelError(f"--model {ref}: the factory must return (module, example_inputs) or "
+                         f"(module, example_inputs, meta), got {type(result).__name__}")
+    module, example, meta = result[0], result[1], (result[2] if len(result) == 3 else {}) or {}
+    if not isinstance(module, torch.nn.Module):
+        raise ModelError(f"--model {ref}: the factory's module is a {type(module).__name__}, "
+                         f"not a torch.nn.Module")
+    if not isinstance(example, Mapping) or not example or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) and v.dim() >= 1 for k, v in example.items()):
+        raise ModelError(f"--model {ref}: example_inputs must be a non-empty dict of input name -> "
+                         f"tensor with at least one dimension (dim 0 is the batch)")
+    unknown = set(meta) - {"seq_dims", "outputs", "task"}
+    if not isinstance(meta, Mapping) or unknown:
+        raise ModelError(f"--model {ref}: meta keys {sorted(unknown)} unknown "
+                         f"(valid: seq_dims, outputs, task)")
+    return module.eval(), dict(example), dict(meta)
+
+
+def _factory_module(ref: str) -> Any:
+    return _call_factory(ref)[0]
+
+
+def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
+    """A ModelSpec for `pkg.module:factory` (the contract is in the README, "Bring your own PyTorch module").
+
+    Inputs come from the example tensors: dim 0 is the batch, `meta["seq_dims"][name]` the sequence axis;
+    dtypes as given; integer inputs are fed from [min, max] of the example (token ids stay inside the
+    vocabulary), bool from {0, 1}, floats from a standard normal. Outputs are named by `meta["outputs"]`, else
+    by what forward returns: a tensor "output", a tuple "output_0", "output_1", ..., a dict its keys.
+    """
+    import torch
+
+    from harness.runtimes.base import name_outputs
+
+    module, example, meta = _call_factory(ref)
+    seq_dims = dict(meta.get("seq_dims") or {})
+    for k, axis in seq_dims.items():
+        if k not in example or not isinstance(axis, int) or not 0 < axis < example[k].dim():
+            raise ModelError(f"--model {ref}: meta seq_dims {k!r}: {axis!r} is not an axis 1..rank-1 of an "
+                             f"example input (inputs: {sorted(example)})")
+    inputs = []
+    for k, t in example.items():
+        dtype = str(t.dtype).removeprefix("torch.")
+        try:
+            import numpy as np
+
+            np.dtype(dtype)
+        except TypeError:
+            raise ModelError(f"--model {ref}: input {k!r} has dtype {dtype}, which numpy feeds cannot "
+                             f"hold; give float32/float16/int64/int32/bool examples") from None
+        low, high = 0, 2
+        if dtype != "bool" and not t.is_floating_point():
+            low, high = int(t.min()), int(t.max()) + 1
+        shape = tuple(BATCH if i == 0 else SEQ if seq_dims.get(k) == i else int(n)
+                      for i, n in enumerate(t.shape))
+        inputs.append(TensorSpec(k, shape, dtype, low, high))
+    outputs = meta.get("outputs")
+    if not outputs:
+        try:
+            with torch.no_grad():
+                raw = module(**example)
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {type(exc).__name__}: "
+                             f"{exc}") from None
+        if isinstance(raw, Mapping):
+            outputs = tuple(raw)
+        elif isinstance(raw, (tuple, list)):
+            outputs = tuple(f"output_{i}" for i in range(len(raw)))
+        else:
+            outputs = ("output",)
+        name_outputs(raw, tuple(outputs))
+    source_module = inspect.getmodule(_load_factory(ref))
+    try:
+        source = inspect.getsource(source_module) if source_module is not None else ref
+    except (OSError, TypeError):
+        source = ref
+    signature = [(k, list(t.shape), str(t.dtype)) for k, t in example.items()]
+    config = {"factory": ref, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+              "example_inputs": signature, "seq_dims": seq_dims}
+    return ModelSpec(name=name or user_model_name(ref), build=functools.partial(_factory_module, ref),
+                     inputs=tuple(inputs), outputs=tuple(outputs), task=str(meta.get("task", "regression")),
+                     config=config, tags=frozenset({"user", "torch"}),
+                     description=f"user torch factory {ref}")

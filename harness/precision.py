@@ -34,6 +34,8 @@ class Tolerance:
     max_rel_l2: ||out - ref||_2 / ||ref||_2.
     min_cosine: cosine similarity of the flattened outputs.
     min_top1: fraction of samples whose arg-max class agrees (classification models only).
+    min_task_ratio: task accuracy on the model's labelled eval split over the FP32 reference's (models with
+      an eval split only; None = harness.accuracy.task.DEFAULT_MIN_TASK_RATIO, 0.99 for every precision).
     """
 
     atol: float | None = None
@@ -41,6 +43,7 @@ class Tolerance:
     max_rel_l2: float | None = None
     min_cosine: float | None = None
     min_top1: float | None = None
+    min_task_ratio: float | None = None
 
     def merged(self, other: "Tolerance | None") -> "Tolerance":
         """This tolerance with every bound that `other` sets replacing ours."""

@@ -135,3 +135,266 @@ def test_model_twice_with_models_runs_and_a_refused_file_is_an_error_row(fake_en
         assert ort.reference_runtime == "ort-cpu" and ort.accuracy["max_abs"] == 0.0
     fifo = status["fifo-ort-cpu-fp32-b2"]
     assert fifo.status == "error" and "fifo.onnx: is a FIFO" in fifo.reason
+
+
+# --------------------------------------------------------- bad models, --shape, declared types, factories
+
+def _graph_model(path: Path, nodes, inputs, outputs, opsets=(("", 17),), initializers=()) -> Path:
+    import onnx
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    model.ir_version = 8
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _runner_config(tmp_path, models: str, runtimes: str = "ort-cpu", **extra):
+    from harness.config import OPTIONS, RunConfig
+
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models=models, runtimes=runtimes, min_time="0.01", min_iters="3", warmup="1",
+               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **extra)
+    return RunConfig.from_options(raw)
+
+
+def _run_case(tmp_path, name: str, runtime: str = "ort-cpu", batch: int = 2, seq=None, **extra):
+    """One case in-process; with model=[...] in `extra` the run has only those user models."""
+    from harness.execution import CaseRunner
+    from harness.results.schema import CaseId
+
+    config = _runner_config(tmp_path, None if extra.get("model") else name, runtime, **extra)
+    return CaseRunner().run(CaseId(name, runtime, "fp32", batch, seq, "cpu"), config)
+
+
+def test_truncated_file_is_a_clear_error(tmp_path):
+    whole = make_onnx(tmp_path / "whole.onnx").read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ModelError, match="cut.onnx: not a readable ONNX model"):
+        spec_from_onnx(tmp_path / "cut.onnx")
+
+
+def test_unknown_operator_domain_is_an_error_row(tmp_path):
+    from onnx import TensorProto, helper
+
+    path = _graph_model(tmp_path / "mystery.onnx",
+                        [helper.make_node("Mystery", ["X"], ["Y"], domain="com.example.unknown")],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])],
+                        opsets=(("", 17), ("com.example.unknown", 1)))
+    r = _run_case(tmp_path, "mystery", model=[str(path)])
+    assert r.status == "error" and r.phase == "load"
+    assert "com.example.unknown:Mystery" in r.reason and "is not a registered function/op" in r.reason
+
+
+def test_opset_newer_than_installed_is_refused(tmp_path):
+    from onnx import TensorProto, helper
+
+    from harness.model_files import register_user_model
+
+    path = _graph_model(tmp_path / "future.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])],
+                        opsets=(("", 99),))
+    with pytest.raises(ModelError, match=r"future.onnx: the model needs ai.onnx opset 99, newer than"):
+        spec_from_onnx(path)
+    r = _run_case(tmp_path, register_user_model(str(path)), model=[str(path)])
+    assert r.status == "error" and "opset 99" in r.reason
+
+
+def _image_model(path: Path) -> Path:
+    """Y = X * 2 with X: [batch, 3, height, w] (symbolic height and w) float32."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), name="two")
+    return _graph_model(path, [helper.make_node("Mul", ["X", "two"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 3, "height", "w"])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 3, "height", "w"])],
+                        initializers=[two])
+
+
+def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
+    from harness.errors import UsageError
+    from harness.model_files import parse_shapes
+
+    path = _image_model(tmp_path / "img.onnx")
+    with pytest.raises(ModelError, match=r"axis 2 is symbolic \(height\).*--shape height=N"):
+        spec_from_onnx(path)
+    spec = spec_from_onnx(path, shapes=parse_shapes("height=6, X:3=5"))
+    assert spec.inputs[0].shape == ("batch", 3, 6, 5) and spec.config["shape"] == {"height": 6, "X:3": 5}
+    for bad, msg in (("height", "expected NAME=DIM"), ("height=x", "'x' is not an integer"),
+                     ("height=0", "not a positive size"), ("batch=4", "use --batch-sizes"),
+                     ("seq=4", "use --seq-lens")):
+        with pytest.raises(UsageError, match=msg):
+            parse_shapes(bad)
+    r = _run_case(tmp_path, "img", model=[str(path)], shape="height=6,w=5")
+    assert r.status == "passed", r.reason
+    with pytest.raises(UsageError, match=r"no user ONNX model has a dimension 'depth'.*height"):
+        _runner_config(tmp_path, None, model=[str(path)], shape="height=6,w=5,depth=2")
+    with pytest.raises(UsageError, match="no --model was given"):
+        _runner_config(tmp_path, "mlp", shape="height=6")
+
+
+def test_shape_contradicting_a_fixed_dim_is_an_error_row(tmp_path):
+    path = make_onnx(tmp_path / "fixed.onnx")  # X: [batch, 4]
+    with pytest.raises(ModelError, match=r"axis 1 is fixed at 4 by the model; --shape X:1=5 contradicts it"):
+        spec_from_onnx(path, shapes={"X:1": 5})
+    r = _run_case(tmp_path, "fixed", model=[str(path)], shape="X:1=5")
+    assert r.status == "error" and "--shape X:1=5 contradicts it" in r.reason
+
+
+def test_feed_contradicting_the_model_is_an_error_row_and_the_runner_goes_on(tmp_path):
+    from harness.execution import CaseRunner
+    from harness.model import BATCH, ModelSpec, TensorSpec, register_model
+    from harness.results.schema import CaseId
+
+    path = make_onnx(tmp_path / "strict.onnx")  # X: [batch, 4]
+    register_model(ModelSpec(name="strict-wrong-feed", onnx_path=path, inputs=(TensorSpec("X", (BATCH, 5)),),
+                             outputs=("Y",)), replace=True)
+    config = _runner_config(tmp_path, "strict-wrong-feed", model=[str(path)])
+    runner = CaseRunner()
+    bad = runner.run(CaseId("strict-wrong-feed", "ort-cpu", "fp32", 2, None, "cpu"), config)
+    assert bad.status == "error" and "Got invalid dimensions for input: X" in bad.reason
+    good = runner.run(CaseId("strict", "ort-cpu", "fp32", 2, None, "cpu"), config)
+    assert good.status == "passed", good.reason
+
+
+def test_feeds_follow_the_declared_input_types(tmp_path):
+    from onnx import TensorProto, helper
+
+    from harness.data import make_feed
+
+    nodes = [helper.make_node("Cast", ["ids"], ["ids_f"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["pos"], ["pos_f"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["keep"], ["keep_f"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["scale"], ["scale_f"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["ids_f", "pos_f"], ["a"]),
+             helper.make_node("Mul", ["a", "keep_f"], ["b"]),
+             helper.make_node("Mul", ["b", "scale_f"], ["Y"])]
+    io = [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq_len"]),
+          helper.make_tensor_value_info("pos", TensorProto.INT32, ["batch", "seq_len"]),
+          helper.make_tensor_value_info("keep", TensorProto.BOOL, ["batch", "seq_len"]),
+          helper.make_tensor_value_info("scale", TensorProto.FLOAT16, ["batch", "seq_len"])]
+    path = _graph_model(tmp_path / "typed.onnx", nodes, io,
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", "seq_len"])])
+    spec = spec_from_onnx(path)
+    assert [(t.dtype, t.shape) for t in spec.inputs] == [
+        ("int64", ("batch", "seq")), ("int32", ("batch", "seq")), ("bool", ("batch", "seq")),
+        ("float16", ("batch", "seq"))]
+    feed = make_feed(spec, {"batch": 2, "seq": 7}, 0)
+    assert {k: v.dtype.name for k, v in feed.items()} == {"ids": "int64", "pos": "int32", "keep": "bool",
+                                                           "scale": "float16"}
+    assert feed["keep"].any() and not feed["keep"].all() and feed["ids"].max() < 100
+    r = _run_case(tmp_path, "typed", model=[str(path)], seq=7, seq_lens="7")
+    assert r.status == "passed", r.reason
+    strings = _graph_model(tmp_path / "strings.onnx", [helper.make_node("Identity", ["S"], ["Y"])],
+                           [helper.make_tensor_value_info("S", TensorProto.STRING, ["batch"])],
+                           [helper.make_tensor_value_info("Y", TensorProto.STRING, ["batch"])])
+    with pytest.raises(ModelError, match="input 'S' has element type STRING"):
+        spec_from_onnx(strings)
+
+
+FACTORIES = '''
+import torch
+from torch import nn
+
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # data-dependent control flow: torch.export cannot capture it
+            return x * 2
+        return x - 1
+
+
+def branchy():
+    return Branchy(), {"x": torch.randn(2, 4)}
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+
+    def forward(self, tokens, weight):
+        h = self.embed(tokens) * weight.unsqueeze(-1)
+        return h.sum(1), h.mean(1)
+
+
+def pair():
+    torch.manual_seed(0)
+    tokens = torch.arange(3, 13).reshape(2, 5)  # ids 3..12: the feeds draw from [3, 13)
+    return Pair(), {"tokens": tokens, "weight": torch.rand(2, 5)}, {"seq_dims": {"tokens": 1, "weight": 1}}
+
+
+def not_a_tuple():
+    return 42
+'''
+
+
+@pytest.fixture
+def factories(tmp_path, monkeypatch):
+    (tmp_path / "user_factories.py").write_text(FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "user_factories"
+
+
+def test_factory_spec_follows_the_contract(factories):
+    from harness.model_files import is_factory_ref, spec_from_factory, user_model_name
+
+    assert is_factory_ref("user_factories:pair") and not is_factory_ref("model.onnx")
+    spec = spec_from_factory("user_factories:pair")
+    assert spec.name == user_model_name("user_factories:pair") == "user_factories.pair"
+    assert [(t.name, t.shape, t.dtype, t.low, t.high) for t in spec.inputs] == [
+        ("tokens", ("batch", "seq"), "int64", 3, 13), ("weight", ("batch", "seq"), "float32", 0, 2)]
+    assert spec.outputs == ("output_0", "output_1") and spec.has_seq and spec.reference == "torch-cpu"
+    assert spec.config["example_inputs"] == [("tokens", [2, 5], "torch.int64"),
+                                             ("weight", [2, 5], "torch.float32")]
+    with pytest.raises(ModelError, match=r"must return \(module, example_inputs\)"):
+        spec_from_factory("user_factories:not_a_tuple")
+    with pytest.raises(ModelError, match="has no callable 'nope'"):
+        spec_from_factory("user_factories:nope")
+    with pytest.raises(ModelError, match="cannot import 'no_such_module_xyz'"):
+        spec_from_factory("no_such_module_xyz:make")
+
+
+def test_factory_runs_on_torch_and_its_export_on_ort(factories, tmp_path):
+    for runtime in ("torch-cpu", "ort-cpu"):
+        r = _run_case(tmp_path, "user_factories.pair", runtime, seq=6, model=["user_factories:pair"],
+                      seq_lens="6", exporter="legacy")
+        assert r.status == "passed", r.reason
+        assert r.reference_runtime == "torch-cpu"
+
+
+def test_export_that_fails_is_an_error_row_with_the_cause(factories, tmp_path):
+    r = _run_case(tmp_path, "user_factories.branchy", "ort-cpu", model=["user_factories:branchy"])
+    assert r.status == "error" and r.phase == "load"
+    assert "ONNX export (dynamo) failed" in r.reason and "data-dependent control flow" in r.reason
+    eager = _run_case(tmp_path, "user_factories.branchy", "torch-cpu", model=["user_factories:branchy"])
+    assert eager.status == "passed", eager.reason  # eager PyTorch runs it; only the export is refused
+
+
+def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env, tmp_path):
+    """End to end: a truncated ONNX file and a factory whose export fails, beside a good ONNX file."""
+    from harness.results import load_results
+
+    good = make_onnx(tmp_path / "good.onnx")
+    whole = good.read_bytes()
+    (tmp_path / "broken.onnx").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "user_factories.py").write_text(FACTORIES)
+    env = {**fake_env, "PYTHONPATH": os.pathsep.join([str(tmp_path), fake_env.get("PYTHONPATH", "")])}
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--model", str(good), "--model",
+         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--runtimes", "ort-cpu",
+         "--batch-sizes", "2", "--min-time", "0.02", "--min-iters", "3", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cases = {c.case.id: c for c in load_results(out).cases}
+    assert cases["good-ort-cpu-fp32-b2"].status == "passed"
+    assert cases["good-ort-cpu-fp32-b2"].reference_runtime == "ort-cpu"
+    broken = cases["broken-ort-cpu-fp32-b2"]
+    assert broken.status == "error" and "broken.onnx: not a readable ONNX model" in broken.reason
+    branchy = cases["user_factories.branchy-ort-cpu-fp32-b2"]
+    assert branchy.status == "error" and "data-dependent control flow" in branchy.reason
+    assert (out / "report.html").is_file() and (out / "results.csv").is_file()

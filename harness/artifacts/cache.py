@@ -24,6 +24,15 @@ def default_cache_dir() -> Path:
     return base / "harness"
 
 
+_ACTIVE_ROOT: Path | None = None
+
+
+def set_active_cache_dir(root: Path | str | None) -> None:
+    """The run's cache folder (--cache-dir) for code that has no RunConfig at hand (a zoo model's build)."""
+    global _ACTIVE_ROOT
+    _ACTIVE_ROOT = Path(root) if root is not None else None
+
+
 def cache_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -48,6 +57,11 @@ class ArtifactCache:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
+
+    @classmethod
+    def active(cls) -> "ArtifactCache":
+        """The cache of the run in progress (set_active_cache_dir), else the default folder."""
+        return cls(_ACTIVE_ROOT)
 
     def get_or_build(
         self,
@@ -93,7 +107,83 @@ class ArtifactCache:
     def entries(self) -> list[Path]:
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.glob("*/*") if p.is_dir() and not p.name.startswith(".tmp-"))
+        return sorted(p for p in self.root.glob("*/*") if p.is_dir() and not p.name.startswith("."))
+
+    def list(self, kind: str | None = None) -> list[CacheEntry]:
+        """Published entries (oldest first), optionally of one kind; builds in progress are not listed."""
+        out = []
+        for folder in self.entries():
+            if kind is not None and folder.parent.name != kind:
+                continue
+            try:
+                meta = json.loads((folder / "meta.json").read_text())
+            except (OSError, ValueError):
+                meta = {}
+            out.append(CacheEntry(kind=folder.parent.name, label=str(meta.get("label", folder.name)),
+                                  key=str(meta.get("key", "")), size_bytes=_tree_size(folder),
+                                  created=float(meta.get("created") or _mtime(folder)), path=folder))
+        return sorted(out, key=lambda e: e.created)
+
+    def clear(self, kind: str | None = None, stale_tmp_s: float = 3600.0) -> tuple[int, int]:
+        """Remove published entries (of one kind, or all); returns (entries removed, bytes freed).
+
+        Each entry is first renamed to a hidden `.trash-*` name (atomic), then deleted: a concurrent run never
+        sees a half-deleted entry. It finds the entry whole or absent (then rebuilds it), and files it already
+        opened stay readable until it closes them (POSIX unlink). Builds in progress (`.tmp-*`) are left
+        alone unless older than `stale_tmp_s` (a killed build).
+        """
+        removed, freed = 0, 0
+        for entry in self.list(kind):
+            trash = entry.path.parent / f".trash-{entry.path.name}-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(entry.path, trash)
+            except OSError:  # removed by someone else meanwhile
+                continue
+            shutil.rmtree(trash, ignore_errors=True)
+            removed += 1
+            freed += entry.size_bytes
+        now = time.time()
+        kinds = [self.root / kind] if kind else [p for p in self.root.glob("*") if p.is_dir()]
+        for folder in kinds:
+            for junk in folder.glob(".*"):
+                if junk.name.startswith(".trash-") or (junk.name.startswith(".tmp-")
+                                                       and now - _mtime(junk) > stale_tmp_s):
+                    shutil.rmtree(junk, ignore_errors=True)
+        return removed, freed
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One published cache entry, as `harness cache ls` shows it."""
+
+    kind: str
+    label: str
+    key: str
+    size_bytes: int
+    created: float  # seconds since the epoch
+    path: Path
+
+    @property
+    def age_s(self) -> float:
+        return max(0.0, time.time() - self.created)
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    for p in folder.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _safe(label: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,15 +69,14 @@ class OnnxFromTorch:
                 else:
                     dynamic_axes = {t.name: {i: d for i, d in enumerate(t.shape) if isinstance(d, str)}
                                     for t in spec.inputs}
-                    for out in spec.outputs:
-                        dynamic_axes[out] = {0: BATCH}
+                    dynamic_axes.update(_output_axes(module, kwargs, spec, dims))
                     args = tuple(kwargs[n] for n in input_names)
                     torch.onnx.export(module, args, str(path), input_names=input_names,
                                       output_names=list(spec.outputs), dynamic_axes=dynamic_axes,
                                       opset_version=self.opset or 17, dynamo=False, do_constant_folding=True)
         except Exception as exc:  # noqa: BLE001 - every exporter failure becomes one clear error
             raise ModelError(f"model {spec.name!r}: ONNX export ({self.exporter}) failed: "
-                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                             f"{_describe_export_error(exc)}") from exc
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as exc:  # noqa: BLE001
@@ -85,6 +85,51 @@ class OnnxFromTorch:
         _check_dynamic_axes(spec, model, path)
         return {"exporter": self.exporter, "opset": [(o.domain, o.version) for o in model.opset_import],
                 "inputs": input_names, "outputs": list(spec.outputs)}
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _describe_export_error(exc: BaseException) -> str:
+    """The exporter's error and its root cause (torch.export wraps a data-dependent branch in two layers)."""
+    root = exc
+    seen = {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    text = _first_line(exc)
+    if root is not exc:
+        text += f" (cause: {_first_line(root)})"
+    if "data-dependent" in text or "GuardOnDataDependent" in text:
+        text += ("; the module branches on tensor values (data-dependent control flow), which torch.export "
+                 "cannot capture: rewrite it with torch.where/torch.cond, or try --exporter legacy (it "
+                 "traces the branch taken on the example input only)")
+    return text[:1500]
+
+
+def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec,
+                 dims: dict[str, int]) -> dict[str, Any]:
+    """Names for the outputs' dynamic axes (legacy exporter): axis 0 is batch; a later axis whose size is the
+    example sequence length is seq. Found by one forward pass on the example feed."""
+    import torch
+
+    from harness.runtimes.base import name_outputs
+
+    with torch.no_grad():
+        outs = name_outputs(module(**kwargs), spec.outputs)
+    axes: dict[str, Any] = {}
+    for name in spec.outputs:
+        shape = tuple(getattr(outs.get(name), "shape", ()))
+        ax: dict[int, str] = {0: BATCH} if shape else {}
+        if SEQ in dims:
+            ax.update({i: SEQ for i, n in enumerate(shape) if i > 0 and n == dims[SEQ]})
+        axes[name] = ax
+    return axes
 
 
 def _check_dynamic_axes(spec: ModelSpec, model: Any, path: Path) -> None:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from harness.accuracy import compare
-from harness.artifacts.cache import ArtifactCache
+from harness.accuracy.task import judge, top1_accuracy
+from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError
 from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
-from harness.model_files import register_user_model
+from harness.model_files import register_user_model, user_model_name
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
@@ -39,6 +39,7 @@ class CaseRunner:
         self._reference_runtime: tuple[tuple[Any, ...], Runtime] | None = None
         self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._availability: dict[type[Runtime], Availability] = {}
+        self._reference_task: dict[tuple[Any, ...], float] = {}
 
     def run(self, case: CaseId, config: Any, on_phase: PhaseCallback = lambda phase: None) -> CaseResult:
         t0 = time.perf_counter()
@@ -54,6 +55,11 @@ class CaseRunner:
             spec = get_model(case.model)
             if spec.problem:
                 return CaseResult(case, "error", reason=spec.problem, phase="load")
+            unavailable = spec.unavailable_reason()
+            if unavailable:
+                return CaseResult(case, "skipped", reason=f"model {spec.name!r} unavailable: {unavailable}",
+                                  model_fingerprint=spec.fingerprint())
+            set_active_cache_dir(config.cache_dir)
             cls = get_runtime(case.runtime)
             precision = Precision(case.precision)
             if cls not in self._availability:
@@ -94,6 +100,15 @@ class CaseRunner:
             override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
             tolerance = spec.tolerance(precision, override)
             accuracy = compare(reference, outputs, tolerance, classification=spec.task == "classification")
+            accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
+            reasons = [] if accuracy else [accuracy.message]
+            if spec.eval_split is not None:
+                task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio)
+                accuracy_dict["task"] = task.as_dict()
+                if not task:
+                    passed = False
+                    reasons.append(task.message)
+                accuracy_dict["passed"] = passed
             localization = None
             if not accuracy or getattr(config, "localize", False):
                 phase = "localize"
@@ -102,11 +117,11 @@ class CaseRunner:
                                              config.threads, budget_s=min(120.0, 0.25 * config.case_timeout_s))
             stats = latency_stats(timed.samples_ns, config.noise_cv)
             return CaseResult(
-                case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
+                case, "passed" if passed else "failed", reason="; ".join(reasons),
                 samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
                 timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
                 latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.mean_ms),
-                accuracy=accuracy.as_dict(), reference_runtime=spec.reference,
+                accuracy=accuracy_dict, reference_runtime=spec.reference,
                 setup_s=runtime.setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
@@ -144,6 +159,33 @@ class CaseRunner:
         self._active = (key, runtime)
         return runtime, False
 
+    def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
+                       min_ratio: float | None) -> Any:
+        """Top-1 accuracy of this case's runtime on the eval split (at the case's batch size, outside the
+        timed loop) beside the FP32 reference runtime's (computed once per model and batch size)."""
+        split = spec.eval_split()
+        output = split.output or spec.outputs[0]
+        acc = top1_accuracy(runtime.infer, split, case.batch, output)
+        key = (spec.name, spec.fingerprint(), case.batch, options.threads, options.exporter)
+        if key not in self._reference_task:
+            if runtime.name == spec.reference and runtime.precision is Precision.FP32:
+                self._reference_task[key] = acc
+            else:
+                self._reference_task[key] = top1_accuracy(self._reference_rt(spec, options).infer, split,
+                                                          case.batch, output)
+        return judge(acc, self._reference_task[key], split.n, case.batch,
+                     min_ratio, spec.reference, split.description)
+
+    def _reference_rt(self, spec: ModelSpec, options: RuntimeOptions) -> Runtime:
+        """The model's FP32 reference runtime, activated once and kept while cases of the model run."""
+        rkey = (spec.name, spec.reference, options.threads, str(options.cache.root), options.exporter)
+        if self._reference_runtime is None or self._reference_runtime[0] != rkey:
+            self._drop_reference()
+            ref_rt = get_runtime(spec.reference)(spec, Precision.FP32, options)
+            ref_rt.__enter__()
+            self._reference_runtime = (rkey, ref_rt)
+        return self._reference_runtime[1]
+
     def _reference(self, spec: ModelSpec, case: CaseId, feed: dict[str, Any], options: RuntimeOptions,
                    runtime: Runtime, outputs: dict[str, Any]) -> dict[str, Any]:
         """FP32 outputs of the model's reference runtime on the same feed (computed once per shape)."""
@@ -155,14 +197,7 @@ class CaseRunner:
         if runtime.name == spec.reference and runtime.precision is Precision.FP32:
             ref = outputs  # this case *is* the reference
         else:
-            rkey = (spec.name, spec.reference, options.threads, str(options.cache.root), options.exporter)
-            if self._reference_runtime is None or self._reference_runtime[0] != rkey:
-                self._drop_reference()
-                ref_cls = get_runtime(spec.reference)
-                ref_rt = ref_cls(spec, Precision.FP32, options)
-                ref_rt.__enter__()
-                self._reference_runtime = (rkey, ref_rt)
-            ref = self._reference_runtime[1].infer(feed)
+            ref = self._reference_rt(spec, options).infer(feed)
         self._references[key] = ref
         return ref
 
@@ -180,6 +215,7 @@ class CaseRunner:
         self._drop_active()
         self._drop_reference()
         self._references.clear()
+        self._reference_task.clear()
 
 
 MEMORY_COVERS = {
@@ -234,12 +270,12 @@ def _exit_quietly(runtime: Runtime) -> None:
 
 
 def ensure_user_models(config: Any) -> None:
-    """Register the run's `--model` files in this process (a worker may not have inherited them)."""
+    """Register the run's `--model` files and factories here (a worker may not have inherited them)."""
     from harness.model import _MODELS
 
     for path in getattr(config, "user_models", ()):
-        if Path(path).stem not in _MODELS:
-            register_user_model(path)
+        if user_model_name(path) not in _MODELS:
+            register_user_model(path, getattr(config, "shapes", ()))
 
 
 def _tail(text: str, lines: int = 20, chars: int = 4000) -> str:
