@@ -62,6 +62,11 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME"),
     OptionDef("noise-cv", "flag a measurement as noisy above this coefficient of variation (default: 0.10)",
               "FLOAT"),
+    OptionDef("baseline", "compare the run with this baseline (a stored name or a results.json path) and gate "
+                          "on it: verdicts.md beside the results, exit status 1 on a regression", "NAME|PATH"),
+    OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
+                      "median:10%)", "SPEC", multiple=True),
+    OptionDef("gate-config", "TOML file with gates, per-model overrides and the confidence level", "FILE"),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -94,6 +99,9 @@ class RunConfig:
     noise_cv: float = DEFAULT_NOISE_CV
     run_id: str = ""
     user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
+    baseline: str | None = None  # --baseline: resolved path of the baseline results
+    gates: tuple[str, ...] = ()  # --gate strings, validated
+    gate_config: str | None = None  # --gate-config file (absolute path)
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -173,8 +181,30 @@ class RunConfig:
             cache_dir=Path(raw["cache_dir"]).expanduser() if raw.get("cache_dir") else default_cache_dir(),
             exporter=exporter,
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
-            run_id=run_id, user_models=user_paths,
+            run_id=run_id, user_models=user_paths, **_gating_options(raw),
         )
+
+
+def _gating_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """--baseline / --gate / --gate-config, checked before the run starts (a bad baseline is a usage error)."""
+    from harness.errors import ResultsError
+    from harness.gating.baseline import load_baseline, resolve_baseline
+    from harness.gating.gates import load_gate_config
+
+    gates = tuple(raw.get("gate") or ())
+    gate_config = str(Path(raw["gate_config"]).absolute()) if raw.get("gate_config") else None
+    load_gate_config(gate_config, gates)
+    baseline = None
+    if raw.get("baseline"):
+        try:
+            path = resolve_baseline(raw["baseline"])
+            load_baseline(path)
+        except ResultsError as exc:
+            raise UsageError(f"--baseline: {exc}") from None
+        baseline = str(path.absolute())
+    elif gates or gate_config:
+        raise UsageError("--gate / --gate-config need --baseline NAME|PATH to compare with")
+    return {"baseline": baseline, "gates": gates, "gate_config": gate_config}
 
 
 def _names(text: str, what: str) -> tuple[str, ...]:
