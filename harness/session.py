@@ -102,7 +102,7 @@ class HarnessSession:
             return
         self.outputs["verdicts"] = atomic_write_text(cfg.out_dir / "verdicts.md",
                                                      verdicts_markdown(self.comparison))
-        self.outputs["verdicts_json"] = atomic_write_text(cfg.out_dir / "verdicts.json",
+        self.outputs["gate_json"] = atomic_write_text(cfg.out_dir / "verdicts.json",
                                                           comparison_json(self.comparison))
 
     def gate_status(self) -> int:

@@ -12,7 +12,7 @@ _ORDER = [Verdict.BROKE, Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.NOIS
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
 def _num(v: float | None, unit: str) -> str:
