@@ -26,7 +26,8 @@ from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _fini
 
 METHOD = ("bootstrap (exact order-statistic resampling) of the ratio of the gated latency statistic, "
           "current / baseline: regressed when the ratio exceeds 1 + T and its one-sided lower bound at the "
-          "gate confidence exceeds 1 + T/2; an effect without that evidence is noise")
+          "gate confidence exceeds 1 + T/2 (the bounds widened by the run-to-run spread run_sigma when set); "
+          "an effect without that evidence is noise")
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,14 @@ def _order_statistic_bootstrap(sorted_x: np.ndarray, q: float, resamples: int,
 
 
 def compare_samples(baseline_ns: Sequence[float], current_ns: Sequence[float], gate: Gate,
-                    confidence: float = 0.99, resamples: int = 10_000, seed: int = 0) -> SampleComparison:
-    """Verdict of one latency gate on two raw sample sets (nanoseconds; lower is better)."""
+                    confidence: float = 0.99, resamples: int = 10_000, seed: int = 0,
+                    run_sigma: float = 0.0) -> SampleComparison:
+    """Verdict of one latency gate on two raw sample sets (nanoseconds; lower is better).
+
+    `run_sigma` is the machine's run-to-run spread of the statistic (standard deviation of its logarithm
+    between runs, as `harness gate-check` estimates it): each bootstrap replicate of the log ratio gets a
+    N(0, 2 run_sigma^2) offset, so the bounds cover between-run variation as well as within-run variation.
+    """
     b = np.sort(np.asarray(baseline_ns, dtype=np.float64))
     c = np.sort(np.asarray(current_ns, dtype=np.float64))
     if b.size == 0 or c.size == 0:
@@ -66,7 +73,10 @@ def compare_samples(baseline_ns: Sequence[float], current_ns: Sequence[float], g
     if b_stat <= 0 or np.any(b_boot <= 0):
         b_boot = np.maximum(b_boot, 1.0)
         b_stat = max(b_stat, 1.0)
-    ratios = c_boot / b_boot
+    log_ratios = np.log(c_boot) - np.log(b_boot)
+    if run_sigma > 0:
+        log_ratios = log_ratios + rng.normal(0.0, math.sqrt(2.0) * run_sigma, size=resamples)
+    ratios = np.exp(log_ratios)
     ratio = c_stat / b_stat
     lo, hi = (float(v) for v in np.quantile(ratios, [1.0 - confidence, confidence]))
     t = gate.threshold
@@ -311,7 +321,7 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
     for gate in gates.gates_for(key.model):
         s = compare_samples(b.samples_ns, c.samples_ns, gate, gates.confidence, gates.resamples,
-                            _seed(gates.seed, key, gate.metric))
+                            _seed(gates.seed, key, gate.metric), gates.run_sigma)
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "")
         out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
                                  s.ci_high, s.p_value, gate.threshold, "ms", reason))

@@ -103,6 +103,12 @@ class GateCheckResult:
     wall_s: float
     medians_ms: dict[str, float] = field(default_factory=dict)
     aa_spread: dict[str, float] = field(default_factory=dict)  # case -> max/min of the A runs' medians
+    run_sigma: dict[str, float] = field(default_factory=dict)  # case -> sd of log(median) over the A runs
+
+    @property
+    def suggested_run_sigma(self) -> float:
+        """The largest per-case run-to-run spread: a `run_sigma` for the gate config on this machine."""
+        return max(self.run_sigma.values(), default=0.0)
 
     @property
     def false_alarm_rate(self) -> float:
@@ -122,7 +128,8 @@ class GateCheckResult:
                 "power_target": POWER_TARGET, "smallest_detected": self.smallest_detected,
                 "levels": [{"level": lv.level, "trials": lv.trials, "detected": lv.detected, "power": lv.power,
                             "delays_us": lv.delays_us} for lv in self.levels],
-                "medians_ms": self.medians_ms, "aa_spread": self.aa_spread, "wall_s": self.wall_s}
+                "medians_ms": self.medians_ms, "aa_spread": self.aa_spread, "run_sigma": self.run_sigma,
+                "suggested_run_sigma": self.suggested_run_sigma, "wall_s": self.wall_s}
 
     def markdown(self) -> str:
         small = self.smallest_detected
@@ -138,14 +145,19 @@ class GateCheckResult:
             lines.append(f"| {lv.level:.0%} | {lv.trials} | {lv.detected} | {lv.power:.0%} |")
         if self.aa_spread:
             lines += ["", "A runs' medians, max / min per case: " + ", ".join(
-                f"`{k}` {v:.3f}" for k, v in self.aa_spread.items())]
+                f"`{k}` {v:.3f}" for k, v in self.aa_spread.items()),
+                "", "Run-to-run spread (sd of log median over the A runs): " + ", ".join(
+                f"`{k}` {v:.3f}" for k, v in self.run_sigma.items())
+                + f". To fold it into the gate's bounds: `run_sigma = {self.suggested_run_sigma:.3f}` in the "
+                  "gate config" + (" (this check ran with run_sigma "
+                                   f"{self.gates.run_sigma:g})" if self.gates.run_sigma else "") + "."]
         return "\n".join(lines) + "\n"
 
 
 def _regressed(base: Sequence[int], cur: Sequence[int], case: CaseId, gates: GateConfig, trial: int) -> Verdict:
     """The worst verdict over the case's gates: regressed beats noise beats the rest."""
-    verdicts = [compare_samples(base, cur, g, gates.confidence, gates.resamples, gates.seed + trial).verdict
-                for g in gates.gates_for(case.model)]
+    verdicts = [compare_samples(base, cur, g, gates.confidence, gates.resamples, gates.seed + trial,
+                                gates.run_sigma).verdict for g in gates.gates_for(case.model)]
     if Verdict.REGRESSED in verdicts:
         return Verdict.REGRESSED
     return Verdict.NOISE if Verdict.NOISE in verdicts else Verdict.PASS
@@ -191,9 +203,10 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
         results.append(LevelResult(lv, trials, detected, {c.id: round(lv * delays[c] * 1e6, 2) for c in cases}))
     medians = {c.id: round(float(np.median(np.concatenate([np.asarray(x) for x in a_runs[c]]))) / 1e6, 6)
                for c in cases}
-    spread = {}
+    spread, sigma = {}, {}
     for c in cases:
-        m = [float(np.median(x)) for x in a_runs[c]]
-        spread[c.id] = round(max(m) / min(m), 4) if min(m) > 0 else float("inf")
+        m = np.array([max(float(np.median(x)), 1.0) for x in a_runs[c]])
+        spread[c.id] = round(float(m.max() / m.min()), 4)
+        sigma[c.id] = round(float(np.std(np.log(m), ddof=1)), 4)
     return GateCheckResult(gates, [c.id for c in cases], rounds, aa_trials, false_alarms, noise, results,
-                           round(time.perf_counter() - t0, 1), medians, spread)
+                           round(time.perf_counter() - t0, 1), medians, spread, sigma)

@@ -76,6 +76,8 @@ class GateConfig:
     - `resamples`, `seed`: bootstrap resamples per side (default 10,000) and the generator's seed.
     - `drift`: gate accuracy drift (a case over tolerance now, within it in the baseline -> regressed).
     - `strict_libraries`: runs whose library versions differ are not_comparable (default: compared, noted).
+    - `run_sigma`: run-to-run spread of the gated statistic on this machine (sd of its log between runs, from
+      `harness gate-check`), folded into the bootstrap bounds; 0 (default) trusts within-run variation only.
     """
 
     gates: tuple[Gate, ...] = field(default_factory=lambda: parse_gates(DEFAULT_GATES))
@@ -85,12 +87,15 @@ class GateConfig:
     seed: int = 0
     drift: bool = True
     strict_libraries: bool = False
+    run_sigma: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.5 < self.confidence < 1.0:
             raise UsageError(f"gate confidence {self.confidence} must lie between 0.5 and 1 (e.g. 0.99)")
         if not 100 <= self.resamples <= 1_000_000:
             raise UsageError(f"gate resamples {self.resamples} must lie between 100 and 1,000,000")
+        if not 0.0 <= self.run_sigma < 1.0:
+            raise UsageError(f"gate run_sigma {self.run_sigma} must lie between 0 and 1 (e.g. 0.05)")
 
     def gates_for(self, model: str) -> tuple[Gate, ...]:
         return self.model_gates.get(model, self.gates)
@@ -98,16 +103,17 @@ class GateConfig:
     def describe(self) -> str:
         over = "; ".join(f"{m}: {', '.join(map(str, g))}" for m, g in sorted(self.model_gates.items()))
         text = f"gates {', '.join(map(str, self.gates))}"
-        return text + (f" (overrides: {over})" if over else "") + f", confidence {self.confidence:g}"
+        text += (f" (overrides: {over})" if over else "") + f", confidence {self.confidence:g}"
+        return text + (f", run_sigma {self.run_sigma:g}" if self.run_sigma else "")
 
     def as_dict(self) -> dict[str, Any]:
         return {"gates": [str(g) for g in self.gates],
                 "model_gates": {m: [str(g) for g in gs] for m, gs in self.model_gates.items()},
                 "confidence": self.confidence, "resamples": self.resamples, "seed": self.seed,
-                "drift": self.drift, "strict_libraries": self.strict_libraries}
+                "drift": self.drift, "strict_libraries": self.strict_libraries, "run_sigma": self.run_sigma}
 
 
-_FILE_KEYS = {"gates", "confidence", "resamples", "seed", "drift", "strict_libraries", "models"}
+_FILE_KEYS = {"gates", "confidence", "resamples", "seed", "drift", "strict_libraries", "models", "run_sigma"}
 
 
 def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) -> GateConfig:
@@ -117,6 +123,7 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
 
         gates = ["median:10%", "p99:25%"]      # default gates
         confidence = 0.99
+        run_sigma = 0.04                       # run-to-run spread measured by `harness gate-check`
         [models.resnet18]
         gates = ["median:5%"]                  # replaces the default gates for this model
     """
@@ -144,7 +151,8 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
                       resamples=int(_num(doc, "resamples", base.resamples, where)),
                       seed=int(_num(doc, "seed", base.seed, where)),
                       drift=_bool(doc, "drift", base.drift, where),
-                      strict_libraries=_bool(doc, "strict_libraries", base.strict_libraries, where))
+                      strict_libraries=_bool(doc, "strict_libraries", base.strict_libraries, where),
+                      run_sigma=float(_num(doc, "run_sigma", base.run_sigma, where)))
     except UsageError as exc:
         msg = str(exc)
         raise UsageError(msg if msg.startswith(where) else f"{where}: {msg}") from None
