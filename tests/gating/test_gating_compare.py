@@ -185,3 +185,20 @@ def test_markdown_escapes_pipes():
 
 def test_gate_type():
     assert isinstance(MEDIAN10, Gate) and MEDIAN10.quantile == 0.5
+
+
+def test_run_sigma_widens_the_bounds_for_between_run_shifts():
+    """A whole run 20% slower with a tight spread: within-run evidence says regressed; a machine whose runs
+    move by ~10% between themselves (run_sigma 0.1) cannot call it."""
+    base = samples(10.0, 30, 1, sigma=0.02)
+    cur = [int(v * 1.2) for v in samples(10.0, 30, 2, sigma=0.02)]
+    strict = compare_samples(base, cur, MEDIAN10)
+    assert strict.verdict is Verdict.REGRESSED
+    wide = compare_samples(base, cur, MEDIAN10, run_sigma=0.1)
+    assert wide.verdict is Verdict.NOISE and wide.ci_low < strict.ci_low and wide.ci_high > strict.ci_high
+    big = [int(v * 2.0) for v in samples(10.0, 30, 2, sigma=0.02)]
+    assert compare_samples(base, big, MEDIAN10, run_sigma=0.1).verdict is Verdict.REGRESSED
+    cmp = compare_runs(make_run(1), make_run(2, scale={"ort-cpu": 1.25}), GateConfig(run_sigma=0.02))
+    assert {r.case_id for r in cmp.records if r.verdict is Verdict.REGRESSED} == {
+        c.id for c in CASES if c.runtime == "ort-cpu"}
+    assert "run_sigma 0.02" in cmp.gates.describe()

@@ -39,6 +39,7 @@ def test_quiet_machine_no_false_alarms_and_power_above_the_threshold():
     assert power[0.05] == 0.0  # under the 10% gate by design
     assert power[0.2] == 1.0 and power[0.3] == 1.0
     assert r.smallest_detected == 0.2
+    assert r.suggested_run_sigma < 0.02 and set(r.run_sigma) == {c.id for c in CASES}
     assert all(lv.trials == 2 * 4 * 4 for lv in r.levels)
     # interleaved rounds: every round runs A then each level for each case
     assert m.calls[:4] == [(CASES[0].id, 0.0)] + [(CASES[0].id, pytest.approx(lv * 0.002, rel=0.05))
@@ -56,6 +57,14 @@ def test_noisy_machine_shows_false_alarms_or_lower_power():
                    levels=(0.2,))
     assert r.aa_false_alarms > 0 or r.levels[0].power < 0.95
     assert max(r.aa_spread.values()) > 1.1
+    assert 0.05 < r.suggested_run_sigma < 0.4  # the spread it saw, offered as the gate's run_sigma
+    assert r.tuned is not None and r.tuned.gates.run_sigma == round(r.suggested_run_sigma, 3)
+    assert r.tuned.aa_false_alarms <= r.aa_false_alarms and "re-scored with `run_sigma" in r.markdown()
+    assert r.as_dict()["tuned"]["run_sigma"] == r.tuned.gates.run_sigma
+    # folding that spread into the bounds removes the false alarms on the same machine
+    tuned = gate_check(CASES, GateConfig(resamples=2000, run_sigma=0.3), SyntheticMeasure(run_sd=0.15, seed=3),
+                       rounds=5, levels=(1.0,))
+    assert tuned.aa_false_alarms == 0 and "run_sigma" in tuned.markdown()
 
 
 def test_strict_gate_detects_smaller_slowdowns():

@@ -35,12 +35,12 @@ def test_defaults_and_cli_gates():
 
 def test_config_file_with_overrides(tmp_path):
     f = tmp_path / "gates.toml"
-    f.write_text('gates = ["median:8%", "p99:30%"]\nconfidence = 0.995\nresamples = 2000\n'
+    f.write_text('gates = ["median:8%", "p99:30%"]\nconfidence = 0.995\nresamples = 2000\nrun_sigma = 0.04\n'
                  '[models.resnet18]\ngates = ["median:4%"]\n')
     cfg = load_gate_config(f)
     assert [str(g) for g in cfg.gates_for("mlp")] == ["median:8%", "p99:30%"]
     assert [str(g) for g in cfg.gates_for("resnet18")] == ["median:4%"]
-    assert cfg.confidence == 0.995 and cfg.resamples == 2000
+    assert cfg.confidence == 0.995 and cfg.resamples == 2000 and cfg.run_sigma == 0.04
     cli = load_gate_config(f, ["median:20%"])  # --gate replaces the file's default gates, keeps overrides
     assert [str(g) for g in cli.gates_for("mlp")] == ["median:20%"]
     assert [str(g) for g in cli.gates_for("resnet18")] == ["median:4%"]
@@ -51,6 +51,7 @@ def test_config_file_with_overrides(tmp_path):
     ('gates = "median:10%"', "must be a list of strings"),
     ('confidence = "high"', "confidence = 'high' is not a number"),
     ("confidence = 1.5", "must lie between 0.5 and 1"),
+    ("run_sigma = 2", "run_sigma 2.0 must lie between 0 and 1"),
     ('[models.mlp]\nthreshold = 3', "takes exactly one key"),
     ('gates = ["median:10"]', "as a percentage"),
     ("gates = [", "not valid TOML"),
