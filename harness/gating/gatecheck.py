@@ -104,6 +104,7 @@ class GateCheckResult:
     medians_ms: dict[str, float] = field(default_factory=dict)
     aa_spread: dict[str, float] = field(default_factory=dict)  # case -> max/min of the A runs' medians
     run_sigma: dict[str, float] = field(default_factory=dict)  # case -> sd of log(median) over the A runs
+    a_run_medians_ms: dict[str, list[float]] = field(default_factory=dict)  # case -> each A run's median
     tuned: "GateCheckResult | None" = None  # the same samples re-scored with run_sigma = the suggested value
 
     @property
@@ -129,7 +130,8 @@ class GateCheckResult:
                 "power_target": POWER_TARGET, "smallest_detected": self.smallest_detected,
                 "levels": [{"level": lv.level, "trials": lv.trials, "detected": lv.detected, "power": lv.power,
                             "delays_us": lv.delays_us} for lv in self.levels],
-                "medians_ms": self.medians_ms, "aa_spread": self.aa_spread, "run_sigma": self.run_sigma,
+                "medians_ms": self.medians_ms, "a_run_medians_ms": self.a_run_medians_ms,
+                "aa_spread": self.aa_spread, "run_sigma": self.run_sigma,
                 "suggested_run_sigma": self.suggested_run_sigma, "wall_s": self.wall_s,
                 "tuned": None if self.tuned is None else self.tuned._scores()}
 
@@ -210,6 +212,7 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
         sigma[c.id] = round(float(np.std(np.log(m), ddof=1)), 4)
     out = GateCheckResult(gates, [c.id for c in cases], rounds, aa_trials, false_alarms, noise, results,
                           round(time.perf_counter() - t0, 1), medians, spread, sigma)
+    out.a_run_medians_ms = {c.id: [round(float(np.median(x)) / 1e6, 6) for x in a_runs[c]] for c in cases}
     suggested = round(out.suggested_run_sigma, 3)
     if suggested > gates.run_sigma:
         tuned_gates = replace(gates, run_sigma=suggested)
