@@ -284,6 +284,9 @@ def compare_runs(baseline: RunResults, current: RunResults, gates: GateConfig | 
 
     base = {r.case: r for r in baseline.cases}
     cur = {r.case: r for r in current.cases}
+    stray = sorted(set(gates.model_gates) - {k.model for k in list(base) + list(cur)})
+    if stray:
+        notes.append(f"gate overrides name models in neither run (a typo?): {', '.join(stray)}")
     records: list[VerdictRecord] = []
     for key in list(base) + [k for k in cur if k not in base]:
         b, c = base.get(key), cur.get(key)

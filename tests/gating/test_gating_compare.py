@@ -77,6 +77,8 @@ def test_p99_gate_and_per_model_override():
     assert v[("resnet18-ort-cpu-fp32-b1", "latency_median")] is Verdict.REGRESSED
     assert v[("mlp-ort-cpu-fp32-b1", "latency_median")] is Verdict.PASS  # 30% < 50% for mlp
     assert ("mlp-ort-cpu-fp32-b1", "latency_p99") not in v
+    typo = compare_runs(make_run(1), make_run(2), GateConfig(model_gates={"reznet18": (MEDIAN10,)}))
+    assert any("reznet18" in n for n in typo.notes)
 
 
 def test_verdicts_are_deterministic():
