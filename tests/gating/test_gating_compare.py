@@ -204,3 +204,8 @@ def test_run_sigma_widens_the_bounds_for_between_run_shifts():
     assert {r.case_id for r in cmp.records if r.verdict is Verdict.REGRESSED} == {
         c.id for c in CASES if c.runtime == "ort-cpu"}
     assert "run_sigma 0.02" in cmp.gates.describe()
+
+
+def test_zero_samples_stay_finite():
+    s = compare_samples([0, 0, 0, 1], [0, 0, 0, 1], MEDIAN10)
+    assert s.verdict is Verdict.PASS and s.ratio == 1.0
