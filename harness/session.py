@@ -32,6 +32,7 @@ class HarnessSession:
         self._old_sigterm: Any = None
         self.comparison: Any = None  # harness.gating.Comparison when --baseline was given
         self.gate_error: str | None = None  # a baseline that could not be compared (usage error)
+        self.gate_outputs: dict[str, Path] = {}  # verdicts.md / verdicts.json
 
     @property
     def started(self) -> bool:
@@ -75,11 +76,12 @@ class HarnessSession:
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             write_results(self.run, self.config.out_dir)
+            self._gate()  # before the report: self.comparison is ready for it
             from harness.report import write_outputs
 
             self.outputs = {"json": self.config.out_dir / "results.json", **write_outputs(self.run,
                                                                                          self.config.out_dir)}
-            self._gate()
+            self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
 
     def _gate(self) -> None:
@@ -100,10 +102,9 @@ class HarnessSession:
         except HarnessError as exc:
             self.gate_error = str(exc)
             return
-        self.outputs["verdicts"] = atomic_write_text(cfg.out_dir / "verdicts.md",
-                                                     verdicts_markdown(self.comparison))
-        self.outputs["gate_json"] = atomic_write_text(cfg.out_dir / "verdicts.json",
-                                                          comparison_json(self.comparison))
+        self.gate_outputs = {
+            "verdicts": atomic_write_text(cfg.out_dir / "verdicts.md", verdicts_markdown(self.comparison)),
+            "gate_json": atomic_write_text(cfg.out_dir / "verdicts.json", comparison_json(self.comparison))}
 
     def gate_status(self) -> int:
         """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared."""

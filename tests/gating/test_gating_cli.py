@@ -89,3 +89,22 @@ def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_p
     assert res.returncode == 2 and "bad.json: not valid JSON" in res.stderr
     res = cli(*RUN, "--out", str(tmp_path / "a"), "--gate", "median:5%", env=env)
     assert res.returncode == 2 and "need --baseline" in res.stderr
+
+
+def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
+    import dataclasses
+
+    from harness.config import OPTIONS, RunConfig
+    from harness.session import HarnessSession
+
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", out=str(tmp_path / "run"))
+    config = dataclasses.replace(RunConfig.from_options(raw), baseline=str(tmp_path / "gone.json"))
+    session = HarnessSession(config)
+    session.run = make_run(1)
+    session._gate()
+    assert session.gate_status() == 2 and "gone.json: no such results file" in session.gate_error
+    session.config = dataclasses.replace(config, baseline=str(write_results(make_run(2), tmp_path / "b")))
+    session.gate_error = None
+    session._gate()
+    assert session.gate_status() == 0 and session.gate_outputs["verdicts"].name == "verdicts.md"
