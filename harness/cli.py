@@ -1,4 +1,5 @@
-"""`harness run | report | models | runtimes | env | cache`: thin commands over the library and the suites.
+"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify`: thin
+commands over the library and the pytest suites.
 
 Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
 out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 interrupted.
@@ -11,7 +12,7 @@ import json
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from harness.config import OPTIONS, RunConfig
 from harness.errors import HarnessError, UsageError
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--out", help="output folder (default: the results file's folder; required with "
                                          "several results files)")
 
+    _gating_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
@@ -56,11 +58,59 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _gating_parsers(sub: Any) -> None:
+    """`baseline save|ls`, `compare`, `gate-check`, `qualify` (harness.gating)."""
+    base = sub.add_parser("baseline", help="store and list named baselines (for --baseline NAME)")
+    bsub = base.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    save = bsub.add_parser("save", help="store RESULTS.json as the baseline NAME")
+    save.add_argument("results", help="a results.json (or the folder holding it)")
+    save.add_argument("--name", required=True, help="baseline name, e.g. main")
+    save.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
+    save.add_argument("--allow-incomplete", action="store_true", help="accept an interrupted run")
+    ls = bsub.add_parser("ls", help="list stored baselines")
+    ls.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+
+    def gate_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--gate", action="append", metavar="SPEC",
+                       help="STAT:PERCENT, e.g. median:10%% or p99:20%% (repeatable; default median:10%%)")
+        p.add_argument("--gate-config", metavar="FILE", help="TOML file: gates, per-model overrides, confidence")
+
+    cmp = sub.add_parser("compare", help="verdicts of CURRENT against BASELINE (exit 1 on regression)")
+    cmp.add_argument("baseline", help="a stored baseline name or a results.json path")
+    cmp.add_argument("current", help="a results.json (or the folder holding it)")
+    gate_args(cmp)
+    cmp.add_argument("--markdown", metavar="FILE", help="also write the Markdown verdict table here")
+    cmp.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON here")
+    cmp.add_argument("--all", action="store_true", help="print pass rows too")
+
+    gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
+                                           "slowdowns (self-test)")
+    for name, default, what in (("models", "mlp", "zoo models"), ("runtimes", "torch-cpu,ort-cpu", "runtimes"),
+                                ("precisions", "fp32", "precisions"), ("batch-sizes", "1", "batch sizes"),
+                                ("seq-lens", "32", "sequence lengths")):
+        gc.add_argument(f"--{name}", default=default, help=f"comma-separated {what} (default: {default})")
+    gc.add_argument("--rounds", type=int, default=6, help="interleaved rounds (A/A runs per case; default 6)")
+    gc.add_argument("--levels", default="5,10,15,20,30",
+                    help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
+    gc.add_argument("--min-time", default="0.3", help="measured seconds per run (default: 0.3)")
+    gc.add_argument("--min-iters", default="20", help="measured iterations per run (default: 20)")
+    gc.add_argument("--threads", help="intra-op threads (default: the CPUs this process may use)")
+    gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
+    gate_args(gc)
+
+    q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
+    q.add_argument("spec", help="the spec file, e.g. specs/cpu-2core.toml")
+    q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
+    q.add_argument("--results", help="judge this results.json instead of running the cases")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env, "cache": cmd_cache}[args.command](args)
+                "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "qualify": cmd_qualify}[args.command](args)
     except UsageError as exc:
         print(f"harness {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -195,6 +245,96 @@ def _age(seconds: float) -> str:
         if seconds >= span:
             return f"{seconds / span:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from harness.gating import baseline
+
+    if args.baseline_command == "save":
+        path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete)
+        print(f"saved baseline {args.name!r}: {path}")
+        return EXIT_OK
+    infos = baseline.list_baselines(args.dir)
+    if args.json:
+        print(baseline.as_json(infos))
+    elif not infos:
+        print(f"no baselines in {baseline.baseline_dir(args.dir)}")
+    for info in infos if not args.json else ():
+        print(baseline.describe(info))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.gating import compare_runs, load_baseline, load_gate_config, load_run, verdicts_markdown
+    from harness.gating.compare import comparison_json
+    from harness.results.store import atomic_write_text
+
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    comparison = compare_runs(load_baseline(args.baseline), load_run(args.current), gates,
+                              baseline_label=str(args.baseline), current_label=str(args.current))
+    md = verdicts_markdown(comparison)
+    print(verdicts_markdown(comparison, only_changes=not args.all), end="")
+    if args.markdown:
+        atomic_write_text(args.markdown, md)
+    if args.json:
+        atomic_write_text(args.json, comparison_json(comparison))
+    print(comparison.summary())
+    return comparison.exit_code
+
+
+def cmd_gate_check(args: argparse.Namespace) -> int:
+    from harness.gating import load_gate_config
+    from harness.gating.gatecheck import gate_check, runner_measure
+    from harness.results.store import atomic_write_text
+
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    try:
+        levels = tuple(float(x) / 100.0 for x in args.levels.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--levels {args.levels!r}: expected percentages like 5,10,20") from None
+    if not levels or any(not 0 < lv < 10 for lv in levels):
+        raise UsageError(f"--levels {args.levels!r}: each level must lie between 0 and 1000 percent")
+    if args.rounds < 2:
+        raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models=args.models, runtimes=args.runtimes, precisions=args.precisions,
+               batch_sizes=args.batch_sizes, seq_lens=args.seq_lens, min_time=args.min_time,
+               min_iters=args.min_iters, threads=args.threads, no_isolation=True,
+               out=args.out or "reports/gate-check")
+    config = RunConfig.from_options(raw)
+    cases = config.cases()
+    print(f"gate-check: {len(cases)} case(s) x {args.rounds} rounds x (1 + {len(levels)} slowdown levels); "
+          f"{gates.describe()}")
+    result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels, progress=print)
+    md = result.markdown()
+    print(md, end="")
+    if args.out:
+        out = Path(args.out)
+        atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
+        atomic_write_text(out / "gatecheck.md", md)
+        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}")
+    return EXIT_OK
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    import time
+
+    from harness.gating import load_run
+    from harness.gating.qualify import judge, load_spec, run_spec, write_certificate
+
+    spec = load_spec(args.spec)
+    if args.results:
+        results = Path(args.results)
+        out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)
+    else:
+        out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
+        results = run_spec(spec, out)
+    cert = judge(spec, load_run(results), results)
+    print(cert.text())
+    for name, path in write_certificate(cert, out).items():
+        print(f"{name:>17}: {path}")
+    return cert.exit_code
 
 
 if __name__ == "__main__":

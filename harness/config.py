@@ -75,6 +75,11 @@ OPTIONS: tuple[OptionDef, ...] = (
                            "atol, rtol, max_rel_l2, min_cosine, min_top1)", "P.BOUND=V,..."),
     OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
                           "that fail their tolerance", flag=True),
+    OptionDef("baseline", "compare the run with this baseline (a stored name or a results.json path) and gate "
+                          "on it: verdicts.md beside the results, exit status 1 on a regression", "NAME|PATH"),
+    OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
+                      "median:10%)", "SPEC", multiple=True),
+    OptionDef("gate-config", "TOML file with gates, per-model overrides and the confidence level", "FILE"),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -112,11 +117,15 @@ class RunConfig:
     tolerance_overrides: dict[str, dict[str, float]] = field(default_factory=dict)  # {"fp16": {"max_rel_l2": .05}}
     localize: bool = False
 
+    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
+    baseline: str | None = None  # --baseline: resolved path of the baseline results
+    gates: tuple[str, ...] = ()  # --gate strings, validated
+    gate_config: str | None = None  # --gate-config file (absolute path)
+
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
         bounds = self.tolerance_overrides.get(str(Precision(precision)))
         return Tolerance(**bounds) if bounds else None
-    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -219,8 +228,30 @@ class RunConfig:
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
             run_id=run_id, user_models=user_paths,
             int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
-            localize=bool(raw.get("localize")), shapes=shapes,
+            localize=bool(raw.get("localize")), shapes=shapes, **_gating_options(raw),
         )
+
+
+def _gating_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """--baseline / --gate / --gate-config, checked before the run starts (a bad baseline is a usage error)."""
+    from harness.errors import ResultsError
+    from harness.gating.baseline import load_baseline, resolve_baseline
+    from harness.gating.gates import load_gate_config
+
+    gates = tuple(raw.get("gate") or ())
+    gate_config = str(Path(raw["gate_config"]).absolute()) if raw.get("gate_config") else None
+    load_gate_config(gate_config, gates)
+    baseline = None
+    if raw.get("baseline"):
+        try:
+            path = resolve_baseline(raw["baseline"])
+            load_baseline(path)
+        except ResultsError as exc:
+            raise UsageError(f"--baseline: {exc}") from None
+        baseline = str(path.absolute())
+    elif gates or gate_config:
+        raise UsageError("--gate / --gate-config need --baseline NAME|PATH to compare with")
+    return {"baseline": baseline, "gates": gates, "gate_config": gate_config}
 
 
 def _names(text: str, what: str) -> tuple[str, ...]:

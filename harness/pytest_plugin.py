@@ -81,6 +81,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hs = session.config.stash.get(SESSION_KEY, None)
     if hs is not None and hs.started:
         hs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        gate = hs.gate_status()  # --baseline: a regression fails the run through the exit status
+        if gate == 2:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif gate == 1 and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -94,5 +99,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_line(terminal_table(hs.run))
     counts = ", ".join(f"{n} {s}" for s, n in hs.run.counts().items() if n)
     tr.write_line(f"\n{counts}" + ("" if hs.run.complete else " (incomplete: interrupted)"))
+    if hs.comparison is not None:
+        from harness.gating import verdicts_markdown
+
+        tr.write_line("")
+        tr.write_line(verdicts_markdown(hs.comparison, only_changes=True))
+        tr.write_line(hs.comparison.summary())
+    if hs.gate_error:
+        tr.write_line(f"gate: error: {hs.gate_error}", red=True)
     for name, path in hs.outputs.items():
         tr.write_line(f"{name:>9}: {path}")

@@ -30,6 +30,9 @@ class HarnessSession:
         self.executor: Any = None
         self.outputs: dict[str, Path] = {}
         self._old_sigterm: Any = None
+        self.comparison: Any = None  # harness.gating.Comparison when --baseline was given
+        self.gate_error: str | None = None  # a baseline that could not be compared (usage error)
+        self.gate_outputs: dict[str, Path] = {}  # verdicts.md / verdicts.json
 
     @property
     def started(self) -> bool:
@@ -74,11 +77,41 @@ class HarnessSession:
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             write_results(self.run, self.config.out_dir)
+            self._gate()  # before the report: self.comparison is ready for it
             from harness.report import write_outputs
 
             self.outputs = {"json": self.config.out_dir / "results.json", **write_outputs(self.run,
                                                                                          self.config.out_dir)}
+            self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
+
+    def _gate(self) -> None:
+        """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it."""
+        cfg = self.config
+        if not cfg.baseline or self.run is None or self.run.interrupted:
+            return
+        from harness.errors import HarnessError
+        from harness.gating import compare_runs, load_baseline, load_gate_config, verdicts_markdown
+        from harness.gating.compare import comparison_json
+        from harness.results.store import atomic_write_text
+
+        try:
+            self.comparison = compare_runs(load_baseline(cfg.baseline), self.run,
+                                           load_gate_config(cfg.gate_config, cfg.gates),
+                                           baseline_label=cfg.baseline,
+                                           current_label=str(cfg.out_dir / "results.json"))
+        except HarnessError as exc:
+            self.gate_error = str(exc)
+            return
+        self.gate_outputs = {
+            "verdicts": atomic_write_text(cfg.out_dir / "verdicts.md", verdicts_markdown(self.comparison)),
+            "gate_json": atomic_write_text(cfg.out_dir / "verdicts.json", comparison_json(self.comparison))}
+
+    def gate_status(self) -> int:
+        """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared."""
+        if self.gate_error:
+            return 2
+        return self.comparison.exit_code if self.comparison is not None else 0
 
 
 def _sigterm_as_interrupt(signum: int, frame: Any) -> None:

@@ -1,0 +1,247 @@
+"""`harness gate-check`: the gate's own false-alarm rate and detection power, measured on this machine.
+
+Self-test only. The same cases run in R interleaved rounds; each round runs every case once as it is (A) and
+once per injected slowdown level through `slowed_runtime`, a wrapper that busy-waits a fixed delay after each
+inference (delay = level x the case's median from the round-1 A run). Then:
+
+- false alarms: every ordered pair (i, j), i != j, of the case's A runs is compared as baseline i, current j
+  (R (R - 1) trials per case; the two orders of one pair are not independent): a trial is a false alarm
+  when any gate judges it `regressed`;
+- power at a level: every (A run i, slowed run j) pair, R x R trials per case, detected when `regressed`;
+- the smallest level detected in at least 95% of its trials is reported (None when no level reaches 95%).
+
+Runs are fresh CaseRunners in this process (a new runtime activation per run, no worker isolation), so run-to-
+run variation (activation, memory layout, other load) is part of what the A/A pairs see.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from harness.gating.compare import compare_samples
+from harness.gating.gates import GateConfig
+from harness.gating.verdicts import Verdict
+from harness.results.schema import CaseId
+from harness.runtimes import Runtime, get_runtime, register_runtime
+
+DEFAULT_LEVELS = (0.05, 0.10, 0.15, 0.20, 0.30)
+POWER_TARGET = 0.95
+
+# measure(case, added_delay_s) -> raw latency samples in ns
+Measure = Callable[[CaseId, float], Sequence[int]]
+
+
+def slowed_runtime(base: type[Runtime], delay_s: float) -> type[Runtime]:
+    """A self-test wrapper of `base` that busy-waits `delay_s` seconds after each inference, registered under
+    `BASE+delayNNNus`. Never use it for real measurements: it exists to give the gate a known slowdown."""
+    delay_ns = int(round(delay_s * 1e9))
+    name = f"{base.name}+delay{delay_ns / 1000:.0f}us"
+
+    def _infer(self: Runtime, prepared: Any) -> Any:
+        out = base._infer(self, prepared)
+        self.synchronize()
+        end = time.perf_counter_ns() + delay_ns
+        while time.perf_counter_ns() < end:  # a busy wait: sleep() is too coarse below a millisecond
+            pass
+        return out
+
+    cls = type(f"Slowed{base.__name__}", (base,), {
+        "name": name, "_infer": _infer, "injected_delay_s": delay_s,
+        "description": f"SELF-TEST ONLY: {base.name} plus a {delay_ns / 1000:.0f} us busy wait per inference"})
+    return register_runtime(cls, replace=True)
+
+
+def runner_measure(config: Any) -> Measure:
+    """Measure a case through a fresh CaseRunner (the same code path as `harness run`), in this process."""
+    from harness.errors import HarnessError
+    from harness.execution.runner import CaseRunner
+
+    def measure(case: CaseId, delay_s: float) -> Sequence[int]:
+        if delay_s > 0:
+            case = replace(case, runtime=slowed_runtime(get_runtime(case.runtime), delay_s).name)
+        runner = CaseRunner()
+        try:
+            result = runner.run(case, config)
+        finally:
+            runner.close()
+        if not result.measured:
+            raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
+        return result.samples_ns
+
+    return measure
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    level: float  # injected slowdown as a fraction of the case's median
+    trials: int
+    detected: int
+    delays_us: dict[str, float]  # case id -> injected delay per inference
+
+    @property
+    def power(self) -> float:
+        return self.detected / self.trials if self.trials else 0.0
+
+
+@dataclass
+class GateCheckResult:
+    """What gate-check measured: false-alarm rate, power per injected level, smallest level with 95% power."""
+
+    gates: GateConfig
+    cases: list[str]
+    rounds: int
+    aa_trials: int
+    aa_false_alarms: int
+    aa_noise: int
+    levels: list[LevelResult]
+    wall_s: float
+    medians_ms: dict[str, float] = field(default_factory=dict)
+    aa_spread: dict[str, float] = field(default_factory=dict)  # case -> max/min of the A runs' medians
+    run_sigma: dict[str, float] = field(default_factory=dict)  # case -> sd of log(median) over the A runs
+    a_run_medians_ms: dict[str, list[float]] = field(default_factory=dict)  # case -> each A run's median
+    tuned: "GateCheckResult | None" = None  # the same samples re-scored with run_sigma = the suggested value
+
+    @property
+    def suggested_run_sigma(self) -> float:
+        """The largest per-case run-to-run spread: a `run_sigma` for the gate config on this machine."""
+        return max(self.run_sigma.values(), default=0.0)
+
+    @property
+    def false_alarm_rate(self) -> float:
+        return self.aa_false_alarms / self.aa_trials if self.aa_trials else 0.0
+
+    @property
+    def smallest_detected(self) -> float | None:
+        for lv in sorted(self.levels, key=lambda x: x.level):
+            if lv.power >= POWER_TARGET:
+                return lv.level
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gates": self.gates.as_dict(), "cases": self.cases, "rounds": self.rounds,
+                "aa_trials": self.aa_trials, "aa_false_alarms": self.aa_false_alarms,
+                "aa_noise": self.aa_noise, "false_alarm_rate": self.false_alarm_rate,
+                "power_target": POWER_TARGET, "smallest_detected": self.smallest_detected,
+                "levels": [{"level": lv.level, "trials": lv.trials, "detected": lv.detected, "power": lv.power,
+                            "delays_us": lv.delays_us} for lv in self.levels],
+                "medians_ms": self.medians_ms, "a_run_medians_ms": self.a_run_medians_ms,
+                "aa_spread": self.aa_spread, "run_sigma": self.run_sigma,
+                "suggested_run_sigma": self.suggested_run_sigma, "wall_s": self.wall_s,
+                "tuned": None if self.tuned is None else self.tuned._scores()}
+
+    def _scores(self) -> dict[str, Any]:
+        return {"run_sigma": self.gates.run_sigma, "aa_trials": self.aa_trials,
+                "aa_false_alarms": self.aa_false_alarms, "false_alarm_rate": self.false_alarm_rate,
+                "smallest_detected": self.smallest_detected,
+                "levels": [{"level": lv.level, "trials": lv.trials, "detected": lv.detected, "power": lv.power}
+                           for lv in self.levels]}
+
+    def markdown(self) -> str:
+        small = self.smallest_detected
+        lines = [f"### Gate check: {self.gates.describe()}", "",
+                 f"{len(self.cases)} case(s) x {self.rounds} rounds ({', '.join(self.cases)}), {self.wall_s:.0f} s.",
+                 "",
+                 f"- false alarms (A/A, ordered pairs judged regressed): **{self.aa_false_alarms}/{self.aa_trials}"
+                 f" = {self.false_alarm_rate:.1%}** ({self.aa_noise} judged noise)",
+                 f"- smallest injected slowdown detected with >= {POWER_TARGET:.0%} power: "
+                 f"**{'none of the levels' if small is None else f'{small:.0%}'}**", "",
+                 "| injected slowdown | trials | detected (regressed) | power |", "| ---: | ---: | ---: | ---: |"]
+        for lv in self.levels:
+            lines.append(f"| {lv.level:.0%} | {lv.trials} | {lv.detected} | {lv.power:.0%} |")
+        if self.aa_spread:
+            lines += ["", "A runs' medians, max / min per case: " + ", ".join(
+                f"`{k}` {v:.3f}" for k, v in self.aa_spread.items()),
+                "", "Run-to-run spread (sd of log median over the A runs): " + ", ".join(
+                f"`{k}` {v:.3f}" for k, v in self.run_sigma.items())
+                + f". To fold it into the gate's bounds: `run_sigma = {self.suggested_run_sigma:.3f}` in the "
+                  "gate config" + (" (this check ran with run_sigma "
+                                   f"{self.gates.run_sigma:g})" if self.gates.run_sigma else "") + "."]
+        if self.tuned is not None:
+            t = self.tuned
+            small = "none of the levels" if t.smallest_detected is None else f"{t.smallest_detected:.0%}"
+            lines += ["", f"The same samples re-scored with `run_sigma = {t.gates.run_sigma:g}` (in-sample: the "
+                          "spread was estimated from these A runs, so this is optimistic): false alarms "
+                          f"**{t.aa_false_alarms}/{t.aa_trials} = {t.false_alarm_rate:.1%}**, smallest slowdown "
+                          f"with >= {POWER_TARGET:.0%} power **{small}**; power per level: " + ", ".join(
+                              f"{lv.level:.0%}: {lv.power:.0%}" for lv in t.levels) + "."]
+        return "\n".join(lines) + "\n"
+
+
+def _regressed(base: Sequence[int], cur: Sequence[int], case: CaseId, gates: GateConfig, trial: int) -> Verdict:
+    """The worst verdict over the case's gates: regressed beats noise beats the rest."""
+    verdicts = [compare_samples(base, cur, g, gates.confidence, gates.resamples, gates.seed + trial,
+                                gates.run_sigma).verdict for g in gates.gates_for(case.model)]
+    if Verdict.REGRESSED in verdicts:
+        return Verdict.REGRESSED
+    return Verdict.NOISE if Verdict.NOISE in verdicts else Verdict.PASS
+
+
+def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rounds: int = 6,
+               levels: Sequence[float] = DEFAULT_LEVELS,
+               progress: Callable[[str], None] = lambda line: None) -> GateCheckResult:
+    """Run the A/A and injected-slowdown rounds with `measure` and score the gate (see the module docstring)."""
+    if rounds < 2:
+        raise ValueError("gate-check needs at least 2 rounds (A/A pairs)")
+    if not cases:
+        raise ValueError("gate-check needs at least one case")
+    t0 = time.perf_counter()
+    a_runs: dict[CaseId, list[Sequence[int]]] = {c: [] for c in cases}
+    s_runs: dict[tuple[CaseId, float], list[Sequence[int]]] = {}
+    delays: dict[CaseId, float] = {}
+    for r in range(rounds):
+        for case in cases:
+            a_runs[case].append(measure(case, 0.0))
+            if case not in delays:
+                delays[case] = float(np.median(a_runs[case][0])) / 1e9
+            for lv in levels:
+                s_runs.setdefault((case, lv), []).append(measure(case, lv * delays[case]))
+        progress(f"round {r + 1}/{rounds} done ({time.perf_counter() - t0:.0f} s)")
+    aa_trials, false_alarms, noise, results = _score(cases, a_runs, s_runs, delays, gates, rounds, levels)
+    medians = {c.id: round(float(np.median(np.concatenate([np.asarray(x) for x in a_runs[c]]))) / 1e6, 6)
+               for c in cases}
+    spread, sigma = {}, {}
+    for c in cases:
+        m = np.array([max(float(np.median(x)), 1.0) for x in a_runs[c]])
+        spread[c.id] = round(float(m.max() / m.min()), 4)
+        sigma[c.id] = round(float(np.std(np.log(m), ddof=1)), 4)
+    out = GateCheckResult(gates, [c.id for c in cases], rounds, aa_trials, false_alarms, noise, results,
+                          round(time.perf_counter() - t0, 1), medians, spread, sigma)
+    out.a_run_medians_ms = {c.id: [round(float(np.median(x)) / 1e6, 6) for x in a_runs[c]] for c in cases}
+    suggested = round(out.suggested_run_sigma, 3)
+    if suggested > gates.run_sigma:
+        tuned_gates = replace(gates, run_sigma=suggested)
+        t_aa, t_fa, t_noise, t_levels = _score(cases, a_runs, s_runs, delays, tuned_gates, rounds, levels)
+        out.tuned = GateCheckResult(tuned_gates, out.cases, rounds, t_aa, t_fa, t_noise, t_levels, out.wall_s,
+                                    medians, spread, sigma)
+    return out
+
+
+def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Sequence[int]]],
+           s_runs: dict[tuple[CaseId, float], list[Sequence[int]]], delays: dict[CaseId, float],
+           gates: GateConfig, rounds: int, levels: Sequence[float]) -> tuple[int, int, int, list[LevelResult]]:
+    """False alarms over ordered A/A pairs and detections over (A, slowed) pairs under `gates`."""
+    trial = 0
+    false_alarms = noise = aa_trials = 0
+    for case in cases:
+        for i, j in itertools.permutations(range(rounds), 2):
+            v = _regressed(a_runs[case][i], a_runs[case][j], case, gates, trial)
+            trial += 1
+            aa_trials += 1
+            false_alarms += v is Verdict.REGRESSED
+            noise += v is Verdict.NOISE
+    results = []
+    for lv in levels:
+        detected = trials = 0
+        for case in cases:
+            for a, s in itertools.product(a_runs[case], s_runs[(case, lv)]):
+                detected += _regressed(a, s, case, gates, trial) is Verdict.REGRESSED
+                trial += 1
+                trials += 1
+        results.append(LevelResult(lv, trials, detected, {c.id: round(lv * delays[c] * 1e6, 2) for c in cases}))
+    return aa_trials, false_alarms, noise, results

@@ -1,0 +1,418 @@
+"""`harness qualify SPEC.toml`: run a spec's cases and judge its requirements into a PASS/FAIL certificate.
+
+A spec (TOML)::
+
+    name = "cpu-2core"
+    description = "what this machine must sustain"
+    [measure]                       # optional, the same meaning as `harness run` options
+    min_time = 1.0
+    min_iters = 50
+    [defaults.require]              # applied to every case; a case's own [case.require] keys win
+    drift_within_tolerance = true
+    not_noisy = true
+    [[case]]
+    model = "resnet18"
+    runtime = "ort-cpu"
+    precision = "fp32"
+    batch = 1                       # seq = 128 for models with a sequence axis
+    [case.require]
+    p99_ms_max = 60
+    throughput_sps_min = 20
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.results.schema import CaseId, CaseResult, RunResults, _finite
+
+
+class SpecError(UsageError):
+    """A qualification spec that cannot be used; the message names the file and the problem."""
+
+
+def _latency(key: str) -> Callable[[CaseResult], float | None]:
+    return lambda r: (r.latency or {}).get(key)
+
+
+def _accuracy(key: str) -> Callable[[CaseResult], float | None]:
+    def get(r: CaseResult) -> float | None:
+        v = (r.accuracy or {}).get(key)
+        return float(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+    return get
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One requirement kind: a spec key, what it reads from a CaseResult, and how it compares."""
+
+    key: str
+    label: str
+    unit: str
+    read: Callable[[CaseResult], Any]
+    kind: str  # "max" (measured <= limit), "min" (measured >= limit), "flag" (must be true)
+
+
+REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
+    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max"),
+    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max"),
+    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max"),
+    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max"),
+    Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max"),
+    Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min"),
+    Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: getattr(r, "gpu_peak_mb", None), "max"),
+    Requirement("rel_l2_max", "drift rel L2", "", _accuracy("rel_l2"), "max"),
+    Requirement("max_abs_max", "drift max |diff|", "", _accuracy("max_abs"), "max"),
+    Requirement("cv_max", "coefficient of variation", "", _latency("cv"), "max"),
+    Requirement("drift_within_tolerance", "drift within tolerance", "",
+                lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag"),
+    Requirement("not_noisy", "no noisy measurement", "",
+                lambda r: None if r.latency is None else not r.latency.get("noisy"), "flag"),
+)}
+
+_TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
+_CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
+# [measure] key -> `harness run` option dest
+_MEASURE_KEYS = {"min_time": "min_time", "min_iters": "min_iters", "warmup": "warmup", "threads": "threads",
+                 "seed": "seed", "case_timeout": "case_timeout", "case_memory": "case_memory",
+                 "noise_cv": "noise_cv", "exporter": "exporter", "isolation": None}
+
+
+@dataclass(frozen=True)
+class SpecCase:
+    case: CaseId
+    require: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class QualifySpec:
+    path: Path
+    name: str
+    description: str
+    measure: Mapping[str, Any]
+    cases: tuple[SpecCase, ...]
+    sha256: str
+
+    def run_options(self, out_dir: Path) -> dict[str, Any]:
+        """Raw `harness run` options (OptionDef dests) covering the spec's cases."""
+        def uniq(values: list[Any]) -> str:
+            return ",".join(str(v) for v in dict.fromkeys(values))
+
+        cs = [s.case for s in self.cases]
+        raw: dict[str, Any] = {"models": uniq([c.model for c in cs]), "runtimes": uniq([c.runtime for c in cs]),
+                               "precisions": uniq([c.precision for c in cs]),
+                               "batch_sizes": uniq([c.batch for c in cs]),
+                               "seq_lens": uniq([c.seq for c in cs if c.seq is not None]) or None,
+                               "out": str(out_dir)}
+        for key, dest in _MEASURE_KEYS.items():
+            if key in self.measure and dest is not None:
+                raw[dest] = str(self.measure[key])
+        if self.measure.get("isolation") is False:
+            raw["no_isolation"] = True
+        return raw
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc}") from None
+    try:
+        return tomllib.loads(data.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _unknown(where: str, table: Mapping[str, Any], valid: set[str]) -> None:
+    extra = sorted(set(table) - valid)
+    if extra:
+        raise SpecError(f"{where}: unknown key {extra[0]!r} (valid: {', '.join(sorted(valid))})")
+
+
+def _number(where: str, key: str, v: Any, integer: bool = False, minimum: float = 0.0) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SpecError(f"{where}: {key} = {v!r} is not a {'whole ' if integer else ''}number")
+    if integer and not float(v).is_integer():
+        raise SpecError(f"{where}: {key} = {v!r} is not a whole number")
+    if v < minimum:
+        raise SpecError(f"{where}: {key} = {v!r} is below {minimum:g}")
+    return v
+
+
+def _requirements(where: str, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: require must be a table of requirement = value")
+    _unknown(where, table, set(REQUIREMENTS))
+    out: dict[str, Any] = {}
+    for key, v in table.items():
+        if REQUIREMENTS[key].kind == "flag":
+            if not isinstance(v, bool):
+                raise SpecError(f"{where}: {key} = {v!r} must be true or false")
+            if v:
+                out[key] = True
+        else:
+            out[key] = float(_number(where, key, v))
+    return out
+
+
+def load_spec(path: str | Path) -> QualifySpec:
+    """Parse and check a qualification spec; SpecError naming the file and the problem."""
+    from harness.model import get_model
+    from harness.precision import Precision
+    from harness.runtimes import get_runtime
+
+    path = Path(path)
+    doc = _toml(path)
+    where = str(path)
+    _unknown(where, doc, _TOP_KEYS)
+    name = doc.get("name", path.stem)
+    description = doc.get("description", "")
+    if not isinstance(name, str) or not isinstance(description, str):
+        raise SpecError(f"{where}: name and description must be strings")
+    measure = doc.get("measure", {})
+    if not isinstance(measure, dict):
+        raise SpecError(f"{where}: [measure] must be a table")
+    _unknown(f"{where}: [measure]", measure, set(_MEASURE_KEYS))
+    for key, v in measure.items():
+        if key == "exporter":
+            if v not in ("dynamo", "legacy"):
+                raise SpecError(f"{where}: [measure] exporter = {v!r}: valid: dynamo, legacy")
+        elif key == "isolation":
+            if not isinstance(v, bool):
+                raise SpecError(f"{where}: [measure] isolation = {v!r} must be true or false")
+        else:
+            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"))
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{where}: [defaults] must be a table")
+    _unknown(f"{where}: [defaults]", defaults, {"require"})
+    default_req = _requirements(f"{where}: [defaults.require]", defaults.get("require", {}))
+    raw_cases = doc.get("case")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise SpecError(f"{where}: no [[case]] tables: a spec lists at least one case")
+    cases: list[SpecCase] = []
+    seen: set[CaseId] = set()
+    for i, rc in enumerate(raw_cases, 1):
+        cw = f"{where}: case {i}"
+        if not isinstance(rc, dict):
+            raise SpecError(f"{cw}: must be a table")
+        _unknown(cw, rc, _CASE_KEYS)
+        for key in ("model", "runtime", "batch"):
+            if key not in rc:
+                raise SpecError(f"{cw}: missing key {key!r}")
+        try:
+            spec = get_model(str(rc["model"]))
+            runtime = get_runtime(str(rc["runtime"]))
+            precision = Precision.parse(str(rc.get("precision", "fp32")))
+        except (UsageError, ValueError) as exc:
+            raise SpecError(f"{cw}: {exc}") from None
+        batch = int(_number(cw, "batch", rc["batch"], integer=True, minimum=1))
+        seq = rc.get("seq")
+        if spec.has_seq and seq is None:
+            raise SpecError(f"{cw}: model {spec.name!r} has a sequence axis: give seq = N")
+        if not spec.has_seq and seq is not None:
+            raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
+        seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
+        case = CaseId(spec.name, runtime.name, precision.value, batch, seq, runtime.device)
+        if case in seen:
+            raise SpecError(f"{cw}: {case.id} is listed twice")
+        seen.add(case)
+        require = {**default_req, **_requirements(f"{cw}: require", rc.get("require", {}))}
+        if not require:
+            raise SpecError(f"{cw}: no requirements (give [case.require] or [defaults.require])")
+        cases.append(SpecCase(case, require))
+    return QualifySpec(path, name, description, measure, tuple(cases),
+                       hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+# ------------------------------------------------------------------ judging
+@dataclass(frozen=True)
+class RequirementResult:
+    case_id: str
+    requirement: str  # the spec key, e.g. p99_ms_max
+    label: str
+    limit: Any
+    measured: Any
+    unit: str
+    passed: bool
+    margin: float | None  # headroom in the unit: limit - measured for max, measured - limit for min
+    margin_pct: float | None  # headroom in percent of the limit
+    reason: str
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"case_id": self.case_id, "requirement": self.requirement, "label": self.label,
+                "limit": self.limit, "measured": self.measured, "unit": self.unit, "status": self.status,
+                "margin": self.margin, "margin_pct": self.margin_pct, "reason": self.reason}
+
+
+def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | None) -> RequirementResult:
+    def out(passed: bool, measured: Any, reason: str, margin: float | None = None,
+            pct: float | None = None) -> RequirementResult:
+        return RequirementResult(case_id, req.key, req.label, limit, measured, req.unit, passed, margin, pct,
+                                 reason)
+
+    if result is None:
+        return out(False, None, "case not in the results")
+    if not result.measured:
+        return out(False, None, f"case not measured: {result.status}" + (f": {result.reason}" if result.reason
+                                                                            else ""))
+    value = req.read(result)
+    if value is None:
+        return out(False, None, f"{req.label} was not measured in this run")
+    if req.kind == "flag":
+        ok = bool(value)
+        return out(ok, ok, "yes" if ok else (result.reason or f"{req.label}: no"))
+    value = float(value)
+    if math.isnan(value):
+        return out(False, value, f"{req.label} is NaN")
+    op, sign = (operator.le, 1.0) if req.kind == "max" else (operator.ge, -1.0)
+    margin = sign * (limit - value)
+    pct = 100.0 * margin / limit if limit else None
+    sym = "<=" if req.kind == "max" else ">="
+    ok = bool(op(value, limit))
+    return out(ok, value, f"{value:.4g} {sym} {limit:g}" if ok else f"{value:.4g} is not {sym} {limit:g}",
+               margin, pct)
+
+
+@dataclass
+class Certificate:
+    """The PASS/FAIL record of a spec judged against one results file."""
+
+    spec: QualifySpec
+    results_path: Path
+    results_sha256: str
+    run: RunResults
+    requirements: list[RequirementResult]
+    generated_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds"))
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.requirements) and all(r.passed for r in self.requirements)
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        from harness import __version__
+
+        return {"certificate": "inference-harness qualification", "verdict": self.verdict,
+                "spec": {"name": self.spec.name, "description": self.spec.description,
+                         "path": str(self.spec.path), "sha256": self.spec.sha256},
+                "results": {"path": str(self.results_path), "sha256": self.results_sha256,
+                            "run_id": self.run.run_id, "complete": self.run.complete},
+                "machine": machine_fingerprint(self.run.environment),
+                "requirements": [r.as_dict() for r in self.requirements],
+                "passed": sum(r.passed for r in self.requirements), "total": len(self.requirements),
+                "generated_at": self.generated_at, "harness_version": __version__}
+
+    def text(self) -> str:
+        lines = []
+        for r in self.requirements:
+            margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
+            lines.append(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}")
+        lines.append(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
+                     f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)")
+        return "\n".join(lines)
+
+
+_MACHINE_KEYS = ("machine", "hostname", "cpu_model", "cpu_cores_logical", "cpu_cores_physical",
+                 "memory_total_gb", "os", "python", "machine_fingerprint", "cpu_busy_percent_at_start",
+                 "cpu_quiet_at_start", "git")
+
+
+def machine_fingerprint(env: Mapping[str, Any]) -> dict[str, Any]:
+    """CPU, GPU, driver, CUDA and library versions from a run's environment snapshot."""
+    out = {k: env[k] for k in _MACHINE_KEYS if k in env}
+    for k, v in env.items():  # GPU, driver and CUDA facts, whatever the snapshot names them
+        if any(s in k.lower() for s in ("gpu", "cuda", "driver", "nvidia", "nvml")):
+            out[k] = v
+    out["libraries"] = {k: v for k, v in (env.get("libraries") or {}).items() if v}
+    out.setdefault("gpu", None)
+    return out
+
+
+def judge(spec: QualifySpec, run: RunResults, results_path: str | Path) -> Certificate:
+    """Judge every requirement of `spec` on `run` (loaded from `results_path`, whose sha256 is recorded)."""
+    results_path = Path(results_path)
+    if results_path.is_dir():
+        results_path = results_path / "results.json"
+    digest = hashlib.sha256(results_path.read_bytes()).hexdigest()
+    by_case = {r.case: r for r in run.cases}
+    reqs = [_judge_one(sc.case.id, REQUIREMENTS[key], limit, by_case.get(sc.case))
+            for sc in spec.cases for key, limit in sc.require.items()]
+    return Certificate(spec, results_path, digest, run, reqs)
+
+
+def run_spec(spec: QualifySpec, out_dir: Path, progress: Callable[[str], None] = print) -> Path:
+    """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json."""
+    from harness.config import RunConfig
+    from harness.session import HarnessSession
+
+    try:
+        config = RunConfig.from_options(spec.run_options(out_dir))
+    except UsageError as exc:
+        raise SpecError(f"{spec.path}: {exc}") from None
+    session = HarnessSession(config)
+    interrupted = False
+    try:
+        for sc in spec.cases:
+            r = session.execute(sc.case)
+            p50 = (r.latency or {}).get("p50_ms")
+            progress(f"{sc.case.id:<40} {r.status:<8}" + (f" p50 {p50:.4g} ms" if p50 is not None else "")
+                     + (f" {r.reason}" if r.status != "passed" and r.reason else ""))
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        session.finish(interrupted=interrupted)
+    return out_dir / "results.json"
+
+
+def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
+    """certificate.json and a self-contained certificate.html in `out_dir`."""
+    import jinja2
+
+    from harness.results.store import atomic_write_text
+
+    doc = cert.as_dict()
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.get_template("certificate.html.j2").render(c=doc, fmt=_fmt)
+    return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
+                                                  json.dumps(_finite(doc), indent=1)),
+            "certificate_html": atomic_write_text(out_dir / "certificate.html", html)}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)

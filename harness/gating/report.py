@@ -1,0 +1,66 @@
+"""The verdict table in Markdown, for CI job summaries (`verdicts.md`) and pull-request comments."""
+
+from __future__ import annotations
+
+from harness.gating.compare import Comparison, VerdictRecord
+from harness.gating.verdicts import Verdict
+
+_ICON = {Verdict.REGRESSED: "❌", Verdict.BROKE: "💥", Verdict.IMPROVED: "✅", Verdict.FIXED: "🔧",
+         Verdict.NOISE: "〰️", Verdict.NEW: "🆕", Verdict.NOT_COMPARABLE: "⚠️", Verdict.PASS: ""}
+_ORDER = [Verdict.BROKE, Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.NOISE, Verdict.FIXED,
+          Verdict.IMPROVED, Verdict.NEW, Verdict.PASS]
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+
+
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return ""
+    if unit == "ms":
+        return f"{v:.4g} ms"
+    return f"{v:.3g}"
+
+
+def _change(r: VerdictRecord) -> str:
+    if r.ratio is None:
+        return ""
+    return f"{(r.ratio - 1) * 100:+.1f}%"
+
+
+def _ci(r: VerdictRecord) -> str:
+    if r.ci_low is None or r.ci_high is None:
+        return ""
+    return f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
+
+
+def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str:
+    """A Markdown summary line, notes and one table row per verdict (failing first; `pass` rows last).
+
+    `only_changes` leaves out `pass` rows (a compact CI summary); the counts still include them.
+    """
+    c = comparison
+    state = "**FAIL**" if c.exit_code else "**OK**"
+    counts = ", ".join(f"{n} {v}" for v, n in c.counts().items() if n) or "no cases"
+    lines = [f"### Gate: {state} — {counts}", "",
+             f"{_cell(c.baseline_label)} → {_cell(c.current_label)}; {_cell(c.gates.describe())}. "
+             f"Method: {_cell(c.method)}.", ""]
+    for note in c.notes:
+        lines.append(f"- note: {_cell(note)}")
+    if c.notes:
+        lines.append("")
+    rows = sorted(c.records, key=lambda r: _ORDER.index(r.verdict))
+    if only_changes:
+        rows = [r for r in rows if r.verdict is not Verdict.PASS]
+    if not rows:
+        lines.append("_no verdicts to show_")
+        return "\n".join(lines) + "\n"
+    lines += ["| verdict | case | metric | baseline | current | change | ratio bounds | p | reason |",
+              "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- |"]
+    for r in rows:
+        p = "" if r.p_value is None else f"{r.p_value:.3g}"
+        lines.append(f"| {_ICON[r.verdict]} {r.verdict.value} | `{_cell(r.case_id)}` | {r.metric} | "
+                     f"{_num(r.baseline, r.unit)} | {_num(r.current, r.unit)} | {_change(r)} | {_ci(r)} | {p} | "
+                     f"{_cell(r.reason)} |")
+    return "\n".join(lines) + "\n"

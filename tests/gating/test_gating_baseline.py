@@ -1,0 +1,87 @@
+"""Named baselines: save, list, load by name or path; bad baselines are clear errors naming the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gating_synth import make_run
+
+from harness.cli import main
+from harness.errors import ResultsError
+from harness.gating import baseline_dir, list_baselines, load_baseline, save_baseline
+from harness.results import write_results
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_BASELINE_DIR", str(tmp_path / "baselines"))
+    return write_results(make_run(1, n=50), tmp_path / "run")
+
+
+def test_save_list_load_by_name_and_path(results, tmp_path):
+    stored = save_baseline(results, "main")
+    assert stored == tmp_path / "baselines" / "main.json" and baseline_dir() == tmp_path / "baselines"
+    assert load_baseline("main").run_id == "synthetic-1"
+    assert load_baseline(str(results)).run_id == "synthetic-1"
+    assert load_baseline(results.parent).run_id == "synthetic-1"  # a run folder
+    [info] = list_baselines()
+    assert info.name == "main" and info.measured == 8 and not info.problem
+
+
+def test_unknown_name_lists_the_saved_ones(results, tmp_path):
+    save_baseline(results, "main")
+    with pytest.raises(ResultsError, match=r"nope.json: no baseline named 'nope' in .*\(saved: main\)"):
+        load_baseline("nope")
+
+
+def test_bad_names_and_incomplete_runs_are_refused(results, tmp_path):
+    with pytest.raises(Exception, match="baseline name '../x'"):
+        save_baseline(results, "../x")
+    run = make_run(1, n=20)
+    run.complete = False
+    p = write_results(run, tmp_path / "killed")
+    with pytest.raises(ResultsError, match="incomplete"):
+        save_baseline(p, "main")
+    assert save_baseline(p, "main", allow_incomplete=True).is_file()
+
+
+def _doc(results):
+    return json.loads(results.read_text())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p, d: p.unlink(), "no such results file"),
+    (lambda p, d: p.write_text(p.read_text()[: len(p.read_text()) // 2]), "not valid JSON (truncated?)"),
+    (lambda p, d: p.write_text(""), "not valid JSON"),
+    (lambda p, d: p.write_text(json.dumps({**d, "schema_version": 99})), "schema_version 99 is newer"),
+    (lambda p, d: p.write_text(json.dumps({**d, "schema_version": "one"})), "no integer schema_version"),
+    (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": [NaN, ', 1)),
+     "samples_ns holds nan"),
+    (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": ["nan", ', 1)),
+     "samples_ns holds 'nan'"),
+    (lambda p, d: p.write_text(json.dumps(d).replace('"p50_ms": ', '"p50_ms": "nan", "x": ', 1)),
+     "latency.p50_ms is 'nan'"),
+    (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": [], "x": [', 1)),
+     "no latency samples"),
+    (lambda p, d: p.write_text(json.dumps({k: v for k, v in d.items() if k != "run_id"})), "malformed results"),
+])
+def test_bad_baselines_name_the_file(results, mutate, message, capsys):
+    mutate(results, _doc(results))
+    with pytest.raises(ResultsError) as info:
+        load_baseline(str(results))
+    assert str(results) in str(info.value) and message in str(info.value)
+    # the CLI: exit status 2 and the same message, never a traceback or a silent pass
+    assert main(["compare", str(results), str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "harness compare: error:" in err and message in err and "Traceback" not in err
+
+
+def test_baseline_cli_save_and_ls(results, capsys):
+    assert main(["baseline", "save", str(results), "--name", "nightly"]) == 0
+    assert "saved baseline 'nightly'" in capsys.readouterr().out
+    assert main(["baseline", "ls"]) == 0
+    assert "nightly" in capsys.readouterr().out
+    assert main(["baseline", "ls", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["name"] == "nightly"
+    assert main(["baseline", "save", str(results) + ".missing", "--name", "x"]) == 2

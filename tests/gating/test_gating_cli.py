@@ -1,0 +1,110 @@
+"""`harness compare` and gating at the end of `harness run --baseline` (fake runtimes, generous gates)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from gating_synth import make_run
+
+from harness.cli import main
+from harness.gating.scale import scaled_copy
+from harness.results import load_results, write_results
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_compare_exit_status_and_outputs(tmp_path, capsys):
+    a = write_results(make_run(1), tmp_path / "a")
+    b = write_results(make_run(2), tmp_path / "b")
+    slow = write_results(make_run(2, scale={"ort-cpu": 1.25}), tmp_path / "slow")
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "### Gate: **OK**" in capsys.readouterr().out
+    md, js = tmp_path / "v.md", tmp_path / "v.json"
+    assert main(["compare", str(a), str(slow), "--markdown", str(md), "--json", str(js)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("❌ regressed") == 4 and "gate FAIL: " in out
+    assert md.read_text().count("| ❌ regressed | `") == 4
+    doc = json.loads(js.read_text())
+    assert doc["exit_code"] == 1 and {r["case_id"] for r in doc["records"] if r["verdict"] == "regressed"} == {
+        "mlp-ort-cpu-fp32-b1", "mlp-ort-cpu-fp32-b4", "resnet18-ort-cpu-fp32-b1", "resnet18-ort-cpu-fp32-b4"}
+    assert main(["compare", str(a), str(slow), "--gate", "median:30%"]) == 0  # 25% < 30%
+    capsys.readouterr()
+    assert main(["compare", str(a), str(slow), "--gate", "median:10"]) == 2
+    assert "as a percentage" in capsys.readouterr().err
+
+
+def test_scale_script(tmp_path):
+    a = write_results(make_run(1, n=50), tmp_path / "a")
+    res = subprocess.run([sys.executable, "-m", "harness.gating.scale", str(a), "--runtime", "ort-cpu",
+                          "--factor", "1.25", "--out", str(tmp_path / "s")], capture_output=True, text=True)
+    assert res.returncode == 0 and "4 ort-cpu case(s) scaled by 1.25" in res.stdout
+    orig, scaled = load_results(a), load_results(tmp_path / "s")
+    for o, s in zip(orig.cases, scaled.cases):
+        f = 1.25 if o.case.runtime == "ort-cpu" else 1.0
+        assert s.samples_ns == [int(round(v * f)) for v in o.samples_ns]
+        assert abs(s.latency["p50_ms"] - o.latency["p50_ms"] * f) < 1e-3
+
+
+RUN = ["run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1",
+       "--min-time", "0.05", "--min-iters", "20", "--warmup", "2"]
+
+
+def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
+    env = {**fake_env, "HARNESS_BASELINE_DIR": str(tmp_path / "baselines")}
+    first = cli(*RUN, "--out", str(tmp_path / "a"), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert cli("baseline", "save", str(tmp_path / "a" / "results.json"), "--name", "main", env=env).returncode == 0
+    # a generous gate: fake runtimes take microseconds, and this test must not depend on the machine's load
+    second = cli(*RUN, "--out", str(tmp_path / "b"), "--baseline", "main", "--gate", "median:400%", env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "gate OK" in second.stdout
+    md = (tmp_path / "b" / "verdicts.md").read_text()
+    assert md.startswith("### Gate: **OK**") and "fake-linear-fake-ok-fp32-b1" in md
+    assert json.loads((tmp_path / "b" / "verdicts.json").read_text())["exit_code"] == 0
+    # a baseline 20x faster than anything measured: the next run regresses -> exit status 1
+    fast = scaled_copy(load_results(tmp_path / "a"), 0.05, lambda c: c.case.runtime == "fake-ok")
+    write_results(fast, tmp_path / "fast")
+    third = cli(*RUN, "--out", str(tmp_path / "c"), "--baseline", str(tmp_path / "fast" / "results.json"),
+                "--gate", "median:400%", env=env)
+    assert third.returncode == 1, third.stdout + third.stderr
+    assert "gate FAIL" in third.stdout and "regressed" in third.stdout
+    doc = json.loads((tmp_path / "c" / "verdicts.json").read_text())
+    assert {r["case_id"] for r in doc["records"] if r["verdict"] == "regressed"} == {"fake-linear-fake-ok-fp32-b1"}
+    assert all(c["status"] == "passed" for c in json.loads((tmp_path / "c" / "results.json").read_text())["cases"])
+
+
+def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_path):
+    env = {**fake_env, "HARNESS_BASELINE_DIR": str(tmp_path / "baselines")}
+    res = cli(*RUN, "--out", str(tmp_path / "a"), "--baseline", "nope", env=env)
+    assert res.returncode == 2 and "no baseline named 'nope'" in res.stderr
+    assert not (tmp_path / "a" / "results.json").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "run_id"')
+    res = cli(*RUN, "--out", str(tmp_path / "a"), "--baseline", str(bad), env=env)
+    assert res.returncode == 2 and "bad.json: not valid JSON" in res.stderr
+    res = cli(*RUN, "--out", str(tmp_path / "a"), "--gate", "median:5%", env=env)
+    assert res.returncode == 2 and "need --baseline" in res.stderr
+
+
+def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
+    import dataclasses
+
+    from harness.config import OPTIONS, RunConfig
+    from harness.session import HarnessSession
+
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", out=str(tmp_path / "run"))
+    config = dataclasses.replace(RunConfig.from_options(raw), baseline=str(tmp_path / "gone.json"))
+    session = HarnessSession(config)
+    session.run = make_run(1)
+    session._gate()
+    assert session.gate_status() == 2 and "gone.json: no such results file" in session.gate_error
+    session.config = dataclasses.replace(config, baseline=str(write_results(make_run(2), tmp_path / "b")))
+    session.gate_error = None
+    session._gate()
+    assert session.gate_status() == 0 and session.gate_outputs["verdicts"].name == "verdicts.md"

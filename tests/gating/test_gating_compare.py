@@ -1,0 +1,211 @@
+"""Verdicts from synthetic samples: every verdict kind, effect without evidence, not_comparable reasons."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+from gating_synth import CASES, ENV, case_result, make_run, samples
+
+from harness.gating import Gate, GateConfig, Verdict, compare_runs, compare_samples, parse_gate, verdicts_markdown
+from harness.gating.compare import comparison_json
+from harness.results.schema import RunResults
+
+MEDIAN10 = parse_gate("median:10%")
+
+
+def run_of(*results, env=None):
+    return RunResults(run_id="r", started_at="t", environment=dict(env or ENV), config={}, cases=list(results),
+                      complete=True)
+
+
+def verdicts(cmp, metric=None):
+    return {(r.case_id, r.metric): r.verdict for r in cmp.records if metric is None or r.metric == metric}
+
+
+def test_same_distribution_gives_no_regression():
+    cmp = compare_runs(make_run(1), make_run(2), GateConfig())
+    assert cmp.exit_code == 0 and cmp
+    assert not [r for r in cmp.records if r.verdict in (Verdict.REGRESSED, Verdict.BROKE)]
+    assert set(verdicts(cmp, "latency_median").values()) <= {Verdict.PASS}
+
+
+def test_ort_cpu_slowed_25_percent_regresses_exactly_those_cases():
+    cmp = compare_runs(make_run(1), make_run(2, scale={"ort-cpu": 1.25}), GateConfig())
+    regressed = {r.case_id for r in cmp.records if r.verdict is Verdict.REGRESSED}
+    assert regressed == {c.id for c in CASES if c.runtime == "ort-cpu"}
+    assert cmp.exit_code == 1 and not cmp
+    rec = next(r for r in cmp.records if r.verdict is Verdict.REGRESSED)
+    assert 1.15 < rec.ratio < 1.35 and rec.ci_low > 1.05 and rec.p_value < 0.01 and rec.unit == "ms"
+
+
+def test_faster_is_improved():
+    cmp = compare_runs(make_run(1), make_run(2, scale={"torch-cpu": 0.7}), GateConfig())
+    improved = {r.case_id for r in cmp.records if r.verdict is Verdict.IMPROVED}
+    assert improved == {c.id for c in CASES if c.runtime == "torch-cpu"}
+    assert cmp.exit_code == 0
+
+
+def test_effect_without_evidence_is_noise():
+    # 8 very spread samples, current 30% slower: over the threshold, but the interval cannot exclude 1.05
+    base = samples(1.0, 8, 1, sigma=0.6)
+    cur = [int(v * 1.3) for v in samples(1.0, 8, 2, sigma=0.6)]
+    s = compare_samples(base, cur, MEDIAN10, seed=0)
+    if s.ratio > 1.1:
+        assert s.verdict is Verdict.NOISE and s.ci_low <= 1.05
+    # and a forced case: identical spread-out samples shifted by 15% in the point estimate only
+    base = [1_000_000, 1_000_000, 2_000_000, 3_000_000, 3_000_000]
+    cur = [1_000_000, 1_000_000, 2_400_000, 3_000_000, 3_000_000]
+    s = compare_samples(base, cur, MEDIAN10)
+    assert s.ratio == pytest.approx(1.2)
+    assert s.verdict is Verdict.NOISE, s
+
+
+def test_small_real_change_under_threshold_passes():
+    base = samples(1.0, 2000, 1, sigma=0.01)
+    cur = [int(v * 1.04) for v in samples(1.0, 2000, 2, sigma=0.01)]
+    s = compare_samples(base, cur, MEDIAN10)
+    assert s.verdict is Verdict.PASS and s.ci_low > 1.0  # real, but under the 10% effect
+
+
+def test_p99_gate_and_per_model_override():
+    gates = GateConfig(gates=(MEDIAN10, parse_gate("p99:20%")), model_gates={"mlp": (parse_gate("median:50%"),)})
+    cmp = compare_runs(make_run(1, n=2000), make_run(2, n=2000, scale={"ort-cpu": 1.3}), gates)
+    v = verdicts(cmp)
+    assert v[("resnet18-ort-cpu-fp32-b1", "latency_p99")] is Verdict.REGRESSED
+    assert v[("resnet18-ort-cpu-fp32-b1", "latency_median")] is Verdict.REGRESSED
+    assert v[("mlp-ort-cpu-fp32-b1", "latency_median")] is Verdict.PASS  # 30% < 50% for mlp
+    assert ("mlp-ort-cpu-fp32-b1", "latency_p99") not in v
+    typo = compare_runs(make_run(1), make_run(2), GateConfig(model_gates={"reznet18": (MEDIAN10,)}))
+    assert any("reznet18" in n for n in typo.notes)
+
+
+def test_verdicts_are_deterministic():
+    a, b = make_run(1, n=30), make_run(2, n=30, scale={"ort-cpu": 1.12})
+    x, y = compare_runs(a, b).as_dict(), compare_runs(a, b).as_dict()
+    assert x == y
+
+
+def test_status_verdicts_new_broke_fixed():
+    c1, c2, c3, c4, c5 = CASES[:5]
+    base = run_of(case_result(c1, samples(1, 50, 1)), case_result(c2, status="error"),
+                  case_result(c3, samples(1, 50, 3)), case_result(c4, status="skipped", reason="no GPU"),
+                  case_result(c5, samples(1, 50, 5)))
+    cur = run_of(case_result(c1, status="crashed"), case_result(c2, samples(1, 50, 2)),
+                 case_result(CASES[6], samples(1, 50, 6)), case_result(c4, status="skipped", reason="no GPU"),
+                 case_result(c5, status="timeout"))
+    cmp = compare_runs(base, cur)
+    v = verdicts(cmp, "case")
+    assert v[(c1.id, "case")] is Verdict.BROKE
+    assert v[(c2.id, "case")] is Verdict.FIXED
+    assert v[(c3.id, "case")] is Verdict.NOT_COMPARABLE  # gone from the current run
+    assert v[(c4.id, "case")] is Verdict.NOT_COMPARABLE
+    assert v[(c5.id, "case")] is Verdict.BROKE
+    assert v[(CASES[6].id, "case")] is Verdict.NEW
+    assert cmp.exit_code == 1
+    assert "crashed" in next(r.reason for r in cmp.records if r.case_id == c1.id)
+
+
+def test_drift_verdicts():
+    c = CASES[0]
+    ns = samples(1, 100, 1)
+    passed, failed = case_result(c, ns), case_result(c, ns, status="failed", rel_l2=0.5, reason="over tol")
+    assert verdicts(compare_runs(run_of(passed), run_of(failed)))[(c.id, "drift")] is Verdict.REGRESSED
+    assert verdicts(compare_runs(run_of(failed), run_of(passed)))[(c.id, "drift")] is Verdict.IMPROVED
+    assert verdicts(compare_runs(run_of(failed), run_of(failed)))[(c.id, "drift")] is Verdict.PASS
+    assert compare_runs(run_of(passed), run_of(failed)).exit_code == 1
+    no_drift = compare_runs(run_of(passed), run_of(failed), GateConfig(drift=False))
+    assert no_drift.exit_code == 0
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"model_fingerprint": "other"}, "model fingerprint"),
+    ({"timing_scope": "device"}, "timing scope"),
+])
+def test_case_not_comparable(change, reason):
+    c = CASES[0]
+    b = case_result(c, samples(1, 50, 1))
+    cur = dataclasses.replace(case_result(c, samples(1, 50, 2)), **change)
+    rec = compare_runs(run_of(b), run_of(cur)).records
+    assert [r.verdict for r in rec] == [Verdict.NOT_COMPARABLE] and reason in rec[0].reason
+
+
+def test_precision_recipe_not_comparable():
+    c = CASES[0]
+    b, cur = case_result(c, samples(1, 50, 1)), case_result(c, samples(1, 50, 2))
+    cur.precision_recipe = "int8-static-minmax"  # the CaseResult field another branch adds; read by getattr
+    rec = compare_runs(run_of(b), run_of(cur)).records
+    assert rec[0].verdict is Verdict.NOT_COMPARABLE and "precision recipe" in rec[0].reason
+
+
+@pytest.mark.parametrize("key, value", [("cpu_model", "Other CPU"), ("cpu_cores_logical", 64),
+                                        ("threads", {"harness_threads": 8}),
+                                        ("gpus", [{"name": "NVIDIA H100 80GB HBM3"}])])
+def test_machine_not_comparable(key, value):
+    env = copy.deepcopy(ENV)
+    env[key] = value
+    cmp = compare_runs(make_run(1), make_run(2, env=env, scale={"ort-cpu": 2.0}))
+    assert {r.verdict for r in cmp.records} == {Verdict.NOT_COMPARABLE}
+    assert all("different machine" in r.reason and key.rstrip("s").split("_")[0] in r.reason for r in cmp.records)
+    assert cmp.exit_code == 0
+
+
+def test_library_versions_noted_or_strict():
+    env = copy.deepcopy(ENV)
+    env["libraries"]["onnxruntime"] = "1.32.0"
+    cmp = compare_runs(make_run(1), make_run(2, env=env))
+    assert any("onnxruntime 1.31.1 -> 1.32.0" in n for n in cmp.notes)
+    assert Verdict.NOT_COMPARABLE not in {r.verdict for r in cmp.records}
+    strict = compare_runs(make_run(1), make_run(2, env=env), GateConfig(strict_libraries=True))
+    assert {r.verdict for r in strict.records} == {Verdict.NOT_COMPARABLE}
+
+
+def test_markdown_and_json():
+    cmp = compare_runs(make_run(1), make_run(2, scale={"ort-cpu": 1.25}))
+    md = verdicts_markdown(cmp)
+    assert md.startswith("### Gate: **FAIL**")
+    assert "| ❌ regressed | `mlp-ort-cpu-fp32-b1` | latency_median |" in md
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert lines[2].startswith("| ❌ regressed")  # failing rows first
+    compact = verdicts_markdown(cmp, only_changes=True)
+    assert " pass |" in md and " pass |" not in compact
+    doc = cmp.as_dict()
+    assert doc["exit_code"] == 1 and doc["counts"]["regressed"] == 4
+    assert set(doc["records"][0]) >= {"case_id", "metric", "verdict", "baseline", "current", "ratio", "ci_low",
+                                      "ci_high", "p_value", "reason"}
+    assert '"verdict": "regressed"' in comparison_json(cmp)
+
+
+def test_markdown_escapes_pipes():
+    c = dataclasses.replace(CASES[0], model="a|b<x>")
+    cmp = compare_runs(run_of(case_result(c, samples(1, 20, 1))), run_of(case_result(c, status="error",
+                                                                                      reason="x|y")))
+    md = verdicts_markdown(cmp)
+    assert "a\\|b&lt;x>" in md and "x\\|y" in md
+
+
+def test_gate_type():
+    assert isinstance(MEDIAN10, Gate) and MEDIAN10.quantile == 0.5
+
+
+def test_run_sigma_widens_the_bounds_for_between_run_shifts():
+    """A whole run 20% slower with a tight spread: within-run evidence says regressed; a machine whose runs
+    move by ~10% between themselves (run_sigma 0.1) cannot call it."""
+    base = samples(10.0, 30, 1, sigma=0.02)
+    cur = [int(v * 1.2) for v in samples(10.0, 30, 2, sigma=0.02)]
+    strict = compare_samples(base, cur, MEDIAN10)
+    assert strict.verdict is Verdict.REGRESSED
+    wide = compare_samples(base, cur, MEDIAN10, run_sigma=0.1)
+    assert wide.verdict is Verdict.NOISE and wide.ci_low < strict.ci_low and wide.ci_high > strict.ci_high
+    big = [int(v * 2.0) for v in samples(10.0, 30, 2, sigma=0.02)]
+    assert compare_samples(base, big, MEDIAN10, run_sigma=0.1).verdict is Verdict.REGRESSED
+    cmp = compare_runs(make_run(1), make_run(2, scale={"ort-cpu": 1.25}), GateConfig(run_sigma=0.02))
+    assert {r.case_id for r in cmp.records if r.verdict is Verdict.REGRESSED} == {
+        c.id for c in CASES if c.runtime == "ort-cpu"}
+    assert "run_sigma 0.02" in cmp.gates.describe()
+
+
+def test_zero_samples_stay_finite():
+    s = compare_samples([0, 0, 0, 1], [0, 0, 0, 1], MEDIAN10)
+    assert s.verdict is Verdict.PASS and s.ratio == 1.0

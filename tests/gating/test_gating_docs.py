@@ -1,0 +1,39 @@
+"""The nightly workflow and the README's gating sections stay in step with the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import _parser
+from harness.gating import load_gate_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_nightly_workflow_runs_compares_publishes_and_fails():
+    yaml = pytest.importorskip("yaml")
+    text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
+    doc = yaml.safe_load(text)
+    steps = doc["jobs"]["bench"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "harness run" in runs and "--baseline main" in runs and "GITHUB_STEP_SUMMARY" in runs
+    assert "verdicts.md" in runs and "summary.md" in runs and "harness baseline save" in runs
+    assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in steps)
+    assert "exit 1" in steps[-1]["run"]
+    # every `harness SUBCOMMAND` the workflow calls exists
+    commands = set(_parser()._subparsers._group_actions[0].choices)
+    for line in runs.splitlines():
+        if line.strip().startswith("harness "):
+            assert line.split()[1] in commands, line
+    cfg = load_gate_config(ROOT / ".github" / "gates.toml")
+    assert [str(g) for g in cfg.gates] == ["median:10%", "p99:25%"]
+
+
+def test_readme_documents_gating():
+    text = (ROOT / "README.md").read_text()
+    for needle in ("## Regression gating", "harness baseline save", "harness compare", "harness gate-check",
+                   "harness qualify specs/cpu-2core.toml", "HARNESS_BASELINE_DIR", "not_comparable",
+                   ".github/workflows/nightly.yml", "1 + T/2"):
+        assert needle in text, needle

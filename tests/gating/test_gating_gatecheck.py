@@ -1,0 +1,119 @@
+"""gate-check's logic on a synthetic measure (no timing), and its runtime wrapper on fake runtimes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from harness.gating import GateConfig, parse_gate
+from harness.gating.gatecheck import gate_check, runner_measure, slowed_runtime
+from harness.results.schema import CaseId
+
+CASES = [CaseId("mlp", "torch-cpu", "fp32", 1, None, "cpu"), CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")]
+
+
+class SyntheticMeasure:
+    """Each run: a run-level offset (between-run drift, sd `run_sd`) times lognormal per-sample noise;
+    the injected delay adds to every sample, as the busy-wait wrapper does."""
+
+    def __init__(self, run_sd: float = 0.0, n: int = 300, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.run_sd, self.n, self.calls = run_sd, n, []
+
+    def __call__(self, case: CaseId, delay_s: float) -> list[int]:
+        self.calls.append((case.id, delay_s))
+        base_ms = 1.0 if case.runtime == "ort-cpu" else 2.0
+        offset = 1.0 + self.rng.normal(0.0, self.run_sd)
+        x = base_ms * 1e6 * offset * self.rng.lognormal(0.0, 0.05, self.n) + delay_s * 1e9
+        return [int(v) for v in x]
+
+
+def test_quiet_machine_no_false_alarms_and_power_above_the_threshold():
+    m = SyntheticMeasure()
+    r = gate_check(CASES, GateConfig(resamples=2000), m, rounds=4, levels=(0.05, 0.2, 0.3))
+    assert r.aa_trials == 2 * 4 * 3 and r.aa_false_alarms == 0 and r.false_alarm_rate == 0.0
+    power = {lv.level: lv.power for lv in r.levels}
+    assert power[0.05] == 0.0  # under the 10% gate by design
+    assert power[0.2] == 1.0 and power[0.3] == 1.0
+    assert r.smallest_detected == 0.2
+    assert r.suggested_run_sigma < 0.02 and set(r.run_sigma) == {c.id for c in CASES}
+    assert all(lv.trials == 2 * 4 * 4 for lv in r.levels)
+    # interleaved rounds: every round runs A then each level for each case
+    assert m.calls[:4] == [(CASES[0].id, 0.0)] + [(CASES[0].id, pytest.approx(lv * 0.002, rel=0.05))
+                                                   for lv in (0.05, 0.2, 0.3)]
+    assert r.levels[1].delays_us[CASES[1].id] == pytest.approx(200, rel=0.05)  # 20% of 1 ms
+    doc = r.as_dict()
+    assert doc["smallest_detected"] == 0.2 and doc["power_target"] == 0.95
+    md = r.markdown()
+    assert "false alarms (A/A, ordered pairs judged regressed): **0/24 = 0.0%**" in md and "| 20% | 32 | 32 | 100% |" in md
+
+
+def test_noisy_machine_shows_false_alarms_or_lower_power():
+    """Large between-run drift: the within-run bootstrap cannot see it; gate-check measures what it costs."""
+    r = gate_check(CASES, GateConfig(resamples=2000), SyntheticMeasure(run_sd=0.15, seed=3), rounds=5,
+                   levels=(0.2,))
+    assert r.aa_false_alarms > 0 or r.levels[0].power < 0.95
+    assert max(r.aa_spread.values()) > 1.1
+    assert 0.05 < r.suggested_run_sigma < 0.4  # the spread it saw, offered as the gate's run_sigma
+    assert r.tuned is not None and r.tuned.gates.run_sigma == round(r.suggested_run_sigma, 3)
+    assert r.tuned.aa_false_alarms <= r.aa_false_alarms and "re-scored with `run_sigma" in r.markdown()
+    assert r.as_dict()["tuned"]["run_sigma"] == r.tuned.gates.run_sigma
+    # folding that spread into the bounds removes the false alarms on the same machine
+    tuned = gate_check(CASES, GateConfig(resamples=2000, run_sigma=0.3), SyntheticMeasure(run_sd=0.15, seed=3),
+                       rounds=5, levels=(1.0,))
+    assert tuned.aa_false_alarms == 0 and "run_sigma" in tuned.markdown()
+
+
+def test_strict_gate_detects_smaller_slowdowns():
+    r = gate_check(CASES, GateConfig(gates=(parse_gate("median:2%"),), resamples=2000), SyntheticMeasure(),
+                   rounds=3, levels=(0.05,))
+    assert r.smallest_detected == 0.05
+
+
+def test_needs_two_rounds():
+    with pytest.raises(ValueError, match="at least 2 rounds"):
+        gate_check(CASES, GateConfig(), SyntheticMeasure(), rounds=1)
+
+
+def test_slowed_runtime_wraps_a_registered_runtime(fakes, tmp_path):
+    from harness.config import OPTIONS, RunConfig
+    from harness.runtimes import get_runtime
+
+    base = get_runtime("fake-ok")
+    cls = slowed_runtime(base, 0.000_25)
+    assert cls.name == "fake-ok+delay250us" and issubclass(cls, base) and "SELF-TEST ONLY" in cls.description
+    assert get_runtime("fake-ok+delay250us") is cls and cls.device == base.device
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="1", min_time="0.0", min_iters="5",
+               warmup="1", no_isolation=True, out=str(tmp_path), cache_dir=str(tmp_path / "cache"))
+    config = RunConfig.from_options(raw)
+    measure = runner_measure(config)
+    [case] = config.cases()
+    a, s = measure(case, 0.0), measure(case, 0.000_25)
+    assert len(a) >= 5 and len(s) >= 5  # measured through CaseRunner, no speed asserted
+    r = gate_check([case], GateConfig(resamples=500), measure, rounds=2, levels=(0.5,))
+    assert r.aa_trials == 2 and r.levels[0].trials == 4 and r.cases == [case.id]
+
+
+def test_gate_check_cli_usage_errors(capsys):
+    assert main(["gate-check", "--levels", "five"]) == 2
+    assert "--levels 'five'" in capsys.readouterr().err
+    assert main(["gate-check", "--rounds", "1"]) == 2
+    assert main(["gate-check", "--gate", "mean:10%"]) == 2
+
+
+def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "gate-check", "--models", "fake-linear",
+                          "--runtimes", "fake-ok", "--rounds", "2", "--levels", "50", "--min-time", "0.01",
+                          "--min-iters", "5", "--out", str(tmp_path / "gc")],
+                         capture_output=True, text=True, env=fake_env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "false alarms (A/A" in res.stdout and "smallest injected slowdown detected" in res.stdout
+    doc = json.loads((tmp_path / "gc" / "gatecheck.json").read_text())
+    assert doc["aa_trials"] == 2 and doc["levels"][0]["level"] == 0.5

@@ -1,0 +1,203 @@
+"""Qualification specs: parsing errors, judging PASS/FAIL with margins, certificates, the command end to end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gating_synth import ENV, case_result, samples
+
+from harness.cli import main
+from harness.errors import UsageError
+from harness.gating.qualify import SpecError, judge, load_spec, write_certificate
+from harness.results import write_results
+from harness.results.schema import CaseId, RunResults
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+GOOD = """
+name = "fake-box"
+description = "fake runtimes on a fake box"
+[measure]
+min_time = 0.01
+min_iters = 5
+warmup = 1
+[defaults.require]
+drift_within_tolerance = true
+[[case]]
+model = "fake-linear"
+runtime = "fake-ok"
+precision = "fp32"
+batch = 1
+[case.require]
+p99_ms_max = 1000
+throughput_sps_min = 1
+not_noisy = false
+[[case]]
+model = "fake-linear"
+runtime = "fake-ok-b"
+batch = 4
+[case.require]
+p50_ms_max = 1000
+"""
+CASE1 = CaseId("fake-linear", "fake-ok", "fp32", 1, None, "cpu")
+CASE2 = CaseId("fake-linear", "fake-ok-b", "fp32", 4, None, "cpu")
+
+
+@pytest.fixture
+def spec_file(tmp_path, fakes):
+    p = tmp_path / "spec.toml"
+    p.write_text(GOOD)
+    return p
+
+
+def results_file(tmp_path, *cases):
+    run = RunResults(run_id="q", started_at="t", environment=dict(ENV), config={}, cases=list(cases),
+                     complete=True)
+    return write_results(run, tmp_path / "run")
+
+
+def test_load_spec(spec_file):
+    spec = load_spec(spec_file)
+    assert spec.name == "fake-box" and [c.case for c in spec.cases] == [CASE1, CASE2]
+    assert spec.cases[0].require == {"drift_within_tolerance": True, "p99_ms_max": 1000.0,
+                                     "throughput_sps_min": 1.0}
+    assert spec.cases[1].require == {"drift_within_tolerance": True, "p50_ms_max": 1000.0}
+    raw = spec.run_options(Path("/tmp/x"))
+    assert raw["models"] == "fake-linear" and raw["runtimes"] == "fake-ok,fake-ok-b" and raw["batch_sizes"] == "1,4"
+    assert raw["min_time"] == "0.01"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('batch = 4', 'batch = 4\nbach = 2', "case 2: unknown key 'bach'"),
+    ('p99_ms_max = 1000', 'p99_max = 1000', "case 1: require: unknown key 'p99_max'"),
+    ('min_time = 0.01', 'min_tme = 0.01', "[measure]: unknown key 'min_tme'"),
+    ('name = "fake-box"', 'name = "fake-box"\nowner = "me"', "unknown key 'owner'"),
+    ('runtime = "fake-ok-b"', 'runtime = "warp-drive"', "case 2: unknown runtime 'warp-drive'; valid runtimes"),
+    ('model = "fake-linear"\nruntime = "fake-ok"\n', 'model = "gpt-9"\nruntime = "fake-ok"\n',
+     "case 1: unknown model 'gpt-9'"),
+    ('p99_ms_max = 1000', 'p99_ms_max = "fast"', "p99_ms_max = 'fast' is not a number"),
+    ('p99_ms_max = 1000', 'p99_ms_max = -1', "p99_ms_max = -1 is below 0"),
+    ('batch = 4', 'batch = 2.5', "batch = 2.5 is not a whole number"),
+    ('batch = 4', 'batch = 0', "batch = 0 is below 1"),
+    ('precision = "fp32"', 'precision = "fp12"', "case 1: "),
+    ('batch = 4', 'batch = 4\nseq = 16', "has no sequence axis"),
+    ('not_noisy = false', 'not_noisy = "no"', "must be true or false"),
+    ('min_time = 0.01', 'min_time = 0.01 0.02', "not valid TOML"),
+    ('[[case]]\nmodel = "fake-linear"\nruntime = "fake-ok-b"\nbatch = 4',
+     '[[case]]\nmodel = "fake-linear"\nruntime = "fake-ok"\nbatch = 1', "is listed twice"),
+])
+def test_bad_specs_name_the_file_and_the_problem(tmp_path, fakes, old, new, message, capsys):
+    assert old in GOOD, old
+    p = tmp_path / "bad.toml"
+    p.write_text(GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(p)
+    assert str(info.value).startswith(str(p)) and message in str(info.value), str(info.value)
+    assert isinstance(info.value, UsageError)
+    assert main(["qualify", str(p)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_spec_without_cases_or_requirements(tmp_path, fakes):
+    p = tmp_path / "s.toml"
+    p.write_text('name = "x"\n')
+    with pytest.raises(SpecError, match="no \\[\\[case\\]\\] tables"):
+        load_spec(p)
+    p.write_text('[[case]]\nmodel = "fake-linear"\nruntime = "fake-ok"\nbatch = 1\n')
+    with pytest.raises(SpecError, match="no requirements"):
+        load_spec(p)
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec(tmp_path / "missing.toml")
+
+
+def test_judge_pass_with_margins_and_certificate(tmp_path, spec_file):
+    res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
+    run = __import__("harness.gating", fromlist=["load_run"]).load_run(res)
+    cert = judge(load_spec(spec_file), run, res)
+    assert cert.passed and cert.exit_code == 0 and cert.verdict == "PASS"
+    p99 = next(r for r in cert.requirements if r.requirement == "p99_ms_max")
+    assert p99.measured == pytest.approx(run.cases[0].latency["p99_ms"])
+    assert p99.margin == pytest.approx(1000 - p99.measured) and 99 < p99.margin_pct < 100
+    tp = next(r for r in cert.requirements if r.requirement == "throughput_sps_min")
+    assert tp.margin == pytest.approx(tp.measured - 1)
+    files = write_certificate(cert, tmp_path / "cert")
+    doc = json.loads(files["certificate_json"].read_text())
+    assert doc["verdict"] == "PASS" and doc["total"] == 5
+    assert doc["results"]["sha256"] == hashlib.sha256(res.read_bytes()).hexdigest()
+    assert doc["machine"]["cpu_model"] == "Test CPU 9000" and doc["machine"]["libraries"]["torch"] == "2.13.0"
+    html = files["certificate_html"].read_text()
+    assert doc["results"]["sha256"] in html and ">PASS<" in html
+    assert not re.search(r"<script|https?://|<link", html)  # self-contained
+
+
+def test_impossible_unmeasured_and_broken_requirements_fail(tmp_path, spec_file):
+    text = spec_file.read_text().replace("p99_ms_max = 1000", "p99_ms_max = 0.000001\ngpu_peak_mb_max = 100")
+    spec_file.write_text(text)
+    res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, status="crashed"))
+    from harness.gating import load_run
+
+    cert = judge(load_spec(spec_file), load_run(res), res)
+    assert not cert.passed and cert.exit_code == 1
+    by = {(r.case_id, r.requirement): r for r in cert.requirements}
+    p99 = by[(CASE1.id, "p99_ms_max")]
+    assert p99.status == "FAIL" and p99.margin < 0 and "is not <=" in p99.reason
+    gpu = by[(CASE1.id, "gpu_peak_mb_max")]
+    assert gpu.status == "FAIL" and "was not measured" in gpu.reason and gpu.measured is None
+    assert by[(CASE1.id, "throughput_sps_min")].status == "PASS"
+    crashed = by[(CASE2.id, "p50_ms_max")]
+    assert crashed.status == "FAIL" and "crashed" in crashed.reason
+
+
+def test_noisy_and_drift_flags(tmp_path, spec_file):
+    spec_file.write_text(spec_file.read_text().replace("not_noisy = false", "not_noisy = true"))
+    noisy = case_result(CASE1, samples(2.0, 100, 1, sigma=0.8), status="failed", reason="drift over tolerance: x")
+    res = results_file(tmp_path, noisy, case_result(CASE2, samples(3.0, 100, 2)))
+    from harness.gating import load_run
+
+    by = {(r.case_id, r.requirement): r for r in judge(load_spec(spec_file), load_run(res), res).requirements}
+    assert by[(CASE1.id, "not_noisy")].status == "FAIL"
+    assert by[(CASE1.id, "drift_within_tolerance")].status == "FAIL"
+    assert "drift over tolerance" in by[(CASE1.id, "drift_within_tolerance")].reason
+    assert by[(CASE2.id, "drift_within_tolerance")].status == "PASS"
+
+
+def test_cli_qualify_with_stored_results(tmp_path, spec_file, capsys):
+    res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
+    assert main(["qualify", str(spec_file), "--results", str(res), "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"PASS\s+fake-linear-fake-ok-fp32-b1\s+latency p99", out) and "PASS: 5/5" in out
+    assert (tmp_path / "c" / "certificate.html").is_file()
+    spec_file.write_text(spec_file.read_text().replace("throughput_sps_min = 1", "throughput_sps_min = 1e12"))
+    assert main(["qualify", str(spec_file), "--results", str(res), "--out", str(tmp_path / "c")]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"FAIL\s+fake-linear-fake-ok-fp32-b1\s+throughput", out) and "FAIL: 4/5" in out
+
+
+def test_qualify_runs_the_cases_end_to_end(fake_env, tmp_path, spec_file):
+    out = tmp_path / "q"
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "qualify", str(spec_file), "--out", str(out)],
+                         capture_output=True, text=True, env=fake_env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "PASS: 5/5" in res.stdout
+    doc = json.loads((out / "certificate.json").read_text())
+    assert doc["results"]["sha256"] == hashlib.sha256((out / "results.json").read_bytes()).hexdigest()
+    assert (out / "report.html").is_file()  # the same machinery as `harness run`
+    results = json.loads((out / "results.json").read_text())
+    assert [c["id"] for c in results["cases"]] == [CASE1.id, CASE2.id] and results["complete"] is True
+
+
+def test_sample_specs_parse(fakes):
+    cpu = load_spec(SPECS / "cpu-2core.toml")
+    assert cpu.cases and all(c.case.device == "cpu" for c in cpu.cases)
+    text = (SPECS / "h100.toml").read_text()
+    for name in ("torch-cuda", "ort-cuda", "tensorrt", "gpu_peak_mb_max"):
+        assert name in text
+    import tomllib
+
+    doc = tomllib.loads(text)
+    assert all(set(c) <= {"model", "runtime", "precision", "batch", "seq", "require"} for c in doc["case"])
