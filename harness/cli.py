@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("results", nargs="+", help="results.json files (or folders holding one)")
     rep.add_argument("-o", "--out", help="output folder (default: the results file's folder; required with "
                                          "several results files)")
+    rep.add_argument("--baseline", metavar="NAME|PATH", help="show verdicts of each run against this baseline "
+                                                             "(a stored name or a results.json path)")
+    rep.add_argument("--gate", action="append", metavar="SPEC", help="gate for --baseline, e.g. median:10%% "
+                                                                      "(repeatable; default median:10%%)")
+    rep.add_argument("--gate-config", metavar="FILE", help="TOML gate configuration for --baseline")
 
     _gating_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
@@ -157,6 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import write_outputs
+    from harness.report.tables import run_labels
     from harness.results.schema import load_results
 
     runs = [load_results(p) for p in args.results]
@@ -167,7 +173,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         src = Path(args.results[0])
         out = src if src.is_dir() else src.parent
-    for name, path in write_outputs(runs, out).items():
+    verdicts = None
+    if args.baseline:
+        from harness.gating import compare_runs, load_baseline, load_gate_config
+        from harness.report.render import verdict_dicts
+
+        base, gates = load_baseline(args.baseline), load_gate_config(args.gate_config, args.gate or ())
+        multi = len(runs) > 1
+        labels = run_labels(runs)
+        verdicts = []
+        for path, run, label in zip(args.results, runs, labels):
+            cmp = compare_runs(base, run, gates, baseline_label=str(args.baseline), current_label=str(path))
+            verdicts += verdict_dicts(cmp, label if multi else None)
+            print(f"verdicts vs {args.baseline}: {cmp.summary()}")
+    for name, path in write_outputs(runs, out, verdicts, args.baseline).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:

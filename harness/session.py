@@ -80,8 +80,11 @@ class HarnessSession:
             self._gate()  # before the report: self.comparison is ready for it
             from harness.report import write_outputs
 
-            self.outputs = {"json": self.config.out_dir / "results.json", **write_outputs(self.run,
-                                                                                         self.config.out_dir)}
+            from harness.report.render import verdict_dicts
+
+            verdicts = verdict_dicts(self.comparison) if self.comparison is not None else None
+            self.outputs = {"json": self.config.out_dir / "results.json",
+                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline)}
             self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
 

@@ -126,3 +126,23 @@ def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_
     assert len(csv) == 1 + 2 * 4 and csv[0].endswith(",source")
     md = (tmp_path / "m" / "summary.md").read_text()
     assert "### Measured cases" in md and f"{host} 1t" in md and f"{host} 2t" in md
+
+
+def test_report_with_a_baseline_shows_verdicts(fake_env, tmp_path):
+    from harness.gating.scale import scaled_copy
+    from harness.results.store import write_results
+
+    out = tmp_path / "base"
+    res = cli("run", "--models", "fake-linear", "--runtimes", "fake-slow,fake-ok", "--batch-sizes", "1",
+              "--min-time", "0.3", "--min-iters", "10", "--out", str(out), env=fake_env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    slowed = scaled_copy(load_results(out), 1.5, lambda c: c.case.runtime == "fake-slow")
+    write_results(slowed, tmp_path / "slow")
+    res = cli("report", str(tmp_path / "slow" / "results.json"), "--baseline", str(out / "results.json"),
+              "-o", str(tmp_path / "rep"), env=fake_env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "Verdicts against the baseline" in html and 'class="l v-regressed">regressed' in html
+    assert "fake-linear-fake-slow-fp32-b1" in html
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert "regressed" in md

@@ -76,6 +76,8 @@ def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
     doc = json.loads((tmp_path / "c" / "verdicts.json").read_text())
     assert {r["case_id"] for r in doc["records"] if r["verdict"] == "regressed"} == {"fake-linear-fake-ok-fp32-b1"}
     assert all(c["status"] == "passed" for c in json.loads((tmp_path / "c" / "results.json").read_text())["cases"])
+    html = (tmp_path / "c" / "report.html").read_text()  # the run's report carries the verdicts too
+    assert "Against the baseline" in html and 'class="l v-regressed">regressed' in html
 
 
 def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_path):
