@@ -62,7 +62,12 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME"),
     OptionDef("noise-cv", "flag a measurement as noisy above this coefficient of variation (default: 0.10)",
               "FLOAT"),
+    OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
+                              "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE"),
+    OptionDef("tvm-tuning-trials", "MetaSchedule tuning trials per compiled shape for tvm-cpu (default: 0, "
+                                   "untuned)", "N"),
 )
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
 
@@ -94,6 +99,8 @@ class RunConfig:
     noise_cv: float = DEFAULT_NOISE_CV
     run_id: str = ""
     user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
+    compile_mode: str = "default"
+    tvm_tuning_trials: int = 0
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -161,6 +168,9 @@ class RunConfig:
         exporter = raw.get("exporter") or "dynamo"
         if exporter not in ("dynamo", "legacy"):
             raise UsageError(f"--exporter {exporter!r}: valid exporters: dynamo, legacy")
+        compile_mode = raw.get("compile_mode") or "default"
+        if compile_mode not in COMPILE_MODES:
+            raise UsageError(f"--compile-mode {compile_mode!r}: valid modes: {', '.join(COMPILE_MODES)}")
         return cls(
             models=models, runtimes=runtimes, precisions=precisions, batch_sizes=batch_sizes,
             seq_lens=seq_lens, timing=timing,
@@ -174,6 +184,8 @@ class RunConfig:
             exporter=exporter,
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
             run_id=run_id, user_models=user_paths,
+            compile_mode=compile_mode,
+            tvm_tuning_trials=_int(raw.get("tvm_tuning_trials"), 0, "tvm-tuning-trials", minimum=0),
         )
 
 
