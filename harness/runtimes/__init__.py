@@ -36,8 +36,19 @@ def runtime_names() -> list[str]:
 # ------------------------------------------------------------------ built-in adapters, one line each
 from harness.runtimes.torch_eager import TorchEager  # noqa: E402
 from harness.runtimes.onnxruntime import OrtCpu  # noqa: E402
+from harness.runtimes.openvino import OpenVinoCpu  # noqa: E402
+from harness.runtimes.litert import LiteRtCpu  # noqa: E402
+from harness.runtimes.tvm import TvmCpu  # noqa: E402
+from harness.runtimes.torch_compile import TorchCompile, TorchCompileCuda  # noqa: E402
+from harness.runtimes.torchscript import TorchScript  # noqa: E402
 
 register_runtime(TorchEager)
 register_runtime(OrtCpu)
+register_runtime(OpenVinoCpu)
+register_runtime(LiteRtCpu)
+register_runtime(TvmCpu)
+register_runtime(TorchCompile)
+register_runtime(TorchCompileCuda)
+register_runtime(TorchScript)
 
 __all__ = ["Availability", "Runtime", "RuntimeOptions", "get_runtime", "register_runtime", "runtime_names"]
