@@ -48,7 +48,9 @@ class TvmCpu(Runtime):
         if config is not None:
             config(1, self.options.threads)  # kBig affinity mode with the run's thread count
         self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
-        self._target = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+        self._target: dict[str, Any] = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+        if self.options.tvm_tuning_trials > 0:
+            self._target["num-cores"] = self.options.threads  # MetaSchedule's measurement parallelism
         self._device = tvm.cpu(0)
         self._vm: Any = None
         self._tuned = False

@@ -4,6 +4,7 @@ tests in the extras' environments, where they must run)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -26,9 +27,12 @@ def cache(tmp_path_factory):
 
 
 def _available(name: str):
+    """The runtime class, or a skip with its reason; a failure where CI requires it (HARNESS_REQUIRE_RUNTIMES)."""
     cls = get_runtime(name)
     verdict = cls.availability()
     if not verdict:
+        if name in os.environ.get("HARNESS_REQUIRE_RUNTIMES", "").split(","):
+            pytest.fail(f"{name} is required here (HARNESS_REQUIRE_RUNTIMES) but unavailable: {verdict.reason}")
         pytest.skip(verdict.reason)
     return cls
 
@@ -120,3 +124,28 @@ def test_tvm_caches_one_compiled_library_per_shape_and_says_untuned(cache):
             paths.append((rt.artifact.path, rt.artifact.cache_hit))
             assert rt.details()["tuning"] == "untuned" and rt.details()["target"]["kind"] == "llvm"
     assert paths[0][0] == paths[1][0] and paths[0][0].suffix == ".so" and paths[1][1]
+
+
+def test_compile_mode_and_tuning_budget_are_validated_run_options(tmp_path):
+    from harness.config import RunConfig
+    from harness.errors import UsageError
+
+    base = {"models": "mlp", "runtimes": "torch-compile-cpu,tvm-cpu", "out": str(tmp_path)}
+    config = RunConfig.from_options({**base, "compile_mode": "max-autotune-no-cudagraphs",
+                                     "tvm_tuning_trials": "16"})
+    assert config.compile_mode == "max-autotune-no-cudagraphs" and config.tvm_tuning_trials == 16
+    assert RunConfig.from_options(base).tvm_tuning_trials == 0
+    with pytest.raises(UsageError, match="valid modes: default"):
+        RunConfig.from_options({**base, "compile_mode": "fastest"})
+    with pytest.raises(UsageError, match="tvm-tuning-trials"):
+        RunConfig.from_options({**base, "tvm_tuning_trials": "-1"})
+
+
+def test_torch_compile_records_its_mode_and_one_compile_per_shape(cache):
+    cls = _available("torch-compile-cpu")
+    spec = get_model("mlp")
+    with cls(spec, Precision.FP32, RuntimeOptions(threads=1, cache=cache, compile_mode="default")) as rt:
+        for batch in (2, 5, 5):
+            rt.infer(make_feed(spec, {"batch": batch}, 0))
+        details = rt.details()
+    assert details["compile_mode"] == "default" and details["compiles"] == 2 and not details["dynamic"]
