@@ -64,8 +64,6 @@ OPTIONS: tuple[OptionDef, ...] = (
               "FLOAT"),
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE"),
-    OptionDef("tvm-tuning-trials", "MetaSchedule tuning trials per compiled shape for tvm-cpu (default: 0, "
-                                   "untuned)", "N"),
 )
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
@@ -100,7 +98,6 @@ class RunConfig:
     run_id: str = ""
     user_models: tuple[str, ...] = ()  # --model files (absolute paths), registered in every worker
     compile_mode: str = "default"
-    tvm_tuning_trials: int = 0
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
@@ -185,7 +182,6 @@ class RunConfig:
             noise_cv=_float(raw.get("noise_cv"), DEFAULT_NOISE_CV, "noise-cv", minimum=0.0),
             run_id=run_id, user_models=user_paths,
             compile_mode=compile_mode,
-            tvm_tuning_trials=_int(raw.get("tvm_tuning_trials"), 0, "tvm-tuning-trials", minimum=0),
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,10 @@ from harness.errors import ModelError
 
 @dataclass(frozen=True)
 class TvmFromOnnx:
-    """Lazy build step: Relax ONNX frontend -> (optional MetaSchedule tuning) -> tvm.compile -> .so.
+    """Lazy build step: Relax ONNX frontend -> tvm.compile (default Relax pipeline, untuned) -> .so.
 
     shapes/dtypes: the static shape and dtype of every graph input (one artifact per shape).
     target: a TVM target dict, e.g. {"kind": "llvm", "mcpu": "znver4"}.
-    tuning_trials: MetaSchedule's total trial budget; 0 compiles the default (untuned) Relax pipeline.
     """
 
     onnx: Artifact
@@ -25,26 +24,23 @@ class TvmFromOnnx:
     shapes: Mapping[str, tuple[int, ...]]
     dtypes: Mapping[str, str]
     target: Mapping[str, Any]
-    tuning_trials: int = 0
     label: str = "model"
-    extra_key: Mapping[str, Any] = field(default_factory=dict)
 
     def key_parts(self) -> dict[str, Any]:
         import tvm
 
         return {"onnx": self.onnx.key, "shapes": {k: list(v) for k, v in self.shapes.items()},
-                "dtypes": dict(self.dtypes), "target": dict(self.target), "tuning_trials": self.tuning_trials,
-                "tvm": tvm.__version__, "step": "TvmFromOnnx/1", **self.extra_key}
+                "dtypes": dict(self.dtypes), "target": dict(self.target),
+                "tvm": tvm.__version__, "step": "TvmFromOnnx/1"}
 
     def __call__(self) -> Artifact:
         shape_label = "-".join("x".join(map(str, s)) for s in self.shapes.values())
-        return self.cache.get_or_build("tvm", f"{self.label}-{shape_label}-t{self.tuning_trials}",
+        return self.cache.get_or_build("tvm", f"{self.label}-{shape_label}",
                                        self.key_parts(), "model.so", self._build)
 
     def _build(self, path: Path) -> dict[str, Any]:
         import onnx
         import tvm
-        from tvm import relax
         from tvm.relax.frontend.onnx import from_onnx
 
         model = onnx.load(str(self.onnx.path))
@@ -55,11 +51,6 @@ class TvmFromOnnx:
             raise ModelError(f"{self.onnx.path}: TVM's Relax ONNX frontend cannot import it: "
                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
         target = tvm.target.Target(dict(self.target))
-        if self.tuning_trials > 0:
-            work_dir = path.parent / "tuning"
-            mod = relax.get_pipeline("static_shape_tuning", target=target, total_trials=self.tuning_trials,
-                                     work_dir=str(work_dir))(mod)
         executable = tvm.compile(mod, target=target)
         executable.export_library(str(path))
-        return {"tuned": self.tuning_trials > 0, "tuning_trials": self.tuning_trials,
-                "inputs": list(self.shapes), "target": str(target)}
+        return {"tuned": False, "inputs": list(self.shapes), "target": str(target)}

@@ -59,8 +59,7 @@ class CaseRunner:
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
             options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
-                                     compile_mode=getattr(config, "compile_mode", "default"),
-                                     tvm_tuning_trials=getattr(config, "tvm_tuning_trials", 0))
+                                     compile_mode=getattr(config, "compile_mode", "default"))
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
             runtime, reused = self._activate(case, spec, cls, precision, options)

@@ -35,7 +35,6 @@ class RuntimeOptions:
     cache: ArtifactCache = field(default_factory=ArtifactCache)
     exporter: str = "dynamo"
     compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)
-    tvm_tuning_trials: int = 0  # MetaSchedule trial budget per compiled shape (tvm-cpu); 0 = untuned
 
 
 class Runtime(ABC):

@@ -49,12 +49,12 @@ class OpenVinoCpu(Runtime):
             return verdict
         precision = Precision(precision)
         if precision is Precision.INT8:
-            import harness.artifacts as artifacts
+            from harness import artifacts
 
             if not hasattr(artifacts, "onnx_for_precision"):
                 return Availability(False, "openvino-cpu int8 needs the QDQ ONNX artifact "
                                            "(harness.artifacts.onnx_for_precision), absent in this build")
-        hint, capability = _HINTS[precision]
+        capability = _HINTS[precision][1]
         if precision is not Precision.FP32:
             caps = _cpu_capabilities()
             if caps is not None and capability not in caps:

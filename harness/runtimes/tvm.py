@@ -18,9 +18,9 @@ INSTALL = 'pip install -e ".[tvm]" (apache-tvm; not in the same environment as t
 class TvmCpu(Runtime):
     """relax.frontend.onnx.from_onnx -> tvm.compile(llvm, host mcpu) -> relax.VirtualMachine on tvm.cpu().
 
-    One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned unless
-    --tvm-tuning-trials N gives MetaSchedule a budget: the default Relax pipeline applies no schedules, so
-    untuned figures show TVM's floor, not what a tuned deployment reaches.
+    One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned: the default
+    Relax pipeline applies no schedules, so the figures show TVM's floor, not what a tuned deployment reaches
+    (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see the README).
     """
 
     name: ClassVar[str] = "tvm-cpu"
@@ -49,11 +49,8 @@ class TvmCpu(Runtime):
             config(1, self.options.threads)  # kBig affinity mode with the run's thread count
         self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
         self._target: dict[str, Any] = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
-        if self.options.tvm_tuning_trials > 0:
-            self._target["num-cores"] = self.options.threads  # MetaSchedule's measurement parallelism
         self._device = tvm.cpu(0)
         self._vm: Any = None
-        self._tuned = False
 
     def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
         from tvm import relax
@@ -64,9 +61,7 @@ class TvmCpu(Runtime):
         self._vm = None
         self.artifact = TvmFromOnnx(
             self._onnx, self.options.cache, shapes={n: tuple(feed[n].shape) for n in names},
-            dtypes={n: str(feed[n].dtype) for n in names}, target=self._target,
-            tuning_trials=self.options.tvm_tuning_trials, label=self.model.name)()
-        self._tuned = bool(self.artifact.meta.get("tuned"))
+            dtypes={n: str(feed[n].dtype) for n in names}, target=self._target, label=self.model.name)()
         lib = self._tvm.runtime.load_module(str(self.artifact.path))
         self._vm = relax.VirtualMachine(lib, self._device)
         self._main = self._vm["main"]
@@ -91,8 +86,7 @@ class TvmCpu(Runtime):
 
     def details(self) -> dict[str, Any]:
         out = {**super().details(), "target": getattr(self, "_target", None),
-               "tuning": "metaschedule" if getattr(self, "_tuned", False) else "untuned",
-               "tuning_trials": self.options.tvm_tuning_trials}
+               "tuning": "untuned"}
         if hasattr(self, "_tvm"):
             out["tvm"] = self._tvm.__version__
         return out

@@ -84,7 +84,7 @@ def test_openvino_hint_follows_the_scenario_and_precision_hint_is_explicit(cache
 
 
 def test_openvino_int8_needs_the_qdq_artifact(monkeypatch):
-    import harness.artifacts as artifacts
+    from harness import artifacts
 
     cls = get_runtime("openvino-cpu")
     monkeypatch.delattr(artifacts, "onnx_for_precision", raising=False)
@@ -126,19 +126,16 @@ def test_tvm_caches_one_compiled_library_per_shape_and_says_untuned(cache):
     assert paths[0][0] == paths[1][0] and paths[0][0].suffix == ".so" and paths[1][1]
 
 
-def test_compile_mode_and_tuning_budget_are_validated_run_options(tmp_path):
+def test_compile_mode_is_a_validated_run_option(tmp_path):
     from harness.config import RunConfig
     from harness.errors import UsageError
 
-    base = {"models": "mlp", "runtimes": "torch-compile-cpu,tvm-cpu", "out": str(tmp_path)}
-    config = RunConfig.from_options({**base, "compile_mode": "max-autotune-no-cudagraphs",
-                                     "tvm_tuning_trials": "16"})
-    assert config.compile_mode == "max-autotune-no-cudagraphs" and config.tvm_tuning_trials == 16
-    assert RunConfig.from_options(base).tvm_tuning_trials == 0
+    base = {"models": "mlp", "runtimes": "torch-compile-cpu", "out": str(tmp_path)}
+    config = RunConfig.from_options({**base, "compile_mode": "max-autotune-no-cudagraphs"})
+    assert config.compile_mode == "max-autotune-no-cudagraphs"
+    assert RunConfig.from_options(base).compile_mode == "default"
     with pytest.raises(UsageError, match="valid modes: default"):
         RunConfig.from_options({**base, "compile_mode": "fastest"})
-    with pytest.raises(UsageError, match="tvm-tuning-trials"):
-        RunConfig.from_options({**base, "tvm_tuning_trials": "-1"})
 
 
 def test_torch_compile_records_its_mode_and_one_compile_per_shape(cache):

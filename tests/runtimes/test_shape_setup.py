@@ -49,7 +49,6 @@ def test_setup_shape_runs_once_per_shape_and_joins_setup_s():
 def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
     from harness.config import RunConfig
     from harness.execution.runner import CaseRunner
-    from harness.results.schema import CaseId
     from harness.runtimes import register_runtime
 
     class FakePerShape(fakes.FakeOk):
