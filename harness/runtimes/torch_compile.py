@@ -31,8 +31,9 @@ class TorchCompile(TorchEager):
         torch._dynamo.reset()  # drop the previous shape's graph: no symbolic-batch recompile
         self._compiled = torch.compile(self._module, backend="inductor", mode=self.options.compile_mode,
                                        dynamic=False)
+        prepared = self._prepare(feed)  # outside inference_mode, like `bind`: Dynamo guards on the dispatch keys
         with torch.inference_mode():
-            self._compiled(**self._prepare(feed))  # the compile happens on this first call
+            self._compiled(**prepared)  # the compile happens on this first call
         self.synchronize()
         self._compiles += 1
 

@@ -146,3 +146,18 @@ def test_torch_compile_records_its_mode_and_one_compile_per_shape(cache):
             rt.infer(make_feed(spec, {"batch": batch}, 0))
         details = rt.details()
     assert details["compile_mode"] == "default" and details["compiles"] == 2 and not details["dynamic"]
+
+
+def test_every_runtime_extra_is_documented_and_exercised_by_ci():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    root = Path(__file__).resolve().parents[2]
+    extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    readme, ci = (root / "README.md").read_text(), root / ".ci" / "extras"
+    assert os.access(ci, os.X_OK)
+    for extra in ("openvino", "litert", "tvm"):
+        assert extra in extras
+        assert f'pip install -c constraints/cpu.txt -e ".[{extra}]"' in readme
+        assert extra in ci.read_text()
