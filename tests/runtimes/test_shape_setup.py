@@ -70,3 +70,19 @@ def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
     for r in results:
         assert r.setup_s >= 0.05 and r.details["shape_setup_s"] >= 0.05
     assert results[1].details["activation_reused"]
+
+
+def test_an_adapter_without_shape_setup_keeps_setup_s_as_its_activation_time():
+    class Plain(Runtime):
+        name = "plain-test"
+
+        def _activate(self):
+            pass
+
+        def _infer(self, prepared):
+            return {"logits": prepared["x"]}
+
+    with Plain(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1)) as rt:
+        before = rt.setup_s
+        rt.infer({"x": np.ones((2, 256), np.float32)})
+        assert rt.setup_s == before and rt.shape_setup_s is None and "shape_setup_s" not in rt.details()
