@@ -109,6 +109,8 @@ class OpenVinoCpu(Runtime):
         out = {**super().details(), "performance_hint": getattr(self, "_hint", None) or None,
                "num_streams": getattr(self, "_streams", None),
                "inference_precision": getattr(self, "_precision_used", None)}
+        if getattr(self, "_onnx", None) is not None and "recipe" in self._onnx.meta:
+            out["onnx_recipe"] = self._onnx.meta["recipe"]  # what the precision step built (int8: QDQ ...)
         if hasattr(self, "_ov"):
             out["openvino"] = self._ov.__version__
         return out
