@@ -80,7 +80,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
                       "median:10%)", "SPEC", multiple=True),
     OptionDef("gate-config", "TOML file with gates, per-model overrides and the confidence level", "FILE"),
+    OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
+                              "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE"),
 )
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
 
@@ -121,6 +124,7 @@ class RunConfig:
     baseline: str | None = None  # --baseline: resolved path of the baseline results
     gates: tuple[str, ...] = ()  # --gate strings, validated
     gate_config: str | None = None  # --gate-config file (absolute path)
+    compile_mode: str = "default"  # --compile-mode for the torch-compile-* runtimes
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -214,6 +218,9 @@ class RunConfig:
             except ValueError as exc:
                 raise UsageError(f"--tolerance: {exc}") from None
             overrides = {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
+        compile_mode = raw.get("compile_mode") or "default"
+        if compile_mode not in COMPILE_MODES:
+            raise UsageError(f"--compile-mode {compile_mode!r}: valid modes: {', '.join(COMPILE_MODES)}")
         return cls(
             models=models, runtimes=runtimes, precisions=precisions, batch_sizes=batch_sizes,
             seq_lens=seq_lens, timing=timing,
@@ -229,6 +236,7 @@ class RunConfig:
             run_id=run_id, user_models=user_paths,
             int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
             localize=bool(raw.get("localize")), shapes=shapes, **_gating_options(raw),
+            compile_mode=compile_mode,
         )
 
 

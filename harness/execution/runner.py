@@ -70,7 +70,8 @@ class CaseRunner:
             options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
                                      shapes=run_shapes(spec, config),
                                      int8_method=getattr(config, "int8_method", "auto"),
-                                     calibration_method=getattr(config, "calibration_method", "minmax"))
+                                     calibration_method=getattr(config, "calibration_method", "minmax"),
+                                     compile_mode=getattr(config, "compile_mode", "default"))
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
             # memory over activation (or, reused, from here), first inference, warm-up and timed loop

@@ -36,13 +36,24 @@ def runtime_names() -> list[str]:
 # ------------------------------------------------------------------ built-in adapters, one line each
 from harness.runtimes.torch_eager import TorchEager  # noqa: E402
 from harness.runtimes.onnxruntime import OrtCpu  # noqa: E402
+from harness.runtimes.openvino import OpenVinoCpu  # noqa: E402
+from harness.runtimes.litert import LiteRtCpu  # noqa: E402
+from harness.runtimes.tvm import TvmCpu  # noqa: E402
+from harness.runtimes.torch_compile import TorchCompile, TorchCompileCuda  # noqa: E402
+from harness.runtimes.torchscript import TorchScript  # noqa: E402
 from harness.runtimes.torch_cuda import TorchCuda  # noqa: E402
 from harness.runtimes.onnxruntime import OrtCann, OrtCuda, OrtCudaH2H, OrtOpenVino, OrtRocm, OrtTrt  # noqa: E402
 from harness.runtimes.tensorrt import TensorRT  # noqa: E402
 
 register_runtime(TorchEager)
 register_runtime(OrtCpu)
+register_runtime(OpenVinoCpu)
+register_runtime(LiteRtCpu)
+register_runtime(TvmCpu)
+register_runtime(TorchCompile)
+register_runtime(TorchScript)
 register_runtime(TorchCuda)
+register_runtime(TorchCompileCuda)
 register_runtime(OrtCuda)
 register_runtime(OrtCudaH2H)
 register_runtime(OrtTrt)

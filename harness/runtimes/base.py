@@ -46,14 +46,16 @@ class RuntimeOptions:
     int8_method: str = "auto"
     calibration_method: str = "minmax"
     int8_activations: str = "u8"
+    compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)
 
 
 class Runtime(ABC):
     """Runs one model at one precision on one device. A context manager; heavy work only in activation.
 
     Public methods guard and validate; an adapter implements `_activate`, `_infer`, `_deactivate` and, where
-    it needs to, `_prepare` (feed -> runtime-native inputs, outside the timed loop), `_to_numpy`,
-    `synchronize` (device sync before a clock is read) and `availability`.
+    it needs to, `_prepare` (feed -> runtime-native inputs, outside the timed loop), `_setup_shape` (work
+    specific to one input shape: a static-shape compile or engine), `_to_numpy`, `synchronize` (device sync
+    before a clock is read) and `availability`.
     """
 
     name: ClassVar[str]
@@ -69,11 +71,14 @@ class Runtime(ABC):
         self.model = model
         self.precision = Precision(precision)
         self.options = options
-        self.setup_s: float | None = None  # activation time: session creation, compile, engine build
+        self.setup_s: float | None = None  # activation + current shape's setup: session creation, compile, build
+        self.activation_s: float | None = None  # activation alone (shared by the shapes that reuse it)
+        self.shape_setup_s: float | None = None  # `_setup_shape` time of the current input shape
         self.artifact: Artifact | None = None  # the file this runtime executes, if any
         # What actually runs at this precision (set by _activate), recorded as CaseResult.precision_recipe.
         self.recipe: str | None = "fp32" if self.precision is Precision.FP32 else None
         self._active = False
+        self._shape_key: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------ capability
     @classmethod
@@ -104,7 +109,8 @@ class Runtime(ABC):
         if not self._active:
             t0 = time.perf_counter()
             self._activate()
-            self.setup_s = time.perf_counter() - t0
+            self.setup_s = self.activation_s = time.perf_counter() - t0
+            self.shape_setup_s, self._shape_key = None, None
             self._active = True
         return self
 
@@ -119,6 +125,7 @@ class Runtime(ABC):
         missing = [t.name for t in self.model.inputs if t.name not in feed]
         if missing:
             raise ValueError(f"{self.name}: feed for model {self.model.name!r} lacks inputs {missing}")
+        self._ensure_shape(feed)
         outputs = self._infer(self._prepare(feed))
         self.synchronize()
         return {k: self._to_numpy(v) for k, v in outputs.items()}
@@ -129,9 +136,27 @@ class Runtime(ABC):
         Preparation (tensor conversion, device copies an adapter chooses to exclude) happens here, once.
         """
         self._check_active()
+        self._ensure_shape(feed)
         prepared = self._prepare(feed)
         infer = self._infer
         return lambda: infer(prepared)
+
+    def _ensure_shape(self, feed: Mapping[str, np.ndarray]) -> None:
+        """Run `_setup_shape` when the feed's shapes differ from the last feed's; its time joins `setup_s`.
+
+        Never inside the timed loop: `infer` (warm-up, accuracy) and `bind` call it, the bound callable does not.
+        An adapter without `_setup_shape` keeps setup_s = its activation time.
+        """
+        if type(self)._setup_shape is Runtime._setup_shape:
+            return
+        key = tuple((k, tuple(np.shape(v)), str(getattr(v, "dtype", ""))) for k, v in sorted(feed.items()))
+        if key == self._shape_key:
+            return
+        t0 = time.perf_counter()
+        self._setup_shape(feed)
+        self.shape_setup_s = time.perf_counter() - t0
+        self._shape_key = key
+        self.setup_s = (self.activation_s or 0.0) + self.shape_setup_s
 
     def synchronize(self) -> None:
         """Wait for the device; CPU runtimes return at once."""
@@ -147,6 +172,10 @@ class Runtime(ABC):
             out["artifact"] = str(self.artifact.path)
             out["artifact_cache_hit"] = self.artifact.cache_hit
             out["artifact_build_s"] = round(self.artifact.build_s, 3)  # part of setup_s on a cache miss
+        if self.activation_s is not None:
+            out["activation_s"] = round(self.activation_s, 3)
+        if self.shape_setup_s is not None:
+            out["shape_setup_s"] = round(self.shape_setup_s, 3)  # per-shape compile/build, part of setup_s
         return out
 
     def onnx_pair(self) -> tuple[Path, Path] | None:
@@ -167,6 +196,9 @@ class Runtime(ABC):
 
     def _deactivate(self) -> None:
         pass
+
+    def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
+        """Per-shape setup (static-shape compile, engine, per-shape artifact); runs once per new input shape."""
 
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
         return dict(feed)

@@ -1,0 +1,138 @@
+"""openvino-cpu: OpenVINO Runtime on the ONNX export, compiled per static shape with a latency/throughput hint."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.artifacts import onnx_for_model
+from harness.model import ModelSpec
+from harness.precision import Precision
+from harness.runtimes.base import Availability, Runtime
+
+INSTALL = 'pip install -e ".[openvino]"'
+# Precision -> (INFERENCE_PRECISION_HINT, the CPU capability it needs). INT8 runs a QDQ graph at f32 hint.
+_HINTS: dict[Precision, tuple[str, str]] = {
+    Precision.FP32: ("f32", "FP32"), Precision.BF16: ("bf16", "BF16"), Precision.FP16: ("f16", "FP16"),
+    Precision.INT8: ("f32", "INT8"),
+}
+
+
+class OpenVinoCpu(Runtime):
+    """ov.Core().read_model(ONNX) reshaped to each case's static shape and compiled for "CPU".
+
+    PERFORMANCE_HINT is LATENCY for batch 1 (single-stream) and THROUGHPUT for larger batches (offline),
+    INFERENCE_NUM_THREADS the run's thread count, INFERENCE_PRECISION_HINT f32 unless the case asks for
+    bf16/fp16 (only where the CPU reports the capability). INT8 compiles the precision step's QDQ ONNX file.
+    """
+
+    name: ClassVar[str] = "openvino-cpu"
+    precisions: ClassVar[frozenset[Precision]] = frozenset(_HINTS)
+    description: ClassVar[str] = "OpenVINO Runtime, CPU plugin, ONNX frontend, latency/throughput hint"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import openvino as ov
+        except ImportError as exc:
+            return Availability(False, f"openvino is not importable ({exc}); install it with: {INSTALL}")
+        if "CPU" not in ov.Core().available_devices:
+            return Availability(False, f"openvino {ov.__version__} has no CPU device")
+        return Availability(True)
+
+    @classmethod
+    def supports(cls, model: ModelSpec, precision: Precision) -> Availability:
+        verdict = super().supports(model, precision)
+        if not verdict:
+            return verdict
+        precision = Precision(precision)
+        if precision is Precision.INT8:
+            from harness import artifacts
+
+            if not hasattr(artifacts, "onnx_for_precision"):
+                return Availability(False, "openvino-cpu int8 needs the QDQ ONNX artifact "
+                                           "(harness.artifacts.onnx_for_precision), absent in this build")
+        capability = _HINTS[precision][1]
+        if precision is not Precision.FP32:
+            caps = _cpu_capabilities()
+            if caps is not None and capability not in caps:
+                return Availability(False, f"openvino-cpu {precision}: this CPU's OPTIMIZATION_CAPABILITIES "
+                                           f"lack {capability} ({', '.join(caps)})")
+        return Availability(True)
+
+    def _activate(self) -> None:
+        import openvino as ov
+
+        self._ov = ov
+        self._core = ov.Core()
+        if self.precision is Precision.INT8:
+            from harness.artifacts import onnx_for_precision  # type: ignore[attr-defined]
+
+            self._onnx = onnx_for_precision(self.model, Precision.INT8, self.options)
+        else:
+            self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+        self.artifact = self._onnx
+        self._ov_model = self._core.read_model(str(self._onnx.path))
+        self._compiled: Any = None
+        self._hint = ""
+
+    def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        self._compiled = self._request = None
+        self._ov_model.reshape({name: list(np.shape(arr)) for name, arr in feed.items()
+                                if name in {t.name for t in self.model.inputs}})
+        first = np.shape(feed[self.model.inputs[0].name])
+        batch = int(first[0]) if first else 1
+        mode = hints.PerformanceMode.LATENCY if batch == 1 else hints.PerformanceMode.THROUGHPUT
+        config = {hints.performance_mode: mode, props.inference_num_threads: self.options.threads,
+                  hints.inference_precision: _ov_type(self._ov, _HINTS[self.precision][0])}
+        self._compiled = self._core.compile_model(self._ov_model, "CPU", config)
+        self._request = self._compiled.create_infer_request()
+        self._output_names = [_port_name(p, i, self.model.outputs) for i, p in enumerate(self._compiled.outputs)]
+        self._hint = mode.name
+        self._ports = list(self._compiled.outputs)
+        self._streams = int(self._compiled.get_property("NUM_STREAMS"))
+        self._precision_used = self._compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+
+    def _infer(self, prepared: Mapping[str, Any]) -> Mapping[str, Any]:
+        result = self._request.infer(prepared)
+        return {name: result[port] for name, port in zip(self._output_names, self._ports)}
+
+    def _deactivate(self) -> None:
+        self._compiled = self._request = self._ov_model = None
+
+    def details(self) -> dict[str, Any]:
+        out = {**super().details(), "performance_hint": getattr(self, "_hint", None) or None,
+               "num_streams": getattr(self, "_streams", None),
+               "inference_precision": getattr(self, "_precision_used", None)}
+        if getattr(self, "_onnx", None) is not None and "recipe" in self._onnx.meta:
+            out["onnx_recipe"] = self._onnx.meta["recipe"]  # what the precision step built (int8: QDQ ...)
+        if hasattr(self, "_ov"):
+            out["openvino"] = self._ov.__version__
+        return out
+
+
+def _cpu_capabilities() -> list[str] | None:
+    try:
+        import openvino as ov
+
+        return [str(c) for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+    except Exception:  # noqa: BLE001 - unknown capabilities: let compile_model decide
+        return None
+
+
+def _ov_type(ov: Any, name: str) -> Any:
+    return {"f32": ov.Type.f32, "bf16": ov.Type.bf16, "f16": ov.Type.f16}[name]
+
+
+def _port_name(port: Any, index: int, declared: tuple[str, ...]) -> str:
+    """The model's declared output name for a compiled output port (by name where it matches, else order)."""
+    names = port.get_names()
+    for n in declared:
+        if n in names:
+            return n
+    return declared[index] if index < len(declared) else port.get_any_name()

@@ -1,0 +1,92 @@
+"""tvm-cpu: Apache TVM, the ONNX export imported by Relax, compiled per static shape for the host CPU, on its VM."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.artifacts import onnx_for_model
+from harness.model import ModelSpec
+from harness.runtimes.base import Availability, Runtime
+
+INSTALL = 'pip install -e ".[tvm]" (apache-tvm; not in the same environment as the litert extra)'
+
+
+class TvmCpu(Runtime):
+    """relax.frontend.onnx.from_onnx -> tvm.compile(llvm, host mcpu) -> relax.VirtualMachine on tvm.cpu().
+
+    One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned: the default
+    Relax pipeline applies no schedules, so the figures show TVM's floor, not what a tuned deployment reaches
+    (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see the README).
+    """
+
+    name: ClassVar[str] = "tvm-cpu"
+    description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import tvm  # noqa: F401
+            from tvm.relax.frontend.onnx import from_onnx  # noqa: F401
+        except ImportError as exc:
+            return Availability(False, f"apache-tvm is not importable ({exc}); install it with: {INSTALL}")
+        return Availability(True)
+
+    @classmethod
+    def _supports_model(cls, model: ModelSpec) -> Availability:
+        return Availability(True)  # anything with an ONNX form; an op TVM lacks is an error row naming it
+
+    def _activate(self) -> None:
+        os.environ.setdefault("TVM_NUM_THREADS", str(self.options.threads))  # before the pool starts
+        import tvm
+
+        self._tvm = tvm
+        config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
+        if config is not None:
+            config(1, self.options.threads)  # kBig affinity mode with the run's thread count
+        self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+        self._target: dict[str, Any] = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+        self._device = tvm.cpu(0)
+        self._vm: Any = None
+
+    def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
+        from tvm import relax
+
+        from harness.artifacts.tvm_from_onnx import TvmFromOnnx
+
+        names = [t.name for t in self.model.inputs]
+        self._vm = None
+        self.artifact = TvmFromOnnx(
+            self._onnx, self.options.cache, shapes={n: tuple(feed[n].shape) for n in names},
+            dtypes={n: str(feed[n].dtype) for n in names}, target=self._target, label=self.model.name)()
+        lib = self._tvm.runtime.load_module(str(self.artifact.path))
+        self._vm = relax.VirtualMachine(lib, self._device)
+        self._main = self._vm["main"]
+
+    def _prepare(self, feed: Mapping[str, np.ndarray]) -> list[Any]:
+        return [self._tvm.runtime.tensor(np.ascontiguousarray(feed[t.name]), self._device)
+                for t in self.model.inputs]
+
+    def _infer(self, prepared: list[Any]) -> Mapping[str, Any]:
+        out = self._main(*prepared)
+        if not isinstance(out, (list, tuple)) and not hasattr(out, "numpy"):
+            out = list(out)  # a TVM Array of tensors
+        if hasattr(out, "numpy"):
+            return {self.model.outputs[0]: out}
+        return dict(zip(self.model.outputs, out))
+
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        return value.numpy()
+
+    def _deactivate(self) -> None:
+        self._vm = self._main = None
+
+    def details(self) -> dict[str, Any]:
+        out = {**super().details(), "target": getattr(self, "_target", None),
+               "tuning": "untuned"}
+        if hasattr(self, "_tvm"):
+            out["tvm"] = self._tvm.__version__
+        return out
