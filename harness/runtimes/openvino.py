@@ -48,12 +48,6 @@ class OpenVinoCpu(Runtime):
         if not verdict:
             return verdict
         precision = Precision(precision)
-        if precision is Precision.INT8:
-            from harness import artifacts
-
-            if not hasattr(artifacts, "onnx_for_precision"):
-                return Availability(False, "openvino-cpu int8 needs the QDQ ONNX artifact "
-                                           "(harness.artifacts.onnx_for_precision), absent in this build")
         capability = _HINTS[precision][1]
         if precision is not Precision.FP32:
             caps = _cpu_capabilities()
@@ -68,12 +62,17 @@ class OpenVinoCpu(Runtime):
         self._ov = ov
         self._core = ov.Core()
         if self.precision is Precision.INT8:
-            from harness.artifacts import onnx_for_precision  # type: ignore[attr-defined]
+            from harness.artifacts import onnx_for_precision
 
             self._onnx = onnx_for_precision(self.model, Precision.INT8, self.options)
         else:
             self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
         self.artifact = self._onnx
+        if self.precision is Precision.INT8:
+            self.recipe = f"{self._onnx.meta.get('recipe', 'int8: QDQ ONNX')} (compiled by OpenVINO CPU)"
+        elif self.precision is not Precision.FP32:
+            self.recipe = (f"{self.precision}: OpenVINO CPU INFERENCE_PRECISION_HINT={_HINTS[self.precision][0]} "
+                           "over the FP32 ONNX")
         self._ov_model = self._core.read_model(str(self._onnx.path))
         self._compiled: Any = None
         self._hint = ""

@@ -83,13 +83,18 @@ def test_openvino_hint_follows_the_scenario_and_precision_hint_is_explicit(cache
         assert rt.details()["performance_hint"] == "THROUGHPUT"
 
 
-def test_openvino_int8_needs_the_qdq_artifact(monkeypatch):
-    from harness import artifacts
+def test_openvino_int8_runs_the_qdq_artifact_within_its_tolerance(cache):
+    from harness.accuracy import compare
 
-    cls = get_runtime("openvino-cpu")
-    monkeypatch.delattr(artifacts, "onnx_for_precision", raising=False)
-    verdict = cls.supports(get_model("mlp"), Precision.INT8)
-    assert not verdict and "onnx_for_precision" in verdict.reason
+    cls = _available("openvino-cpu")
+    spec = get_model("mlp")
+    feed = make_feed(spec, {"batch": 4}, 0)
+    with cls(spec, Precision.INT8, RuntimeOptions(threads=1, cache=cache)) as rt:
+        out = rt.infer(feed)
+        assert rt.recipe.startswith("int8: ORT static QDQ") and rt.artifact.path.suffix == ".onnx"
+    verdict = compare({"logits": _expected(spec, feed)}, out, spec.tolerance(Precision.INT8), classification=True)
+    assert verdict, verdict.message
+    assert verdict.worst()["rel_l2"] > 1e-4  # really quantised, not the FP32 graph
 
 
 @pytest.mark.parametrize("precision,recipe", [(Precision.INT8, "int8-dynamic"), (Precision.FP16, "fp16-weights")])
