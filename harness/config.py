@@ -52,6 +52,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("min-time", "minimum measured seconds per case (default: 1.0; with --quick: 0.5)", "SECONDS"),
     OptionDef("min-iters", "minimum measured iterations per case (default: 20; with --quick: 10)", "N"),
     OptionDef("warmup", "warm-up iterations before measuring, at least 0.2 s in all (default: 5)", "N"),
+    OptionDef("repeats", "measure each case in N blocks, each after a fresh activation (session, thread pool, "
+                         "buffers) where the runtime allows it: the gate reads the run-to-run spread from the block "
+                         "medians (default: 3)", "N"),
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N"),
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N"),
     OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
@@ -125,6 +128,7 @@ class RunConfig:
     gates: tuple[str, ...] = ()  # --gate strings, validated
     gate_config: str | None = None  # --gate-config file (absolute path)
     compile_mode: str = "default"  # --compile-mode for the torch-compile-* runtimes
+    repeats: int = 3  # --repeats: measurement blocks per case
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -236,7 +240,7 @@ class RunConfig:
             run_id=run_id, user_models=user_paths,
             int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
             localize=bool(raw.get("localize")), shapes=shapes, **_gating_options(raw),
-            compile_mode=compile_mode,
+            compile_mode=compile_mode, repeats=_int(raw.get("repeats"), 3, "repeats", minimum=1),
         )
 
 

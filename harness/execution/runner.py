@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from harness.accuracy import compare
 from harness.accuracy.task import judge, top1_accuracy
@@ -15,7 +18,7 @@ from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError
 from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
-from harness.measure.timer import Timer
+from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.model_files import register_user_model, user_model_name
 from harness.precision import Precision
@@ -91,9 +94,10 @@ class CaseRunner:
             policy = config.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+            setup_s = runtime.setup_s
+            timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
+                                                          policy, getattr(config, "repeats", 1), measuring)
             device_timer = runtime.device_timer()
-            timed = self.timer.run(call, policy, runtime.synchronize, on_measure=measuring,
-                                   device_timer=device_timer)
             memory = sampler.stop(MEMORY_COVERS[reused])
             phase = "accuracy"
             on_phase(phase)
@@ -123,10 +127,11 @@ class CaseRunner:
                 timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
                 latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.mean_ms),
                 accuracy=accuracy_dict, reference_runtime=spec.reference,
-                setup_s=runtime.setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
+                setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
                 details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+                         **blocks,
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
                 device_samples_ns=list(timed.device_samples_ns),
@@ -159,6 +164,46 @@ class CaseRunner:
         runtime.__enter__()
         self._active = (key, runtime)
         return runtime, False
+
+    def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
+                        options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
+                        policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
+                        ) -> tuple[TimedRun, dict[str, Any], Runtime]:
+        """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
+
+        One session's thread pool and buffer placement can sit in a fast or a slow mode for its whole life
+        (here: +-20% on 30 us cases); fresh activations within the run sample that run-to-run spread, which
+        the gate reads from the block medians. Each block warms up and gets 1/repeats of the minimum time and
+        iterations. Blocks after the first reuse the activation when `reactivate_between_repeats` is False.
+        """
+        repeats = max(1, int(repeats))
+        block = policy if repeats == 1 else dataclasses.replace(
+            policy, min_iters=max(1, math.ceil(policy.min_iters / repeats)), min_time_s=policy.min_time_s / repeats)
+        samples: list[int] = []
+        device: list[int] = []
+        sizes: list[int] = []
+        warm = 0
+        reactivated = 0
+        for i in range(repeats):
+            if i > 0 and cls.reactivate_between_repeats:
+                self._drop_active()
+                runtime, _ = self._activate(case, spec, cls, precision, options)
+                runtime.infer(feed)  # per-shape setup and first-call work, outside the timed loop
+                call = runtime.bind(feed)
+                reactivated += 1
+            t = self.timer.run(call, block, runtime.synchronize, on_measure=on_measure if i == 0 else None,
+                               device_timer=runtime.device_timer())
+            samples += t.samples_ns
+            device += t.device_samples_ns
+            sizes.append(len(t.samples_ns))
+            warm += t.warmup_iters
+        info: dict[str, Any] = {}
+        if repeats > 1:
+            offsets = np.cumsum([0, *sizes])
+            info = {"blocks": sizes, "block_reactivated": reactivated,
+                    "block_p50_ms": [round(float(np.median(samples[a:b])) / 1e6, 6)
+                                     for a, b in zip(offsets[:-1], offsets[1:])]}
+        return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
                        min_ratio: float | None) -> Any:

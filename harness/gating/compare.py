@@ -26,7 +26,8 @@ from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _fini
 
 METHOD = ("bootstrap (exact order-statistic resampling) of the ratio of the gated latency statistic, "
           "current / baseline: regressed when the ratio exceeds 1 + T and its one-sided lower bound at the "
-          "gate confidence exceeds 1 + T/2 (the bounds widened by the run-to-run spread run_sigma when set); "
+          "gate confidence exceeds 1 + T/2 (the bounds widened by the run-to-run spread: the larger of the gate's "
+          "run_sigma and the spread of the case's block medians, each block measured after a fresh activation); "
           "an effect without that evidence is noise")
 
 
@@ -102,6 +103,17 @@ def compare_samples(baseline_ns: Sequence[float], current_ns: Sequence[float], g
     else:
         v, why, p = Verdict.PASS, f"{gate.statistic} {pct} within {t:.0%}", p_worse
     return SampleComparison(v, b_stat / 1e6, c_stat / 1e6, ratio, lo, hi, p, why)
+
+
+def block_sigma(r: CaseResult) -> float | None:
+    """Run-to-run spread of a case measured in blocks (--repeats): the standard deviation of the logarithm of
+    its block medians (each block after a fresh activation). None for fewer than two blocks."""
+    sizes = (r.details or {}).get("blocks")
+    if not sizes or len(sizes) < 2 or sum(sizes) != len(r.samples_ns) or min(sizes) < 1:
+        return None
+    offsets = np.cumsum([0, *sizes])
+    medians = [max(float(np.median(r.samples_ns[a:z])), 1.0) for a, z in zip(offsets[:-1], offsets[1:])]
+    return float(np.std(np.log(medians), ddof=1))
 
 
 def _few_samples_note(gate: Gate, nb: int, nc: int) -> str:
@@ -322,10 +334,15 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         return one(Verdict.NOT_COMPARABLE, mismatch)
     out = []
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
+    sigmas = [x for x in (block_sigma(b), block_sigma(c)) if x is not None]
+    spread = math.sqrt(sum(x * x for x in sigmas) / len(sigmas)) if sigmas else 0.0
+    run_sigma = max(gates.run_sigma, spread)
     for gate in gates.gates_for(key.model):
         s = compare_samples(b.samples_ns, c.samples_ns, gate, gates.confidence, gates.resamples,
-                            _seed(gates.seed, key, gate.metric), gates.run_sigma)
+                            _seed(gates.seed, key, gate.metric), run_sigma)
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "")
+        if spread > gates.run_sigma:
+            reason += f" [run-to-run spread from the measurement blocks: sigma {spread:.3f}]"
         out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
                                  s.ci_high, s.p_value, gate.threshold, "ms", reason))
     if gates.drift:

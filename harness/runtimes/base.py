@@ -61,6 +61,9 @@ class Runtime(ABC):
     name: ClassVar[str]
     device: ClassVar[str] = "cpu"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32})
+    # --repeats: re-activate (fresh session, thread pool, buffers) between measurement blocks. Runtimes whose
+    # activation is a long compile or engine build keep one activation and only separate the blocks in time.
+    reactivate_between_repeats: ClassVar[bool] = True
     timing_scope: ClassVar[str] = "host_to_host"  # what a timed call covers: inputs and outputs in host memory
     description: ClassVar[str] = ""
     warmup_floor_s: ClassVar[float] = 0.0  # GPU runtimes: at least this much warm-up (clocks, autotuning)

@@ -27,6 +27,7 @@ class LiteRtCpu(Runtime):
     in `_setup_shape`; the conversion time is part of setup_s.
     """
 
+    reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "litert-cpu"
     precisions: ClassVar[frozenset[Precision]] = frozenset(RECIPE)
     description: ClassVar[str] = "LiteRT Interpreter + XNNPACK, .tflite from litert-torch"

@@ -317,6 +317,7 @@ class OrtTrt(OrtCudaBase):
     is built at session creation, not in the first timed call. INT8 needs a QDQ model (explicit quantization).
     """
 
+    reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "ort-trt"
     provider: ClassVar[str] = "TensorrtExecutionProvider"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})

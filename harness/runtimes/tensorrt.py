@@ -43,6 +43,7 @@ class TensorRT(Runtime):
     (TrtEngineFromOnnx): its build time is `artifact_build_s`, part of `setup_s` only on a cache miss.
     """
 
+    reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tensorrt"
     device: ClassVar[str] = "cuda"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})

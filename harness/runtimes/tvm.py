@@ -23,6 +23,7 @@ class TvmCpu(Runtime):
     (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see the README).
     """
 
+    reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tvm-cpu"
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
 

@@ -13,7 +13,7 @@ from harness.results.schema import CaseId
 def config(fakes, tmp_path):
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="5", warmup="1",
-               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
+               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), repeats="1")
     return RunConfig.from_options(raw)
 
 
@@ -63,3 +63,29 @@ def test_activation_is_reused_across_batch_sizes_and_references_per_shape(config
     c = runner.run(case("fake-ok-c", batch=4), config)
     assert c.details["activation_reused"] is False
     assert a.feed_sha256 != b.feed_sha256 and b.feed_sha256 == c.feed_sha256  # identical inputs per shape
+
+
+def test_repeats_measure_in_blocks_each_after_a_fresh_activation(config, fakes):
+    import dataclasses
+
+    from harness.runtimes import get_runtime
+
+    cls = get_runtime("fake-ok-d")
+    made = []
+    original = cls._activate
+
+    def counting(self):
+        made.append(self)
+        original(self)
+
+    cls._activate = counting
+    try:
+        r = CaseRunner().run(case("fake-ok-d", batch=2), dataclasses.replace(config, repeats=3))
+    finally:
+        cls._activate = original
+    assert r.status == "passed", r.reason
+    assert len(made) == 3 and len({id(m) for m in made}) == 3  # three activations, three sessions
+    blocks = r.details["blocks"]
+    assert len(blocks) == 3 and sum(blocks) == len(r.samples_ns) and min(blocks) >= 2  # ceil(5 / 3) each
+    assert r.details["block_reactivated"] == 2 and len(r.details["block_p50_ms"]) == 3
+    assert r.setup_s == made[0].setup_s  # the case's setup is its first activation's

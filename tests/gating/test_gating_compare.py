@@ -209,3 +209,32 @@ def test_run_sigma_widens_the_bounds_for_between_run_shifts():
 def test_zero_samples_stay_finite():
     s = compare_samples([0, 0, 0, 1], [0, 0, 0, 1], MEDIAN10)
     assert s.verdict is Verdict.PASS and s.ratio == 1.0
+
+
+def _blocked(case, medians_us, per_block=400, seed=0):
+    """A case measured in blocks (--repeats) whose block medians differ, as fresh sessions do on a shared VM."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ns = [int(v) for m in medians_us for v in rng.normal(m * 1000, m * 20, per_block)]
+    return case_result(case, ns, details={"blocks": [per_block] * len(medians_us)})
+
+
+def test_spread_between_blocks_turns_a_session_mode_shift_into_noise_not_regressed():
+    from harness.gating.compare import block_sigma
+    from harness.results.schema import CaseId
+
+    case = CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")
+    gates = GateConfig(gates=(MEDIAN10,))
+    base, cur = _blocked(case, [30, 40, 33]), _blocked(case, [48, 40, 50], seed=1)
+    assert block_sigma(base) > 0.1
+    rec = next(r for r in compare_runs(run_of(base), run_of(cur), gates).records if r.metric == "latency_median")
+    assert rec.verdict is Verdict.NOISE and "run-to-run spread" in rec.reason
+    # the same samples without block information (one session each): judged on within-run evidence alone
+    flat = [dataclasses.replace(r, details={}) for r in (base, cur)]
+    assert verdicts(compare_runs(run_of(flat[0]), run_of(flat[1]), gates), "latency_median") == {
+        (case.id, "latency_median"): Verdict.REGRESSED}
+    # consistent blocks and a real 25% slowdown: still regressed
+    b2, c2 = _blocked(case, [100, 101, 99]), _blocked(case, [125, 126, 124], seed=2)
+    assert verdicts(compare_runs(run_of(b2), run_of(c2), gates), "latency_median") == {
+        (case.id, "latency_median"): Verdict.REGRESSED}
