@@ -330,8 +330,12 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
+        from harness.gating.gatecheck import suggested_config
+
+        atomic_write_text(out / "gates-suggested.toml", suggested_config(result))
         atomic_write_text(out / "gatecheck.md", md)
-        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}")
+        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}, {out / 'gates-suggested.toml'} "
+              "(per-case run-to-run spread: pass it to compare/run with --gate-config)")
     return EXIT_OK
 
 

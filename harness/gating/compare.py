@@ -336,13 +336,15 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
     sigmas = [x for x in (block_sigma(b), block_sigma(c)) if x is not None]
     spread = math.sqrt(sum(x * x for x in sigmas) / len(sigmas)) if sigmas else 0.0
-    run_sigma = max(gates.run_sigma, spread)
+    run_sigma = max(gates.sigma_for(key.id), spread)
     for gate in gates.gates_for(key.model):
         s = compare_samples(b.samples_ns, c.samples_ns, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma)
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "")
-        if spread > gates.run_sigma:
+        if spread > gates.sigma_for(key.id):
             reason += f" [run-to-run spread from the measurement blocks: sigma {spread:.3f}]"
+        elif run_sigma > 0:
+            reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"
         out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
                                  s.ci_high, s.p_value, gate.threshold, "ms", reason))
     if gates.drift:

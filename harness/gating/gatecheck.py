@@ -159,13 +159,15 @@ class GateCheckResult:
                 f"`{k}` {v:.3f}" for k, v in self.aa_spread.items()),
                 "", "Run-to-run spread (sd of log median over the A runs): " + ", ".join(
                 f"`{k}` {v:.3f}" for k, v in self.run_sigma.items())
-                + f". To fold it into the gate's bounds: `run_sigma = {self.suggested_run_sigma:.3f}` in the "
-                  "gate config" + (" (this check ran with run_sigma "
-                                   f"{self.gates.run_sigma:g})" if self.gates.run_sigma else "") + "."]
+                + ". To fold it into the gate's bounds, per case: the `[run_sigma_cases]` table that "
+                  "`gate-check --out` writes to gates-suggested.toml (or one machine-wide `run_sigma = "
+                  f"{self.suggested_run_sigma:.3f}`)" + (" (this check ran with run_sigma "
+                                                         f"{self.gates.run_sigma:g})" if self.gates.run_sigma
+                                                        else "") + "."]
         if self.tuned is not None:
             t = self.tuned
             small = "none of the levels" if t.smallest_detected is None else f"{t.smallest_detected:.0%}"
-            lines += ["", f"The same samples re-scored with `run_sigma = {t.gates.run_sigma:g}` (in-sample: the "
+            lines += ["", "The same samples re-scored with each case's measured spread (in-sample: the "
                           "spread was estimated from these A runs, so this is optimistic): false alarms "
                           f"**{t.aa_false_alarms}/{t.aa_trials} = {t.false_alarm_rate:.1%}**, smallest slowdown "
                           f"with >= {POWER_TARGET:.0%} power **{small}**; power per level: " + ", ".join(
@@ -176,7 +178,7 @@ class GateCheckResult:
 def _regressed(base: Sequence[int], cur: Sequence[int], case: CaseId, gates: GateConfig, trial: int) -> Verdict:
     """The worst verdict over the case's gates: regressed beats noise beats the rest."""
     verdicts = [compare_samples(base, cur, g, gates.confidence, gates.resamples, gates.seed + trial,
-                                gates.run_sigma).verdict for g in gates.gates_for(case.model)]
+                                gates.sigma_for(case.id)).verdict for g in gates.gates_for(case.model)]
     if Verdict.REGRESSED in verdicts:
         return Verdict.REGRESSED
     return Verdict.NOISE if Verdict.NOISE in verdicts else Verdict.PASS
@@ -213,13 +215,24 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
     out = GateCheckResult(gates, [c.id for c in cases], rounds, aa_trials, false_alarms, noise, results,
                           round(time.perf_counter() - t0, 1), medians, spread, sigma)
     out.a_run_medians_ms = {c.id: [round(float(np.median(x)) / 1e6, 6) for x in a_runs[c]] for c in cases}
-    suggested = round(out.suggested_run_sigma, 3)
-    if suggested > gates.run_sigma:
-        tuned_gates = replace(gates, run_sigma=suggested)
+    if any(v > gates.sigma_for(k) for k, v in sigma.items()):
+        # each case with its own measured spread (a microsecond case moves more between runs than a ms one)
+        tuned_gates = replace(gates, case_sigma={**gates.case_sigma,
+                                                 **{k: v for k, v in sigma.items() if v > gates.sigma_for(k)}})
         t_aa, t_fa, t_noise, t_levels = _score(cases, a_runs, s_runs, delays, tuned_gates, rounds, levels)
         out.tuned = GateCheckResult(tuned_gates, out.cases, rounds, t_aa, t_fa, t_noise, t_levels, out.wall_s,
                                     medians, spread, sigma)
     return out
+
+
+def suggested_config(result: GateCheckResult) -> str:
+    """A gate-config TOML with each case's measured run-to-run spread (`--gate-config` on compare/run)."""
+    lines = ["# written by `harness gate-check`: each case's run-to-run spread (sd of log median over the A runs)",
+             f"gates = [{', '.join(repr(str(g)).replace(chr(39), chr(34)) for g in result.gates.gates)}]",
+             f"confidence = {result.gates.confidence:g}", f"run_sigma = {result.gates.run_sigma:g}", "",
+             "[run_sigma_cases]"]
+    lines += [f'"{k}" = {v:g}' for k, v in sorted(result.run_sigma.items())]
+    return "\n".join(lines) + "\n"
 
 
 def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Sequence[int]]],

@@ -78,6 +78,8 @@ class GateConfig:
     - `strict_libraries`: runs whose library versions differ are not_comparable (default: compared, noted).
     - `run_sigma`: run-to-run spread of the gated statistic on this machine (sd of its log between runs, from
       `harness gate-check`), folded into the bootstrap bounds; 0 (default) trusts within-run variation only.
+    - `case_sigma`: the same per case id (`[run_sigma_cases]` in the file, written by `gate-check --out`):
+      microsecond cases on a shared VM move far more between runs than millisecond ones.
     """
 
     gates: tuple[Gate, ...] = field(default_factory=lambda: parse_gates(DEFAULT_GATES))
@@ -88,6 +90,7 @@ class GateConfig:
     drift: bool = True
     strict_libraries: bool = False
     run_sigma: float = 0.0
+    case_sigma: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.5 < self.confidence < 1.0:
@@ -96,6 +99,13 @@ class GateConfig:
             raise UsageError(f"gate resamples {self.resamples} must lie between 100 and 1,000,000")
         if not 0.0 <= self.run_sigma < 1.0:
             raise UsageError(f"gate run_sigma {self.run_sigma} must lie between 0 and 1 (e.g. 0.05)")
+        for case, v in self.case_sigma.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+                raise UsageError(f"run_sigma_cases: {case} = {v!r} must be a number between 0 and 1")
+
+    def sigma_for(self, case_id: str) -> float:
+        """The run-to-run spread assumed for a case: its own measured value where given, at least run_sigma."""
+        return max(self.run_sigma, float(self.case_sigma.get(case_id, 0.0)))
 
     def gates_for(self, model: str) -> tuple[Gate, ...]:
         return self.model_gates.get(model, self.gates)
@@ -110,10 +120,12 @@ class GateConfig:
         return {"gates": [str(g) for g in self.gates],
                 "model_gates": {m: [str(g) for g in gs] for m, gs in self.model_gates.items()},
                 "confidence": self.confidence, "resamples": self.resamples, "seed": self.seed,
-                "drift": self.drift, "strict_libraries": self.strict_libraries, "run_sigma": self.run_sigma}
+                "drift": self.drift, "strict_libraries": self.strict_libraries, "run_sigma": self.run_sigma,
+                "run_sigma_cases": dict(self.case_sigma)}
 
 
-_FILE_KEYS = {"gates", "confidence", "resamples", "seed", "drift", "strict_libraries", "models", "run_sigma"}
+_FILE_KEYS = {"gates", "confidence", "resamples", "seed", "drift", "strict_libraries", "models", "run_sigma",
+              "run_sigma_cases"}
 
 
 def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) -> GateConfig:
@@ -124,6 +136,8 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
         gates = ["median:10%", "p99:25%"]      # default gates
         confidence = 0.99
         run_sigma = 0.04                       # run-to-run spread measured by `harness gate-check`
+        [run_sigma_cases]                      # per case id (gate-check --out writes gates-suggested.toml)
+        "mlp-ort-cpu-fp32-b1" = 0.21
         [models.resnet18]
         gates = ["median:5%"]                  # replaces the default gates for this model
     """
@@ -152,11 +166,18 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
                       seed=int(_num(doc, "seed", base.seed, where)),
                       drift=_bool(doc, "drift", base.drift, where),
                       strict_libraries=_bool(doc, "strict_libraries", base.strict_libraries, where),
-                      run_sigma=float(_num(doc, "run_sigma", base.run_sigma, where)))
+                      run_sigma=float(_num(doc, "run_sigma", base.run_sigma, where)),
+                      case_sigma=_case_sigmas(doc.get("run_sigma_cases", {}), where))
     except UsageError as exc:
         msg = str(exc)
         raise UsageError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     return cfg
+
+
+def _case_sigmas(table: Any, where: str) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: [run_sigma_cases] must be a table of case ids = numbers")
+    return {str(k): float(_num(table, k, 0.0, f"{where}: run_sigma_cases")) for k in table}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
