@@ -75,6 +75,8 @@ class LiteRtCpu(Runtime):
         ins = signature.get_input_details()  # {"args_0": {...}, ...} in the module's argument order
         outs = signature.get_output_details()  # {"output_0": {...}, ...}
         self._in_index = [ins[f"args_{i}"]["index"] for i in range(len(names))]
+        # the converter narrows int64 inputs (token ids, masks) to int32: feed what the .tflite declares
+        self._in_dtype = [np.dtype(ins[f"args_{i}"]["dtype"]) for i in range(len(names))]
         self._out_index = [outs[k]["index"] for k in sorted(outs, key=lambda k: int(k.rsplit("_", 1)[-1]))]
         if len(self._out_index) < len(self.model.outputs):
             raise RuntimeError(f"{self.artifact.path}: the .tflite has {len(self._out_index)} outputs, model "
@@ -82,7 +84,8 @@ class LiteRtCpu(Runtime):
         self._interp = interp
 
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        return [np.ascontiguousarray(feed[t.name]) for t in self.model.inputs]
+        dtypes = getattr(self, "_in_dtype", [None] * len(self.model.inputs))
+        return [np.ascontiguousarray(feed[t.name], dtype=d) for t, d in zip(self.model.inputs, dtypes)]
 
     def _infer(self, prepared: list[np.ndarray]) -> Mapping[str, Any]:
         interp = self._interp
