@@ -13,5 +13,10 @@ class ModelError(HarnessError):
     """A model file or module that cannot be used; the message names the file and the problem."""
 
 
+class UnsupportedModelError(ModelError):
+    """A runtime found at activation that it cannot take this model (e.g. its importer lacks an op pattern):
+    the case is a skip with this reason, like an unsupported precision, not an error of the harness."""
+
+
 class ResultsError(HarnessError):
     """A results file that cannot be read: missing, truncated, unknown schema version."""

@@ -98,6 +98,13 @@ class _Raises(FakeOk):
         raise ValueError("model file is garbage")
 
 
+class _Unsupported(FakeOk):
+    def _activate(self) -> None:
+        from harness.errors import UnsupportedModelError
+
+        raise UnsupportedModelError("fake-unsupported cannot take this model: its importer lacks an op")
+
+
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
@@ -109,3 +116,4 @@ _variant("fake-oom", _Oom)
 _variant("fake-drift", _Drift)
 _variant("fake-unavailable", _Unavailable)
 _variant("fake-raises", _Raises)
+_variant("fake-unsupported", _Unsupported)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.cache import Artifact, ArtifactCache
-from harness.errors import ModelError
+from harness.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ class TvmFromOnnx:
             mod = from_onnx(model, shape_dict={k: list(v) for k, v in self.shapes.items()},
                             dtype_dict=dict(self.dtypes), keep_params_in_input=False)
         except Exception as exc:  # noqa: BLE001 - an op the frontend lacks is one clear error
-            raise ModelError(f"{self.onnx.path}: TVM's Relax ONNX frontend cannot import it: "
+            raise UnsupportedModelError(f"tvm-cpu cannot take this model: TVM's Relax ONNX frontend cannot import "
+                                        f"{self.onnx.path}: "
                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
         target = tvm.target.Target(dict(self.target))
         executable = tvm.compile(mod, target=target)

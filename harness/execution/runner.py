@@ -15,7 +15,7 @@ from harness.accuracy import compare
 from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import feed_digest, make_feed
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UnsupportedModelError
 from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -142,6 +142,9 @@ class CaseRunner:
             cap = getattr(config, "case_memory_gb", None)
             return CaseResult(case, "oom", reason=f"MemoryError in phase {phase} (memory cap {cap} GiB): {exc}",
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
+        except UnsupportedModelError as exc:
+            self._drop_active()
+            return CaseResult(case, "skipped", reason=str(exc), phase=phase)
         except HarnessError as exc:
             self._drop_active()
             return CaseResult(case, "error", reason=str(exc), phase=phase)

@@ -46,6 +46,11 @@ def test_skips_carry_reasons(config):
     assert r.status == "skipped" and "does not run int8" in r.reason
 
 
+def test_a_runtime_that_cannot_take_the_model_is_a_skip_with_its_reason(config):
+    r = CaseRunner().run(case("fake-unsupported"), config)
+    assert r.status == "skipped" and "importer lacks an op" in r.reason and r.phase == "load"
+
+
 def test_exception_is_an_error_row_and_the_runner_goes_on(config):
     runner = CaseRunner()
     bad = runner.run(case("fake-raises"), config)
