@@ -72,37 +72,56 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+_CHUNK = 1 << 22  # elements per float64 block: memory stays bounded for large outputs (LM logits)
+
+
 def drift_metrics(name: str, out: np.ndarray, ref: np.ndarray, *, classification: bool = False,
                   atol: float | None = None, rtol: float | None = None) -> OutputDrift:
-    """Metrics of `out` against `ref` computed in float64 (top-1 over the last axis for classifiers)."""
-    out64 = np.asarray(out, dtype=np.float64)
-    ref64 = np.asarray(ref, dtype=np.float64)
-    if out64.shape != ref64.shape:
-        raise ValueError(f"output {name!r}: shape {out64.shape} differs from the reference {ref64.shape}")
-    nonfinite = int(out64.size - np.isfinite(out64).sum())
-    diff = np.abs(out64 - ref64)
-    if out64.size == 0:
+    """Metrics of `out` against `ref` computed in float64 (top-1 over the last axis for classifiers).
+
+    Large outputs are processed in blocks of `_CHUNK` elements (a batch x seq x 102400 logits tensor would
+    otherwise need several float64 copies at once); |diff| is kept for the p99 in float32 beyond one block.
+    """
+    out_a, ref_a = np.asarray(out), np.asarray(ref)
+    if out_a.shape != ref_a.shape:
+        raise ValueError(f"output {name!r}: shape {out_a.shape} differs from the reference {ref_a.shape}")
+    n = int(out_a.size)
+    if n == 0:
         return OutputDrift(name, 0.0, 0.0, 0.0, 1.0, None, 0, 0, 0)
-    ref_norm = float(np.linalg.norm(ref64))
-    diff_norm = float(np.linalg.norm(out64 - ref64))
+    o_flat, r_flat = out_a.reshape(-1), ref_a.reshape(-1)
+    absdiff = np.empty(n, dtype=np.float64 if n <= _CHUNK else np.float32)
+    nonfinite = violations = 0
+    ss_ref = ss_diff = ss_out = dot = sum_abs = max_abs = 0.0
+    check = atol is not None or rtol is not None
+    for a in range(0, n, _CHUNK):
+        o = o_flat[a:a + _CHUNK].astype(np.float64)
+        r = r_flat[a:a + _CHUNK].astype(np.float64)
+        nonfinite += int(o.size - np.isfinite(o).sum())
+        d = o - r
+        ad = np.abs(d)
+        ss_ref += float(np.dot(r, r))
+        ss_diff += float(np.dot(d, d))
+        ss_out += float(np.dot(o, o))
+        dot += float(np.dot(o, r))
+        if check:
+            bound = (atol or 0.0) + (rtol or 0.0) * np.abs(r)
+            violations += int(np.count_nonzero(~(ad <= bound)))  # NaN counts as a violation
+        if not nonfinite:
+            sum_abs += float(ad.sum())
+            max_abs = max(max_abs, float(ad.max()))
+        absdiff[a:a + ad.size] = ad
+    ref_norm, diff_norm = math.sqrt(ss_ref), math.sqrt(ss_diff)
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
-    o, r = out64.ravel(), ref64.ravel()
-    denom = float(np.linalg.norm(o) * np.linalg.norm(r))
-    cosine = float(np.dot(o, r) / denom) if denom > 0 else (1.0 if np.array_equal(o, r) else 0.0)
+    denom = math.sqrt(ss_out) * ref_norm
+    cosine = dot / denom if denom > 0 else (1.0 if np.array_equal(o_flat, r_flat) else 0.0)
     top1 = None
-    if classification and out64.ndim >= 1 and out64.shape[-1] > 1:
-        top1 = float(np.mean(np.argmax(out64, axis=-1) == np.argmax(ref64, axis=-1)))
-    violations = 0
-    if atol is not None or rtol is not None:
-        bound = (atol or 0.0) + (rtol or 0.0) * np.abs(ref64)
-        violations = int(np.count_nonzero(~(diff <= bound)))  # NaN counts as a violation
+    if classification and out_a.ndim >= 1 and out_a.shape[-1] > 1:
+        top1 = float(np.mean(np.argmax(out_a, axis=-1) == np.argmax(ref_a, axis=-1)))
     if nonfinite:
         max_abs = mean_abs = p99_abs = math.inf
     else:
-        max_abs, mean_abs = float(np.nanmax(diff)), float(np.nanmean(diff))
-        p99_abs = float(np.nanpercentile(diff, 99))
-    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, violations, nonfinite, int(out64.size),
-                       p99_abs)
+        mean_abs, p99_abs = sum_abs / n, float(np.percentile(absdiff, 99))
+    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, violations, nonfinite, n, p99_abs)
 
 
 def compare(reference: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray], tolerance: Tolerance,

@@ -100,3 +100,28 @@ def test_worst_reports_p99_over_outputs_and_inf_for_nonfinite():
     assert res.worst()["p99_abs"] == pytest.approx(max(0.98 + 0.01 * 0.01, 0.5))
     bad = {"a": np.array([np.nan, 1.0]), "b": np.zeros(2)}
     assert math.isinf(compare({"a": np.zeros(2), "b": np.zeros(2)}, bad, Tolerance()).worst()["p99_abs"])
+
+
+def test_blockwise_metrics_agree_with_one_pass_numpy(monkeypatch):
+    """Large outputs are processed in blocks: the figures match a one-pass float64 numpy computation."""
+    import numpy as np
+
+    from harness.accuracy import drift
+
+    monkeypatch.setattr(drift, "_CHUNK", 1000)
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal((7, 500)).astype(np.float32)
+    out = (ref + rng.normal(0, 1e-3, ref.shape)).astype(np.float32)
+    d = drift.drift_metrics("y", out, ref, classification=True, atol=1e-3, rtol=0.0)
+    o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    diff = np.abs(o - r)
+    assert d.rel_l2 == pytest.approx(np.linalg.norm(o - r) / np.linalg.norm(r), rel=1e-9)
+    assert d.cosine == pytest.approx(o @ r / (np.linalg.norm(o) * np.linalg.norm(r)), rel=1e-12)
+    assert d.max_abs == pytest.approx(diff.max()) and d.mean_abs == pytest.approx(diff.mean(), rel=1e-9)
+    assert d.p99_abs == pytest.approx(np.percentile(diff, 99), rel=1e-6)  # float32 |diff| beyond one block
+    assert d.allclose_violations == int((diff > 1e-3).sum()) and d.numel == 3500
+    assert d.top1_agreement == pytest.approx(float(np.mean(out.argmax(-1) == ref.argmax(-1))))
+    bad = out.copy()
+    bad[6, 499] = np.nan  # in the last block
+    nan = drift.drift_metrics("y", bad, ref)
+    assert nan.nonfinite == 1 and nan.max_abs == float("inf")
