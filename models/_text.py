@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -42,3 +44,14 @@ def decoder_feed(dims: Mapping[str, int], seed: int, *, vocab: int, bos_id: int)
                                                          dtype=np.int64)
     ids[:, 0] = bos_id
     return {"input_ids": ids}
+
+
+def encoder_io(config: Mapping[str, Any]) -> tuple[tuple[Any, ...], Callable[[Mapping[str, int], int], dict]]:
+    """The inputs (input_ids, attention_mask: [batch, seq] int64) and the seeded feed of a BERT-style encoder
+    whose config names vocab_size, cls_id, sep_id and pad_id."""
+    from harness.model import BATCH, SEQ, TensorSpec
+
+    inputs = (TensorSpec("input_ids", (BATCH, SEQ), "int64", 0, config["vocab_size"]),
+              TensorSpec("attention_mask", (BATCH, SEQ), "int64", 0, 2))
+    return inputs, functools.partial(encoder_feed, vocab=config["vocab_size"], cls_id=config["cls_id"],
+                                     sep_id=config["sep_id"], pad_id=config["pad_id"])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
-from harness.model import BATCH, SEQ, ModelSpec, TensorSpec
+from harness.model import ModelSpec
+from harness_zoo._text import encoder_io
 from harness.precision import Precision, Tolerance
 
 # google/bert_uncased_L-4_H-256_A-4 ("BERT-mini", Turc et al. 2019) sizes, BERT's WordPiece vocabulary.
@@ -37,18 +36,13 @@ def build():
     return BertEncoder().eval()
 
 
-def make_feed(dims: Mapping[str, int], seed: int) -> dict[str, Any]:
-    from harness_zoo._text import encoder_feed
-
-    return encoder_feed(dims, seed, vocab=CONFIG["vocab_size"], cls_id=CONFIG["cls_id"],
-                        sep_id=CONFIG["sep_id"], pad_id=CONFIG["pad_id"])
+INPUTS, make_feed = encoder_io(CONFIG)
 
 
 BERT_MINI = ModelSpec(
     name="bert-mini",
     build=build,
-    inputs=(TensorSpec("input_ids", (BATCH, SEQ), "int64", 0, CONFIG["vocab_size"]),
-            TensorSpec("attention_mask", (BATCH, SEQ), "int64", 0, 2)),
+    inputs=INPUTS,
     outputs=("last_hidden_state", "pooler_output"),
     make_feed=make_feed,
     task="embedding",

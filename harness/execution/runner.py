@@ -131,6 +131,7 @@ class CaseRunner:
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
                 details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+                         "model_has_torch_module": spec.build is not None,
                          **blocks,
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,

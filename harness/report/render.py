@@ -164,6 +164,17 @@ def _env_rows(runs: list[RunResults]) -> list[tuple[str, list[Any]]]:
     return rows
 
 
+def _onnx_only(model: str, cases: list[Any]) -> bool:
+    """No PyTorch module: recorded with each measured case; older results fall back to the registry."""
+    recorded = [c.details["model_has_torch_module"] for c in cases if "model_has_torch_module" in c.details]
+    if recorded:
+        return not recorded[0]
+    try:
+        return get_model(model).build is None
+    except Exception:  # noqa: BLE001 - a model not in this installation
+        return False
+
+
 def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
                 baseline_label: str | None = None) -> str:
     """The self-contained HTML report of one run or several (side by side, labelled by machine).
@@ -185,7 +196,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
-    onnx_only = {m for m in models if refs.get(m) and not refs[m].startswith("torch")}
+    onnx_only = {m for m in models if _onnx_only(m, [c for _, c in all_cases if c.case.model == m])}
     vlist = list(verdicts or [])
     vcounts: dict[str, int] = {}
     for v in vlist:

@@ -132,3 +132,12 @@ def test_screenshot_script_renders_a_png(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_onnx_only_models_say_their_reference_is_onnx_runtime():
+    run = fixture_run()
+    for c in run.cases:
+        c.reference_runtime = "ort-cpu"
+        c.details = {"model_has_torch_module": False}
+    assert "an ONNX-only model (no PyTorch module)" in render_html(run)
+    assert "ONNX-only" not in render_html(fixture_run())
