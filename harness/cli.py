@@ -67,11 +67,14 @@ def _gating_parsers(sub: Any) -> None:
     """`baseline save|ls`, `compare`, `gate-check`, `qualify` (harness.gating)."""
     base = sub.add_parser("baseline", help="store and list named baselines (for --baseline NAME)")
     bsub = base.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
-    save = bsub.add_parser("save", help="store RESULTS.json as the baseline NAME")
-    save.add_argument("results", help="a results.json (or the folder holding it)")
+    save = bsub.add_parser("save", help="store one or more runs (oldest first) as the baseline NAME")
+    save.add_argument("results", nargs="+", help="results.json files (or the folders holding them), oldest first")
     save.add_argument("--name", required=True, help="baseline name, e.g. main")
     save.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
     save.add_argument("--allow-incomplete", action="store_true", help="accept an interrupted run")
+    save.add_argument("--append", action="store_true",
+                      help="add the runs after those NAME holds (a rolling baseline) instead of replacing it")
+    save.add_argument("--keep", type=int, metavar="K", help="keep only the newest K runs (e.g. --append --keep 5)")
     ls = bsub.add_parser("ls", help="list stored baselines")
     ls.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
     ls.add_argument("--json", action="store_true", help="print JSON")
@@ -95,10 +98,11 @@ def _gating_parsers(sub: Any) -> None:
                                 ("precisions", "fp32", "precisions"), ("batch-sizes", "1", "batch sizes"),
                                 ("seq-lens", "32", "sequence lengths")):
         gc.add_argument(f"--{name}", default=default, help=f"comma-separated {what} (default: {default})")
-    gc.add_argument("--rounds", type=int, default=6, help="interleaved rounds (A/A runs per case; default 6)")
+    gc.add_argument("--rounds", type=int, default=6, help="simulated runs per case (A/A pairs; default 6)")
+    gc.add_argument("--repeats", default="3", help="blocks per simulated run, as `harness run --repeats` (default 3)")
     gc.add_argument("--levels", default="5,10,15,20,30",
                     help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
-    gc.add_argument("--min-time", default="0.3", help="measured seconds per run (default: 0.3)")
+    gc.add_argument("--min-time", default="0.5", help="measured seconds per run, split over its blocks (default: 0.5, as --quick)")
     gc.add_argument("--min-iters", default="20", help="measured iterations per run (default: 20)")
     gc.add_argument("--threads", help="intra-op threads (default: the CPUs this process may use)")
     gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
@@ -175,10 +179,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         out = src if src.is_dir() else src.parent
     verdicts = None
     if args.baseline:
-        from harness.gating import compare_runs, load_baseline, load_gate_config
+        from harness.gating import compare_runs, load_gate_config
+        from harness.gating.baseline import load_baseline_runs
         from harness.report.render import verdict_dicts
 
-        base, gates = load_baseline(args.baseline), load_gate_config(args.gate_config, args.gate or ())
+        base, gates = load_baseline_runs(args.baseline), load_gate_config(args.gate_config, args.gate or ())
         multi = len(runs) > 1
         labels = run_labels(runs)
         verdicts = []
@@ -270,8 +275,11 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from harness.gating import baseline
 
     if args.baseline_command == "save":
-        path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete)
-        print(f"saved baseline {args.name!r}: {path}")
+        path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
+                                      append=args.append, keep=args.keep)
+        runs = baseline.load_baseline_runs(path)
+        print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
+              f"{', '.join(r.run_id for r in runs)}): {path}")
         return EXIT_OK
     infos = baseline.list_baselines(args.dir)
     if args.json:
@@ -284,12 +292,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.gating import compare_runs, load_baseline, load_gate_config, load_run, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config, load_run, verdicts_markdown
+    from harness.gating.baseline import load_baseline_runs
     from harness.gating.compare import comparison_json
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
-    comparison = compare_runs(load_baseline(args.baseline), load_run(args.current), gates,
+    comparison = compare_runs(load_baseline_runs(args.baseline), load_run(args.current), gates,
                               baseline_label=str(args.baseline), current_label=str(args.current))
     md = verdicts_markdown(comparison)
     print(verdicts_markdown(comparison, only_changes=not args.all), end="")
@@ -318,13 +327,14 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models=args.models, runtimes=args.runtimes, precisions=args.precisions,
                batch_sizes=args.batch_sizes, seq_lens=args.seq_lens, min_time=args.min_time,
-               min_iters=args.min_iters, threads=args.threads, no_isolation=True,
+               min_iters=args.min_iters, threads=args.threads, no_isolation=True, repeats=args.repeats,
                out=args.out or "reports/gate-check")
     config = RunConfig.from_options(raw)
     cases = config.cases()
-    print(f"gate-check: {len(cases)} case(s) x {args.rounds} rounds x (1 + {len(levels)} slowdown levels); "
-          f"{gates.describe()}")
-    result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels, progress=print)
+    print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
+          f"slowdown levels); {gates.describe()}")
+    result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels,
+                        repeats=config.repeats, progress=print)
     md = result.markdown()
     print(md, end="")
     if args.out:

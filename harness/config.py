@@ -53,8 +53,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("min-iters", "minimum measured iterations per case (default: 20; with --quick: 10)", "N"),
     OptionDef("warmup", "warm-up iterations before measuring, at least 0.2 s in all (default: 5)", "N"),
     OptionDef("repeats", "measure each case in N blocks, each after a fresh activation (session, thread pool, "
-                         "buffers) where the runtime allows it: the gate reads the run-to-run spread from the block "
-                         "medians (default: 3)", "N"),
+                         "buffers): the first when the case runs, the others in rounds over the whole matrix at the "
+                         "end (runtimes whose activation is a compile: all N back to back); the gate reads each "
+                         "case in its least-disturbed block (default: 3)", "N"),
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N"),
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N"),
     OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
@@ -83,6 +84,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
                       "median:10%)", "SPEC", multiple=True),
     OptionDef("gate-config", "TOML file with gates, per-model overrides and the confidence level", "FILE"),
+    OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
+                         "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
+                         "it off (default: 2)", "N"),
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE"),
 )
@@ -129,6 +133,7 @@ class RunConfig:
     gate_config: str | None = None  # --gate-config file (absolute path)
     compile_mode: str = "default"  # --compile-mode for the torch-compile-* runtimes
     repeats: int = 3  # --repeats: measurement blocks per case
+    confirm: int = 2  # --confirm: more blocks for cases the gate judged regressed, then judged again
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -241,6 +246,7 @@ class RunConfig:
             int8_method=int8_method, calibration_method=calibration_method, tolerance_overrides=overrides,
             localize=bool(raw.get("localize")), shapes=shapes, **_gating_options(raw),
             compile_mode=compile_mode, repeats=_int(raw.get("repeats"), 3, "repeats", minimum=1),
+            confirm=_int(raw.get("confirm"), 2, "confirm", minimum=0),
         )
 
 

@@ -80,7 +80,8 @@ def check_result(result: CaseResult) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hs = session.config.stash.get(SESSION_KEY, None)
     if hs is not None and hs.started:
-        hs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        writer = session.config.get_terminal_writer()
+        hs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, progress=lambda line: writer.line(line))
         gate = hs.gate_status()  # --baseline: a regression fails the run through the exit status
         if gate == 2:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
 from harness.execution import InProcessExecutor, IsolatedExecutor
+from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
 from harness.measure.timer import measure_overhead
 from harness.results.environment import gpu_end_snapshot, snapshot
 from harness.results.schema import CaseId, CaseResult, RunResults
@@ -45,7 +47,8 @@ class HarnessSession:
         env["harness_overhead"] = measure_overhead()
         self.run = RunResults(run_id=cfg.run_id, started_at=_now(), environment=env, config=cfg.as_dict(),
                               harness_version=__version__)
-        self.executor = IsolatedExecutor() if cfg.isolation else InProcessExecutor()
+        defer = cfg.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
+        self.executor = IsolatedExecutor(defer_blocks=defer) if cfg.isolation else InProcessExecutor(defer_blocks=defer)
         write_results(self.run, cfg.out_dir)
         # SIGTERM stops the run like Ctrl-C: keep what finished, write the report, leave no worker behind.
         try:
@@ -59,25 +62,33 @@ class HarnessSession:
         assert self.run is not None
         result = self.executor.run(case, self.config)
         self.run.cases.append(result)
-        write_results(self.run, self.config.out_dir)  # atomic: a killed run keeps every finished case
+        self._save()
         return result
 
-    def finish(self, interrupted: bool) -> None:
+    def finish(self, interrupted: bool, progress: Callable[[str], None] = lambda line: None) -> None:
         if not self.started:
             return
         assert self.run is not None
         try:
+            if self.executor is not None and not interrupted and pending_rounds(self.run):
+                progress(f"--repeats {self.config.repeats}: {pending_rounds(self.run)} more measurement "
+                         "round(s) over the matrix (one block per case each, after a fresh activation)")
+                try:
+                    later_rounds(self.run, self.executor, self.config, after_block=self._save, progress=progress)
+                except KeyboardInterrupt:
+                    progress("measurement rounds interrupted: cases keep the blocks they have")
+            self.run.complete = not interrupted
+            self._gate(progress)  # before the report: self.comparison is ready for it
+        finally:
             if self.executor is not None:
                 self.executor.close()
-        finally:
             if self._old_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             self.run.finished_at = _now()
             self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
-            write_results(self.run, self.config.out_dir)
-            self._gate()  # before the report: self.comparison is ready for it
+            self._save()
             from harness.report import write_outputs
 
             from harness.report.render import verdict_dicts
@@ -88,24 +99,55 @@ class HarnessSession:
             self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
 
-    def _gate(self) -> None:
-        """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it."""
+    def _save(self) -> None:
+        assert self.run is not None
+        write_results(self.run, self.config.out_dir)  # atomic: a killed run keeps every finished case
+
+    def _gate(self, progress: Callable[[str], None] = lambda line: None) -> None:
+        """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it.
+
+        With --confirm N, cases judged regressed on latency are measured N more blocks (fresh activations, in
+        rounds over those cases) and the whole run is judged again: a slowdown must reproduce to fail the run.
+        """
         cfg = self.config
         if not cfg.baseline or self.run is None or self.run.interrupted:
             return
         from harness.errors import HarnessError
-        from harness.gating import compare_runs, load_baseline, load_gate_config, verdicts_markdown
+        from harness.gating import Verdict, compare_runs, load_gate_config, verdicts_markdown
+        from harness.gating.baseline import load_baseline_runs
         from harness.gating.compare import comparison_json
         from harness.results.store import atomic_write_text
 
         try:
-            self.comparison = compare_runs(load_baseline(cfg.baseline), self.run,
-                                           load_gate_config(cfg.gate_config, cfg.gates),
-                                           baseline_label=cfg.baseline,
-                                           current_label=str(cfg.out_dir / "results.json"))
+            baseline, gates = load_baseline_runs(cfg.baseline), load_gate_config(cfg.gate_config, cfg.gates)
         except HarnessError as exc:
             self.gate_error = str(exc)
             return
+
+        def judge() -> Any:
+            return compare_runs(baseline, self.run, gates, baseline_label=cfg.baseline,
+                                current_label=str(cfg.out_dir / "results.json"))
+
+        self.comparison = judge()
+        suspects = {r.case_id for r in self.comparison.records
+                    if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
+        confirm = int(getattr(cfg, "confirm", 0) or 0)
+        if suspects and confirm and self.executor is not None:
+            progress(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
+                     f"{confirm} more block(s) each, then judging again")
+            try:
+                confirm_rounds(self.run, suspects, self.executor, cfg, confirm, after_block=self._save,
+                               progress=progress)
+            except KeyboardInterrupt:
+                progress("confirmation interrupted: judged on the blocks measured so far")
+            self.comparison = judge()
+            still = {r.case_id for r in self.comparison.records
+                     if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
+            self.comparison.notes.append(
+                f"--confirm {confirm}: {len(suspects)} case(s) judged regressed at first were measured again "
+                f"({confirm} more block(s) each, fresh activations) and judged on all their blocks: "
+                f"{len(still & suspects)} still regressed" + (
+                    f"; not reproduced: {', '.join(sorted(suspects - still))}" if suspects - still else ""))
         self.gate_outputs = {
             "verdicts": atomic_write_text(cfg.out_dir / "verdicts.md", verdicts_markdown(self.comparison)),
             "gate_json": atomic_write_text(cfg.out_dir / "verdicts.json", comparison_json(self.comparison))}

@@ -36,8 +36,11 @@ class CaseRunner:
     - availability per runtime class, probed once per process.
     """
 
-    def __init__(self, timer: Timer | None = None) -> None:
+    def __init__(self, timer: Timer | None = None, defer_blocks: bool = False) -> None:
         self.timer = timer or Timer()
+        # a session that measures later blocks in rounds over the whole matrix (measure_block) sets this: run()
+        # then measures one block of a case whose runtime re-activates cheaply and leaves the rest for later
+        self.defer_blocks = defer_blocks
         self._active: tuple[tuple[Any, ...], Runtime] | None = None
         self._reference_runtime: tuple[tuple[Any, ...], Runtime] | None = None
         self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -175,21 +178,24 @@ class CaseRunner:
                         ) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
-        One session's thread pool and buffer placement can sit in a fast or a slow mode for its whole life
-        (here: +-20% on 30 us cases); fresh activations within the run sample that run-to-run spread, which
-        the gate reads from the block medians. Each block warms up and gets 1/repeats of the minimum time and
-        iterations. Blocks after the first reuse the activation when `reactivate_between_repeats` is False.
+        Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
+        40 us for 1-3 s at a time, single-threaded and pinned alike), so blocks measured back to back can all
+        fall into one episode. With `defer_blocks` (a session), a runtime that re-activates cheaply gets one
+        block here and its others from `measure_block` in later rounds over the whole matrix, seconds to
+        minutes apart; other runtimes (`reactivate_between_repeats` False: a compile or engine build) measure
+        all blocks here, reusing the activation. Each block warms up and gets 1/repeats of the minimum time
+        and iterations.
         """
         repeats = max(1, int(repeats))
-        block = policy if repeats == 1 else dataclasses.replace(
-            policy, min_iters=max(1, math.ceil(policy.min_iters / repeats)), min_time_s=policy.min_time_s / repeats)
+        block = block_policy(policy, repeats)
+        deferred = repeats - 1 if self.defer_blocks and cls.reactivate_between_repeats else 0
         samples: list[int] = []
         device: list[int] = []
         sizes: list[int] = []
         warm = 0
         reactivated = 0
         first_setup, first_artifact = runtime.setup_s, runtime.artifact
-        for i in range(repeats):
+        for i in range(repeats - deferred):
             if i > 0 and cls.reactivate_between_repeats:
                 self._drop_active()
                 runtime, _ = self._activate(case, spec, cls, precision, options)
@@ -211,7 +217,42 @@ class CaseRunner:
             info = {"blocks": sizes, "block_reactivated": reactivated,
                     "block_p50_ms": [round(float(np.median(samples[a:b])) / 1e6, 6)
                                      for a, b in zip(offsets[:-1], offsets[1:])]}
+            if deferred:
+                info["blocks_pending"] = deferred
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        """One more measurement block of an already-run case (a later round of --repeats): activation (fresh
+        when `fresh`, else the current one if it is this case's), first call, warm-up, timed loop. No drift,
+        memory or reference work: those came with the case's first block. Returns the raw samples; raises on
+        failure (the caller keeps the case's earlier blocks and records why this one is missing)."""
+        ensure_user_models(config)
+        spec = get_model(case.model)
+        set_active_cache_dir(config.cache_dir)
+        cls = get_runtime(case.runtime)
+        precision = Precision(case.precision)
+        options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
+                                 shapes=run_shapes(spec, config),
+                                 int8_method=getattr(config, "int8_method", "auto"),
+                                 calibration_method=getattr(config, "calibration_method", "minmax"),
+                                 compile_mode=getattr(config, "compile_mode", "default"))
+        feed = make_feed(spec, case.dims, config.seed)
+        if fresh:
+            self._drop_active()
+        runtime, reused = self._activate(case, spec, cls, precision, options)
+        try:
+            runtime.infer(feed)
+            call = runtime.bind(feed)
+            policy = config.timing
+            if runtime.warmup_floor_s > policy.warmup_time_s:
+                policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+            t = self.timer.run(call, block_policy(policy, getattr(config, "repeats", 1)), runtime.synchronize,
+                               device_timer=runtime.device_timer())
+        except BaseException:
+            self._drop_active()
+            raise
+        return {"samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
+                "warmup_iters": t.warmup_iters, "reactivated": not reused}
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
                        min_ratio: float | None) -> Any:
@@ -279,6 +320,14 @@ MEMORY_COVERS = {
 }
 
 
+def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
+    """One of `repeats` measurement blocks: 1/repeats of the minimum time and iterations (warm-up unchanged)."""
+    if repeats <= 1:
+        return policy
+    return dataclasses.replace(policy, min_iters=max(1, math.ceil(policy.min_iters / repeats)),
+                               min_time_s=policy.min_time_s / repeats)
+
+
 def run_shapes(spec: ModelSpec, config: Any) -> tuple[dict[str, int], ...]:
     """Every shape the run gives this model (engines with optimisation profiles cover them at activation)."""
     seqs = config.seq_lens if spec.has_seq else (None,)
@@ -341,11 +390,18 @@ class InProcessExecutor:
 
     isolated = False
 
-    def __init__(self) -> None:
-        self.runner = CaseRunner()
+    def __init__(self, defer_blocks: bool = False) -> None:
+        self.runner = CaseRunner(defer_blocks=defer_blocks)
 
     def run(self, case: CaseId, config: Any) -> CaseResult:
         return self.runner.run(case, config)
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        """A later block of `case` (see CaseRunner.measure_block); {"error": reason} when it failed."""
+        try:
+            return self.runner.measure_block(case, config, fresh)
+        except Exception as exc:  # noqa: BLE001 - a failed block costs that block, never the case or the run
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def close(self) -> None:
         self.runner.close()

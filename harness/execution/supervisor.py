@@ -30,12 +30,14 @@ _PR_SET_PDEATHSIG = 1
 class IsolatedExecutor:
     isolated = True
 
-    def __init__(self) -> None:
+    def __init__(self, defer_blocks: bool = False) -> None:
+        self.defer_blocks = defer_blocks  # see CaseRunner: the session measures later blocks in rounds
         self._ctx = mp.get_context("fork")
         self._proc: Any = None
         self._conn: Connection | None = None
         self._log_path: str | None = None
         self.workers_started = 0
+        self._last_tail = ""  # the worker's stderr tail for the last reply that reported an OOM
 
     # ------------------------------------------------------------------ worker lifecycle
     def _ensure_worker(self, config: Any) -> None:
@@ -48,7 +50,8 @@ class IsolatedExecutor:
         cap_bytes = int(config.case_memory_gb * 2**30) if config.case_memory_gb else None
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = self._ctx.Process(target=_worker_main, args=(child_conn, self._log_path, cap_bytes),
+        proc = self._ctx.Process(target=_worker_main,
+                                 args=(child_conn, self._log_path, cap_bytes, self.defer_blocks),
                                  name="harness-worker", daemon=True)
         proc.start()
         child_conn.close()
@@ -89,12 +92,35 @@ class IsolatedExecutor:
 
     # ------------------------------------------------------------------ one case
     def run(self, case: CaseId, config: Any) -> CaseResult:
+        reply = self._exchange(("case", case, config), case, config)
+        if isinstance(reply, CaseResult):
+            return reply
+        result = CaseResult.from_dict(reply)
+        if result.status == "oom":  # the worker's heap may be unusable: replace it
+            result.stderr_tail = result.stderr_tail or self._last_tail
+            self._reap()
+        return result
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        """A later measurement block of `case` in the worker (CaseRunner.measure_block), supervised like a case:
+        a crash, timeout or OOM costs this block ({"error": reason}), never the case's earlier blocks."""
+        reply = self._exchange(("block", case, config, fresh), case, config)
+        if isinstance(reply, CaseResult):
+            return {"error": f"{reply.status}: {reply.reason}"}
+        if reply.get("status") == "oom":
+            self._reap()
+        return reply
+
+    def _exchange(self, msg: tuple[Any, ...], case: CaseId, config: Any) -> dict[str, Any] | CaseResult:
+        """Send one request to the worker and wait for its reply (a dict); a CaseResult when the worker could
+        not be started, timed out or died (the worker is then replaced on the next request)."""
+        self._last_tail = ""
         for attempt in (1, 2):  # a worker that died while idle is replaced once
             self._ensure_worker(config)
             assert self._conn is not None and self._log_path is not None
             log_offset = os.path.getsize(self._log_path)
             try:
-                self._conn.send(("case", case, config))
+                self._conn.send(msg)
                 break
             except (OSError, ValueError):
                 self._reap()
@@ -114,17 +140,14 @@ class IsolatedExecutor:
                                   reason=f"exceeded --case-timeout {config.case_timeout_s:g} s in phase {phase}",
                                   duration_s=round(time.monotonic() - t0, 3))
             try:
-                msg = self._conn.recv()
+                reply = self._conn.recv()
             except (EOFError, OSError):
                 return self._worker_died(case, phase, log_offset, config, time.monotonic() - t0)
-            if msg[0] == "phase":
-                phase = msg[1]
-            elif msg[0] == "result":
-                result = CaseResult.from_dict(msg[1])
-                if result.status == "oom":  # the worker's heap may be unusable: replace it
-                    result.stderr_tail = result.stderr_tail or self._stderr_tail(log_offset)
-                    self._reap()
-                return result
+            if reply[0] == "phase":
+                phase = reply[1]
+            elif reply[0] == "result":
+                self._last_tail = self._stderr_tail(log_offset) if reply[1].get("status") == "oom" else ""
+                return reply[1]
 
     def _worker_died(self, case: CaseId, phase: str, log_offset: int, config: Any, elapsed: float) -> CaseResult:
         proc = self._proc
@@ -165,7 +188,7 @@ class IsolatedExecutor:
         return "\n".join(text.splitlines()[-lines:])[-chars:]
 
 
-def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None) -> None:
+def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_blocks: bool = False) -> None:
     """The worker: dies with its parent, ignores Ctrl-C (the parent decides), logs to a file, capped memory."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -191,12 +214,27 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None) -> None
 
     from harness.execution.runner import CaseRunner
 
-    runner = CaseRunner()
+    runner = CaseRunner(defer_blocks=defer_blocks)
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
             break
+        if msg[0] == "block":
+            _, case, config, fresh = msg
+            conn.send(("phase", "run"))
+            try:
+                block = runner.measure_block(case, config, fresh)
+            except MemoryError as exc:
+                block = {"error": f"MemoryError: {exc}", "status": "oom"}
+            except Exception as exc:  # noqa: BLE001 - the block's error goes back to the session
+                block = {"error": f"{type(exc).__name__}: {exc}"}
+            sys.stdout.flush()
+            sys.stderr.flush()
+            conn.send(("result", block))
+            if block.get("status") == "oom":
+                break
+            continue
         if msg[0] != "case":
             break
         _, case, config = msg

@@ -1,7 +1,11 @@
-"""Named baselines: `harness baseline save RESULTS.json --name main`, loaded back by name or path.
+"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path.
 
 Baselines live in `$HARNESS_BASELINE_DIR`, else `.harness/baselines/` under the current folder (commit it,
-or cache it in CI), one `NAME.json` each: a validated copy of the results file, raw samples included.
+or cache it in CI), one `NAME.json` each: a bundle of one or more validated runs, raw samples included,
+oldest first (`{"baseline_schema": 1, "name": ..., "runs": [results, ...]}`). With several runs the gate
+measures each case's run-to-run spread from the baseline itself and compares with their median (see
+harness.gating.compare); `--append --keep K` keeps a rolling baseline of the last K runs (nightly on main).
+A plain results.json (or its run folder) works as a one-run baseline wherever a baseline path is accepted.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ResultsError, UsageError
-from harness.results.schema import RunResults, load_results
+from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
+BASELINE_SCHEMA = 1
 DEFAULT_DIR = Path(".harness") / "baselines"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -38,6 +43,11 @@ def load_run(path: str | Path) -> RunResults:
     """
     run = load_results(path)
     source = Path(path) / "results.json" if Path(path).is_dir() else Path(path)
+    return check_run(run, str(source))
+
+
+def check_run(run: RunResults, source: str) -> RunResults:
+    """`run` if every measured case has finite, non-negative samples and finite statistics (ResultsError)."""
     for c in run.cases:
         if not c.measured:
             continue
@@ -65,19 +75,64 @@ def _check_name(name: str) -> str:
     return name
 
 
-def save_baseline(results: str | Path, name: str, directory: str | Path | None = None,
-                  allow_incomplete: bool = False) -> Path:
-    """Validate `results` and store it as baseline `name`; returns the stored file. Overwrites `name`."""
+def save_baseline(results: str | Path | list[str | Path], name: str, directory: str | Path | None = None,
+                  allow_incomplete: bool = False, append: bool = False, keep: int | None = None) -> Path:
+    """Validate the run(s) in `results` and store them as baseline `name`; returns the stored file.
+
+    Replaces `name`, or with `append` adds the runs after the ones it holds (a missing `name` starts empty);
+    `keep` then keeps the newest K runs. Runs are stored in the given order (oldest first)."""
     _check_name(name)
-    run = load_run(results)
-    if not run.complete and not allow_incomplete:
-        raise ResultsError(f"{results}: the run is incomplete (interrupted or killed); a baseline needs a "
-                           f"finished run (or pass --allow-incomplete)")
-    if not any(c.measured for c in run.cases):
-        raise ResultsError(f"{results}: no case was measured; nothing to compare against")
+    paths = [results] if isinstance(results, (str, Path)) else list(results)
+    if not paths:
+        raise UsageError("baseline save: give at least one results.json")
+    if keep is not None and keep < 1:
+        raise UsageError(f"baseline save: --keep {keep}: keep at least one run")
+    runs = []
+    for path in paths:
+        run = load_run(path)
+        if not run.complete and not allow_incomplete:
+            raise ResultsError(f"{path}: the run is incomplete (interrupted or killed); a baseline needs a "
+                               f"finished run (or pass --allow-incomplete)")
+        if not any(c.measured for c in run.cases):
+            raise ResultsError(f"{path}: no case was measured; nothing to compare against")
+        runs.append(run)
     target = baseline_dir(directory) / f"{name}.json"
-    atomic_write_text(target, run.to_json())
+    if append and target.exists():
+        runs = load_baseline_runs(target) + runs
+    if keep is not None:
+        runs = runs[-keep:]
+    doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs]}
+    atomic_write_text(target, json.dumps(doc, indent=1))
     return target
+
+
+def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = None) -> list[RunResults]:
+    """The runs of a baseline, oldest first: a stored name, a bundle file, or one results.json / run folder.
+
+    Raises ResultsError naming the file for a missing, truncated, unknown-schema or NaN-holding baseline."""
+    path = resolve_baseline(name_or_path, directory)
+    file = path / "results.json" if path.is_dir() else path
+    try:
+        doc = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{file}: no such results file") from None
+    except OSError as exc:
+        raise ResultsError(f"{file}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{file}: not valid JSON (truncated?): {exc}") from None
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{file}: expected a JSON object, found {type(doc).__name__}")
+    if "baseline_schema" not in doc:
+        return [load_run(file)]
+    version = doc.get("baseline_schema")
+    if version != BASELINE_SCHEMA:
+        raise ResultsError(f"{file}: baseline_schema {version!r} is not one this harness reads "
+                           f"({BASELINE_SCHEMA}); upgrade the harness or save the baseline again")
+    docs = doc.get("runs")
+    if not isinstance(docs, list) or not docs or not all(isinstance(d, dict) for d in docs):
+        raise ResultsError(f"{file}: a baseline bundle needs a non-empty list of runs")
+    return [check_run(results_from_doc(d, f"{file} run {i + 1}"), f"{file} run {i + 1}")
+            for i, d in enumerate(docs)]
 
 
 @dataclass(frozen=True)
@@ -89,6 +144,7 @@ class BaselineInfo:
     cases: int
     measured: int
     problem: str = ""  # a stored file that no longer loads
+    runs: int = 1
 
 
 def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
@@ -97,9 +153,10 @@ def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
     out = []
     for p in sorted(root.glob("*.json")) if root.is_dir() else []:
         try:
-            run = load_run(p)
+            runs = load_baseline_runs(p)
+            run = runs[-1]
             out.append(BaselineInfo(p.stem, p, run.run_id, str(run.environment.get("machine", "?")),
-                                    len(run.cases), sum(c.measured for c in run.cases)))
+                                    len(run.cases), sum(c.measured for c in run.cases), runs=len(runs)))
         except ResultsError as exc:
             out.append(BaselineInfo(p.stem, p, "?", "?", 0, 0, problem=str(exc)))
     return out
@@ -123,14 +180,15 @@ def resolve_baseline(name_or_path: str | Path, directory: str | Path | None = No
 
 
 def load_baseline(name_or_path: str | Path, directory: str | Path | None = None) -> RunResults:
-    """Load a baseline by stored name or by path, validated like `load_run` (ResultsError naming the file)."""
-    return load_run(resolve_baseline(name_or_path, directory))
+    """The newest run of a baseline (by stored name or path), validated like `load_run`."""
+    return load_baseline_runs(name_or_path, directory)[-1]
 
 
 def describe(info: BaselineInfo) -> str:
     if info.problem:
         return f"{info.name:<20} BROKEN: {info.problem}"
-    return f"{info.name:<20} run {info.run_id}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}"
+    runs = f"{info.runs} runs, newest {info.run_id}" if info.runs > 1 else f"run {info.run_id}"
+    return f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}"
 
 
 def as_json(infos: list[BaselineInfo]) -> str:

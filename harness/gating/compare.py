@@ -1,11 +1,16 @@
 """Per case and metric verdicts of a current run against a baseline, decided from the raw samples.
 
-Method (see README "Regression gating"): for a gate `STAT:T` (e.g. median:10%) the ratio of the statistic,
-current / baseline, must exceed 1 + T (the effect) AND a one-sided bootstrap bound of that ratio at the gate's
-confidence (default 0.99) must exceed 1 + T/2 (the evidence) before a case is `regressed`; an effect without
-the evidence is `noise`. The bootstrap is exact and vectorised: the k-th order statistic of n draws with
-replacement from the sorted samples x is x[ceil(n U) - 1] with U ~ Beta(k, n - k + 1), so each resample costs
-one Beta draw whatever n is. Seeded per (seed, case, metric): the same inputs always give the same verdict.
+Method (see README "Regression gating"): a case is measured in blocks (--repeats), each after a fresh
+activation and, in a session, a whole matrix sweep apart. Interference on a shared machine only ever adds time
+and comes in episodes of seconds, so the gated statistic (median, p99, ...) is read per block and the run's
+value is its least-disturbed block: the minimum over blocks of the block statistic. For a gate `STAT:T` (e.g.
+median:10%) the ratio of that value, current / baseline, must exceed 1 + T (the effect) AND a one-sided
+bootstrap bound of the ratio at the gate's confidence (default 0.99) must exceed 1 + T/2 (the evidence) before
+a case is `regressed`; an effect without the evidence is `noise`. The bootstrap resamples every block (exact
+and vectorised: the k-th order statistic of n draws with replacement from the sorted samples x is
+x[ceil(n U) - 1] with U ~ Beta(k, n - k + 1), one Beta draw per resample whatever n is) and takes the minimum
+over blocks per replicate; the machine's run-to-run spread (`run_sigma`, per case from `harness gate-check`)
+widens the bounds. Seeded per (seed, case, metric): the same inputs always give the same verdict.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
 
-METHOD = ("bootstrap (exact order-statistic resampling) of the ratio of the gated latency statistic, "
-          "current / baseline: regressed when the ratio exceeds 1 + T and its one-sided lower bound at the "
-          "gate confidence exceeds 1 + T/2 (the bounds widened by the run-to-run spread: the larger of the gate's "
-          "run_sigma and the spread of the case's block medians, each block measured after a fresh activation); "
-          "an effect without that evidence is noise")
+METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
+          "after fresh activations, a matrix sweep apart); bootstrap (exact order-statistic resampling of every "
+          "block) of the ratio current / baseline: regressed when the ratio exceeds 1 + T and its one-sided lower "
+          "bound at the gate confidence exceeds 1 + T/2 (the bounds widened by the gate's run-to-run spread, "
+          "run_sigma, per case where gate-check measured it); an effect without that evidence is noise")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class SampleComparison:
     ci_high: float  # one-sided upper bound
     p_value: float  # bootstrap probability of no regression (ratio <= 1 + T/2), or of no improvement
     reason: str
+    sigma: float = 0.0  # the run-to-run spread folded into the bounds
 
 
 def _order_statistic_bootstrap(sorted_x: np.ndarray, q: float, resamples: int,
@@ -55,28 +61,77 @@ def _order_statistic_bootstrap(sorted_x: np.ndarray, q: float, resamples: int,
     return float(sorted_x[k - 1]), sorted_x[idx]
 
 
-def compare_samples(baseline_ns: Sequence[float], current_ns: Sequence[float], gate: Gate,
+Samples = Sequence[int] | Sequence[float] | np.ndarray
+Blocks = Sequence[Samples]
+
+
+def as_blocks(samples_or_blocks: Samples | Blocks) -> list[np.ndarray]:
+    """Sorted float64 blocks; a flat sequence of numbers is one block. Empty blocks are dropped."""
+    items = list(samples_or_blocks)
+    if items and isinstance(items[0], (Sequence, np.ndarray)) and not isinstance(items[0], (str, bytes)):
+        blocks = [np.sort(np.asarray(b, dtype=np.float64)) for b in items]
+    else:
+        blocks = [np.sort(np.asarray(items, dtype=np.float64))]
+    return [b for b in blocks if b.size]
+
+
+def case_blocks(r: CaseResult) -> list[np.ndarray]:
+    """A case's raw samples split into its measurement blocks (`details["blocks"]`, --repeats); one block when
+    the case has no (or inconsistent) block information."""
+    sizes = (r.details or {}).get("blocks")
+    samples = np.asarray(r.samples_ns, dtype=np.float64)
+    if not sizes or sum(sizes) != samples.size or min(sizes) < 1:
+        return [samples]
+    offsets = np.cumsum([0, *sizes])
+    return [samples[a:z] for a, z in zip(offsets[:-1], offsets[1:])]
+
+
+def _best_block_bootstrap(blocks: list[np.ndarray], q: float, resamples: int,
+                          rng: np.random.Generator) -> tuple[float, np.ndarray, int]:
+    """The least-disturbed block's q-quantile (minimum over blocks), its bootstrap replicates (the minimum over
+    blocks of each block's replicate), and the index of that block."""
+    stats, reps = [], []
+    for b in blocks:
+        stat, rep = _order_statistic_bootstrap(b, q, resamples, rng)
+        stats.append(stat)
+        reps.append(rep)
+    best = int(np.argmin(stats))
+    return stats[best], np.min(np.vstack(reps), axis=0), best
+
+
+def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks, gate: Gate,
                     confidence: float = 0.99, resamples: int = 10_000, seed: int = 0,
-                    run_sigma: float = 0.0) -> SampleComparison:
-    """Verdict of one latency gate on two raw sample sets (nanoseconds; lower is better).
+                    run_sigma: float = 0.0, history: Sequence[Samples | Blocks] = ()) -> SampleComparison:
+    """Verdict of one latency gate on two runs' raw samples (nanoseconds; lower is better), each given flat
+    (one block) or as its measurement blocks; each run's statistic is read in its least-disturbed block.
 
     `run_sigma` is the machine's run-to-run spread of the statistic (standard deviation of its logarithm
-    between runs, as `harness gate-check` estimates it): each bootstrap replicate of the log ratio gets a
-    N(0, 2 run_sigma^2) offset, so the bounds cover between-run variation as well as within-run variation.
+    between runs, as `harness gate-check` estimates it). `history`: older runs of a multi-run baseline; the
+    baseline's statistic is then the median over its K runs, and the spread measured between them (sd of the
+    log of each run's statistic) replaces `run_sigma` where larger. Each bootstrap replicate of the log ratio
+    gets a N(0, sigma^2 (1 + 1/K)) offset (one current run against the median of K), so the bounds cover
+    between-run variation as well as the sampling within each block.
     """
-    b = np.sort(np.asarray(baseline_ns, dtype=np.float64))
-    c = np.sort(np.asarray(current_ns, dtype=np.float64))
-    if b.size == 0 or c.size == 0:
+    c_blocks = as_blocks(current_ns)
+    base_runs = [as_blocks(x) for x in (*history, baseline_ns)]
+    if not c_blocks or not all(base_runs):
         raise ValueError("compare_samples needs samples on both sides")
     rng = np.random.default_rng(seed)
-    b_stat, b_boot = _order_statistic_bootstrap(b, gate.quantile, resamples, rng)
-    c_stat, c_boot = _order_statistic_bootstrap(c, gate.quantile, resamples, rng)
+    per_run = [_best_block_bootstrap(blocks, gate.quantile, resamples, rng) for blocks in base_runs]
+    stats = np.maximum([p[0] for p in per_run], 1.0)
+    b_stat = float(np.median(stats))
+    b_boot = np.median(np.vstack([p[1] for p in per_run]), axis=0) if len(per_run) > 1 else per_run[0][1]
+    b_size = base_runs[-1][per_run[-1][2]].size
+    c_stat, c_boot, c_best = _best_block_bootstrap(c_blocks, gate.quantile, resamples, rng)
     # a sample of 0 ns (a clock too coarse for the call) counts as 1 ns: ratios stay finite
-    b_stat, c_stat = max(b_stat, 1.0), max(c_stat, 1.0)
+    c_stat = max(c_stat, 1.0)
     b_boot, c_boot = np.maximum(b_boot, 1.0), np.maximum(c_boot, 1.0)
+    k = len(base_runs)
+    measured_sigma = float(np.std(np.log(stats), ddof=1)) if k > 1 else 0.0
+    sigma = max(run_sigma, measured_sigma)
     log_ratios = np.log(c_boot) - np.log(b_boot)
-    if run_sigma > 0:
-        log_ratios = log_ratios + rng.normal(0.0, math.sqrt(2.0) * run_sigma, size=resamples)
+    if sigma > 0:
+        log_ratios = log_ratios + rng.normal(0.0, sigma * math.sqrt(1.0 + 1.0 / k), size=resamples)
     ratios = np.exp(log_ratios)
     ratio = c_stat / b_stat
     lo, hi = (float(v) for v in np.quantile(ratios, [1.0 - confidence, confidence]))
@@ -84,36 +139,39 @@ def compare_samples(baseline_ns: Sequence[float], current_ns: Sequence[float], g
     worse_bar, better_bar = 1.0 + t / 2.0, 1.0 / (1.0 + t / 2.0)
     p_worse = float(np.mean(ratios <= worse_bar))  # small: strong evidence of a slowdown past 1 + T/2
     p_better = float(np.mean(ratios >= better_bar))
-    few = _few_samples_note(gate, b.size, c.size)
+    few = _few_samples_note(gate, b_size, c_blocks[c_best].size)
     pct = f"{(ratio - 1) * 100:+.1f}%"
+    name = gate.statistic
+    if len(base_runs[-1]) > 1 or len(c_blocks) > 1:
+        name += f" (best of {len(base_runs[-1])}/{len(c_blocks)} blocks)"
+    if k > 1:
+        name += f" vs the median of {k} baseline runs (their spread: sigma {measured_sigma:.3f})"
     if ratio > 1.0 + t:
         if lo > worse_bar:
-            v, why, p = Verdict.REGRESSED, f"{gate.statistic} {pct}: over {t:.0%}, lower bound {lo:.3f} > " \
-                                           f"{worse_bar:.3f}", p_worse
+            v, why, p = Verdict.REGRESSED, f"{name} {pct}: over {t:.0%}, lower bound {lo:.3f} > {worse_bar:.3f}", \
+                p_worse
         else:
-            v, why, p = Verdict.NOISE, f"{gate.statistic} {pct} over {t:.0%} but not significant: lower bound " \
+            v, why, p = Verdict.NOISE, f"{name} {pct} over {t:.0%} but not significant: lower bound " \
                                        f"{lo:.3f} <= {worse_bar:.3f}{few}", p_worse
     elif ratio < 1.0 / (1.0 + t):
         if hi < better_bar:
-            v, why, p = Verdict.IMPROVED, f"{gate.statistic} {pct}: upper bound {hi:.3f} < {better_bar:.3f}", \
-                p_better
+            v, why, p = Verdict.IMPROVED, f"{name} {pct}: upper bound {hi:.3f} < {better_bar:.3f}", p_better
         else:
-            v, why, p = Verdict.NOISE, f"{gate.statistic} {pct} better but not significant: upper bound " \
+            v, why, p = Verdict.NOISE, f"{name} {pct} better but not significant: upper bound " \
                                        f"{hi:.3f} >= {better_bar:.3f}{few}", p_better
     else:
-        v, why, p = Verdict.PASS, f"{gate.statistic} {pct} within {t:.0%}", p_worse
-    return SampleComparison(v, b_stat / 1e6, c_stat / 1e6, ratio, lo, hi, p, why)
+        v, why, p = Verdict.PASS, f"{name} {pct} within {t:.0%}", p_worse
+    return SampleComparison(v, b_stat / 1e6, c_stat / 1e6, ratio, lo, hi, p, why, sigma)
 
 
 def block_sigma(r: CaseResult) -> float | None:
-    """Run-to-run spread of a case measured in blocks (--repeats): the standard deviation of the logarithm of
-    its block medians (each block after a fresh activation). None for fewer than two blocks."""
-    sizes = (r.details or {}).get("blocks")
-    if not sizes or len(sizes) < 2 or sum(sizes) != len(r.samples_ns) or min(sizes) < 1:
+    """The spread of a case's block medians (sd of their logarithm; None for fewer than two blocks): shown
+    with the verdict as a sign of interference during the run. The gate reads the least-disturbed block, so
+    this spread is information, not part of the bounds."""
+    blocks = case_blocks(r)
+    if len(blocks) < 2:
         return None
-    offsets = np.cumsum([0, *sizes])
-    medians = [max(float(np.median(r.samples_ns[a:z])), 1.0) for a, z in zip(offsets[:-1], offsets[1:])]
-    return float(np.std(np.log(medians), ddof=1))
+    return float(np.std(np.log([max(float(np.median(b)), 1.0) for b in blocks]), ddof=1))
 
 
 def _few_samples_note(gate: Gate, nb: int, nc: int) -> str:
@@ -275,11 +333,30 @@ def _status_text(r: CaseResult) -> str:
     return f"{r.status}: {r.reason}" if r.reason else r.status
 
 
-def compare_runs(baseline: RunResults, current: RunResults, gates: GateConfig | None = None,
+def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResults, gates: GateConfig | None = None,
                  baseline_label: str = "baseline", current_label: str = "current") -> Comparison:
-    """Verdicts per case and metric of `current` against `baseline` (both loaded with `load_run`)."""
+    """Verdicts per case and metric of `current` against `baseline`: one run, or the runs of a multi-run
+    baseline oldest first (`load_baseline_runs`). Case states (broke, fixed, new) and drift are judged against
+    the newest baseline run; latency against every baseline run that measured the case comparably."""
     gates = gates or GateConfig()
     notes: list[str] = []
+    runs = [baseline] if isinstance(baseline, RunResults) else list(baseline)
+    if not runs:
+        raise ValueError("compare_runs needs at least one baseline run")
+    baseline = runs[-1]
+    history: dict[CaseId, list[CaseResult]] = {}
+    for old in runs[:-1]:
+        differ = machine_differences(old.environment, baseline.environment)
+        if differ:
+            notes.append(f"baseline run {old.run_id} left out: a different machine from the newest baseline run "
+                         f"({'; '.join(differ)})")
+            continue
+        for r in old.cases:
+            if r.measured:
+                history.setdefault(r.case, []).append(r)
+    if len(runs) > 1:
+        notes.append(f"baseline of {len(runs)} runs ({', '.join(r.run_id for r in runs)}): latency compared with "
+                     "the median of their statistics, their spread measured per case")
     machine = machine_differences(baseline.environment, current.environment)
     libs = library_differences(baseline.environment, current.environment)
     run_reason = ""
@@ -302,12 +379,12 @@ def compare_runs(baseline: RunResults, current: RunResults, gates: GateConfig | 
     records: list[VerdictRecord] = []
     for key in list(base) + [k for k in cur if k not in base]:
         b, c = base.get(key), cur.get(key)
-        records.extend(_case_records(key, b, c, gates, run_reason))
+        records.extend(_case_records(key, b, c, gates, run_reason, history.get(key, [])))
     return Comparison(records, baseline_label, current_label, gates, notes)
 
 
 def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates: GateConfig,
-                  run_reason: str) -> list[VerdictRecord]:
+                  run_reason: str, older: Sequence[CaseResult] = ()) -> list[VerdictRecord]:
     def one(verdict: Verdict, reason: str) -> list[VerdictRecord]:
         return [VerdictRecord(key, "case", verdict, reason=reason)]
 
@@ -334,16 +411,18 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         return one(Verdict.NOT_COMPARABLE, mismatch)
     out = []
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
-    sigmas = [x for x in (block_sigma(b), block_sigma(c)) if x is not None]
-    spread = math.sqrt(sum(x * x for x in sigmas) / len(sigmas)) if sigmas else 0.0
-    run_sigma = max(gates.sigma_for(key.id), spread)
+    run_sigma = gates.sigma_for(key.id)
+    b_blocks, c_blocks = case_blocks(b), case_blocks(c)
+    history = [case_blocks(r) for r in older if not _case_mismatch(r, c)]
+    if len(b_blocks) != len(c_blocks):
+        notes_for_case = f" [blocks differ: {len(b_blocks)} in the baseline, {len(c_blocks)} now (--repeats)]"
+    else:
+        notes_for_case = ""
     for gate in gates.gates_for(key.model):
-        s = compare_samples(b.samples_ns, c.samples_ns, gate, gates.confidence, gates.resamples,
-                            _seed(gates.seed, key, gate.metric), run_sigma)
-        reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "")
-        if spread > gates.sigma_for(key.id):
-            reason += f" [run-to-run spread from the measurement blocks: sigma {spread:.3f}]"
-        elif run_sigma > 0:
+        s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
+                            _seed(gates.seed, key, gate.metric), run_sigma, history)
+        reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "") + notes_for_case
+        if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"
         out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
                                  s.ci_high, s.p_value, gate.threshold, "ms", reason))

@@ -1,8 +1,10 @@
 """`harness gate-check`: the gate's own false-alarm rate and detection power, measured on this machine.
 
-Self-test only. The same cases run in R interleaved rounds; each round runs every case once as it is (A) and
-once per injected slowdown level through `slowed_runtime`, a wrapper that busy-waits a fixed delay after each
-inference (delay = level x the case's median from the round-1 A run). Then:
+Self-test only. R runs of every case are simulated as `harness run --repeats B` measures them: B blocks per
+run, each block a fresh activation, the blocks of one run a sweep over all cases apart. So R x B sweeps run;
+each sweep measures one block of every case as it is (A) and one per injected slowdown level through
+`slowed_runtime`, a wrapper that busy-waits a fixed delay after each inference (delay = level x the case's
+median from the first A block). Run k of a case is its blocks from sweeps kB .. kB + B - 1. Then:
 
 - false alarms: every ordered pair (i, j), i != j, of the case's A runs is compared as baseline i, current j
   (R (R - 1) trials per case; the two orders of one pair are not independent): a trial is a false alarm
@@ -10,8 +12,8 @@ inference (delay = level x the case's median from the round-1 A run). Then:
 - power at a level: every (A run i, slowed run j) pair, R x R trials per case, detected when `regressed`;
 - the smallest level detected in at least 95% of its trials is reported (None when no level reaches 95%).
 
-Runs are fresh CaseRunners in this process (a new runtime activation per run, no worker isolation), so run-to-
-run variation (activation, memory layout, other load) is part of what the A/A pairs see.
+Each block is a fresh CaseRunner in this process (a new runtime activation, no worker isolation), so run-to-
+run variation (activation, memory layout, other load, the machine's slow episodes) is what the A/A pairs see.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from harness.runtimes import Runtime, get_runtime, register_runtime
 DEFAULT_LEVELS = (0.05, 0.10, 0.15, 0.20, 0.30)
 POWER_TARGET = 0.95
 
-# measure(case, added_delay_s) -> raw latency samples in ns
+# measure(case, added_delay_s) -> one block's raw latency samples in ns
 Measure = Callable[[CaseId, float], Sequence[int]]
+Run = list[Sequence[int]]  # one simulated run: its blocks
 
 
 def slowed_runtime(base: type[Runtime], delay_s: float) -> type[Runtime]:
@@ -58,16 +61,17 @@ def slowed_runtime(base: type[Runtime], delay_s: float) -> type[Runtime]:
 
 
 def runner_measure(config: Any) -> Measure:
-    """Measure a case through a fresh CaseRunner (the same code path as `harness run`), in this process."""
+    """Measure one block of a case through a fresh CaseRunner (the same code path as `harness run`), in this
+    process; `config.repeats` blocks make a run, so each gets 1/repeats of the minimum time and iterations."""
     from harness.errors import HarnessError
-    from harness.execution.runner import CaseRunner
+    from harness.execution.runner import CaseRunner, block_policy
 
     def measure(case: CaseId, delay_s: float) -> Sequence[int]:
         if delay_s > 0:
             case = replace(case, runtime=slowed_runtime(get_runtime(case.runtime), delay_s).name)
         runner = CaseRunner()
         try:
-            result = runner.run(case, config)
+            result = runner.run(case, replace(config, repeats=1, timing=block_policy(config.timing, config.repeats)))
         finally:
             runner.close()
         if not result.measured:
@@ -95,7 +99,7 @@ class GateCheckResult:
 
     gates: GateConfig
     cases: list[str]
-    rounds: int
+    rounds: int  # simulated runs per case
     aa_trials: int
     aa_false_alarms: int
     aa_noise: int
@@ -106,6 +110,7 @@ class GateCheckResult:
     run_sigma: dict[str, float] = field(default_factory=dict)  # case -> sd of log(median) over the A runs
     a_run_medians_ms: dict[str, list[float]] = field(default_factory=dict)  # case -> each A run's median
     tuned: "GateCheckResult | None" = None  # the same samples re-scored with run_sigma = the suggested value
+    repeats: int = 1  # blocks per simulated run
 
     @property
     def suggested_run_sigma(self) -> float:
@@ -124,7 +129,7 @@ class GateCheckResult:
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gates": self.gates.as_dict(), "cases": self.cases, "rounds": self.rounds,
+        return {"gates": self.gates.as_dict(), "cases": self.cases, "rounds": self.rounds, "repeats": self.repeats,
                 "aa_trials": self.aa_trials, "aa_false_alarms": self.aa_false_alarms,
                 "aa_noise": self.aa_noise, "false_alarm_rate": self.false_alarm_rate,
                 "power_target": POWER_TARGET, "smallest_detected": self.smallest_detected,
@@ -145,7 +150,8 @@ class GateCheckResult:
     def markdown(self) -> str:
         small = self.smallest_detected
         lines = [f"### Gate check: {self.gates.describe()}", "",
-                 f"{len(self.cases)} case(s) x {self.rounds} rounds ({', '.join(self.cases)}), {self.wall_s:.0f} s.",
+                 f"{len(self.cases)} case(s) x {self.rounds} runs of {self.repeats} block(s) "
+                 f"({', '.join(self.cases)}), {self.wall_s:.0f} s.",
                  "",
                  f"- false alarms (A/A, ordered pairs judged regressed): **{self.aa_false_alarms}/{self.aa_trials}"
                  f" = {self.false_alarm_rate:.1%}** ({self.aa_noise} judged noise)",
@@ -155,9 +161,9 @@ class GateCheckResult:
         for lv in self.levels:
             lines.append(f"| {lv.level:.0%} | {lv.trials} | {lv.detected} | {lv.power:.0%} |")
         if self.aa_spread:
-            lines += ["", "A runs' medians, max / min per case: " + ", ".join(
+            lines += ["", "A runs' medians (best block), max / min per case: " + ", ".join(
                 f"`{k}` {v:.3f}" for k, v in self.aa_spread.items()),
-                "", "Run-to-run spread (sd of log median over the A runs): " + ", ".join(
+                "", "Run-to-run spread (sd of log best-block median over the A runs): " + ", ".join(
                 f"`{k}` {v:.3f}" for k, v in self.run_sigma.items())
                 + ". To fold it into the gate's bounds, per case: the `[run_sigma_cases]` table that "
                   "`gate-check --out` writes to gates-suggested.toml (or one machine-wide `run_sigma = "
@@ -175,7 +181,7 @@ class GateCheckResult:
         return "\n".join(lines) + "\n"
 
 
-def _regressed(base: Sequence[int], cur: Sequence[int], case: CaseId, gates: GateConfig, trial: int) -> Verdict:
+def _regressed(base: Run, cur: Run, case: CaseId, gates: GateConfig, trial: int) -> Verdict:
     """The worst verdict over the case's gates: regressed beats noise beats the rest."""
     verdicts = [compare_samples(base, cur, g, gates.confidence, gates.resamples, gates.seed + trial,
                                 gates.sigma_for(case.id)).verdict for g in gates.gates_for(case.model)]
@@ -184,50 +190,58 @@ def _regressed(base: Sequence[int], cur: Sequence[int], case: CaseId, gates: Gat
     return Verdict.NOISE if Verdict.NOISE in verdicts else Verdict.PASS
 
 
+def _best_median(run: Run) -> float:
+    return max(min(float(np.median(b)) for b in run), 1.0)
+
+
 def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rounds: int = 6,
-               levels: Sequence[float] = DEFAULT_LEVELS,
+               levels: Sequence[float] = DEFAULT_LEVELS, repeats: int = 1,
                progress: Callable[[str], None] = lambda line: None) -> GateCheckResult:
-    """Run the A/A and injected-slowdown rounds with `measure` and score the gate (see the module docstring)."""
+    """Simulate `rounds` runs of `repeats` blocks with `measure` and score the gate (see the module docstring)."""
     if rounds < 2:
         raise ValueError("gate-check needs at least 2 rounds (A/A pairs)")
     if not cases:
         raise ValueError("gate-check needs at least one case")
+    repeats = max(1, int(repeats))
     t0 = time.perf_counter()
-    a_runs: dict[CaseId, list[Sequence[int]]] = {c: [] for c in cases}
-    s_runs: dict[tuple[CaseId, float], list[Sequence[int]]] = {}
+    a_runs: dict[CaseId, list[Run]] = {c: [[] for _ in range(rounds)] for c in cases}
+    s_runs: dict[tuple[CaseId, float], list[Run]] = {(c, lv): [[] for _ in range(rounds)]
+                                                     for c in cases for lv in levels}
     delays: dict[CaseId, float] = {}
-    for r in range(rounds):
+    for sweep in range(rounds * repeats):
+        r = sweep // repeats
         for case in cases:
-            a_runs[case].append(measure(case, 0.0))
+            a_runs[case][r].append(measure(case, 0.0))
             if case not in delays:
-                delays[case] = float(np.median(a_runs[case][0])) / 1e9
+                delays[case] = float(np.median(a_runs[case][0][0])) / 1e9
             for lv in levels:
-                s_runs.setdefault((case, lv), []).append(measure(case, lv * delays[case]))
-        progress(f"round {r + 1}/{rounds} done ({time.perf_counter() - t0:.0f} s)")
+                s_runs[(case, lv)][r].append(measure(case, lv * delays[case]))
+        if (sweep + 1) % repeats == 0:
+            progress(f"run {r + 1}/{rounds} done ({time.perf_counter() - t0:.0f} s)")
     aa_trials, false_alarms, noise, results = _score(cases, a_runs, s_runs, delays, gates, rounds, levels)
-    medians = {c.id: round(float(np.median(np.concatenate([np.asarray(x) for x in a_runs[c]]))) / 1e6, 6)
-               for c in cases}
+    medians = {c.id: round(float(np.median([_best_median(x) for x in a_runs[c]])) / 1e6, 6) for c in cases}
     spread, sigma = {}, {}
     for c in cases:
-        m = np.array([max(float(np.median(x)), 1.0) for x in a_runs[c]])
+        m = np.array([_best_median(x) for x in a_runs[c]])
         spread[c.id] = round(float(m.max() / m.min()), 4)
         sigma[c.id] = round(float(np.std(np.log(m), ddof=1)), 4)
     out = GateCheckResult(gates, [c.id for c in cases], rounds, aa_trials, false_alarms, noise, results,
-                          round(time.perf_counter() - t0, 1), medians, spread, sigma)
-    out.a_run_medians_ms = {c.id: [round(float(np.median(x)) / 1e6, 6) for x in a_runs[c]] for c in cases}
+                          round(time.perf_counter() - t0, 1), medians, spread, sigma, repeats=repeats)
+    out.a_run_medians_ms = {c.id: [round(_best_median(x) / 1e6, 6) for x in a_runs[c]] for c in cases}
     if any(v > gates.sigma_for(k) for k, v in sigma.items()):
         # each case with its own measured spread (a microsecond case moves more between runs than a ms one)
         tuned_gates = replace(gates, case_sigma={**gates.case_sigma,
                                                  **{k: v for k, v in sigma.items() if v > gates.sigma_for(k)}})
         t_aa, t_fa, t_noise, t_levels = _score(cases, a_runs, s_runs, delays, tuned_gates, rounds, levels)
         out.tuned = GateCheckResult(tuned_gates, out.cases, rounds, t_aa, t_fa, t_noise, t_levels, out.wall_s,
-                                    medians, spread, sigma)
+                                    medians, spread, sigma, repeats=repeats)
     return out
 
 
 def suggested_config(result: GateCheckResult) -> str:
     """A gate-config TOML with each case's measured run-to-run spread (`--gate-config` on compare/run)."""
-    lines = ["# written by `harness gate-check`: each case's run-to-run spread (sd of log median over the A runs)",
+    lines = ["# written by `harness gate-check`: each case's run-to-run spread (sd of log best-block median over "
+             "the A runs)",
              f"gates = [{', '.join(repr(str(g)).replace(chr(39), chr(34)) for g in result.gates.gates)}]",
              f"confidence = {result.gates.confidence:g}", f"run_sigma = {result.gates.run_sigma:g}", "",
              "[run_sigma_cases]"]
@@ -235,8 +249,8 @@ def suggested_config(result: GateCheckResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Sequence[int]]],
-           s_runs: dict[tuple[CaseId, float], list[Sequence[int]]], delays: dict[CaseId, float],
+def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Run]],
+           s_runs: dict[tuple[CaseId, float], list[Run]], delays: dict[CaseId, float],
            gates: GateConfig, rounds: int, levels: Sequence[float]) -> tuple[int, int, int, list[LevelResult]]:
     """False alarms over ordered A/A pairs and detections over (A, slowed) pairs under `gates`."""
     trial = 0

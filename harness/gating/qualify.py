@@ -389,7 +389,7 @@ def run_spec(spec: QualifySpec, out_dir: Path, progress: Callable[[str], None] =
         interrupted = True
         raise
     finally:
-        session.finish(interrupted=interrupted)
+        session.finish(interrupted=interrupted, progress=progress)
     return out_dir / "results.json"
 
 

@@ -204,8 +204,13 @@ def load_results(path: str | Path) -> RunResults:
         raise ResultsError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    doc = migrate(doc, str(path))
+    return results_from_doc(doc, str(path))
+
+
+def results_from_doc(doc: dict[str, Any], source: str = "<results>") -> RunResults:
+    """A parsed results document (migrated to the current schema) as RunResults; errors name `source`."""
+    doc = migrate(doc, source)
     try:
         return RunResults.from_dict(doc)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ResultsError(f"{path}: malformed results: {type(exc).__name__}: {exc}") from None
+        raise ResultsError(f"{source}: malformed results: {type(exc).__name__}: {exc}") from None

@@ -85,3 +85,50 @@ def test_baseline_cli_save_and_ls(results, capsys):
     assert main(["baseline", "ls", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["name"] == "nightly"
     assert main(["baseline", "save", str(results) + ".missing", "--name", "x"]) == 2
+
+
+def test_multi_run_baselines_save_append_keep(results, tmp_path, capsys):
+    from harness.gating.baseline import load_baseline_runs
+
+    more = [write_results(make_run(s, n=50), tmp_path / f"run{s}") for s in (2, 3, 4)]
+    stored = save_baseline([results, more[0]], "main")
+    assert [r.run_id for r in load_baseline_runs("main")] == ["synthetic-1", "synthetic-2"]
+    assert load_baseline("main").run_id == "synthetic-2"  # the newest run
+    save_baseline(more[1:], "main", append=True, keep=3)
+    assert [r.run_id for r in load_baseline_runs(stored)] == ["synthetic-2", "synthetic-3", "synthetic-4"]
+    [info] = list_baselines()
+    assert info.runs == 3 and info.run_id == "synthetic-4"
+    # append to a name that does not exist yet starts it; a plain results file is a one-run baseline
+    save_baseline(results, "fresh", append=True)
+    assert len(load_baseline_runs("fresh")) == 1 and len(load_baseline_runs(results)) == 1
+    with pytest.raises(Exception, match="keep at least one run"):
+        save_baseline(results, "main", keep=0)
+    # the CLI: several files, --append --keep, and compare against the bundle
+    assert main(["baseline", "save", str(results), str(more[0]), "--name", "two"]) == 0
+    assert "2 runs: synthetic-1, synthetic-2" in capsys.readouterr().out
+    assert main(["baseline", "save", str(more[2]), "--name", "two", "--append", "--keep", "2"]) == 0
+    assert "2 runs: synthetic-2, synthetic-4" in capsys.readouterr().out
+    assert main(["baseline", "ls"]) == 0
+    assert "2 runs, newest synthetic-4" in capsys.readouterr().out
+    assert main(["compare", "two", str(more[1])]) == 0
+    assert "baseline of 2 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: {**d, "baseline_schema": 7}, "baseline_schema 7 is not one this harness reads"),
+    (lambda d: {**d, "runs": []}, "needs a non-empty list of runs"),
+    (lambda d: {**d, "runs": "x"}, "needs a non-empty list of runs"),
+    (lambda d: {**d, "runs": [{**d["runs"][0], "schema_version": 99}]}, "run 1: schema_version 99 is newer"),
+    (lambda d: {**d, "runs": [d["runs"][0], {**d["runs"][0], "run_id": None, "cases": [
+        {**d["runs"][0]["cases"][0], "samples_ns": ["nan"]}]}]}, "run 2: case"),
+])
+def test_bad_baseline_bundles_name_the_file_and_the_run(results, mutate, message, capsys):
+    from harness.gating.baseline import load_baseline_runs
+
+    stored = save_baseline(results, "main")
+    stored.write_text(json.dumps(mutate(json.loads(stored.read_text()))))
+    with pytest.raises(ResultsError) as info:
+        load_baseline_runs("main")
+    assert str(stored) in str(info.value) and message in str(info.value)
+    assert main(["compare", "main", str(results)]) == 2
+    assert message in capsys.readouterr().err

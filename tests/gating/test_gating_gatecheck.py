@@ -101,7 +101,7 @@ def test_slowed_runtime_wraps_a_registered_runtime(fakes, tmp_path):
     measure = runner_measure(config)
     [case] = config.cases()
     a, s = measure(case, 0.0), measure(case, 0.000_25)
-    assert len(a) >= 5 and len(s) >= 5  # measured through CaseRunner, no speed asserted
+    assert len(a) >= 2 and len(s) >= 2  # one block: ceil(5 / 3) iterations; no speed asserted
     r = gate_check([case], GateConfig(resamples=500), measure, rounds=2, levels=(0.5,))
     assert r.aa_trials == 2 and r.levels[0].trials == 4 and r.cases == [case.id]
 

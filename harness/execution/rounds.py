@@ -1,0 +1,94 @@
+"""Later measurement rounds of --repeats: one more block of every case, the whole matrix at a time.
+
+A case's first block is measured when the case runs; its other blocks come from rounds over the whole matrix
+at the end of the run, each after a fresh activation. The blocks of one case then lie a full matrix sweep
+apart, so one episode of interference on a shared machine (seconds long) cannot cover them all, and the gate
+can read the case from its least-disturbed block (see harness.gating.compare). A block that fails costs that
+block only: the case keeps what it has and records why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.measure.stats import latency_stats, throughput_sps
+from harness.results.schema import CaseResult, RunResults
+
+
+def pending_rounds(run: RunResults) -> int:
+    return max((int((r.details or {}).get("blocks_pending") or 0) for r in run.cases), default=0)
+
+
+def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Callable[[], None] = lambda: None,
+                 progress: Callable[[str], None] = lambda line: None) -> int:
+    """Measure the pending blocks of `run`'s cases in rounds; returns the blocks added.
+
+    `executor.measure_block(case, config, fresh)` returns {"samples_ns", "device_samples_ns", "warmup_iters",
+    "reactivated"} or {"error": reason}. `after_block` runs after every merged block (the session writes the
+    results atomically there). A KeyboardInterrupt ends the rounds; the cases keep the blocks they have.
+    """
+    added = 0
+    rounds = pending_rounds(run)
+    for k in range(rounds):
+        previous_key = None
+        for result in run.cases:
+            details = result.details or {}
+            if not result.measured or int(details.get("blocks_pending") or 0) <= 0:
+                continue
+            key = result.case.activation_key
+            block = executor.measure_block(result.case, config, fresh=key != previous_key)
+            previous_key = key if "error" not in block else None
+            details["blocks_pending"] = int(details["blocks_pending"]) - 1
+            if details["blocks_pending"] <= 0:
+                details.pop("blocks_pending")
+            merge_block(result, block, config.noise_cv)
+            added += "error" not in block
+            after_block()
+        progress(f"measurement round {k + 2}/{rounds + 1} done")
+    return added
+
+
+def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: Any, rounds: int,
+                   after_block: Callable[[], None] = lambda: None,
+                   progress: Callable[[str], None] = lambda line: None) -> int:
+    """`rounds` more blocks of the cases in `case_ids` (a gate's suspects), in rounds over those cases, each
+    block after a fresh activation; counted in `details["confirm_blocks"]`. Returns the blocks added."""
+    added = 0
+    suspects = [r for r in run.cases if r.case.id in case_ids and r.measured]
+    for k in range(rounds):
+        for result in suspects:
+            block = executor.measure_block(result.case, config, fresh=True)
+            merge_block(result, block, config.noise_cv)
+            if "error" not in block:
+                result.details["confirm_blocks"] = int(result.details.get("confirm_blocks") or 0) + 1
+                added += 1
+            after_block()
+        progress(f"confirmation round {k + 1}/{rounds} done ({len(suspects)} case(s))")
+    return added
+
+
+def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float) -> None:
+    """Append one block to a case: samples, block bookkeeping, latency statistics and throughput again."""
+    details = result.details
+    if "error" in block:
+        details.setdefault("block_errors", []).append(str(block["error"]))
+        return
+    samples = [int(x) for x in block["samples_ns"]]
+    if not samples:
+        details.setdefault("block_errors", []).append("the block measured no samples")
+        return
+    result.samples_ns = list(result.samples_ns) + samples
+    details.setdefault("blocks", [len(result.samples_ns) - len(samples)]).append(len(samples))
+    details.setdefault("block_p50_ms", []).append(round(float(np.median(samples)) / 1e6, 6))
+    details["block_reactivated"] = int(details.get("block_reactivated") or 0) + bool(block.get("reactivated"))
+    result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
+    stats = latency_stats(result.samples_ns, noise_cv)
+    result.latency = stats.as_dict()
+    result.throughput_sps = throughput_sps(result.case.batch, stats.mean_ms)
+    device = [int(x) for x in block.get("device_samples_ns") or ()]
+    if device and result.device_samples_ns:
+        result.device_samples_ns = list(result.device_samples_ns) + device
+        details["device_latency"] = latency_stats(result.device_samples_ns, noise_cv).as_dict()

@@ -1,0 +1,257 @@
+"""--repeats in rounds: later blocks of every case at the end of the run, a matrix sweep apart; --confirm."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+from typing import Any, ClassVar
+
+import pytest
+
+from harness.config import OPTIONS, RunConfig
+from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
+from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.session import HarnessSession
+
+
+def _config(tmp_path, **kw: Any) -> RunConfig:
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok,fake-ok-b", batch_sizes="1,2", min_time="0.01",
+               min_iters="6", warmup="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"),
+               repeats="3", no_isolation=True)
+    raw.update({k: str(v) if not isinstance(v, bool) else v for k, v in kw.items()})
+    return RunConfig.from_options(raw)
+
+
+class Recorder:
+    """Wraps an executor: the order of measure_block calls, and its `fresh` flags."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, []
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        self.calls.append((case.id, fresh))
+        return self.inner.measure_block(case, config, fresh)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _run_session(config: RunConfig) -> HarnessSession:
+    session = HarnessSession(config)
+    for case in config.cases():
+        session.execute(case)
+    session.finish(interrupted=False)
+    return session
+
+
+def test_later_blocks_come_in_rounds_over_the_matrix(fakes, tmp_path):
+    config = _config(tmp_path)
+    session = HarnessSession(config)
+    cases = config.cases()
+    for case in cases:
+        r = session.execute(case)
+        assert r.status == "passed" and r.details["blocks_pending"] == 2 and len(r.details["blocks"]) == 1
+    assert pending_rounds(session.run) == 2
+    session.executor = rec = Recorder(session.executor)
+    session.finish(interrupted=False)
+    # round-major: every case once, then every case again; a fresh activation where the group changes
+    ids = [c.id for c in cases]
+    assert [c for c, _ in rec.calls] == ids + ids
+    assert [f for _, f in rec.calls] == [True, False, True, False] * 2
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    for c in doc["cases"]:
+        d = c["details"]
+        assert len(d["blocks"]) == 3 and sum(d["blocks"]) == len(c["samples_ns"]) == c["latency"]["iterations"]
+        assert min(d["blocks"]) >= 2 and len(d["block_p50_ms"]) == 3 and "blocks_pending" not in d
+    assert doc["complete"] is True
+
+
+def test_compile_like_runtimes_measure_their_blocks_back_to_back(fakes, tmp_path):
+    from harness.runtimes import get_runtime
+
+    cls = get_runtime("fake-ok-c")
+    old = cls.reactivate_between_repeats
+    cls.reactivate_between_repeats = False
+    try:
+        session = _run_session(_config(tmp_path, runtimes="fake-ok-c", batch_sizes="1"))
+    finally:
+        cls.reactivate_between_repeats = old
+    [r] = session.run.cases
+    assert len(r.details["blocks"]) == 3 and r.details["block_reactivated"] == 0 and "blocks_pending" not in r.details
+
+
+def test_repeats_1_has_no_rounds(fakes, tmp_path):
+    session = _run_session(_config(tmp_path, repeats=1, batch_sizes="1"))
+    assert all("blocks" not in r.details for r in session.run.cases)
+
+
+class _FailingBlocks:
+    def __init__(self, fail_on: int) -> None:
+        self.n, self.fail_on = 0, fail_on
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        self.n += 1
+        if self.n == self.fail_on:
+            return {"error": "crashed: worker killed by SIGSEGV in phase run"}
+        return {"samples_ns": [2000, 2100, 2050], "device_samples_ns": [], "warmup_iters": 1, "reactivated": fresh}
+
+
+def _measured(case: CaseId, pending: int = 2) -> CaseResult:
+    from harness.measure.stats import latency_stats
+
+    ns = [1000, 1100, 1050, 1020]
+    return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
+                      warmup_iters=3, details={"blocks": [4], "block_p50_ms": [0.001035],
+                                               "blocks_pending": pending})
+
+
+def test_a_failed_block_costs_that_block_only(tmp_path):
+    cases = [CaseId("m", "rt", "fp32", b, None, "cpu") for b in (1, 2)]
+    run = RunResults("r", "t", {}, {}, cases=[_measured(c) for c in cases] + [
+        CaseResult(CaseId("m", "rt", "fp32", 4, None, "cpu"), "error", reason="bad")])
+    writes = []
+    added = later_rounds(run, _FailingBlocks(fail_on=2), dataclasses.make_dataclass("C", [("noise_cv", float)])(0.1),
+                         after_block=lambda: writes.append(1))
+    assert added == 3 and len(writes) == 4
+    a, b = run.cases[0], run.cases[1]
+    assert a.details["blocks"] == [4, 3, 3] and len(a.samples_ns) == 10 and a.latency["iterations"] == 10
+    assert b.details["blocks"] == [4, 3] and b.details["block_errors"] == ["crashed: worker killed by SIGSEGV in "
+                                                                          "phase run"]
+    assert "blocks_pending" not in a.details and "blocks_pending" not in b.details
+    assert a.warmup_iters == 5 and a.latency["p50_ms"] > 0.001  # statistics over all blocks
+
+
+def test_merge_block_keeps_device_samples_in_step():
+    from harness.measure.stats import latency_stats
+
+    r = _measured(CaseId("m", "rt", "fp32", 1, None, "cuda"))
+    r.device_samples_ns = [900, 950, 920, 930]
+    merge_block(r, {"samples_ns": [1000, 1001], "device_samples_ns": [800, 810], "warmup_iters": 2}, 0.1)
+    assert r.device_samples_ns[-2:] == [800, 810] and r.details["device_latency"]["iterations"] == 6
+    assert r.latency == latency_stats(r.samples_ns, 0.1).as_dict()
+    merge_block(r, {"samples_ns": []}, 0.1)
+    assert r.details["block_errors"] == ["the block measured no samples"]
+
+
+@pytest.mark.parametrize("isolation", [False, True])
+def test_a_block_that_crashes_its_worker_is_recorded_and_the_run_goes_on(fakes, tmp_path, isolation):
+    """fake-crash-second fails on the second activation in a process: round 2's block. In a worker it dies of
+    SIGSEGV (the next block gets a fresh worker); in-process it raises. Either way the case keeps rounds 1 and
+    3, records why round 2 is missing, and the other case is untouched."""
+    config = _config(tmp_path, runtimes="fake-crash-second,fake-ok", batch_sizes="1", no_isolation=not isolation)
+    session = _run_session(config)
+    crash, ok = session.run.cases
+    assert crash.status == "passed" and ok.status == "passed"
+    assert len(ok.details["blocks"]) == 3 and "block_errors" not in ok.details
+    assert len(crash.details["blocks"]) == 2 and len(crash.details["block_errors"]) == 1
+    assert ("crashed: worker killed by SIGSEGV" if isolation else "RuntimeError: second activation") in \
+        crash.details["block_errors"][0]
+    assert sum(crash.details["blocks"]) == len(crash.samples_ns)
+
+
+# ------------------------------------------------------------------ --confirm
+class _BlocksAt:
+    """measure_block returning samples around `level_ns`: a fake re-measurement."""
+
+    def __init__(self, level_ns: float) -> None:
+        self.level, self.calls = level_ns, 0
+
+    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+        import numpy as np
+
+        self.calls += 1
+        rng = np.random.default_rng(self.calls)
+        return {"samples_ns": [int(v) for v in self.level * rng.lognormal(0, 0.02, 200)], "warmup_iters": 1,
+                "reactivated": True}
+
+    def close(self) -> None:
+        pass
+
+
+def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSession:
+    import numpy as np
+
+    from harness.results import write_results
+
+    case = CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")
+    rng = np.random.default_rng(0)
+
+    def result(level: float) -> CaseResult:
+        from harness.measure.stats import latency_stats
+
+        ns = [int(v) for v in level * rng.lognormal(0, 0.02, 600)]
+        return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
+                          details={"blocks": [200, 200, 200]}, model_fingerprint="fp", timing_scope="host_to_host")
+
+    env = {"cpu_model": "x", "cpu_cores_logical": 2}
+    base = RunResults("base", "t", env, {}, cases=[result(20_000)], complete=True)
+    write_results(base, tmp_path / "base")
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="mlp", runtimes="ort-cpu", out=str(tmp_path / "cur"), baseline=str(tmp_path / "base"),
+               confirm=str(confirm), no_isolation=True)
+    session = HarnessSession(RunConfig.from_options(raw))
+    session.run = RunResults("cur", "t", env, {}, cases=[result(26_000)], complete=True)
+    session.executor = _BlocksAt(current_level_ns)
+    session.config.out_dir.mkdir(parents=True, exist_ok=True)
+    return session
+
+
+def test_confirm_clears_a_slowdown_that_does_not_reproduce(tmp_path):
+    session = _gate_session(tmp_path, current_level_ns=20_100, confirm=2)
+    session._gate()
+    assert session.gate_status() == 0 and session.executor.calls == 2
+    [rec] = [r for r in session.comparison.records if r.metric == "latency_median"]
+    assert rec.verdict.value == "pass" and "best of 3/5 blocks" in rec.reason
+    assert any("not reproduced: mlp-ort-cpu-fp32-b1" in n for n in session.comparison.notes)
+    r = session.run.cases[0]
+    assert r.details["confirm_blocks"] == 2 and len(r.details["blocks"]) == 5
+    assert "not reproduced" in (tmp_path / "cur" / "verdicts.md").read_text()
+
+
+def test_confirm_keeps_a_slowdown_that_reproduces(tmp_path):
+    session = _gate_session(tmp_path, current_level_ns=26_000, confirm=2)
+    session._gate()
+    assert session.gate_status() == 1
+    assert any("1 still regressed" in n for n in session.comparison.notes)
+
+
+def test_confirm_0_judges_once(tmp_path):
+    session = _gate_session(tmp_path, current_level_ns=20_000, confirm=0)
+    session._gate()
+    assert session.gate_status() == 1 and session.executor.calls == 0
+
+
+def test_confirm_rounds_only_touch_the_suspects(tmp_path):
+    cases = [CaseId("m", "rt", "fp32", b, None, "cpu") for b in (1, 2)]
+    run = RunResults("r", "t", {}, {}, cases=[_measured(c, pending=0) for c in cases])
+    ex = _BlocksAt(1000)
+    assert confirm_rounds(run, {cases[1].id}, ex, type("C", (), {"noise_cv": 0.1})(), 3) == 3
+    assert "confirm_blocks" not in run.cases[0].details and run.cases[1].details["confirm_blocks"] == 3
+
+
+class CrashSecond:
+    activations: ClassVar[int] = 0
+
+
+@pytest.fixture(autouse=True)
+def _crash_second(fakes):
+    """fake-crash-second: fails on the second activation in a process (a worker: SIGSEGV, as a native crash)."""
+    import multiprocessing
+    import os
+
+    from fakes import FakeOk, _variant
+
+    class _CrashOnSecondActivation(FakeOk):
+        def _activate(self) -> None:
+            CrashSecond.activations += 1
+            if CrashSecond.activations == 2:
+                if multiprocessing.parent_process() is not None:
+                    os.kill(os.getpid(), signal.SIGSEGV)
+                raise RuntimeError("second activation")
+            super()._activate()
+
+    CrashSecond.activations = 0
+    _variant("fake-crash-second", _CrashOnSecondActivation)
+    yield
