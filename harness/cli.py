@@ -312,7 +312,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
-    from harness.gating.gatecheck import gate_check, runner_measure
+    from harness.gating.gatecheck import gate_check, in_a_fresh_process, runner_measure
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
@@ -334,7 +334,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
           f"slowdown levels); {gates.describe()}")
     result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels,
-                        repeats=config.repeats, progress=print)
+                        repeats=config.repeats, progress=print, execute=in_a_fresh_process)
     md = result.markdown()
     print(md, end="")
     if args.out:

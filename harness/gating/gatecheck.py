@@ -12,8 +12,10 @@ median from the first A block). Run k of a case is its blocks from sweeps kB .. 
 - power at a level: every (A run i, slowed run j) pair, R x R trials per case, detected when `regressed`;
 - the smallest level detected in at least 95% of its trials is reported (None when no level reaches 95%).
 
-Each block is a fresh CaseRunner in this process (a new runtime activation, no worker isolation), so run-to-
-run variation (activation, memory layout, other load, the machine's slow episodes) is what the A/A pairs see.
+Each block is a fresh CaseRunner (a new runtime activation) and, from the CLI, each simulated run has its own
+process (`in_a_fresh_process`, forked), as each `harness run` has its own worker: run-to-run variation
+(activation, thread placement, memory layout, other load, the machine's slow episodes) is what the A/A pairs
+see.
 """
 
 from __future__ import annotations
@@ -194,30 +196,86 @@ def _best_median(run: Run) -> float:
     return max(min(float(np.median(b)) for b in run), 1.0)
 
 
+RunData = tuple[dict[CaseId, Run], dict[tuple[CaseId, float], Run], dict[CaseId, float]]
+
+
+def _one_run(cases: Sequence[CaseId], measure: Measure, levels: Sequence[float], repeats: int,
+             delays: dict[CaseId, float]) -> RunData:
+    """One simulated run: `repeats` sweeps, each one block of every case as it is and per slowdown level.
+    `delays` empty (the first run): each case's delay is set from its first A block."""
+    delays = dict(delays)
+    a: dict[CaseId, Run] = {c: [] for c in cases}
+    slowed: dict[tuple[CaseId, float], Run] = {(c, lv): [] for c in cases for lv in levels}
+    for _ in range(repeats):
+        for case in cases:
+            a[case].append(measure(case, 0.0))
+            if case not in delays:
+                delays[case] = float(np.median(a[case][0])) / 1e9
+            for lv in levels:
+                slowed[(case, lv)].append(measure(case, lv * delays[case]))
+    return a, slowed, delays
+
+
+def in_this_process(fn: Callable[..., RunData], *args: Any) -> RunData:
+    return fn(*args)
+
+
+def in_a_fresh_process(fn: Callable[..., RunData], *args: Any) -> RunData:
+    """Run `fn(*args)` in a forked child and return its result: each simulated run gets its own process, as
+    each `harness run` does, so process-level states (thread placement, memory layout) vary between runs as
+    they do between nightly runs. An error in the child is raised here with its message."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+
+    def target() -> None:
+        try:
+            child.send(("ok", fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            child.send(("error", f"{type(exc).__name__}: {exc}"))
+        finally:
+            child.close()
+
+    proc = ctx.Process(target=target, name="harness-gate-check-run", daemon=True)
+    proc.start()
+    child.close()
+    try:
+        status, value = parent.recv()
+    except EOFError:
+        proc.join(5)
+        raise RuntimeError(f"gate-check: the run's process died (exit status {proc.exitcode})") from None
+    finally:
+        proc.join(30)
+    if status != "ok":
+        from harness.errors import HarnessError
+
+        raise HarnessError(value)
+    return value
+
+
 def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rounds: int = 6,
                levels: Sequence[float] = DEFAULT_LEVELS, repeats: int = 1,
-               progress: Callable[[str], None] = lambda line: None) -> GateCheckResult:
-    """Simulate `rounds` runs of `repeats` blocks with `measure` and score the gate (see the module docstring)."""
+               progress: Callable[[str], None] = lambda line: None,
+               execute: Callable[..., RunData] = in_this_process) -> GateCheckResult:
+    """Simulate `rounds` runs of `repeats` blocks with `measure` and score the gate (see the module docstring).
+    `execute(fn, *args)` runs one simulated run (`in_a_fresh_process` for the CLI)."""
     if rounds < 2:
         raise ValueError("gate-check needs at least 2 rounds (A/A pairs)")
     if not cases:
         raise ValueError("gate-check needs at least one case")
     repeats = max(1, int(repeats))
     t0 = time.perf_counter()
-    a_runs: dict[CaseId, list[Run]] = {c: [[] for _ in range(rounds)] for c in cases}
-    s_runs: dict[tuple[CaseId, float], list[Run]] = {(c, lv): [[] for _ in range(rounds)]
-                                                     for c in cases for lv in levels}
+    a_runs: dict[CaseId, list[Run]] = {c: [] for c in cases}
+    s_runs: dict[tuple[CaseId, float], list[Run]] = {(c, lv): [] for c in cases for lv in levels}
     delays: dict[CaseId, float] = {}
-    for sweep in range(rounds * repeats):
-        r = sweep // repeats
-        for case in cases:
-            a_runs[case][r].append(measure(case, 0.0))
-            if case not in delays:
-                delays[case] = float(np.median(a_runs[case][0][0])) / 1e9
-            for lv in levels:
-                s_runs[(case, lv)][r].append(measure(case, lv * delays[case]))
-        if (sweep + 1) % repeats == 0:
-            progress(f"run {r + 1}/{rounds} done ({time.perf_counter() - t0:.0f} s)")
+    for r in range(rounds):
+        a, slowed, delays = execute(_one_run, cases, measure, levels, repeats, delays)
+        for c in cases:
+            a_runs[c].append(a[c])
+        for key, blocks in slowed.items():
+            s_runs[key].append(blocks)
+        progress(f"run {r + 1}/{rounds} done ({time.perf_counter() - t0:.0f} s)")
     aa_trials, false_alarms, noise, results = _score(cases, a_runs, s_runs, delays, gates, rounds, levels)
     medians = {c.id: round(float(np.median([_best_median(x) for x in a_runs[c]])) / 1e6, 6) for c in cases}
     spread, sigma = {}, {}

@@ -31,6 +31,8 @@ def scaled_copy(run: RunResults, factor: float, where: Callable[[CaseResult], bo
             c.latency = stats.as_dict()
             c.throughput_sps = throughput_sps(c.case.batch, stats.mean_ms)
             c.details = {**c.details, "synthetic_scale": factor}
+            if "block_p50_ms" in c.details:
+                c.details["block_p50_ms"] = [round(v * factor, 6) for v in c.details["block_p50_ms"]]
     out.run_id = f"{run.run_id}-x{factor:g}"
     return out
 

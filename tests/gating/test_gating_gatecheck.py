@@ -125,3 +125,36 @@ def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
     assert "false alarms (A/A" in res.stdout and "smallest injected slowdown detected" in res.stdout
     doc = json.loads((tmp_path / "gc" / "gatecheck.json").read_text())
     assert doc["aa_trials"] == 2 and doc["levels"][0]["level"] == 0.5
+
+
+def _pid_run(*args):
+    import os
+
+    return {}, {}, {"pid": os.getpid(), "args": args}
+
+
+def _failing_run(*args):
+    raise ValueError("the case's model file is garbage")
+
+
+def test_each_simulated_run_can_have_its_own_process():
+    import os
+
+    from harness.errors import HarnessError
+    from harness.gating.gatecheck import in_a_fresh_process, in_this_process
+
+    _, _, info = in_a_fresh_process(_pid_run, 1, "x")
+    assert info["pid"] != os.getpid() and info["args"] == (1, "x")
+    assert in_this_process(_pid_run, 2)[2]["pid"] == os.getpid()
+    with pytest.raises(HarnessError, match="ValueError: the case's model file is garbage"):
+        in_a_fresh_process(_failing_run)
+
+
+def test_gate_check_with_runs_in_fresh_processes_scores_like_in_process():
+    from harness.gating.gatecheck import in_a_fresh_process
+
+    a = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2)
+    b = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2,
+                   execute=in_a_fresh_process)
+    assert a.repeats == 2 and a.aa_trials == b.aa_trials == 2 * 3 * 2
+    assert a.levels[0].power == b.levels[0].power == 1.0 and a.aa_false_alarms == b.aa_false_alarms == 0
