@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
@@ -177,7 +178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         src = Path(args.results[0])
         out = src if src.is_dir() else src.parent
-    verdicts = None
+    verdicts, gate_note = None, None
     if args.baseline:
         from harness.gating import compare_runs, load_gate_config
         from harness.gating.baseline import load_baseline_runs
@@ -191,7 +192,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             cmp = compare_runs(base, run, gates, baseline_label=str(args.baseline), current_label=str(path))
             verdicts += verdict_dicts(cmp, label if multi else None)
             print(f"verdicts vs {args.baseline}: {cmp.summary()}")
-    for name, path in write_outputs(runs, out, verdicts, args.baseline).items():
+        gate_note = gates.measured_line()
+    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:
@@ -335,6 +337,10 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
           f"slowdown levels); {gates.describe()}")
     result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels,
                         repeats=config.repeats, progress=print, execute=in_a_fresh_process)
+    from harness.results.environment import snapshot
+
+    result.machine = str(snapshot(threads=config.threads).get("machine", "?"))
+    result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = result.markdown()
     print(md, end="")
     if args.out:
@@ -344,8 +350,12 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
 
         atomic_write_text(out / "gates-suggested.toml", suggested_config(result))
         atomic_write_text(out / "gatecheck.md", md)
-        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}, {out / 'gates-suggested.toml'} "
-              "(per-case run-to-run spread: pass it to compare/run with --gate-config)")
+        from harness.gating.gatecheck import gatecheck_html
+
+        atomic_write_text(out / "gatecheck.html", gatecheck_html(result))
+        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}, {out / 'gatecheck.html'}, "
+              f"{out / 'gates-suggested.toml'} (the per-case run-to-run spread and these figures: pass it to "
+              "compare/run with --gate-config and the verdict tables show them)")
     return EXIT_OK
 
 

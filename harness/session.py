@@ -94,8 +94,9 @@ class HarnessSession:
             from harness.report.render import verdict_dicts
 
             verdicts = verdict_dicts(self.comparison) if self.comparison is not None else None
+            note = self.comparison.gates.measured_line() if self.comparison is not None else None
             self.outputs = {"json": self.config.out_dir / "results.json",
-                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline)}
+                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline, note)}
             self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
 

@@ -144,5 +144,6 @@ def test_report_with_a_baseline_shows_verdicts(fake_env, tmp_path):
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "Verdicts against the baseline" in html and 'class="l v-regressed">regressed' in html
     assert "fake-linear-fake-slow-fp32-b1" in html
+    assert "This gate: not measured on this machine" in html  # no gate-check figures in the default config
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "regressed" in md

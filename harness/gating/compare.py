@@ -247,6 +247,7 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline_label, "current": self.current_label, "exit_code": self.exit_code,
                 "counts": self.counts(), "gates": self.gates.as_dict(), "method": self.method,
+                "gate_measured": self.gates.measured_line(),
                 "notes": list(self.notes), "records": [r.as_dict() for r in self.records]}
 
 

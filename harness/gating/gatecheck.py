@@ -21,6 +21,7 @@ see.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -113,6 +114,8 @@ class GateCheckResult:
     a_run_medians_ms: dict[str, list[float]] = field(default_factory=dict)  # case -> each A run's median
     tuned: "GateCheckResult | None" = None  # the same samples re-scored with run_sigma = the suggested value
     repeats: int = 1  # blocks per simulated run
+    machine: str = ""  # environment["machine"] of the measuring machine (set by the CLI)
+    measured_at: str = ""  # UTC timestamp (set by the CLI)
 
     @property
     def suggested_run_sigma(self) -> float:
@@ -132,6 +135,7 @@ class GateCheckResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"gates": self.gates.as_dict(), "cases": self.cases, "rounds": self.rounds, "repeats": self.repeats,
+                "machine": self.machine, "measured_at": self.measured_at,
                 "aa_trials": self.aa_trials, "aa_false_alarms": self.aa_false_alarms,
                 "aa_noise": self.aa_noise, "false_alarm_rate": self.false_alarm_rate,
                 "power_target": POWER_TARGET, "smallest_detected": self.smallest_detected,
@@ -299,11 +303,23 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
 def suggested_config(result: GateCheckResult) -> str:
     """A gate-config TOML with each case's measured run-to-run spread (`--gate-config` on compare/run)."""
     lines = ["# written by `harness gate-check`: each case's run-to-run spread (sd of log best-block median over "
-             "the A runs)",
+             "the A runs), and what the check measured ([gate_check], shown with every verdict table)",
              f"gates = [{', '.join(repr(str(g)).replace(chr(39), chr(34)) for g in result.gates.gates)}]",
              f"confidence = {result.gates.confidence:g}", f"run_sigma = {result.gates.run_sigma:g}", "",
              "[run_sigma_cases]"]
     lines += [f'"{k}" = {v:g}' for k, v in sorted(result.run_sigma.items())]
+    lines += ["", "[gate_check]", f"machine = {json.dumps(result.machine or '?')}",
+              f"measured_at = {json.dumps(result.measured_at or '?')}", f"cases = {len(result.cases)}",
+              f"runs = {result.rounds}", f"repeats = {result.repeats}", f"false_alarms = {result.aa_false_alarms}",
+              f"trials = {result.aa_trials}", f"false_alarm_rate = {result.false_alarm_rate:.4f}"]
+    if result.smallest_detected is not None:
+        lines.append(f"smallest_detected = {result.smallest_detected:g}")
+    t = result.tuned
+    if t is not None:  # the same trials scored with the [run_sigma_cases] above (in-sample)
+        lines += [f"with_case_sigma_false_alarm_rate = {t.false_alarm_rate:.4f}"]
+        if t.smallest_detected is not None:
+            lines.append(f"with_case_sigma_smallest_detected = {t.smallest_detected:g}")
+    lines += ["", "[gate_check.power]"] + [f'"{lv.level:.0%}" = {lv.power:.4f}' for lv in result.levels]
     return "\n".join(lines) + "\n"
 
 
@@ -330,3 +346,19 @@ def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Run]],
                 trials += 1
         results.append(LevelResult(lv, trials, detected, {c.id: round(lv * delays[c] * 1e6, 2) for c in cases}))
     return aa_trials, false_alarms, noise, results
+
+
+def gatecheck_html(result: GateCheckResult) -> str:
+    """gatecheck.html: a self-contained page with the false-alarm rate, power per level and per-case spread."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    g = {**result.as_dict(), "gates_text": result.gates.describe(), "aa_false_alarms": result.aa_false_alarms,
+         "aa_trials": result.aa_trials, "aa_noise": result.aa_noise,
+         "tuned": None if result.tuned is None else {**result.tuned._scores(),
+                                                     "aa_false_alarms": result.tuned.aa_false_alarms,
+                                                     "aa_trials": result.tuned.aa_trials}}
+    g["machine"] = result.machine or "this machine"
+    g["measured_at"] = result.measured_at or ""
+    return env.get_template("gatecheck.html.j2").render(g=g)

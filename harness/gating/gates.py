@@ -91,6 +91,7 @@ class GateConfig:
     strict_libraries: bool = False
     run_sigma: float = 0.0
     case_sigma: Mapping[str, float] = field(default_factory=dict)
+    measured: Mapping[str, Any] = field(default_factory=dict)  # [gate_check]: what gate-check measured
 
     def __post_init__(self) -> None:
         if not 0.5 < self.confidence < 1.0:
@@ -102,6 +103,23 @@ class GateConfig:
         for case, v in self.case_sigma.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
                 raise UsageError(f"run_sigma_cases: {case} = {v!r} must be a number between 0 and 1")
+
+    def measured_line(self) -> str:
+        """What `harness gate-check` measured for this gate (the `[gate_check]` table it writes), or how to
+        measure it: shown with every verdict table so a reader knows how far to trust it."""
+        m = self.measured
+        if not m:
+            return ("not measured on this machine: `harness gate-check --out DIR` measures its false-alarm rate "
+                    "and power (pass DIR/gates-suggested.toml as --gate-config)")
+        small = m.get("smallest_detected")
+        power = m.get("power") or {}
+        levels = ", ".join(f"{k}: {float(v):.0%}" for k, v in power.items())
+        return (f"measured by `harness gate-check` on {m.get('machine', '?')} at {m.get('measured_at', '?')} "
+                f"({m.get('cases', '?')} cases x {m.get('runs', '?')} runs of {m.get('repeats', '?')} blocks): "
+                f"false alarms {m.get('false_alarms', '?')}/{m.get('trials', '?')} "
+                f"= {float(m.get('false_alarm_rate', 0.0)):.1%} with its settings then; smallest slowdown detected "
+                f"with 95% power: {'none of the levels' if small is None else f'{float(small):.0%}'}"
+                + (f" (power {levels})" if levels else "") + _with_case_sigma(m))
 
     def sigma_for(self, case_id: str) -> float:
         """The run-to-run spread assumed for a case: its own measured value where given, at least run_sigma."""
@@ -121,11 +139,11 @@ class GateConfig:
                 "model_gates": {m: [str(g) for g in gs] for m, gs in self.model_gates.items()},
                 "confidence": self.confidence, "resamples": self.resamples, "seed": self.seed,
                 "drift": self.drift, "strict_libraries": self.strict_libraries, "run_sigma": self.run_sigma,
-                "run_sigma_cases": dict(self.case_sigma)}
+                "run_sigma_cases": dict(self.case_sigma), "gate_check": dict(self.measured)}
 
 
 _FILE_KEYS = {"gates", "confidence", "resamples", "seed", "drift", "strict_libraries", "models", "run_sigma",
-              "run_sigma_cases"}
+              "run_sigma_cases", "gate_check"}
 
 
 def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) -> GateConfig:
@@ -167,11 +185,39 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
                       drift=_bool(doc, "drift", base.drift, where),
                       strict_libraries=_bool(doc, "strict_libraries", base.strict_libraries, where),
                       run_sigma=float(_num(doc, "run_sigma", base.run_sigma, where)),
-                      case_sigma=_case_sigmas(doc.get("run_sigma_cases", {}), where))
+                      case_sigma=_case_sigmas(doc.get("run_sigma_cases", {}), where),
+                      measured=_measured(doc.get("gate_check", {}), where))
     except UsageError as exc:
         msg = str(exc)
         raise UsageError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     return cfg
+
+
+def _with_case_sigma(m: Mapping[str, Any]) -> str:
+    if "with_case_sigma_false_alarm_rate" not in m:
+        return ""
+    small = m.get("with_case_sigma_smallest_detected")
+    return (f"; re-scored with the file's per-case spreads: false alarms "
+            f"{float(m['with_case_sigma_false_alarm_rate']):.1%}, 95% power "
+            f"{'at none of the levels' if small is None else f'at {float(small):.0%}'}")
+
+
+_MEASURED_NUMBERS = ("cases", "runs", "repeats", "false_alarms", "trials", "false_alarm_rate", "smallest_detected",
+                     "with_case_sigma_false_alarm_rate", "with_case_sigma_smallest_detected")
+
+
+def _measured(table: Any, where: str) -> dict[str, Any]:
+    """The `[gate_check]` table written by gate-check: numbers where numbers belong, `power` a table."""
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: [gate_check] must be a table (gate-check --out writes it)")
+    for key in _MEASURED_NUMBERS:
+        if key in table:
+            _num(table, key, 0.0, f"{where}: gate_check")
+    power = table.get("power", {})
+    if not isinstance(power, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              for v in power.values()):
+        raise UsageError(f"{where}: gate_check.power must be a table of level = power (numbers)")
+    return dict(table)
 
 
 def _case_sigmas(table: Any, where: str) -> dict[str, float]:

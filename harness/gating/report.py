@@ -45,7 +45,7 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
     counts = ", ".join(f"{n} {v}" for v, n in c.counts().items() if n) or "no cases"
     lines = [f"### Gate: {state} — {counts}", "",
              f"{_cell(c.baseline_label)} → {_cell(c.current_label)}; {_cell(c.gates.describe())}. "
-             f"Method: {_cell(c.method)}.", ""]
+             f"Method: {_cell(c.method)}.", "", f"This gate: {_cell(c.gates.measured_line())}.", ""]
     for note in c.notes:
         lines.append(f"- note: {_cell(note)}")
     if c.notes:

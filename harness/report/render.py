@@ -176,11 +176,12 @@ def _onnx_only(model: str, cases: list[Any]) -> bool:
 
 
 def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
-                baseline_label: str | None = None) -> str:
+                baseline_label: str | None = None, gate_note: str | None = None) -> str:
     """The self-contained HTML report of one run or several (side by side, labelled by machine).
 
     `verdicts`: optional gating records against a baseline (dicts with case, metric, verdict, baseline,
-    current, ratio, reason), shown in the summary.
+    current, ratio, reason), shown in the summary; `gate_note`: what gate-check measured of the gate
+    (`GateConfig.measured_line()`), shown above them.
     """
     runs = as_runs(runs)
     labels = run_labels(runs)
@@ -210,7 +211,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         rows=rows, fmt=_fmt, skips=skip_reasons(runs), env_rows=_env_rows(runs),
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
-        verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label,
+        verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
     )
 
 
@@ -354,7 +355,7 @@ def benchmark_json(run: RunResults) -> dict[str, Any]:
 
 
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
-                  baseline_label: str | None = None) -> dict[str, Path]:
+                  baseline_label: str | None = None, gate_note: str | None = None) -> dict[str, Path]:
     """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
 
     results.json is written by the caller (a run) or is the input (a report of stored runs).
@@ -364,7 +365,7 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], cases_frame(runs).to_csv(index=False))
-    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label))
+    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -124,7 +125,37 @@ def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "false alarms (A/A" in res.stdout and "smallest injected slowdown detected" in res.stdout
     doc = json.loads((tmp_path / "gc" / "gatecheck.json").read_text())
-    assert doc["aa_trials"] == 2 and doc["levels"][0]["level"] == 0.5
+    assert doc["aa_trials"] == 2 and doc["levels"][0]["level"] == 0.5 and doc["repeats"] == 3
+    assert doc["machine"] and doc["measured_at"].endswith("Z")
+    html = (tmp_path / "gc" / "gatecheck.html").read_text()
+    assert "<h1>Gate check: <code>gates median:10%" in html and "Power per injected slowdown" in html
+    assert "fake-linear-fake-ok-fp32-b1" in html
+    # the suggested config carries what was measured; the verdict tables show it
+    from harness.gating import compare_runs, load_gate_config, verdicts_markdown
+    from harness.gating.gates import GateConfig
+
+    cfg = load_gate_config(tmp_path / "gc" / "gates-suggested.toml")
+    assert cfg.measured["trials"] == 2 and "50%" in cfg.measured["power"]
+    line = cfg.measured_line()
+    assert line.startswith("measured by `harness gate-check` on ") and "false alarms" in line and "50%:" in line
+    assert "not measured on this machine" in GateConfig().measured_line()
+    from gating_synth import make_run
+
+    md = verdicts_markdown(compare_runs(make_run(1), make_run(2), cfg))
+    assert "This gate: measured by `harness gate-check`" in md
+
+
+def test_a_bad_gate_check_table_is_a_usage_error(tmp_path):
+    from harness.errors import UsageError
+    from harness.gating.gates import load_gate_config
+
+    for text, msg in (('gate_check = 3', "[gate_check] must be a table"),
+                      ('[gate_check]\ntrials = "many"', "trials = 'many' is not a number"),
+                      ('[gate_check]\npower = 2', "gate_check.power must be a table")):
+        path = tmp_path / "g.toml"
+        path.write_text(text)
+        with pytest.raises(UsageError, match=re.escape(msg)):
+            load_gate_config(path)
 
 
 def _pid_run(*args):
