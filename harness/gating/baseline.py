@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ResultsError, UsageError
-from harness.results.schema import RunResults, _finite, load_results, results_from_doc
+from harness.results.schema import RunResults, _finite, load_results, read_json_object, results_from_doc
 from harness.results.store import atomic_write_text
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
@@ -112,16 +112,7 @@ def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = 
     Raises ResultsError naming the file for a missing, truncated, unknown-schema or NaN-holding baseline."""
     path = resolve_baseline(name_or_path, directory)
     file = path / "results.json" if path.is_dir() else path
-    try:
-        doc = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{file}: no such results file") from None
-    except OSError as exc:
-        raise ResultsError(f"{file}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{file}: not valid JSON (truncated?): {exc}") from None
-    if not isinstance(doc, dict):
-        raise ResultsError(f"{file}: expected a JSON object, found {type(doc).__name__}")
+    doc = read_json_object(file)
     if "baseline_schema" not in doc:
         return [load_run(file)]
     version = doc.get("baseline_schema")

@@ -192,6 +192,12 @@ def load_results(path: str | Path) -> RunResults:
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
+    return results_from_doc(read_json_object(path), str(path))
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding an object; ResultsError naming the file when it is missing, unreadable, not
+    valid JSON (e.g. truncated) or not an object."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -204,7 +210,7 @@ def load_results(path: str | Path) -> RunResults:
         raise ResultsError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    return results_from_doc(doc, str(path))
+    return doc
 
 
 def results_from_doc(doc: dict[str, Any], source: str = "<results>") -> RunResults:
