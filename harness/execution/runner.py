@@ -73,11 +73,7 @@ class CaseRunner:
             for verdict in (self._availability[cls], cls.supports(spec, precision)):
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
-            options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
-                                     shapes=run_shapes(spec, config),
-                                     int8_method=getattr(config, "int8_method", "auto"),
-                                     calibration_method=getattr(config, "calibration_method", "minmax"),
-                                     compile_mode=getattr(config, "compile_mode", "default"))
+            options = runtime_options(spec, config)
             on_phase(phase)
             feed = make_feed(spec, case.dims, config.seed)
             # memory over activation (or, reused, from here), first inference, warm-up and timed loop
@@ -231,11 +227,7 @@ class CaseRunner:
         set_active_cache_dir(config.cache_dir)
         cls = get_runtime(case.runtime)
         precision = Precision(case.precision)
-        options = RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
-                                 shapes=run_shapes(spec, config),
-                                 int8_method=getattr(config, "int8_method", "auto"),
-                                 calibration_method=getattr(config, "calibration_method", "minmax"),
-                                 compile_mode=getattr(config, "compile_mode", "default"))
+        options = runtime_options(spec, config)
         feed = make_feed(spec, case.dims, config.seed)
         if fresh:
             self._drop_active()
@@ -318,6 +310,15 @@ MEMORY_COVERS = {
     True: "first inference, warm-up and timed loop; the activation was reused from the previous case (same "
           "model x runtime x precision), so its memory is in host_rss_before_mb, not in host_delta_mb",
 }
+
+
+def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
+    """What a runtime activation takes from the run's configuration (threads, cache, exporter, shapes, ...)."""
+    return RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
+                          shapes=run_shapes(spec, config),
+                          int8_method=getattr(config, "int8_method", "auto"),
+                          calibration_method=getattr(config, "calibration_method", "minmax"),
+                          compile_mode=getattr(config, "compile_mode", "default"))
 
 
 def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
