@@ -164,6 +164,9 @@ def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks,
     return SampleComparison(v, b_stat / 1e6, c_stat / 1e6, ratio, lo, hi, p, why, sigma)
 
 
+DISTURBED_SIGMA = 0.05  # block medians spread wider than this: the reason says interference hit some blocks
+
+
 def block_sigma(r: CaseResult) -> float | None:
     """The spread of a case's block medians (sd of their logarithm; None for fewer than two blocks): shown
     with the verdict as a sign of interference during the run. The gate reads the least-disturbed block, so
@@ -419,6 +422,10 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         notes_for_case = f" [blocks differ: {len(b_blocks)} in the baseline, {len(c_blocks)} now (--repeats)]"
     else:
         notes_for_case = ""
+    disturbed = [f"{name} {x:.2f}" for name, x in (("baseline", block_sigma(b)), ("current", block_sigma(c)))
+                 if x is not None and x > DISTURBED_SIGMA]
+    if disturbed:
+        notes_for_case += f" [blocks disagree (sd of log block medians): {', '.join(disturbed)}; read in the best]"
     for gate in gates.gates_for(key.model):
         s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma, history)

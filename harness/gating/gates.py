@@ -162,7 +162,7 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
     cli_gates = parse_gates(gates)
     if path is None:
         return GateConfig(gates=cli_gates) if cli_gates else GateConfig()
-    doc = _read_toml(Path(path))
+    doc = read_toml(Path(path))
     where = str(path)
     unknown = sorted(set(doc) - _FILE_KEYS)
     if unknown:
@@ -226,7 +226,8 @@ def _case_sigmas(table: Any, where: str) -> dict[str, float]:
     return {str(k): float(_num(table, k, 0.0, f"{where}: run_sigma_cases")) for k in table}
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path, error: type[UsageError] = UsageError, what: str = "file") -> dict[str, Any]:
+    """A TOML file as a dict; `error` naming the file when it is missing, unreadable, not text or not TOML."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -234,13 +235,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
+        raise error(f"{path}: no such {what}") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
+        raise error(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+        raise error(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file") from None
+        raise error(f"{path}: not a text file") from None
 
 
 def _gate_list(value: Any, where: str) -> tuple[Gate, ...]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.gating.gates import read_toml
 from harness.results.schema import CaseId, CaseResult, RunResults, _finite
 
 
@@ -122,20 +123,7 @@ class QualifySpec:
 
 
 def _toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such spec file") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc}") from None
-    try:
-        return tomllib.loads(data.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    return read_toml(path, SpecError, "spec file")
 
 
 def _unknown(where: str, table: Mapping[str, Any], valid: set[str]) -> None:

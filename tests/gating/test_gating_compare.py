@@ -232,6 +232,7 @@ def test_the_least_disturbed_block_decides_so_a_slow_episode_is_not_a_regression
     assert [b.size for b in case_blocks(base)] == [400, 400, 400] and block_sigma(base) > 0.1
     rec = next(r for r in compare_runs(run_of(base), run_of(cur), gates).records if r.metric == "latency_median")
     assert rec.verdict is Verdict.PASS and "best of 3/3 blocks" in rec.reason
+    assert "blocks disagree (sd of log block medians): baseline 0.15, current 0.23" in rec.reason
     assert rec.baseline == pytest.approx(0.030, rel=0.01) and rec.current == pytest.approx(0.0305, rel=0.01)
     # the same samples without block information (one block each): the pooled median moved by 40%+
     flat = [dataclasses.replace(r, details={}) for r in (base, cur)]
