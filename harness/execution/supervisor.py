@@ -1,7 +1,10 @@
-"""IsolatedExecutor: cases run in a forked worker that the parent supervises without polling.
+"""IsolatedExecutor: cases run in a worker process that the parent supervises without polling.
 
-The worker imports heavy libraries once and serves many cases (keeping runtime activations across batch
-sizes). The parent blocks in `Connection.poll(timeout)` (a select() on the pipe: no CPU while the worker
+Workers start from a forkserver, never from a fork of the harness process: whatever the parent ran before
+(a user's factory, a torch forward that started libgomp's thread pool, an ONNX Runtime probe session) is not
+inherited, so no worker can wait forever on a thread pool that does not exist in it. The forkserver imports
+the worker's modules once, so a new worker starts in milliseconds. The worker serves many cases (keeping
+runtime activations across batch sizes). The parent blocks in `Connection.poll(timeout)` (a select() on the pipe: no CPU while the worker
 measures). A worker that dies on a signal, exceeds --case-timeout or its memory cap costs that case's row:
 the parent records `crashed` / `timeout` / `oom` with the phase and the tail of the worker's stderr, and the
 next case starts a fresh worker.
@@ -27,12 +30,34 @@ _OOM_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of me
 _PR_SET_PDEATHSIG = 1
 
 
+def worker_context() -> Any:
+    """The multiprocessing context every harness worker starts from: a forkserver that preloads the worker's
+    modules (a clean process: nothing of the parent's state, threads or user code is inherited)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["harness.execution.runner"])
+    return ctx
+
+
+def stop_forkserver() -> None:
+    """End the forkserver and multiprocessing's resource tracker (both would end soon after this process; a
+    finished run leaves no helper behind)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        stop = getattr(helper, "_stop", None)  # CPython 3.8+
+        if stop is not None:
+            try:
+                stop()
+            except (OSError, ChildProcessError):
+                pass
+
+
 class IsolatedExecutor:
     isolated = True
 
     def __init__(self, defer_blocks: bool = False) -> None:
         self.defer_blocks = defer_blocks  # see CaseRunner: the session measures later blocks in rounds
-        self._ctx = mp.get_context("fork")
+        self._ctx = worker_context()
         self._proc: Any = None
         self._conn: Connection | None = None
         self._log_path: str | None = None
@@ -89,6 +114,7 @@ class IsolatedExecutor:
 
     def close(self) -> None:
         self._reap()
+        stop_forkserver()
 
     # ------------------------------------------------------------------ one case
     def run(self, case: CaseId, config: Any) -> CaseResult:

@@ -98,12 +98,46 @@ def test_interrupt_keeps_finished_cases_writes_report_and_leaves_no_worker(env, 
     proc.send_signal(sig)
     stdout, _ = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10, "the run did not stop within seconds"
-    assert proc.returncode == 130, stdout
+    assert proc.returncode == 128 + sig, stdout  # 130 for SIGINT, 143 for SIGTERM
     run = load_results(out)
     assert 2 <= len(run.cases) < 8 and all(c.status == "passed" for c in run.cases)
     assert run.interrupted and not run.complete
     assert (out / "report.html").is_file()
     assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("during", ["cases", "rounds"])
+def test_a_second_signal_during_the_stop_is_absorbed(env, tmp_path, sig, during):
+    """Two stop signals 50 ms apart (what `timeout`, CI runners and impatient people send), while cases run or
+    while the later --repeats rounds run: an orderly stop, never a traceback or a run marked complete."""
+    out = tmp_path / "run"
+    batches = "1,2,3,4,5,6,7,8" if during == "cases" else "1,2"
+    proc = harness(["run", "--models", "fake-linear", "--runtimes", "fake-slow", "--batch-sizes", batches,
+                    "--min-time", "1", "--repeats", "4", "--out", str(out)], env,
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    if during == "cases":
+        _wait_for_cases(out / "results.json", 2)
+    else:  # both cases done: the rounds of --repeats are under way
+        _wait_for_cases(out / "results.json", 2)
+        time.sleep(1.5)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10, "the run did not stop within seconds"
+    assert proc.returncode == 128 + sig, stdout
+    assert "Traceback" not in stdout, stdout
+    run = load_results(out)
+    assert run.interrupted and not run.complete
+    assert run.cases and all(c.status == "passed" for c in run.cases)
+    assert (out / "report.html").is_file() and (out / "summary.md").is_file()
+    assert survivors(env["HARNESS_TEST_TOKEN"]) == []
+    save = subprocess.run([sys.executable, "-m", "harness.cli", "baseline", "save", str(out), "--name", "partial",
+                           "--dir", str(tmp_path / "baselines")], env=env, capture_output=True, text=True)
+    assert save.returncode == 2 and "interrupted" in save.stderr, save.stderr
+    assert not (tmp_path / "baselines" / "partial.json").exists()
 
 
 def test_sigkill_leaves_a_readable_results_file_and_no_worker(env, tmp_path):
@@ -123,3 +157,45 @@ def test_sigkill_leaves_a_readable_results_file_and_no_worker(env, tmp_path):
                             env=env, capture_output=True, text=True)
     assert report.returncode == 0 and "incomplete" in report.stdout
     assert os.path.getsize(out / "report.html") > 0
+
+
+CONV_FACTORY = '''
+import torch
+from torch import nn
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def convnet():
+    torch.manual_seed(0)
+    return ConvNet().eval(), {"x": torch.randn(2, 3, 32, 32)}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["isolated", "no-isolation"])
+def test_a_user_conv_module_with_default_threads_is_measured(env, tmp_path, isolation):
+    """The parent calls the user's factory and runs forward() (libgomp's thread pool starts there); a worker
+    forked from that state used to wait forever in a libgomp barrier. Workers now start from a forkserver."""
+    (tmp_path / "user_conv.py").write_text(CONV_FACTORY)
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])}
+    env.pop("OMP_NUM_THREADS", None)
+    out = tmp_path / "run"
+    args = ["run", "--model", "user_conv:convnet", "--runtimes", "torch-cpu,ort-cpu", "--batch-sizes", "2",
+            "--repeats", "1", "--case-timeout", "90", "--out", str(out), *FAST]
+    proc = harness(args + (["--no-isolation"] if isolation == "no-isolation" else []), env)
+    stdout, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stdout
+    cases = load_results(out).cases
+    assert [c.status for c in cases] == ["passed", "passed"], stdout
+    assert all(c.latency and c.latency["p50_ms"] > 0 for c in cases)
+    assert all(c.case.model == "user_conv.convnet" for c in cases)
