@@ -7,16 +7,19 @@ the plugin is inert in other projects' test runs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from harness.config import OPTIONS, RunConfig
 from harness.errors import UsageError
+from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
 from harness.results.schema import CaseResult
 from harness.session import HarnessSession
 
 SESSION_KEY = pytest.StashKey[HarnessSession]()
+CASE_NODES_KEY = pytest.StashKey[frozenset]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,13 +27,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for o in OPTIONS:
         if o.flag:
             group.addoption(f"--harness-{o.name}", action="store_true", default=False, dest=f"harness_{o.dest}",
-                            help=o.help)
+                            help=o.argparse_help)
         elif o.multiple:
             group.addoption(f"--harness-{o.name}", action="append", default=None, dest=f"harness_{o.dest}",
-                            metavar=o.metavar, help=o.help)
+                            metavar=o.metavar, help=o.argparse_help)
         else:
             group.addoption(f"--harness-{o.name}", default=None, dest=f"harness_{o.dest}", metavar=o.metavar,
-                            help=o.help)
+                            help=o.argparse_help)
 
 
 def raw_options(config: pytest.Config) -> dict[str, Any]:
@@ -46,10 +49,27 @@ def pytest_configure(config: pytest.Config) -> None:
 def _session(config: pytest.Config) -> HarnessSession:
     if SESSION_KEY not in config.stash:
         try:
-            config.stash[SESSION_KEY] = HarnessSession(RunConfig.from_options(raw_options(config)))
+            run_config = RunConfig.from_options(raw_options(config))
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
+        config.stash[SESSION_KEY] = HarnessSession(run_config, progress=RunProgress(terminal_stream()))
     return config.stash[SESSION_KEY]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    cases = [item.nodeid for item in session.items if "harness_case" in getattr(item, "fixturenames", ())]
+    session.config.stash[CASE_NODES_KEY] = frozenset(cases)
+    if cases:
+        _session(session.config).progress.start("case", len(cases))
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """Matrix cases are shown by the harness's own progress lines: no pytest dots, and a case the harness
+    reported as broken or over its tolerance gets no FAILURES block (its log file has the traceback)."""
+    if report.when != "call" or report.nodeid not in config.stash.get(CASE_NODES_KEY, frozenset()):
+        return None
+    word = report.outcome.upper() if config.get_verbosity() > 0 else ""  # -v: pytest's word after the id
+    return ("case failed" if report.failed else report.outcome), "", word
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -67,21 +87,22 @@ def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
 
 
 def check_result(result: CaseResult) -> None:
-    """Turn a case result into the test's outcome: skip with the reason, or fail with the figures."""
+    """Turn a case result into the test's outcome: skip with the reason, or fail with one line (the worker's
+    traceback is in the case's log file, named by the progress line)."""
     if result.status == "skipped":
         pytest.skip(result.reason)
     if result.status != "passed":
-        detail = f"{result.status}: {result.reason}"
-        if result.stderr_tail:
-            detail += "\n--- worker stderr (last lines) ---\n" + result.stderr_tail
-        pytest.fail(detail, pytrace=False)
+        where = f" in phase {result.phase}" if result.phase else ""
+        pytest.fail(f"{result.status}{where}: {first_line(result.reason)}", pytrace=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     hs = session.config.stash.get(SESSION_KEY, None)
     if hs is not None and hs.started:
-        writer = session.config.get_terminal_writer()
-        hs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, progress=lambda line: writer.line(line))
+        hs.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if hs.exit_status() is not None:  # stopped by a signal: 130 (SIGINT) or 143 (SIGTERM)
+            session.exitstatus = hs.exit_status()
+            return
         gate = hs.gate_status()  # --baseline: a regression fails the run through the exit status
         if gate == 2:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -97,7 +118,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     tr = terminalreporter
     tr.section("inference harness")
-    tr.write_line(terminal_table(hs.run))
+    shown = dataclasses.replace(hs.run, cases=[c for c in hs.run.cases if c.status != "skipped"])
+    if shown.cases:  # skipped cases: grouped below, one line per unavailable runtime (the report lists each)
+        tr.write_line(terminal_table(shown))
+    for line in skipped_lines(hs.run):
+        tr.write_line(line)
+    for line in noise_lines(hs.run):
+        tr.write_line(line, yellow=True)
     counts = ", ".join(f"{n} {s}" for s, n in hs.run.counts().items() if n)
     tr.write_line(f"\n{counts}" + ("" if hs.run.complete else " (incomplete: interrupted)"))
     if hs.comparison is not None:

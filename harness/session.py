@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime as _dt
+import io
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,9 @@ from harness import __version__
 from harness.config import RunConfig
 from harness.execution import InProcessExecutor, IsolatedExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
+from harness.measure.cpu import OthersCpu
 from harness.measure.timer import measure_overhead
+from harness.report.progress import RunProgress, case_line, write_case_log
 from harness.results.environment import gpu_end_snapshot, snapshot
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.store import write_results
@@ -26,12 +28,15 @@ def _now() -> str:
 class HarnessSession:
     """Created lazily by the pytest plugin when the first matrix case runs; finished at session end."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, progress: RunProgress | None = None) -> None:
         self.config = config
+        self.progress = progress if progress is not None else RunProgress(io.StringIO(), live=False)
         self.run: RunResults | None = None
         self.executor: Any = None
         self.outputs: dict[str, Path] = {}
-        self._old_sigterm: Any = None
+        self._old_handlers: dict[int, Any] = {}
+        self.stop_signal: int | None = None  # the first SIGINT/SIGTERM: an orderly stop is under way
+        self._cpu: OthersCpu | None = None
         self.comparison: Any = None  # harness.gating.Comparison when --baseline was given
         self.gate_error: str | None = None  # a baseline that could not be compared (usage error)
         self.gate_outputs: dict[str, Path] = {}  # verdicts.md / verdicts.json
@@ -50,42 +55,83 @@ class HarnessSession:
         defer = cfg.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
         self.executor = IsolatedExecutor(defer_blocks=defer) if cfg.isolation else InProcessExecutor(defer_blocks=defer)
         write_results(self.run, cfg.out_dir)
-        # SIGTERM stops the run like Ctrl-C: keep what finished, write the report, leave no worker behind.
-        try:
-            self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-        except ValueError:  # not the main thread
-            self._old_sigterm = None
+        self._cpu = OthersCpu()
+        # SIGINT and SIGTERM: the first stops the run (no new case, no new round), keeps what finished and
+        # writes the report; any further signal during that stop is absorbed.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old_handlers[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread
+                pass
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.stop_signal is not None:
+            return  # a second signal during the orderly stop: absorbed
+        self.stop_signal = signum
+        self.progress.note(f"{signal.Signals(signum).name}: stopping (no new cases or rounds); writing what "
+                           "finished and the report; further signals are ignored")
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_signal is not None
+
+    def exit_status(self) -> int | None:
+        """128 + the signal number for a run stopped by a signal (130 SIGINT, 143 SIGTERM), else None."""
+        return 128 + self.stop_signal if self.stop_signal is not None else None
 
     def execute(self, case: CaseId) -> CaseResult:
         if not self.started:
             self.start()
         assert self.run is not None
+        if self.stopping:
+            raise KeyboardInterrupt("the run is stopping")
+        self.progress.begin(case.id)
+        cpu = OthersCpu()
         result = self.executor.run(case, self.config)
+        result.details["cpu_others_percent"] = cpu.percent()
         self.run.cases.append(result)
         self._save()
+        self.progress.end(case_line(result, write_case_log(result, self.config.out_dir)))
         return result
 
-    def finish(self, interrupted: bool, progress: Callable[[str], None] = lambda line: None) -> None:
+    def finish(self, interrupted: bool) -> None:
+        """Later rounds (unless stopped), the gate, results.json and the report. Interrupted when pytest was, or
+        when a signal arrived at any point (a KeyboardInterrupt during the rounds ends them too)."""
         if not self.started:
             return
         assert self.run is not None
+        progress = self.progress
+        interrupted = interrupted or self.stopping
         try:
             if self.executor is not None and not interrupted and pending_rounds(self.run):
-                progress(f"--repeats {self.config.repeats}: {pending_rounds(self.run)} more measurement "
-                         "round(s) over the matrix (one block per case each, after a fresh activation)")
+                progress.note(f"--repeats {self.config.repeats}: {pending_rounds(self.run)} more measurement "
+                              "round(s) over the matrix (one block per case each, after a fresh activation)")
                 try:
-                    later_rounds(self.run, self.executor, self.config, after_block=self._save, progress=progress)
+                    later_rounds(self.run, self.executor, self.config, after_block=self._save, progress=progress,
+                                 stop=lambda: self.stopping)
                 except KeyboardInterrupt:
-                    progress("measurement rounds interrupted: cases keep the blocks they have")
-            self.run.complete = not interrupted
-            self._gate(progress)  # before the report: self.comparison is ready for it
+                    progress.note("measurement rounds interrupted: cases keep the blocks they have")
+                interrupted = interrupted or self.stopping
+            if not interrupted:
+                self._gate()  # before the report: self.comparison is ready for it
+            interrupted = interrupted or self.stopping
+        except KeyboardInterrupt:
+            interrupted = True
         finally:
+            progress.close()
+            if interrupted or self.stopping:
+                self.comparison = None  # no verdicts on a run (or a confirmation) cut short
             if self.executor is not None:
                 self.executor.close()
-            if self._old_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._old_sigterm)
+            if not self.stopping:  # a stopped run keeps absorbing signals until the process ends
+                for signum, old in self._old_handlers.items():
+                    signal.signal(signum, old)
+            interrupted = interrupted or self.stopping
             self.run.finished_at = _now()
             self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
+            if self._cpu is not None:
+                self.run.environment["cpu_busy_others_percent"] = self._cpu.percent()
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             self._save()
@@ -104,13 +150,14 @@ class HarnessSession:
         assert self.run is not None
         write_results(self.run, self.config.out_dir)  # atomic: a killed run keeps every finished case
 
-    def _gate(self, progress: Callable[[str], None] = lambda line: None) -> None:
+    def _gate(self) -> None:
         """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it.
 
         With --confirm N, cases judged regressed on latency are measured N more blocks (fresh activations, in
         rounds over those cases) and the whole run is judged again: a slowdown must reproduce to fail the run.
         """
         cfg = self.config
+        progress = self.progress
         if not cfg.baseline or self.run is None or self.run.interrupted:
             return
         from harness.errors import HarnessError
@@ -134,13 +181,12 @@ class HarnessSession:
                     if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
         confirm = int(getattr(cfg, "confirm", 0) or 0)
         if suspects and confirm and self.executor is not None:
-            progress(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
-                     f"{confirm} more block(s) each, then judging again")
-            try:
-                confirm_rounds(self.run, suspects, self.executor, cfg, confirm, after_block=self._save,
-                               progress=progress)
-            except KeyboardInterrupt:
-                progress("confirmation interrupted: judged on the blocks measured so far")
+            progress.note(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
+                          f"{confirm} more block(s) each, then judging again")
+            confirm_rounds(self.run, suspects, self.executor, cfg, confirm, after_block=self._save,
+                           progress=progress, stop=lambda: self.stopping)
+            if self.stopping:
+                return  # interrupted: no verdicts from a partial confirmation
             self.comparison = judge()
             still = {r.case_id for r in self.comparison.records
                      if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
@@ -158,10 +204,6 @@ class HarnessSession:
         if self.gate_error:
             return 2
         return self.comparison.exit_code if self.comparison is not None else 0
-
-
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def _point_latest(out_dir: Path) -> None:

@@ -23,22 +23,28 @@ def pending_rounds(run: RunResults) -> int:
 
 
 def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Callable[[], None] = lambda: None,
-                 progress: Callable[[str], None] = lambda line: None) -> int:
+                 progress: Any = None, stop: Callable[[], bool] = lambda: False) -> int:
     """Measure the pending blocks of `run`'s cases in rounds; returns the blocks added.
 
     `executor.measure_block(case, config, fresh)` returns {"samples_ns", "device_samples_ns", "warmup_iters",
     "reactivated"} or {"error": reason}. `after_block` runs after every merged block (the session writes the
-    results atomically there). A KeyboardInterrupt ends the rounds; the cases keep the blocks they have.
+    results atomically there). `progress` (a RunProgress) shows each block; `stop()` true ends the rounds
+    before the next block, as a KeyboardInterrupt does; the cases keep the blocks they have.
     """
+    progress = progress or NullProgress()
     added = 0
     rounds = pending_rounds(run)
+    progress.start("block", sum(int((r.details or {}).get("blocks_pending") or 0) for r in run.cases if r.measured))
     for k in range(rounds):
         previous_key = None
         for result in run.cases:
             details = result.details or {}
             if not result.measured or int(details.get("blocks_pending") or 0) <= 0:
                 continue
+            if stop():
+                return added
             key = result.case.activation_key
+            progress.begin(f"{result.case.id} (round {k + 2}/{rounds + 1})")
             block = executor.measure_block(result.case, config, fresh=key != previous_key)
             previous_key = key if "error" not in block else None
             details["blocks_pending"] = int(details["blocks_pending"]) - 1
@@ -47,27 +53,50 @@ def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Calla
             merge_block(result, block, config.noise_cv)
             added += "error" not in block
             after_block()
-        progress(f"measurement round {k + 2}/{rounds + 1} done")
+            progress.end(block_line(result, block, f"round {k + 2}/{rounds + 1}"))
     return added
 
 
 def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: Any, rounds: int,
-                   after_block: Callable[[], None] = lambda: None,
-                   progress: Callable[[str], None] = lambda line: None) -> int:
+                   after_block: Callable[[], None] = lambda: None, progress: Any = None,
+                   stop: Callable[[], bool] = lambda: False) -> int:
     """`rounds` more blocks of the cases in `case_ids` (a gate's suspects), in rounds over those cases, each
     block after a fresh activation; counted in `details["confirm_blocks"]`. Returns the blocks added."""
+    progress = progress or NullProgress()
     added = 0
     suspects = [r for r in run.cases if r.case.id in case_ids and r.measured]
+    progress.start("confirm", rounds * len(suspects))
     for k in range(rounds):
         for result in suspects:
+            if stop():
+                return added
+            progress.begin(f"{result.case.id} (confirmation {k + 1}/{rounds})")
             block = executor.measure_block(result.case, config, fresh=True)
             merge_block(result, block, config.noise_cv)
             if "error" not in block:
                 result.details["confirm_blocks"] = int(result.details.get("confirm_blocks") or 0) + 1
                 added += 1
             after_block()
-        progress(f"confirmation round {k + 1}/{rounds} done ({len(suspects)} case(s))")
+            progress.end(block_line(result, block, f"confirmation {k + 1}/{rounds}"))
     return added
+
+
+def block_line(result: CaseResult, block: dict[str, Any], which: str) -> str:
+    """One line for a finished block: its p50, or why it failed."""
+    if "error" in block:
+        return f"block   {result.case.id} {which}: {str(block['error']).splitlines()[0][:160]}"
+    samples = block.get("samples_ns") or ()
+    p50 = f"p50 {float(np.median(samples)) / 1e6:.4g} ms" if len(samples) else "no samples"
+    return f"block   {result.case.id} {which}: {p50}"
+
+
+class NullProgress:
+    """A progress that shows nothing (library calls and tests)."""
+
+    def start(self, phase: str, total: int) -> None: ...
+    def begin(self, label: str) -> None: ...
+    def end(self, line: str) -> None: ...
+    def note(self, line: str) -> None: ...
 
 
 def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float) -> None:

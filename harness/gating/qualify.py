@@ -356,28 +356,28 @@ def judge(spec: QualifySpec, run: RunResults, results_path: str | Path) -> Certi
     return Certificate(spec, results_path, digest, run, reqs)
 
 
-def run_spec(spec: QualifySpec, out_dir: Path, progress: Callable[[str], None] = print) -> Path:
-    """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json."""
+def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
+    """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
+    `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
     from harness.config import RunConfig
+    from harness.report.progress import RunProgress
     from harness.session import HarnessSession
 
     try:
         config = RunConfig.from_options(spec.run_options(out_dir))
     except UsageError as exc:
         raise SpecError(f"{spec.path}: {exc}") from None
-    session = HarnessSession(config)
+    session = HarnessSession(config, progress=progress or RunProgress())
+    session.progress.start("case", len(spec.cases))
     interrupted = False
     try:
         for sc in spec.cases:
-            r = session.execute(sc.case)
-            p50 = (r.latency or {}).get("p50_ms")
-            progress(f"{sc.case.id:<40} {r.status:<8}" + (f" p50 {p50:.4g} ms" if p50 is not None else "")
-                     + (f" {r.reason}" if r.status != "passed" and r.reason else ""))
+            session.execute(sc.case)
     except KeyboardInterrupt:
         interrupted = True
         raise
     finally:
-        session.finish(interrupted=interrupted, progress=progress)
+        session.finish(interrupted=interrupted)
     return out_dir / "results.json"
 
 

@@ -1,0 +1,226 @@
+"""What a person sees while a run goes: a live line on a terminal (rich), one plain line per case elsewhere."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from harness.results.schema import BROKEN, CaseResult, RunResults
+
+# Live line refreshes per second: the elapsed time moves, and the parent stays idle while a worker measures.
+REFRESH_PER_S = 1.0
+
+
+def terminal_stream() -> IO[str]:
+    """A text stream on the process's stdout that pytest's output capture cannot redirect (a dup of fd 1
+    taken now, before any test runs), so progress lines reach the person during a case."""
+    try:
+        return os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # no real stdout (embedded, pytester in-process)
+        return sys.stdout
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+def case_line(result: CaseResult, log: str | None = None) -> str:
+    """One line for a finished case: status, id and its p50 (or the phase and first line of the reason)."""
+    status = result.status
+    head = f"{status:<7} {result.case.id}"
+    if result.measured and result.latency:
+        lat = result.latency
+        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms  cv {lat.get('cv', float('nan')):.2f}"
+        if lat.get("noisy"):
+            tail += " (noisy)"
+        if status == "failed":
+            tail += f"  drift over tolerance: {first_line(result.reason)}"
+        return head + tail
+    if status == "skipped":
+        return f"{head}  {first_line(result.reason)}"
+    where = f" in phase {result.phase}" if result.phase else ""
+    reason = first_line(result.reason)
+    return f"{head}{where}: {reason}" + (f"  (log: {log})" if log else "")
+
+
+def first_line(text: str | None, limit: int = 160) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class RunProgress:
+    """Progress of one run. `begin(label)` starts a unit (a case, a block of --repeats, a confirmation
+    block); `end(line)` finishes it with a printed line; `note(line)` prints a line. On a terminal a live
+    line names the unit, i of N, the elapsed time and an estimate of what is left; off a terminal only the
+    finished lines are printed, one per unit."""
+
+    def __init__(self, stream: IO[str] | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.live = self._isatty() if live is None else live
+        self.clock = clock
+        self.phase, self.total, self.done = "case", 0, 0
+        self.label = ""
+        self._t_run = clock()
+        self._t_phase = self._t_run
+        self._t_unit: float | None = None
+        self._live: Any = None
+        self._console: Any = None
+
+    def _isatty(self) -> bool:
+        try:
+            return bool(self.stream.isatty()) and os.environ.get("TERM") != "dumb"
+        except (AttributeError, ValueError):
+            return False
+
+    # ------------------------------------------------------------------ events
+    def start(self, phase: str, total: int) -> None:
+        """A phase of `total` units: "case" (the matrix), "block" (--repeats rounds), "confirm"."""
+        self.phase, self.total, self.done = phase, max(0, int(total)), 0
+        self._t_phase = self.clock()
+
+    def begin(self, label: str) -> None:
+        self.label = label
+        self._t_unit = self.clock()
+        if self.live:
+            self._ensure_live()
+            self._refresh()
+
+    def end(self, line: str) -> None:
+        self.done += 1
+        took = self.clock() - self._t_unit if self._t_unit is not None else None
+        self._t_unit = None
+        prefix = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
+        self.print(f"{prefix} {line}" + (f"  ({took:.1f} s)" if took is not None else ""))
+
+    def note(self, line: str) -> None:
+        self.print(line)
+
+    def print(self, line: str) -> None:
+        if self._live is not None:
+            from rich.text import Text
+
+            self._console.print(Text(line), soft_wrap=True)
+            self._refresh()
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # ------------------------------------------------------------------ the live line
+    def status_line(self) -> str:
+        """`case 3/12 mlp-ort-cpu-fp32-b4 · elapsed 0:42 · ~1:10 left` (no estimate before a unit finished)."""
+        now = self.clock()
+        i = min(self.done + 1, self.total) if self.total else self.done + 1
+        of = f"{i}/{self.total}" if self.total else f"{i}"
+        parts = [f"{self.phase} {of} {self.label}", f"elapsed {_clock(now - self._t_run)}"]
+        left = self.estimate_left(now)
+        if left is not None:
+            parts.append(f"~{_clock(left)} left")
+        return " · ".join(parts)
+
+    def estimate_left(self, now: float | None = None) -> float | None:
+        """Seconds left in this phase: the mean time of its finished units times the units not finished."""
+        if not self.done or not self.total:
+            return None
+        now = self.clock() if now is None else now
+        per_unit = (now - self._t_phase - (now - self._t_unit if self._t_unit is not None else 0.0)) / self.done
+        running = now - self._t_unit if self._t_unit is not None else 0.0
+        return max(0.0, per_unit * (self.total - self.done) - running)
+
+    def _ensure_live(self) -> None:
+        if self._live is not None:
+            return
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        self._console = Console(file=self.stream, force_terminal=True, highlight=False)
+        self._live = Live(console=self._console, auto_refresh=True, refresh_per_second=REFRESH_PER_S,
+                          transient=True, redirect_stdout=False, redirect_stderr=False,
+                          get_renderable=lambda: Text(self.status_line(), no_wrap=True, overflow="ellipsis"))
+        self._live.start()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+
+# ---------------------------------------------------------------------------------------------- logs
+
+def write_case_log(result: CaseResult, out_dir: Path) -> str | None:
+    """The full reason and the worker's traceback / stderr of a broken case, in `out_dir/logs/CASE.log`;
+    returns the path relative to `out_dir` (None when there is nothing more than the one line)."""
+    if result.status not in BROKEN and result.status != "failed":
+        return None
+    if not result.stderr_tail and "\n" not in (result.reason or ""):
+        return None
+    from harness.results.store import atomic_write_text
+
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", result.case.id)[:180] + ".log"
+    text = (f"case: {result.case.id}\nstatus: {result.status}\nphase: {result.phase}\n"
+            + (f"signal: {result.signal}\n" if result.signal else "")
+            + f"reason:\n{result.reason}\n\nworker output (last lines):\n{result.stderr_tail}\n")
+    atomic_write_text(Path(out_dir) / "logs" / name, text)
+    return f"{Path(out_dir) / 'logs' / name}"
+
+
+# ---------------------------------------------------------------------------------------------- summaries
+
+def skipped_lines(run: RunResults) -> list[str]:
+    """Skipped cases grouped: one line per runtime that cannot run here, one per other reason (with counts),
+    instead of a row per case."""
+    from harness.runtimes import get_runtime
+
+    groups: dict[tuple[str, str], int] = {}
+    for r in run.cases:
+        if r.status != "skipped":
+            continue
+        key = ("", first_line(r.reason))
+        try:
+            avail = get_runtime(r.case.runtime).availability()
+        except Exception:  # noqa: BLE001 - an unknown runtime in stored results
+            avail = None
+        if avail is not None and not avail:
+            key = (r.case.runtime, first_line(avail.reason))
+        groups[key] = groups.get(key, 0) + 1
+    out = []
+    for (runtime, reason), n in groups.items():
+        cases = f"{n} case{'s' if n > 1 else ''}"
+        out.append(f"skipped {runtime}: {reason} ({cases})" if runtime else f"skipped {cases}: {reason}")
+    return out
+
+
+def noise_lines(run: RunResults) -> list[str]:
+    """Where people look: was the CPU busy at the start or during the run, and which cases are noisy."""
+    env = run.environment or {}
+    out = []
+    start = env.get("cpu_busy_percent_at_start")
+    if start is not None and env.get("cpu_quiet_at_start") is False:
+        out.append(f"CPU busy at start: {start:.0f}% of the CPUs used by other processes: figures may be inflated")
+    during = env.get("cpu_busy_others_percent")
+    if during is not None and during >= BUSY_DURING_PERCENT:
+        out.append(f"CPU busy during the run: other processes used {during:.0f}% of the CPUs while cases ran: "
+                   "figures may be inflated; rerun on a quiet machine")
+    cv_limit = (run.config or {}).get("noise_cv")
+    noisy = [c for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+    if noisy:
+        shown = ", ".join(f"{c.case.id} (cv {c.latency.get('cv', 0):.2f})" for c in noisy[:8])
+        more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
+        out.append(f"noisy (cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
+    return out
+
+
+# Other processes' share of the CPUs during the run above which the run is called busy.
+BUSY_DURING_PERCENT = 15.0
