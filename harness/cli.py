@@ -2,13 +2,15 @@
 commands over the library and the pytest suites.
 
 Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
-out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 interrupted.
+out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 stopped by
+SIGINT (Ctrl-C), 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from importlib.metadata import entry_points
@@ -29,11 +31,11 @@ def _parser() -> argparse.ArgumentParser:
                          description="Run the matrix. Arguments after `--` go to pytest unchanged.")
     for o in OPTIONS:
         if o.flag:
-            run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.help)
+            run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.argparse_help)
         elif o.multiple:
-            run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.help)
+            run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
         else:
-            run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.help)
+            run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
 
     rep = sub.add_parser("report", help="render report.html, summary.md, results.csv (and benchmark.json) from "
@@ -156,6 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
     code = pytest.main(pytest_args_for(args, config))
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
+        return int(code)
     if code == pytest.ExitCode.OK:
         return EXIT_OK
     if code == pytest.ExitCode.INTERRUPTED:

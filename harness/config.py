@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,11 @@ class OptionDef:
     def dest(self) -> str:
         return self.name.replace("-", "_")
 
+    @property
+    def argparse_help(self) -> str:
+        """The help text escaped for argparse (and so pytest), which %-formats it."""
+        return self.help.replace("%", "%%")
+
 
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
@@ -43,8 +49,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               multiple=True),
     OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
-    OptionDef("runtimes", "comma-separated runtime names (default: all registered; with --quick: "
-                          "torch-cpu,ort-cpu)", "NAMES"),
+    OptionDef("runtimes", "comma-separated runtime names (default: every runtime that can run on this machine, "
+                          "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES"),
     OptionDef("batch-sizes", "comma-separated batch sizes (default: 1,8; with --quick: 1,4)", "INTS"),
     OptionDef("seq-lens", "comma-separated sequence lengths for text models, ignored by models without a "
@@ -169,12 +175,16 @@ class RunConfig:
     def from_options(cls, raw: Mapping[str, Any]) -> "RunConfig":
         """Parse raw option values (strings, None when not given; keys are OptionDef.dest)."""
         from harness.model import all_models, get_model
-        from harness.runtimes import get_runtime, runtime_names
+        from harness.runtimes import get_runtime
 
-        from harness.model_files import (check_shape_names, normalize_user_model, parse_shapes,
+        from harness.model_files import (check_shape_names, is_factory_ref, normalize_user_model, parse_shapes,
                                          register_user_model)
 
         quick = bool(raw.get("quick"))
+        for ref in raw.get("model") or ():
+            if not is_factory_ref(ref) and not os.path.lexists(ref):
+                raise UsageError(f"--model {ref}: no such file (expected path/to/model.onnx or "
+                                 "package.module:factory)")
         user_paths = tuple(normalize_user_model(p) for p in (raw.get("model") or ()))
         shapes = parse_shapes(raw.get("shape"))
         if shapes and not user_paths:
@@ -196,7 +206,7 @@ class RunConfig:
             for r in runtimes:
                 get_runtime(r)
         else:
-            runtimes = ("torch-cpu", "ort-cpu") if quick else tuple(runtime_names())
+            runtimes = ("torch-cpu", "ort-cpu") if quick else available_runtimes()
         try:
             precisions = tuple(Precision.parse(p) for p in _names(raw.get("precisions") or "fp32", "precisions"))
         except ValueError as exc:
@@ -210,6 +220,7 @@ class RunConfig:
         )
         run_id = time.strftime("%Y%m%d-%H%M%S")
         out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / run_id
+        check_out_dir(out_dir)
         exporter = raw.get("exporter") or "dynamo"
         if exporter not in ("dynamo", "legacy"):
             raise UsageError(f"--exporter {exporter!r}: valid exporters: dynamo, legacy")
@@ -248,6 +259,29 @@ class RunConfig:
             compile_mode=compile_mode, repeats=_int(raw.get("repeats"), 3, "repeats", minimum=1),
             confirm=_int(raw.get("confirm"), 2, "confirm", minimum=0),
         )
+
+
+def available_runtimes() -> tuple[str, ...]:
+    """The default runtime set: every registered runtime that can run on this machine (availability probes)."""
+    from harness.runtimes import get_runtime, runtime_names
+
+    return tuple(r for r in runtime_names() if get_runtime(r).availability())
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """A usage error, before anything runs, when `out_dir` cannot be a writable folder (creates nothing)."""
+    p = Path(out_dir).absolute()
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():  # a dangling link
+            raise UsageError(f"--out {out_dir}: {probe} is a broken symbolic link")
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == p else f"cannot be created: {probe} is a file, not a folder"
+        raise UsageError(f"--out {out_dir}: {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "is not writable" if probe == p else f"cannot be created: {probe} is not writable"
+        raise UsageError(f"--out {out_dir}: {what}")
 
 
 def _gating_options(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -147,3 +147,57 @@ def test_report_with_a_baseline_shows_verdicts(fake_env, tmp_path):
     assert "This gate: not measured on this machine" in html  # no gate-check figures in the default config
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "regressed" in md
+
+
+def _commands():
+    """Every command and subcommand of the CLI, as argv prefixes: [], ["run"], ["cache", "ls"], ..."""
+    import argparse
+
+    from harness.cli import _parser
+
+    out, todo = [], [([], _parser())]
+    while todo:
+        prefix, parser = todo.pop()
+        out.append(prefix)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [(prefix + [name], sub) for name, sub in action.choices.items()]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("argv", _commands(), ids=lambda a: " ".join(["harness", *a]))
+def test_every_help_page_renders(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: harness") and "Traceback" not in text
+    if argv == ["run"]:
+        assert "median:10%" in text  # the % of an option's help text is shown, not a format error
+
+
+def test_pytest_help_with_the_plugin_loaded(tmp_path):
+    """In another project's folder: the installed plugin (entry point pytest11) is loaded by every pytest."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--harness-gate=SPEC" in proc.stdout and "median:10%" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "{file}"], "--out {file}: is a file"),
+    (["--out", "{file}/sub"], "--out {file}/sub: cannot be created: {file} is a file, not a folder"),
+    (["--model", "{tmp}/no-such.onnx"], "--model {tmp}/no-such.onnx: no such file"),
+    (["--models", "no-such-model"], "unknown model 'no-such-model'"),
+])
+def test_usage_errors_are_one_line_and_exit_2_before_anything_runs(args, message, tmp_path, capsys):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    fill = {"file": str(file), "tmp": str(tmp_path)}
+    argv = ["run", "--runtimes", "ort-cpu", *[a.format(**fill) for a in args]]
+    if "--out" not in args:
+        argv += ["--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(**fill) in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
