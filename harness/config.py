@@ -74,7 +74,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("case-memory", "address-space cap per worker in GiB (default: half the machine's memory)", "GB"),
     OptionDef("cache-dir", "artifact cache (default: $HARNESS_CACHE_DIR or ~/.cache/harness)", "DIR"),
     OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME"),
-    OptionDef("noise-cv", "flag a measurement as noisy above this coefficient of variation (default: 0.10)",
+    OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
+                          "MAD / median (default: 0.10)",
               "FLOAT"),
     OptionDef("int8-method", "INT8 recipe of ONNX runtimes: static (QDQ, calibrated), dynamic, or auto (default: "
                              "dynamic for MatMul graphs without Conv and without calibration data, else static)",

@@ -37,7 +37,7 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
     head = f"{status:<7} {result.case.id}"
     if result.measured and result.latency:
         lat = result.latency
-        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms  cv {lat.get('cv', float('nan')):.2f}"
+        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms  rcv {_rcv(lat):.2f}"
         if lat.get("noisy"):
             tail += " (noisy)"
         if status == "failed":
@@ -48,6 +48,12 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
     where = f" in phase {result.phase}" if result.phase else ""
     reason = first_line(result.reason)
     return f"{head}{where}: {reason}" + (f"  (log: {log})" if log else "")
+
+
+def _rcv(latency: dict[str, Any]) -> float:
+    """The robust CV of stored statistics (results written before it existed: the plain CV)."""
+    v = latency.get("rcv", latency.get("cv"))
+    return float(v) if v is not None else float("nan")
 
 
 def first_line(text: str | None, limit: int = 160) -> str:
@@ -216,9 +222,9 @@ def noise_lines(run: RunResults) -> list[str]:
     cv_limit = (run.config or {}).get("noise_cv")
     noisy = [c for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
     if noisy:
-        shown = ", ".join(f"{c.case.id} (cv {c.latency.get('cv', 0):.2f})" for c in noisy[:8])
+        shown = ", ".join(f"{c.case.id} (rcv {_rcv(c.latency):.2f})" for c in noisy[:8])
         more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
-        out.append(f"noisy (cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
+        out.append(f"noisy (robust cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
     return out
 
 

@@ -28,6 +28,17 @@ def test_noise_flag_follows_the_coefficient_of_variation():
     assert not latency_stats(jumpy, noise_cv=0.5).noisy
 
 
+def test_a_few_preempted_iterations_do_not_make_a_measurement_noisy_but_a_shifted_half_does():
+    quiet = [30_000 + (i % 7) * 300 for i in range(1000)]
+    for i in range(0, 1000, 100):  # 1% of the calls preempted for 5 ms (a plain CV of about 3)
+        quiet[i] = 5_000_000
+    s = latency_stats(quiet)
+    assert s.cv > 1 and s.rcv < 0.05 and not s.noisy
+    episodes = [30_000 if (i // 250) % 2 else 42_000 for i in range(1000)]  # fast and slow states by turns
+    assert latency_stats(episodes).noisy
+    assert latency_stats(episodes).rcv == pytest.approx(1.4826 * 6_000 / 36_000)
+
+
 def test_single_sample_and_empty():
     s = latency_stats([2_000_000])
     assert s.p50_ms == s.p99_ms == 2.0 and s.std_ms == 0.0 and not s.noisy

@@ -29,7 +29,7 @@ class FakeClock:
 
 def _passed(model: str, runtime: str, p50: float, cv: float = 0.01, noisy: bool = False) -> CaseResult:
     return CaseResult(CaseId(model, runtime, "fp32", 1, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "p99_ms": p50 * 1.1, "cv": cv, "noisy": noisy})
+                      latency={"p50_ms": p50, "p99_ms": p50 * 1.1, "cv": cv * 3, "rcv": cv, "noisy": noisy})
 
 
 def test_plain_progress_prints_one_line_per_unit_with_i_of_n_and_no_escape_codes():
@@ -46,7 +46,7 @@ def test_plain_progress_prints_one_line_per_unit_with_i_of_n_and_no_escape_codes
     progress.end(case_line(broken, "reports/x/logs/mlp-torch-cpu-fp32-b1.log"))
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[1/2] passed  mlp-ort-cpu-fp32-b1  p50 0.031 ms  cv 0.01  (1.5 s)",
+        "[1/2] passed  mlp-ort-cpu-fp32-b1  p50 0.031 ms  rcv 0.01  (1.5 s)",
         "[2/2] error   mlp-torch-cpu-fp32-b1 in phase load: ValueError in phase load: model file is garbage  "
         "(log: reports/x/logs/mlp-torch-cpu-fp32-b1.log)  (2.0 s)"]
     assert "\x1b" not in out.getvalue()
@@ -82,7 +82,7 @@ def test_skips_are_grouped_per_unavailable_runtime_and_noisy_cases_are_named(fak
     lines = noise_lines(run)
     assert lines[0].startswith("CPU busy at start: 97%")
     assert lines[1].startswith("CPU busy during the run: other processes used 40%")
-    assert lines[2] == "noisy (cv > 0.1): 1 case(s): fake-linear-fake-ok-fp32-b1 (cv 0.40)"
+    assert lines[2] == "noisy (robust cv > 0.1): 1 case(s): fake-linear-fake-ok-fp32-b1 (rcv 0.40)"
 
 
 def _run_args(out, *runtimes):
