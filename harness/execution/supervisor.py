@@ -39,17 +39,16 @@ def worker_context() -> Any:
 
 
 def stop_forkserver() -> None:
-    """End the forkserver and multiprocessing's resource tracker (both would end soon after this process; a
-    finished run leaves no helper behind)."""
-    from multiprocessing import forkserver, resource_tracker
+    """End the forkserver (it would end with this process): a finished run leaves no worker or server behind.
+    multiprocessing's resource tracker is left to end with this process, as it does within milliseconds."""
+    from multiprocessing import forkserver
 
-    for helper in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
-        stop = getattr(helper, "_stop", None)  # CPython 3.8+
-        if stop is not None:
-            try:
-                stop()
-            except (OSError, ChildProcessError):
-                pass
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython 3.8+
+    if stop is not None:
+        try:
+            stop()
+        except (OSError, ChildProcessError):
+            pass
 
 
 class IsolatedExecutor:

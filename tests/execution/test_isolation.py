@@ -24,8 +24,16 @@ def harness(args, env, **kw):
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
-def survivors(token: str) -> list[psutil.Process]:
-    """Processes still alive whose environment carries this test's token (the harness and its workers)."""
+def survivors(token: str, within_s: float = 3.0) -> list[psutil.Process]:
+    """Processes still alive, `within_s` after the harness exited, whose environment carries this test's token
+    (the harness, its forkserver and workers; multiprocessing's resource tracker ends a moment after them)."""
+    deadline = time.monotonic() + within_s
+    while (alive := _alive(token)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+def _alive(token: str) -> list[psutil.Process]:
     alive = []
     for p in psutil.process_iter():
         try:
