@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from harness.model import get_model
 from harness.report import charts
+from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_tables, run_labels,
                                    skip_reasons)
 from harness.results.schema import BROKEN, RunResults
@@ -246,6 +247,11 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "
                      f"cases, {state}")
     lines += ["", " · ".join(f"**{k}** {v}" for k, v in counts.items() if v), ""]
+    noise = [(label, line) for run, label in zip(runs, labels) for line in noise_lines(run)]
+    if noise:  # a busy CPU and noisy cases, where people look (the same lines as the terminal summary)
+        lines += ["### Noise", ""]
+        lines += [f"- {_md(label) + ': ' if len(runs) > 1 else ''}{_md(line)}" for label, line in noise]
+        lines.append("")
     if verdicts:
         bad = [v for v in verdicts if v["verdict"] in ("regressed", "broke")]
         vc: dict[str, int] = {}

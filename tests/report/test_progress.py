@@ -160,3 +160,18 @@ def test_a_named_unavailable_runtime_is_one_summary_line(fake_env, tmp_path, run
     from harness.results import load_results
 
     assert sum(c.status == "skipped" for c in load_results(out).cases) == 3
+
+
+def test_summary_md_says_the_cpu_was_busy_and_names_the_noisy_cases(fakes):
+    from harness.report.render import render_markdown
+
+    run = RunResults(run_id="r", started_at="", environment={"cpu_busy_percent_at_start": 3.0,
+                                                            "cpu_quiet_at_start": True,
+                                                            "cpu_busy_others_percent": 55.0},
+                     config={"noise_cv": 0.1}, complete=True)
+    run.cases.append(_passed("fake-linear", "fake-ok", 1.0, cv=0.4, noisy=True))
+    md = render_markdown(run)
+    assert "### Noise" in md
+    assert "- CPU busy during the run: other processes used 55%" in md
+    assert "fake-linear-fake-ok-fp32-b1 (rcv 0.40)" in md
+    assert "CPU busy at start" not in md  # 3% at the start was quiet
