@@ -52,7 +52,9 @@ def _session(config: pytest.Config) -> HarnessSession:
             run_config = RunConfig.from_options(raw_options(config))
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-        config.stash[SESSION_KEY] = HarnessSession(run_config, progress=RunProgress(terminal_stream()))
+        progress = RunProgress(terminal_stream(), live=None if config.get_verbosity() <= 0 else False,
+                               case_lines=config.get_verbosity() <= 0)  # -v: pytest prints a line per case
+        config.stash[SESSION_KEY] = HarnessSession(run_config, progress=progress)
     return config.stash[SESSION_KEY]
 
 

@@ -105,6 +105,23 @@ class _Unsupported(FakeOk):
         raise UnsupportedModelError("fake-unsupported cannot take this model: its importer lacks an op")
 
 
+class _CrashSecond(FakeOk):
+    """Fails on its second activation in a process: in a worker it dies of SIGSEGV (as a native crash would),
+    in the harness's own process it raises."""
+
+    activations: ClassVar[int] = 0
+
+    def _activate(self) -> None:
+        import multiprocessing
+
+        _CrashSecond.activations += 1
+        if _CrashSecond.activations == 2:
+            if multiprocessing.parent_process() is not None:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            raise RuntimeError("second activation")
+        super()._activate()
+
+
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
@@ -117,3 +134,4 @@ _variant("fake-drift", _Drift)
 _variant("fake-unavailable", _Unavailable)
 _variant("fake-raises", _Raises)
 _variant("fake-unsupported", _Unsupported)
+_variant("fake-crash-second", _CrashSecond)

@@ -136,7 +136,7 @@ def test_merge_block_keeps_device_samples_in_step():
 
 
 @pytest.mark.parametrize("isolation", [False, True])
-def test_a_block_that_crashes_its_worker_is_recorded_and_the_run_goes_on(fakes, tmp_path, isolation):
+def test_a_block_that_crashes_its_worker_is_recorded_and_the_run_goes_on(fakes, fake_env, tmp_path, isolation):
     """fake-crash-second fails on the second activation in a process: round 2's block. In a worker it dies of
     SIGSEGV (the next block gets a fresh worker); in-process it raises. Either way the case keeps rounds 1 and
     3, records why round 2 is missing, and the other case is untouched."""
@@ -231,27 +231,8 @@ def test_confirm_rounds_only_touch_the_suspects(tmp_path):
     assert "confirm_blocks" not in run.cases[0].details and run.cases[1].details["confirm_blocks"] == 3
 
 
-class CrashSecond:
-    activations: ClassVar[int] = 0
-
-
 @pytest.fixture(autouse=True)
 def _crash_second(fakes):
-    """fake-crash-second: fails on the second activation in a process (a worker: SIGSEGV, as a native crash)."""
-    import multiprocessing
-    import os
-
-    from fakes import FakeOk, _variant
-
-    class _CrashOnSecondActivation(FakeOk):
-        def _activate(self) -> None:
-            CrashSecond.activations += 1
-            if CrashSecond.activations == 2:
-                if multiprocessing.parent_process() is not None:
-                    os.kill(os.getpid(), signal.SIGSEGV)
-                raise RuntimeError("second activation")
-            super()._activate()
-
-    CrashSecond.activations = 0
-    _variant("fake-crash-second", _CrashOnSecondActivation)
+    """fake-crash-second (tests/fakes.py) counts activations per process: start each test at zero."""
+    fakes._CrashSecond.activations = 0
     yield
