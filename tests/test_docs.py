@@ -47,3 +47,34 @@ def test_slug_matches_github():
     assert slug("results.csv columns") == "resultscsv-columns"
     assert slug("The harness's own overhead and the fidelity check (2026-11-23)") == (
         "the-harnesss-own-overhead-and-the-fidelity-check-2026-11-23")
+
+
+def _readme_commands(prefix: str) -> list[list[str]]:
+    import shlex
+
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    lines = [line for block in blocks for line in block.splitlines() if line.startswith(prefix)]
+    return [shlex.split(line, comments=True) for line in lines]
+
+
+def test_readme_harness_commands_parse_and_validate():
+    """Every `harness ...` line of the README parses with the CLI; `harness run` lines also validate into a
+    RunConfig (names, values), so an example cannot drift from the options."""
+    from harness.cli import _parser
+    from harness.config import OPTIONS, RunConfig
+
+    commands = _readme_commands("harness ")
+    assert ["harness", "run", "--quick"] in commands and len(commands) >= 4
+    for argv in commands:
+        args = _parser().parse_args(argv[1:])
+        if argv[1] == "run" and "--model" not in argv:  # --model needs the file to exist
+            RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
+
+
+def test_readme_pytest_commands_use_known_options():
+    from harness.config import OPTION_NAMES
+
+    for argv in _readme_commands("pytest suites"):
+        for arg in argv[2:]:
+            if arg.startswith("--harness-"):
+                assert arg[len("--harness-"):].split("=")[0] in OPTION_NAMES, arg
