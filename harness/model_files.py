@@ -330,7 +330,7 @@ def _factory_module(ref: str) -> Any:
 
 
 def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
-    """A ModelSpec for `pkg.module:factory` (the contract is in the README, "Bring your own PyTorch module").
+    """A ModelSpec for `pkg.module:factory` (the contract is in docs/bring-your-own-model.md, "Your own PyTorch module").
 
     Inputs come from the example tensors: dim 0 is the batch, `meta["seq_dims"][name]` the sequence axis;
     dtypes as given; integer inputs are fed from [min, max] of the example (token ids stay inside the

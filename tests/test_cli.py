@@ -103,8 +103,9 @@ def test_readme_documents_install_main_job_and_tests():
     text = README.read_text()
     assert 'pip install -c constraints/cpu.txt -e ".[dev]"' in text
     assert "harness run --quick" in text and "pytest tests" in text
-    ci = (README.parent / ".ci" / "run").read_text()
+    ci = (README.parent / ".ci" / "run").read_text().replace("pip install -q ", "pip install ")  # -q: quieter only
     assert 'pip install -c constraints/cpu.txt -e ".[dev]"' in ci and "pytest tests" in ci
+    assert "harness run --quick" in ci
 
 
 def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_path):

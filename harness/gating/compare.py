@@ -1,6 +1,6 @@
 """Per case and metric verdicts of a current run against a baseline, decided from the raw samples.
 
-Method (see README "Regression gating"): a case is measured in blocks (--repeats), each after a fresh
+Method (see docs/method.md, "Regression gating"): a case is measured in blocks (--repeats), each after a fresh
 activation and, in a session, a whole matrix sweep apart. Interference on a shared machine only ever adds time
 and comes in episodes of seconds, so the gated statistic (median, p99, ...) is read per block and the run's
 value is its least-disturbed block: the minimum over blocks of the block statistic. For a gate `STAT:T` (e.g.

@@ -12,7 +12,7 @@ import pandas as pd
 from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, Metric
 from harness.results.schema import CaseResult, RunResults
 
-# results.csv columns, documented in the README.
+# results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
     "model", "runtime", "precision", "batch", "seq", "device", "status",
     "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms", "latency_std_ms",

@@ -20,7 +20,7 @@ class TvmCpu(Runtime):
 
     One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned: the default
     Relax pipeline applies no schedules, so the figures show TVM's floor, not what a tuned deployment reaches
-    (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see the README).
+    (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see docs/runtimes.md).
     """
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it

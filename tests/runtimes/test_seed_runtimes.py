@@ -5,6 +5,7 @@ tests in the extras' environments, where they must run)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -161,8 +162,12 @@ def test_every_runtime_extra_is_documented_and_exercised_by_ci():
     root = Path(__file__).resolve().parents[2]
     extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     readme, ci = (root / "README.md").read_text(), root / ".ci" / "extras"
+    guide = (root / "docs" / "runtimes.md").read_text()  # the set-up per runtime, linked from the README
+    assert "docs/runtimes.md#optional-runtimes" in readme and "## Optional runtimes" in guide
     assert os.access(ci, os.X_OK)
     for extra in ("openvino", "litert", "tvm"):
         assert extra in extras
         assert f'pip install -c constraints/cpu.txt -e ".[{extra}]"' in readme
+        assert f"`{extra}-cpu`" in guide
+        assert re.search(rf'pip install -c constraints/cpu.txt -e "\.\[[a-z,]*\b{extra}\b', guide), extra
         assert extra in ci.read_text()

@@ -1,0 +1,70 @@
+"""docs/options.md, generated from the run options in harness/config.py (`python -m harness.report.options_doc`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness.config import OPTIONS, OptionDef
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+
+HEADER = """\
+# Run options
+
+<!-- Generated from OPTIONS in harness/config.py by `python -m harness.report.options_doc`: do not edit by hand
+(tests/report/test_options_doc.py fails when this page is stale). -->
+
+`harness run` is a thin wrapper over `pytest` on the bundled suites: every option below has a pytest twin with
+the `--harness-` prefix (registered by the plugin through the `pytest11` entry point), parsed and validated by
+the same code (`RunConfig` in `harness/config.py`). An unknown model, runtime or precision is a usage error
+that lists the valid names. `harness run --help` and `pytest --help` print the same text.
+
+```bash
+harness run --quick --threads 1 --out /tmp/one-thread
+pytest suites --harness-quick --harness-threads=1 --harness-out=/tmp/one-thread   # the same run through pytest
+```
+
+| `harness run` | pytest | value | meaning |
+| --- | --- | --- | --- |
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def option_row(o: OptionDef) -> str:
+    """One table row: CLI spelling, pytest spelling, metavar (or `switch`), help."""
+    value = "switch" if o.flag else _cell(o.metavar or "VALUE")
+    if o.multiple:
+        value += " (repeatable)"
+    return f"| `--{o.name}` | `--harness-{o.name}` | {value} | {_cell(o.help)} |"
+
+
+def render_options_markdown(options: Iterable[OptionDef] = OPTIONS) -> str:
+    """The whole options page as Markdown, one row per option in definition order."""
+    return HEADER + "\n".join(option_row(o) for o in options) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write docs/options.md (or the path given); `--check` exits 1 when the file differs instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    check = "--check" in args
+    args = [a for a in args if a != "--check"]
+    path = Path(args[0]) if args else DEFAULT_PATH
+    text = render_options_markdown()
+    if check:
+        current = path.read_text() if path.is_file() else ""
+        if current != text:
+            print(f"{path}: stale; regenerate with: python -m harness.report.options_doc", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text)
+    print(f"wrote {path} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
