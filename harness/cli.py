@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
     for action, text in (("ls", "list entries: kind, label, key, size, age, path"),
-                         ("clear", "remove entries (safe while another run uses the cache: see the README)")):
+                         ("clear", "remove entries (safe while another run uses the cache: docs/method.md)")):
         a = cache_sub.add_parser(action, help=text)
         a.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
         a.add_argument("--kind", help="only entries of this kind (onnx, weights, ...)")
@@ -131,22 +131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def pytest_args_for(args: argparse.Namespace, config: RunConfig) -> list[str]:
-    """The pytest command line equivalent to `harness run` options (every option has a --harness- twin)."""
+def pytest_args_for(args: argparse.Namespace) -> list[str]:
+    """The pytest command line of `harness run`: the bundled suites and the extra pytest arguments. The run's
+    options do not travel as strings: the parsed RunConfig goes to the plugin in-process (`RunConfigCarrier`)."""
     from harness_suites import SUITES_DIR
 
     out = [str(SUITES_DIR), "-c", str(SUITES_DIR / "pytest.ini"), "--rootdir", str(SUITES_DIR), "-q"]
     if not any(ep.name == "harness" for ep in entry_points(group="pytest11")):
         out += ["-p", "harness.pytest_plugin"]  # running from a source tree without installing
-    for o in OPTIONS:
-        value = getattr(args, o.dest)
-        if o.flag and value:
-            out.append(f"--harness-{o.name}")
-        elif o.multiple and value:
-            out += [f"--harness-{o.name}={v}" for v in value]
-        elif not o.flag and value is not None and o.name != "out":
-            out.append(f"--harness-{o.name}={value}")
-    out.append(f"--harness-out={config.out_dir}")
     extra = list(args.pytest_args or [])
     return out + (extra[1:] if extra[:1] == ["--"] else extra)
 
@@ -154,10 +146,12 @@ def pytest_args_for(args: argparse.Namespace, config: RunConfig) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
+    from harness.pytest_plugin import RunConfigCarrier
+
     config = RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
-    code = pytest.main(pytest_args_for(args, config))
+    code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)
     if code == pytest.ExitCode.OK:

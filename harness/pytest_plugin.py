@@ -20,6 +20,7 @@ from harness.session import HarnessSession
 
 SESSION_KEY = pytest.StashKey[HarnessSession]()
 CASE_NODES_KEY = pytest.StashKey[frozenset]()
+CARRIED_KEY = pytest.StashKey[RunConfig]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,14 +43,26 @@ def raw_options(config: pytest.Config) -> dict[str, Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     raw = raw_options(config)
-    if any(v not in (None, False) for v in raw.values()):
+    if CARRIED_KEY not in config.stash and any(v not in (None, False) for v in raw.values()):
         _session(config)  # validate early: a bad name is a usage error before collection
+
+
+class RunConfigCarrier:
+    """Hands `harness run`'s parsed RunConfig to this plugin in-process (`pytest.main(plugins=[...])`): the
+    options are parsed once, by the CLI, and never turned back into `--harness-*` strings."""
+
+    def __init__(self, run_config: RunConfig) -> None:
+        self.run_config = run_config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[CARRIED_KEY] = self.run_config
 
 
 def _session(config: pytest.Config) -> HarnessSession:
     if SESSION_KEY not in config.stash:
         try:
-            run_config = RunConfig.from_options(raw_options(config))
+            run_config = config.stash.get(CARRIED_KEY, None) or RunConfig.from_options(raw_options(config))
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         progress = RunProgress(terminal_stream(), live=None if config.get_verbosity() <= 0 else False,

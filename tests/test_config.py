@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from harness.cli import _parser, pytest_args_for
 from harness.config import OPTIONS, RunConfig
 from harness.errors import UsageError
 from harness.precision import Precision
@@ -65,17 +64,28 @@ def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes):
     assert len(runs) == len(set(runs)) == 2 * 2 * 2  # each activation key forms one contiguous run
 
 
-def test_cli_options_map_one_to_one_onto_pytest_options(tmp_path):
-    args = _parser().parse_args(["run", "--models", "mlp", "--runtimes", "ort-cpu", "--batch-sizes", "1,2",
-                                 "--quick", "--no-isolation", "--case-timeout", "30", "--out", str(tmp_path),
-                                 "--", "-x", "-k", "b1"])
-    config = RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
-    argv = pytest_args_for(args, config)
-    assert "--harness-models=mlp" in argv and "--harness-runtimes=ort-cpu" in argv
-    assert "--harness-batch-sizes=1,2" in argv and "--harness-quick" in argv
-    assert "--harness-no-isolation" in argv and "--harness-case-timeout=30" in argv
-    assert f"--harness-out={tmp_path}" in argv
-    assert argv[-3:] == ["-x", "-k", "b1"]
+def test_harness_run_hands_its_parsed_config_to_pytest_in_process(tmp_path, monkeypatch):
+    """`harness run` parses its options once and passes the RunConfig object to the plugin: pytest gets the
+    suites and the extra pytest arguments, no `--harness-*` strings."""
+    import pytest
+
+    from harness import cli
+
+    seen = {}
+
+    def fake_main(argv, plugins):
+        seen["argv"], seen["plugins"] = argv, plugins
+        return pytest.ExitCode.OK
+
+    monkeypatch.setattr(pytest, "main", fake_main)
+    assert cli.main(["run", "--models", "mlp", "--runtimes", "ort-cpu", "--batch-sizes", "1,2", "--quick",
+                     "--no-isolation", "--case-timeout", "30", "--out", str(tmp_path), "--", "-x", "-k", "b1"]) == 0
+    assert not any(a.startswith("--harness-") for a in seen["argv"]) and seen["argv"][-3:] == ["-x", "-k", "b1"]
+    (carrier,) = seen["plugins"]
+    config = carrier.run_config
+    assert isinstance(config, RunConfig) and config.models == ("mlp",) and config.runtimes == ("ort-cpu",)
+    assert config.batch_sizes == (1, 2) and config.quick and not config.isolation
+    assert config.case_timeout_s == 30 and config.out_dir == tmp_path
 
 
 def test_every_option_is_documented_in_the_options_page():

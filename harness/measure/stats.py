@@ -11,7 +11,7 @@ import numpy as np
 # normal distribution with that median absolute deviation would have) exceeds this. The plain CV (std / mean)
 # is reported too, but one preempted iteration among hundreds of microsecond calls can put it over 1 on a quiet
 # machine, so it flags everything or nothing; the robust one moves only when many samples move. Calibrated on
-# quiet and loaded quick runs of this 2-core machine (README, "What noisy means").
+# quiet and loaded quick runs of this 2-core machine (docs/method.md, "What noisy means").
 DEFAULT_NOISE_CV = 0.10
 MAD_TO_SIGMA = 1.4826
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
