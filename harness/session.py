@@ -161,7 +161,7 @@ class HarnessSession:
         if not cfg.baseline or self.run is None or self.run.interrupted:
             return
         from harness.errors import HarnessError
-        from harness.gating import Verdict, compare_runs, load_gate_config, verdicts_markdown
+        from harness.gating import compare_runs, load_gate_config, verdicts_markdown
         from harness.gating.baseline import load_baseline_runs
         from harness.gating.compare import comparison_json
         from harness.results.store import atomic_write_text
@@ -177,8 +177,7 @@ class HarnessSession:
                                 current_label=str(cfg.out_dir / "results.json"))
 
         self.comparison = judge()
-        suspects = {r.case_id for r in self.comparison.records
-                    if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
+        suspects = self.comparison.regressed_timings()
         confirm = int(getattr(cfg, "confirm", 0) or 0)
         if suspects and confirm and self.executor is not None:
             progress.note(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
@@ -188,8 +187,7 @@ class HarnessSession:
             if self.stopping:
                 return  # interrupted: no verdicts from a partial confirmation
             self.comparison = judge()
-            still = {r.case_id for r in self.comparison.records
-                     if r.verdict is Verdict.REGRESSED and r.metric.startswith("latency")}
+            still = self.comparison.regressed_timings()
             self.comparison.notes.append(
                 f"--confirm {confirm}: {len(suspects)} case(s) judged regressed at first were measured again "
                 f"({confirm} more block(s) each, fresh activations) and judged on all their blocks: "

@@ -200,6 +200,7 @@ class VerdictRecord:
     threshold: float | None = None  # the gate's threshold as a fraction
     unit: str = ""
     reason: str = ""
+    timing: bool = False  # a measured time: more measurement blocks can confirm or clear it (--confirm)
 
     @property
     def case_id(self) -> str:
@@ -241,6 +242,10 @@ class Comparison:
 
     def failing(self) -> list[VerdictRecord]:
         return [r for r in self.records if r.failing]
+
+    def regressed_timings(self) -> set[str]:
+        """Ids of the cases judged regressed on a measured time (what --confirm measures again)."""
+        return {r.case_id for r in self.records if r.verdict is Verdict.REGRESSED and r.timing}
 
     def summary(self) -> str:
         counts = ", ".join(f"{n} {v}" for v, n in self.counts().items() if n)
@@ -433,7 +438,7 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"
         out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
-                                 s.ci_high, s.p_value, gate.threshold, "ms", reason))
+                                 s.ci_high, s.p_value, gate.threshold, "ms", reason, timing=True))
     if gates.drift:
         out.append(_drift_record(b, c))
     return out
