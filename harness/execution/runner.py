@@ -16,7 +16,7 @@ from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError, UnsupportedModelError
-from harness.measure.memory import MemorySampler
+from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
@@ -139,9 +139,7 @@ class CaseRunner:
             )
         except MemoryError as exc:
             self.close()
-            cap = getattr(config, "case_memory_gb", None)
-            return CaseResult(case, "oom", reason=f"MemoryError in phase {phase} (memory cap {cap} GiB): {exc}",
-                              phase=phase, stderr_tail=_tail(traceback.format_exc()))
+            return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}", MemoryError.__name__)
         except UnsupportedModelError as exc:
             self._drop_active()
             return CaseResult(case, "skipped", reason=str(exc), phase=phase)
@@ -149,6 +147,9 @@ class CaseRunner:
             self._drop_active()
             return CaseResult(case, "error", reason=str(exc), phase=phase)
         except Exception as exc:  # noqa: BLE001 - a broken case is a row, never the end of the run
+            if allocation_failure(f"{type(exc).__name__}: {exc}"):  # torch / ORT / CUDA allocators raise these
+                self.close()
+                return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}")
             self._drop_active()
             return CaseResult(case, "error", reason=f"{type(exc).__name__} in phase {phase}: {exc}",
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
@@ -380,6 +381,15 @@ def ensure_user_models(config: Any) -> None:
     for path in getattr(config, "user_models", ()):
         if user_model_name(path) not in _MODELS:
             register_user_model(path, getattr(config, "shapes", ()))
+
+
+def oom_result(case: CaseId, phase: str, config: Any, message: str, marker: str = "") -> CaseResult:
+    """An `oom` row for an allocation failure raised in this process, with the size asked for when said."""
+    failure = allocation_failure(message) or AllocationFailure(marker or "allocation", None)
+    return CaseResult(case, "oom", reason=oom_reason(failure, phase, getattr(config, "case_memory_gb", None),
+                                                     message),
+                      phase=phase, stderr_tail=_tail(traceback.format_exc()),
+                      details={"oom_requested_bytes": failure.requested_bytes})
 
 
 def _tail(text: str, lines: int = 20, chars: int = 4000) -> str:
