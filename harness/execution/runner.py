@@ -65,6 +65,9 @@ class CaseRunner:
             if unavailable:
                 return CaseResult(case, "skipped", reason=f"model {spec.name!r} unavailable: {unavailable}",
                                   model_fingerprint=spec.fingerprint())
+            refusal = spec.batch_refusal(case.batch)
+            if refusal:
+                return CaseResult(case, "skipped", reason=refusal, model_fingerprint=spec.fingerprint())
             set_active_cache_dir(config.cache_dir)
             cls = get_runtime(case.runtime)
             precision = Precision(case.precision)
@@ -333,7 +336,9 @@ def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
 def run_shapes(spec: ModelSpec, config: Any) -> tuple[dict[str, int], ...]:
     """Every shape the run gives this model (engines with optimisation profiles cover them at activation)."""
     seqs = config.seq_lens if spec.has_seq else (None,)
-    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in config.batch_sizes for s in seqs)
+    fixed = spec.fixed_batch()
+    batches = (fixed[0],) if fixed else config.batch_sizes
+    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in batches for s in seqs)
 
 
 def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_cv: float) -> dict[str, Any]:
