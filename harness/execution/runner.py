@@ -103,12 +103,15 @@ class CaseRunner:
             memory = sampler.stop(MEMORY_COVERS[reused])
             phase = "accuracy"
             on_phase(phase)
-            reference = self._reference(spec, case, feed, options, runtime, outputs)
+            reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
             override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
             tolerance = spec.tolerance(precision, override)
-            accuracy = compare(reference, outputs, tolerance, classification=spec.task == "classification")
+            accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
             accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
-            reasons = [] if accuracy else [accuracy.message]
+            reasons = [] if ref_check["deterministic"] else [
+                f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
+                f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them"]
+            reasons += [] if accuracy else [accuracy.message]
             if spec.eval_split is not None:
                 task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio)
                 accuracy_dict["task"] = task.as_dict()
@@ -134,11 +137,14 @@ class CaseRunner:
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
                 details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
                          "model_has_torch_module": spec.build is not None,
+                         "reference_repeat_max_abs": ref_check["repeat_max_abs"]
+                         if math.isfinite(ref_check["repeat_max_abs"]) else None,
                          **blocks,
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
                 device_samples_ns=list(timed.device_samples_ns),
                 precision_recipe=runtime.recipe or str(precision), localization=localization,
+                is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
             )
         except MemoryError as exc:
             self.close()
@@ -278,19 +284,29 @@ class CaseRunner:
         return self._reference_runtime[1]
 
     def _reference(self, spec: ModelSpec, case: CaseId, feed: dict[str, Any], options: RuntimeOptions,
-                   runtime: Runtime, outputs: dict[str, Any]) -> dict[str, Any]:
-        """FP32 outputs of the model's reference runtime on the same feed (computed once per shape)."""
+                   runtime: Runtime, outputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(reference, judged, check): FP32 outputs of the model's reference runtime on the same feed, computed
+        twice (once per shape) to prove they are deterministic; the outputs to judge against them; and
+        check = {"own": this case is the reference, "deterministic": both runs equal, "repeat_max_abs"}.
+
+        A case that is its own reference is judged by its second run against its first: 0 when the model is
+        deterministic (reports show "reference"), the run-to-run difference when it is not.
+        """
+        own = runtime.name == spec.reference and runtime.precision is Precision.FP32
         key = (spec.name, tuple(sorted(case.dims.items())), feed_digest(feed))
         if any(k[0] != spec.name for k in self._references):
             self._references.clear()  # keep one model's references at a time (LM logits are large)
-        if key in self._references:
-            return self._references[key]
-        if runtime.name == spec.reference and runtime.precision is Precision.FP32:
-            ref = outputs  # this case *is* the reference
-        else:
-            ref = self._reference_rt(spec, options).infer(feed)
-        self._references[key] = ref
-        return ref
+        judged = outputs
+        if key not in self._references:
+            infer = runtime.infer if own else self._reference_rt(spec, options).infer
+            first = {k: np.array(v, copy=True) for k, v in (outputs if own else infer(feed)).items()}
+            second = infer(feed)  # a runtime may reuse its output buffers: `first` is a copy
+            if own:
+                judged = second
+            diff = repeat_max_abs(first, second)
+            self._references[key] = (first, diff)
+        ref, diff = self._references[key]
+        return ref, judged, {"own": own, "deterministic": diff == 0.0, "repeat_max_abs": diff}
 
     def _drop_active(self) -> None:
         if self._active is not None:
@@ -323,6 +339,26 @@ def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
                           int8_method=getattr(config, "int8_method", "auto"),
                           calibration_method=getattr(config, "calibration_method", "minmax"),
                           compile_mode=getattr(config, "compile_mode", "default"))
+
+
+def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
+    """Largest difference between two runs' outputs (0.0: identical, NaN where NaN; inf: shapes or names differ)."""
+    if set(first) != set(second):
+        return math.inf
+    worst = 0.0
+    for name, a in first.items():
+        a, b = np.asarray(a), np.asarray(second[name])
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return math.inf
+        if a.dtype.kind in "fc":
+            same = np.isnan(a) & np.isnan(b)
+            d = np.where(same, 0, np.abs(a.astype(np.float64) - b.astype(np.float64)))
+            d = np.where(np.isnan(d), np.inf, d)
+        else:
+            d = (a != b).astype(np.float64) if a.dtype.kind not in "iu" else np.abs(a.astype(np.float64) - b)
+        if d.size:
+            worst = max(worst, float(d.max()))
+    return worst
 
 
 def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
