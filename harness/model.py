@@ -126,8 +126,8 @@ class ModelSpec:
                 return int(t.shape[0]), f"{src} fixes input {t.name!r} axis 0 at {t.shape[0]}"
         if not self.inputs:
             return 1, f"{src} has no inputs (no batch axis: one sample per call)"
-        return 1, f"{src} has no batch axis (inputs {', '.join(repr(t.name) for t in self.inputs)} are scalars " \
-                  f"or have no fixed axis 0: one sample per call)"
+        names = ", ".join(repr(t.name) for t in self.inputs)
+        return 1, f"{src} has no batch axis (inputs {names} are scalars: one sample per call)"
 
     def batch_sizes(self, requested: Iterable[int]) -> tuple[int, ...]:
         """The matrix's batch sizes for this model: the requested ones, plus the model's fixed batch when it

@@ -108,9 +108,9 @@ class CaseRunner:
             tolerance = spec.tolerance(precision, override)
             accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
             accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
-            reasons = [] if ref_check["deterministic"] else [
+            reasons = [] if ref_check["deterministic"] else [(
                 f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
-                f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them"]
+                f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
             reasons += [] if accuracy else [accuracy.message]
             if spec.eval_split is not None:
                 task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio)

@@ -286,10 +286,10 @@ ALLOCATION_MARKERS = ("MemoryError", "bad_alloc", "Failed to allocate", "failed 
 _UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
 _SIZE_PATTERNS = (
-    re.compile(r"tried to allocate (\d+) bytes", re.I),                              # torch CPU allocator
+    re.compile(r"tried to allocate (\d+) bytes", re.IGNORECASE),                              # torch CPU allocator
     re.compile(r"requested buffer of size (\d+)"),                                   # ONNX Runtime arena
-    re.compile(r"(?:tried to allocate|unable to allocate|asked for) ([\d.]+) ?(B|[KMGTPE]i?B)\b", re.I),  # CUDA, numpy
-    re.compile(r"allocat\w* (\d+) bytes", re.I),
+    re.compile(r"(?:tried to allocate|unable to allocate|asked for) ([\d.]+) ?(B|[KMGTPE]i?B)\b", re.IGNORECASE),  # CUDA, numpy
+    re.compile(r"allocat\w* (\d+) bytes", re.IGNORECASE),
 )
 
 
