@@ -123,8 +123,11 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                 "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
                                 if m.comparable},
             })
-        rows.append({"metric": Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True), "best": None,
-                     "values": {c: _num(cols[c]["rel_l2"]) for c in labels}, "improvement": {}})
+        drift = Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True)
+        rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
+                     "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
+                               for c in labels},
+                     "improvement": {}})
         tables.append({
             "model": model, "precision": precision, "batch": int(batch),
             "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
