@@ -195,3 +195,56 @@ def test_a_worker_that_dies_of_an_allocation_is_oom(tmp_path):
     assert r.status == "oom" and r.signal == "SIGABRT" and r.duration_s == 1.5
     assert r.reason == ("out of memory in phase run: an allocation failed (memory cap 2 GiB): what():  "
                         "std::bad_alloc; the worker died (SIGABRT)")
+
+
+ODD_FACTORIES = '''
+import torch
+from torch import nn
+
+
+class Noisy(nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)  # a fresh draw on every call
+
+
+class Greedy(nn.Module):
+    def forward(self, x):
+        return x + torch.empty(2**40).sum()  # 4 TiB of float32
+
+
+def noisy():
+    return Noisy(), {"x": torch.randn(2, 8)}
+
+
+def greedy():
+    return Greedy(), {"x": torch.randn(2, 8)}, {"outputs": ["y"]}
+'''
+
+
+def _run_factory(tmp_path, monkeypatch, name: str):
+    from harness.config import OPTIONS, RunConfig
+
+    (tmp_path / "odd_factories.py").write_text(ODD_FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(model=[f"odd_factories:{name}"], runtimes="torch-cpu", batch_sizes="2", min_time="0.02",
+               min_iters="3", warmup="1", repeats="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"))
+    config = RunConfig.from_options(raw)
+    (case,) = config.cases()
+    runner = CaseRunner()
+    try:
+        return runner.run(case, config)
+    finally:
+        runner.close()
+
+
+def test_torch_factory_drawing_random_numbers_in_forward_is_flagged(tmp_path, monkeypatch):
+    r = _run_factory(tmp_path, monkeypatch, "noisy")
+    assert r.reference_runtime == "torch-cpu" and r.is_reference and r.reference_deterministic is False
+    assert r.accuracy["max_abs"] > 0 and "nondeterministic reference: torch-cpu FP32" in r.reason
+
+
+def test_torch_factory_allocating_terabytes_is_oom(tmp_path, monkeypatch):
+    r = _run_factory(tmp_path, monkeypatch, "greedy")
+    assert r.status == "oom", r.reason
+    assert "an allocation asked for 4.0 TiB" in r.reason and r.details["oom_requested_bytes"] == 2**42
