@@ -323,6 +323,7 @@ def allocation_failure(text: str) -> AllocationFailure | None:
 def oom_reason(failure: AllocationFailure, phase: str, cap_gb: float | None, detail: str = "") -> str:
     """One line for an `oom` case: what was asked for, in which phase, under which cap, and the runtime's words."""
     cap = f"{cap_gb:g} GiB" if cap_gb else "none"
+    detail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", detail)  # onnxruntime colours its log lines
     first = next((ln.strip() for ln in detail.splitlines() if ln.strip()), "")
     tail = f": {first[:300]}" if first else ""
     return f"out of memory in phase {phase}: {failure.describe()} (memory cap {cap}){tail}"

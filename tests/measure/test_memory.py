@@ -149,3 +149,14 @@ def test_other_errors_are_not_allocation_failures(text):
     from harness.measure.memory import allocation_failure
 
     assert allocation_failure(text) is None
+
+
+def test_oom_reason_is_one_line_without_colour_codes():
+    from harness.measure.memory import allocation_failure, oom_reason
+
+    log = ("\x1b[1;31m2026-11-23 19:48:36.898 [E:onnxruntime:, sequential_executor.cc:677 ExecuteKernel] Non-zero "
+           "status code returned while running Expand node. Status Message: Failed to allocate memory for requested "
+           "buffer of size 51539607552\n\x1b[m")
+    reason = oom_reason(allocation_failure(log), "warmup", None, log)
+    assert reason.startswith("out of memory in phase warmup: an allocation asked for 48.0 GiB (memory cap none): ")
+    assert "\x1b" not in reason and "\n" not in reason
