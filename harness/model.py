@@ -117,7 +117,7 @@ class ModelSpec:
         An input whose axis 0 the model fixes runs at that size; a model without inputs, or with scalar inputs
         only, computes one sample per call (batch 1).
         """
-        if BATCH in self.symbolic_dims:
+        if BATCH in self.symbolic_dims or self.problem:  # a refused file's inputs are unknown
             return None
         src = Path(self.onnx_path).name if self.onnx_path is not None and self.build is None \
             else f"model {self.name!r}"

@@ -60,6 +60,8 @@ class CaseRunner:
             ensure_user_models(config)
             spec = get_model(case.model)
             if spec.problem:
+                if allocation_failure(spec.problem):  # a factory's forward that ran out of memory at registration
+                    return oom_result(case, "load", config, spec.problem)
                 return CaseResult(case, "error", reason=spec.problem, phase="load")
             unavailable = spec.unavailable_reason()
             if unavailable:

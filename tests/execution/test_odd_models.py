@@ -221,13 +221,13 @@ def greedy():
 '''
 
 
-def _run_factory(tmp_path, monkeypatch, name: str):
+def _run_factory(tmp_path, monkeypatch, name: str, module: str = "odd_factories", source: str = ODD_FACTORIES):
     from harness.config import OPTIONS, RunConfig
 
-    (tmp_path / "odd_factories.py").write_text(ODD_FACTORIES)
+    (tmp_path / f"{module}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     raw = {o.dest: None for o in OPTIONS}
-    raw.update(model=[f"odd_factories:{name}"], runtimes="torch-cpu", batch_sizes="2", min_time="0.02",
+    raw.update(model=[f"{module}:{name}"], runtimes="torch-cpu", batch_sizes="2", min_time="0.02",
                min_iters="3", warmup="1", repeats="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"))
     config = RunConfig.from_options(raw)
     (case,) = config.cases()
@@ -248,3 +248,15 @@ def test_torch_factory_allocating_terabytes_is_oom(tmp_path, monkeypatch):
     r = _run_factory(tmp_path, monkeypatch, "greedy")
     assert r.status == "oom", r.reason
     assert "an allocation asked for 4.0 TiB" in r.reason and r.details["oom_requested_bytes"] == 2**42
+
+
+def test_factory_whose_forward_runs_out_of_memory_at_registration_is_oom(tmp_path, monkeypatch):
+    source = ODD_FACTORIES + '''
+
+def greedy_probe():
+    return Greedy(), {"x": torch.randn(2, 8)}  # no meta outputs: registration calls forward to name them
+'''
+    r = _run_factory(tmp_path, monkeypatch, "greedy_probe", "odd_probe", source)
+    assert r.status == "oom" and r.phase == "load", r.reason
+    assert r.reason.startswith("out of memory in phase load: an allocation asked for 4.0 TiB")
+    assert "--model odd_probe:greedy_probe: forward(**example_inputs) raised" in r.reason
