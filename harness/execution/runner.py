@@ -344,7 +344,8 @@ def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
 
 
 def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
-    """Largest difference between two runs' outputs (0.0: identical, NaN where NaN; inf: shapes or names differ)."""
+    """Largest difference between two runs' outputs: 0.0 when identical (NaN matching NaN, inf matching inf),
+    inf when names, shapes or dtypes differ or a value is NaN in one run only."""
     if set(first) != set(second):
         return math.inf
     worst = 0.0
@@ -352,14 +353,18 @@ def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
         a, b = np.asarray(a), np.asarray(second[name])
         if a.shape != b.shape or a.dtype != b.dtype:
             return math.inf
+        if not a.size:
+            continue
+        same = a == b
         if a.dtype.kind in "fc":
-            same = np.isnan(a) & np.isnan(b)
-            d = np.where(same, 0, np.abs(a.astype(np.float64) - b.astype(np.float64)))
-            d = np.where(np.isnan(d), np.inf, d)
+            same |= np.isnan(a) & np.isnan(b)
+            wide = np.complex128 if a.dtype.kind == "c" else np.float64
+            with np.errstate(invalid="ignore"):  # inf - inf: masked by `same`
+                d = np.abs(np.subtract(a, b, dtype=wide))
         else:
-            d = (a != b).astype(np.float64) if a.dtype.kind not in "iu" else np.abs(a.astype(np.float64) - b)
-        if d.size:
-            worst = max(worst, float(d.max()))
+            d = np.abs(np.subtract(a, b, dtype=np.float64)) if a.dtype.kind in "iu" else (~same).astype(np.float64)
+        d = np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
+        worst = max(worst, float(d.max()))
     return worst
 
 

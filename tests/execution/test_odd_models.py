@@ -260,3 +260,15 @@ def greedy_probe():
     assert r.status == "oom" and r.phase == "load", r.reason
     assert r.reason.startswith("out of memory in phase load: an allocation asked for 4.0 TiB")
     assert "--model odd_probe:greedy_probe: forward(**example_inputs) raised" in r.reason
+
+
+def test_repeat_difference_matches_nan_and_inf_and_flags_the_rest():
+    from harness.execution.runner import repeat_max_abs
+
+    a = {"y": np.array([1.0, np.nan, np.inf], np.float32)}
+    assert repeat_max_abs(a, {"y": a["y"].copy()}) == 0.0
+    assert repeat_max_abs(a, {"y": np.array([1.5, np.nan, np.inf], np.float32)}) == 0.5
+    assert repeat_max_abs(a, {"y": np.array([1.0, 0.0, np.inf], np.float32)}) == np.inf  # NaN in one run only
+    assert repeat_max_abs(a, {"z": a["y"]}) == np.inf and repeat_max_abs(a, {"y": a["y"][:2]}) == np.inf
+    assert repeat_max_abs({"i": np.array([1, 2])}, {"i": np.array([1, 5])}) == 3.0
+    assert repeat_max_abs({"b": np.array([True])}, {"b": np.array([False])}) == 1.0
