@@ -252,9 +252,9 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             elif _BATCH_NAMES.match(param) or i == 0:
                 shape.append(BATCH)
             else:
-                raise ModelError(f"{p}: input {vi.name!r} axis {i} is symbolic ({param or '?'}) and "
-                                 f"not a batch or sequence axis; give it a size with "
-                                 f"--shape {param or axis_key}=N")
+                what = f"is symbolic ({param})" if param else "has no declared size (neither a number nor a name)"
+                raise ModelError(f"{p}: input {vi.name!r} axis {i} {what} and not a batch or sequence axis; "
+                                 f"give it a size with --shape {param or axis_key}=N")
         dtype = _numpy_dtype(tt.elem_type, p, vi.name)
         high = 2 if ("mask" in vi.name.lower() or dtype == "bool") else 100
         inputs.append(TensorSpec(vi.name, tuple(shape), dtype, 0, high))

@@ -410,6 +410,12 @@ def test_a_fixed_zero_dimension_is_named_as_such(tmp_path):
                                          r"tensor\)") as info:
         spec_from_onnx(path)
     assert "symbolic" not in str(info.value)
+    unnamed = _graph_model(tmp_path / "unnamed.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                           [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", None])],
+                           [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", None])])
+    with pytest.raises(ModelError, match=r"axis 1 has no declared size \(neither a number nor a name\) and not a "
+                                         r"batch or sequence axis; give it a size with --shape X:1=N"):
+        spec_from_onnx(unnamed)
 
 
 def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
