@@ -160,7 +160,7 @@ class RunConfig:
                 device = cls.device
                 # a runtime may run a requested precision as another (torch-cpu: fp16 -> bf16); once each
                 for p in dict.fromkeys(cls.case_precision(p) for p in self.precisions):
-                    for b in self.batch_sizes:
+                    for b in spec.batch_sizes(self.batch_sizes):
                         for s in (self.seq_lens if spec.has_seq else (None,)):
                             out.append(CaseId(m, r, p.value, b, s, device))
         return out

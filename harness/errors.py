@@ -20,3 +20,8 @@ class UnsupportedModelError(ModelError):
 
 class ResultsError(HarnessError):
     """A results file that cannot be read: missing, truncated, unknown schema version."""
+
+
+class CacheEntryError(HarnessError):
+    """A cache entry that fails its check on read (changed bytes, missing file, refused by its loader); the
+    message names the entry and the `harness cache clear` command that removes it."""

@@ -111,6 +111,38 @@ class ModelSpec:
     def has_seq(self) -> bool:
         return SEQ in self.symbolic_dims
 
+    def fixed_batch(self) -> tuple[int, str] | None:
+        """(size, why) for a model whose batch is not a matrix axis, None when its inputs have a "batch" dim.
+
+        An input whose axis 0 the model fixes runs at that size; a model without inputs, or with scalar inputs
+        only, computes one sample per call (batch 1).
+        """
+        if BATCH in self.symbolic_dims or self.problem:  # a refused file's inputs are unknown
+            return None
+        src = Path(self.onnx_path).name if self.onnx_path is not None and self.build is None \
+            else f"model {self.name!r}"
+        for t in self.inputs:
+            if t.shape and isinstance(t.shape[0], int):
+                return int(t.shape[0]), f"{src} fixes input {t.name!r} axis 0 at {t.shape[0]}"
+        if not self.inputs:
+            return 1, f"{src} has no inputs (no batch axis: one sample per call)"
+        names = ", ".join(repr(t.name) for t in self.inputs)
+        return 1, f"{src} has no batch axis (inputs {names} are scalars: one sample per call)"
+
+    def batch_sizes(self, requested: Iterable[int]) -> tuple[int, ...]:
+        """The matrix's batch sizes for this model: the requested ones, plus the model's fixed batch when it
+        has one the request lacks (requested sizes it contradicts stay in the matrix as skips)."""
+        requested = tuple(requested)
+        fixed = self.fixed_batch()
+        return requested if fixed is None else tuple(dict.fromkeys((*requested, fixed[0])))
+
+    def batch_refusal(self, batch: int) -> str | None:
+        """Why `batch` does not apply to this model (its case is a skip with this reason), or None."""
+        fixed = self.fixed_batch()
+        if fixed is None or batch == fixed[0]:
+            return None
+        return f"{fixed[1]}; --batch-sizes {batch} does not apply"
+
     def tolerance(self, precision: Precision, override: Tolerance | None = None) -> Tolerance:
         return default_tolerance(precision, self.task).merged(self.tolerances.get(precision)).merged(override)
 

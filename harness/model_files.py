@@ -132,6 +132,23 @@ def check_opsets(path: Path, model: Any) -> None:
                              f"export it with an older opset_version")
 
 
+def check_graph(path: Path) -> None:
+    """The ONNX checker's verdict on the graph (duplicate initializer names, dangling inputs, bad attributes).
+
+    Without full_check: shape inference on a hostile graph can crash the process; runtimes do it later, in a
+    worker. Checked by path, so external data resolves against the model's folder (already vetted by
+    check_external_data). The checker's first complaint becomes the reason, on one line.
+    """
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path))
+    except Exception as exc:  # noqa: BLE001 - ValidationError, and protobuf/C++ errors of other types
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        complaint = lines[0] if lines else type(exc).__name__
+        raise ModelError(f"{path}: the ONNX checker rejects the model: {complaint}") from None
+
+
 def parse_shapes(text: str | None) -> tuple[tuple[str, int], ...]:
     """`--shape NAME=DIM,...`: NAME is a symbolic dimension of a user ONNX file (its dim_param) or INPUT:AXIS.
 
@@ -197,6 +214,7 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
         raise ModelError(f"{p}: not a readable ONNX model: {type(exc).__name__}: {exc}") from None
     check_external_data(p, model)
     check_opsets(p, model)
+    check_graph(p)
     init_names = {i.name for i in model.graph.initializer}
     inputs = []
     names: set[str] = set()
@@ -212,7 +230,12 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             param = d.dim_param or ""
             axis_key = f"{vi.name}:{i}"
             names.add(axis_key)
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                what = "is fixed at 0 by the model (an empty tensor)" if d.dim_value == 0 else \
+                    f"has the invalid size {d.dim_value}"
+                raise ModelError(f"{p}: input {vi.name!r} axis {i} {what}; the harness feeds inputs of at least "
+                                 f"one element")
+            if d.HasField("dim_value"):
                 if axis_key in shapes and shapes[axis_key] != d.dim_value:
                     raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {d.dim_value} by the "
                                      f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
@@ -229,9 +252,9 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             elif _BATCH_NAMES.match(param) or i == 0:
                 shape.append(BATCH)
             else:
-                raise ModelError(f"{p}: input {vi.name!r} axis {i} is symbolic ({param or '?'}) and "
-                                 f"not a batch or sequence axis; give it a size with "
-                                 f"--shape {param or axis_key}=N")
+                what = f"is symbolic ({param})" if param else "has no declared size (neither a number nor a name)"
+                raise ModelError(f"{p}: input {vi.name!r} axis {i} {what} and not a batch or sequence axis; "
+                                 f"give it a size with --shape {param or axis_key}=N")
         dtype = _numpy_dtype(tt.elem_type, p, vi.name)
         high = 2 if ("mask" in vi.name.lower() or dtype == "bool") else 100
         inputs.append(TensorSpec(vi.name, tuple(shape), dtype, 0, high))

@@ -102,10 +102,10 @@ def trained_weights():
 
 
 def build():
-    import torch
+    from harness.artifacts.cache import load_torch_weights
 
     net = _net()
-    state = torch.load(str(trained_weights().path), map_location="cpu", weights_only=True)
+    state = load_torch_weights(trained_weights().path)
     net.load_state_dict(state)
     return net.eval()
 

@@ -398,3 +398,38 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     branchy = cases["user_factories.branchy-ort-cpu-fp32-b2"]
     assert branchy.status == "error" and "data-dependent control flow" in branchy.reason
     assert (out / "report.html").is_file() and (out / "results.csv").is_file()
+
+
+def test_a_fixed_zero_dimension_is_named_as_such(tmp_path):
+    from onnx import TensorProto, helper
+
+    path = _graph_model(tmp_path / "empty.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 0])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 0])])
+    with pytest.raises(ModelError, match=r"empty.onnx: input 'X' axis 1 is fixed at 0 by the model \(an empty "
+                                         r"tensor\)") as info:
+        spec_from_onnx(path)
+    assert "symbolic" not in str(info.value)
+    unnamed = _graph_model(tmp_path / "unnamed.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                           [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", None])],
+                           [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", None])])
+    with pytest.raises(ModelError, match=r"axis 1 has no declared size \(neither a number nor a name\) and not a "
+                                         r"batch or sequence axis; give it a size with --shape X:1=N"):
+        spec_from_onnx(unnamed)
+
+
+def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from harness.model_files import register_user_model
+
+    w = numpy_helper.from_array(np.ones(4, dtype=np.float32), name="W")
+    path = _graph_model(tmp_path / "dup.onnx", [helper.make_node("Add", ["X", "W"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])],
+                        initializers=[w, w])
+    with pytest.raises(ModelError, match=r"dup.onnx: the ONNX checker rejects the model: W initializer name is "
+                                         r"not unique$"):
+        spec_from_onnx(path)
+    r = _run_case(tmp_path, register_user_model(str(path)), model=[str(path)])
+    assert r.status == "error" and r.samples_ns == [] and "W initializer name is not unique" in r.reason

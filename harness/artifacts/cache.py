@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -12,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.errors import CacheEntryError
 
 ENV_CACHE_DIR = "HARNESS_CACHE_DIR"
 
@@ -79,8 +82,7 @@ class ArtifactCache:
         final_dir = self.root / kind / f"{_safe(label)}-{key[:16]}"
         meta_path = final_dir / "meta.json"
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
-            return Artifact(final_dir / filename, key, True, 0.0, meta)
+            return Artifact(final_dir / filename, key, True, 0.0, verified_meta(final_dir, kind, filename))
         final_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = final_dir.parent / f".tmp-{final_dir.name}-{uuid.uuid4().hex[:8]}"
         tmp_dir.mkdir()
@@ -89,7 +91,9 @@ class ArtifactCache:
             extra = build(tmp_dir / filename) or {}
             build_s = time.perf_counter() - t0
             meta = {"kind": kind, "label": label, "key": key, "key_parts": dict(key_parts),
-                    "build_s": round(build_s, 3), "created": time.time(), **extra}
+                    "build_s": round(build_s, 3), "created": time.time(), **extra,
+                    "files": {p.relative_to(tmp_dir).as_posix(): _file_record(p)
+                              for p in sorted(tmp_dir.rglob("*")) if p.is_file() and not p.is_symlink()}}
             (tmp_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
             try:
                 os.rename(tmp_dir, final_dir)
@@ -97,8 +101,7 @@ class ArtifactCache:
                 if not meta_path.is_file():
                     raise
                 shutil.rmtree(tmp_dir, ignore_errors=True)
-                meta = json.loads(meta_path.read_text())
-                return Artifact(final_dir / filename, key, True, 0.0, meta)
+                return Artifact(final_dir / filename, key, True, 0.0, verified_meta(final_dir, kind, filename))
         except BaseException:
             shutil.rmtree(tmp_dir, ignore_errors=True)
             raise
@@ -150,6 +153,87 @@ class ArtifactCache:
                                                        and now - _mtime(junk) > stale_tmp_s):
                     shutil.rmtree(junk, ignore_errors=True)
         return removed, freed
+
+
+_VERIFIED: dict[Path, tuple[int, int]] = {}  # file -> (size, mtime_ns) when its sha256 last matched
+
+
+def clear_hint(kind: str) -> str:
+    return f"clear it with `harness cache clear --kind {kind}`"
+
+
+def verified_meta(folder: Path, kind: str, filename: str) -> dict[str, Any]:
+    """An entry's meta.json, after checking every file it records (size and sha256) and the artifact's presence.
+
+    A file's hash is checked once per process while its size and mtime stay the same. Raises CacheEntryError
+    naming the entry and the command that clears it. Entries written before files were recorded are checked
+    for presence only.
+    """
+    meta_path = folder / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CacheEntryError(f"{meta_path}: unreadable cache metadata ({_one_line(str(exc))}); "
+                              f"{clear_hint(kind)}") from None
+    if not isinstance(meta, dict):
+        raise CacheEntryError(f"{meta_path}: cache metadata is not a JSON object; {clear_hint(kind)}")
+    files = meta.get("files") or {}
+    if filename not in files and not (folder / filename).is_file():
+        raise CacheEntryError(f"{folder / filename}: missing from its cache entry; {clear_hint(kind)}")
+    for name, rec in files.items():
+        path = folder / name
+        try:
+            st = path.stat()
+        except OSError:
+            raise CacheEntryError(f"{path}: missing from its cache entry; {clear_hint(kind)}") from None
+        stamp = (st.st_size, st.st_mtime_ns)
+        if _VERIFIED.get(path) == stamp:
+            continue
+        if st.st_size != rec.get("size"):
+            raise CacheEntryError(f"{path}: cache entry changed since it was written ({st.st_size} bytes, "
+                                  f"recorded {rec.get('size')}); {clear_hint(kind)}")
+        if _sha256(path) != rec.get("sha256"):
+            raise CacheEntryError(f"{path}: cache entry changed since it was written (sha256 differs from the "
+                                  f"recorded one); {clear_hint(kind)}")
+        _VERIFIED[path] = stamp
+    return meta
+
+
+def load_torch_weights(path: Path | str, kind: str = "weights") -> Any:
+    """torch.load(weights_only=True) of a cached file; a refusal is one line with the path and the fix."""
+    import torch
+
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError (zip), EOFError, ...
+        raise CacheEntryError(f"{path}: cache entry refused by torch.load(weights_only=True): "
+                              f"{_one_line(str(exc), prefer=_TORCH_REFUSAL)}; {clear_hint(kind)}") from None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TORCH_REFUSAL = re.compile(r"unsupported|WeightsUnpickler|GLOBAL|blocked|invalid load key|failed finding central",
+                            re.IGNORECASE)
+
+
+def _one_line(text: str, prefer: re.Pattern[str] | None = None) -> str:
+    """Terminal colour codes stripped; the most telling line (one matching `prefer`, else the first)."""
+    lines = [ln.strip() for ln in _ANSI.sub("", text).splitlines() if ln.strip()]
+    if not lines:
+        return "(no message)"
+    chosen = next((ln for ln in lines if prefer is not None and prefer.search(ln)), lines[0])
+    return chosen[:300]
+
+
+def _file_record(path: Path) -> dict[str, Any]:
+    return {"size": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError, UnsupportedModelError
-from harness.measure.memory import MemorySampler
+from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
@@ -60,11 +60,16 @@ class CaseRunner:
             ensure_user_models(config)
             spec = get_model(case.model)
             if spec.problem:
+                if allocation_failure(spec.problem):  # a factory's forward that ran out of memory at registration
+                    return oom_result(case, "load", config, spec.problem)
                 return CaseResult(case, "error", reason=spec.problem, phase="load")
             unavailable = spec.unavailable_reason()
             if unavailable:
                 return CaseResult(case, "skipped", reason=f"model {spec.name!r} unavailable: {unavailable}",
                                   model_fingerprint=spec.fingerprint())
+            refusal = spec.batch_refusal(case.batch)
+            if refusal:
+                return CaseResult(case, "skipped", reason=refusal, model_fingerprint=spec.fingerprint())
             set_active_cache_dir(config.cache_dir)
             cls = get_runtime(case.runtime)
             precision = Precision(case.precision)
@@ -100,12 +105,15 @@ class CaseRunner:
             memory = sampler.stop(MEMORY_COVERS[reused])
             phase = "accuracy"
             on_phase(phase)
-            reference = self._reference(spec, case, feed, options, runtime, outputs)
+            reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
             override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
             tolerance = spec.tolerance(precision, override)
-            accuracy = compare(reference, outputs, tolerance, classification=spec.task == "classification")
+            accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
             accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
-            reasons = [] if accuracy else [accuracy.message]
+            reasons = [] if ref_check["deterministic"] else [(
+                f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
+                f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
+            reasons += [] if accuracy else [accuracy.message]
             if spec.eval_split is not None:
                 task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio)
                 accuracy_dict["task"] = task.as_dict()
@@ -131,17 +139,18 @@ class CaseRunner:
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
                 details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
                          "model_has_torch_module": spec.build is not None,
+                         "reference_repeat_max_abs": ref_check["repeat_max_abs"]
+                         if math.isfinite(ref_check["repeat_max_abs"]) else None,
                          **blocks,
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
                 device_samples_ns=list(timed.device_samples_ns),
                 precision_recipe=runtime.recipe or str(precision), localization=localization,
+                is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
             )
         except MemoryError as exc:
             self.close()
-            cap = getattr(config, "case_memory_gb", None)
-            return CaseResult(case, "oom", reason=f"MemoryError in phase {phase} (memory cap {cap} GiB): {exc}",
-                              phase=phase, stderr_tail=_tail(traceback.format_exc()))
+            return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}", MemoryError.__name__)
         except UnsupportedModelError as exc:
             self._drop_active()
             return CaseResult(case, "skipped", reason=str(exc), phase=phase)
@@ -149,6 +158,9 @@ class CaseRunner:
             self._drop_active()
             return CaseResult(case, "error", reason=str(exc), phase=phase)
         except Exception as exc:  # noqa: BLE001 - a broken case is a row, never the end of the run
+            if allocation_failure(f"{type(exc).__name__}: {exc}"):  # torch / ORT / CUDA allocators raise these
+                self.close()
+                return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}")
             self._drop_active()
             return CaseResult(case, "error", reason=f"{type(exc).__name__} in phase {phase}: {exc}",
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
@@ -274,19 +286,29 @@ class CaseRunner:
         return self._reference_runtime[1]
 
     def _reference(self, spec: ModelSpec, case: CaseId, feed: dict[str, Any], options: RuntimeOptions,
-                   runtime: Runtime, outputs: dict[str, Any]) -> dict[str, Any]:
-        """FP32 outputs of the model's reference runtime on the same feed (computed once per shape)."""
+                   runtime: Runtime, outputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(reference, judged, check): FP32 outputs of the model's reference runtime on the same feed, computed
+        twice (once per shape) to prove they are deterministic; the outputs to judge against them; and
+        check = {"own": this case is the reference, "deterministic": both runs equal, "repeat_max_abs"}.
+
+        A case that is its own reference is judged by its second run against its first: 0 when the model is
+        deterministic (reports show "reference"), the run-to-run difference when it is not.
+        """
+        own = runtime.name == spec.reference and runtime.precision is Precision.FP32
         key = (spec.name, tuple(sorted(case.dims.items())), feed_digest(feed))
         if any(k[0] != spec.name for k in self._references):
             self._references.clear()  # keep one model's references at a time (LM logits are large)
-        if key in self._references:
-            return self._references[key]
-        if runtime.name == spec.reference and runtime.precision is Precision.FP32:
-            ref = outputs  # this case *is* the reference
-        else:
-            ref = self._reference_rt(spec, options).infer(feed)
-        self._references[key] = ref
-        return ref
+        judged = outputs
+        if key not in self._references:
+            infer = runtime.infer if own else self._reference_rt(spec, options).infer
+            first = {k: np.array(v, copy=True) for k, v in (outputs if own else infer(feed)).items()}
+            second = infer(feed)  # a runtime may reuse its output buffers: `first` is a copy
+            if own:
+                judged = second
+            diff = repeat_max_abs(first, second)
+            self._references[key] = (first, diff)
+        ref, diff = self._references[key]
+        return ref, judged, {"own": own, "deterministic": diff == 0.0, "repeat_max_abs": diff}
 
     def _drop_active(self) -> None:
         if self._active is not None:
@@ -321,6 +343,31 @@ def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
                           compile_mode=getattr(config, "compile_mode", "default"))
 
 
+def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
+    """Largest difference between two runs' outputs: 0.0 when identical (NaN matching NaN, inf matching inf),
+    inf when names, shapes or dtypes differ or a value is NaN in one run only."""
+    if set(first) != set(second):
+        return math.inf
+    worst = 0.0
+    for name, a in first.items():
+        a, b = np.asarray(a), np.asarray(second[name])
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return math.inf
+        if not a.size:
+            continue
+        same = a == b
+        if a.dtype.kind in "fc":
+            same |= np.isnan(a) & np.isnan(b)
+            wide = np.complex128 if a.dtype.kind == "c" else np.float64
+            with np.errstate(invalid="ignore"):  # inf - inf: masked by `same`
+                d = np.abs(np.subtract(a, b, dtype=wide))
+        else:
+            d = np.abs(np.subtract(a, b, dtype=np.float64)) if a.dtype.kind in "iu" else (~same).astype(np.float64)
+        d = np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
+        worst = max(worst, float(d.max()))
+    return worst
+
+
 def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
     """One of `repeats` measurement blocks: 1/repeats of the minimum time and iterations (warm-up unchanged)."""
     if repeats <= 1:
@@ -332,7 +379,9 @@ def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
 def run_shapes(spec: ModelSpec, config: Any) -> tuple[dict[str, int], ...]:
     """Every shape the run gives this model (engines with optimisation profiles cover them at activation)."""
     seqs = config.seq_lens if spec.has_seq else (None,)
-    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in config.batch_sizes for s in seqs)
+    fixed = spec.fixed_batch()
+    batches = (fixed[0],) if fixed else config.batch_sizes
+    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in batches for s in seqs)
 
 
 def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_cv: float) -> dict[str, Any]:
@@ -380,6 +429,15 @@ def ensure_user_models(config: Any) -> None:
     for path in getattr(config, "user_models", ()):
         if user_model_name(path) not in _MODELS:
             register_user_model(path, getattr(config, "shapes", ()))
+
+
+def oom_result(case: CaseId, phase: str, config: Any, message: str, marker: str = "") -> CaseResult:
+    """An `oom` row for an allocation failure raised in this process, with the size asked for when said."""
+    failure = allocation_failure(message) or AllocationFailure(marker or "allocation", None)
+    return CaseResult(case, "oom", reason=oom_reason(failure, phase, getattr(config, "case_memory_gb", None),
+                                                     message),
+                      phase=phase, stderr_tail=_tail(traceback.format_exc()),
+                      details={"oom_requested_bytes": failure.requested_bytes})
 
 
 def _tail(text: str, lines: int = 20, chars: int = 4000) -> str:

@@ -24,9 +24,9 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from harness.measure.memory import ALLOCATION_MARKERS, allocation_failure, oom_reason
 from harness.results.schema import CaseId, CaseResult
 
-_OOM_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "std::length_error")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -181,20 +181,23 @@ class IsolatedExecutor:
         code = proc.exitcode if proc is not None else None
         tail = self._stderr_tail(log_offset)
         self._reap()
-        cap = f"{config.case_memory_gb:g} GiB" if config.case_memory_gb else "none"
+        failure = allocation_failure(tail)
+        signame = None
         if code is not None and code < 0:
             try:
                 signame = signal.Signals(-code).name
             except ValueError:
                 signame = f"signal {-code}"
-            if any(m in tail for m in _OOM_MARKERS):
-                return CaseResult(case, "oom", phase=phase, signal=signame, stderr_tail=tail,
-                                  reason=f"out of memory in phase {phase} ({signame}; memory cap {cap})",
-                                  duration_s=round(elapsed, 3))
+        how = f"the worker died ({signame})" if signame else f"the worker exited with status {code}"
+        if failure is not None:
+            line = next((ln for ln in reversed(tail.splitlines()) if any(m in ln for m in ALLOCATION_MARKERS)), "")
+            return CaseResult(case, "oom", phase=phase, signal=signame, stderr_tail=tail,
+                              reason=f"{oom_reason(failure, phase, config.case_memory_gb, line)}; {how}",
+                              details={"oom_requested_bytes": failure.requested_bytes}, duration_s=round(elapsed, 3))
+        if signame:
             return CaseResult(case, "crashed", phase=phase, signal=signame, stderr_tail=tail,
                               reason=f"worker killed by {signame} in phase {phase}", duration_s=round(elapsed, 3))
-        status = "oom" if any(m in tail for m in _OOM_MARKERS) else "crashed"
-        return CaseResult(case, status, phase=phase, stderr_tail=tail,
+        return CaseResult(case, "crashed", phase=phase, stderr_tail=tail,
                           reason=f"worker exited with status {code} in phase {phase}", duration_s=round(elapsed, 3))
 
     def _stderr_tail(self, offset: int, lines: int = 20, chars: int = 4000) -> str:

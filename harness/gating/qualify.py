@@ -210,6 +210,8 @@ def load_spec(path: str | Path) -> QualifySpec:
         except (UsageError, ValueError) as exc:
             raise SpecError(f"{cw}: {exc}") from None
         batch = int(_number(cw, "batch", rc["batch"], integer=True, minimum=1))
+        if spec.batch_refusal(batch):
+            raise SpecError(f"{cw}: {spec.batch_refusal(batch)}")
         seq = rc.get("seq")
         if spec.has_seq and seq is None:
             raise SpecError(f"{cw}: model {spec.name!r} has a sequence axis: give seq = N")

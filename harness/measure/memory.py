@@ -275,3 +275,63 @@ class MemorySampler:
 
 def _mb(value: int | float | None) -> float | None:
     return None if value is None else round(value / MB, 2)
+
+
+# ---------------------------------------------------------------------------------------- allocation failures
+
+# What runtimes say when an allocation fails (in an exception's text or a dead worker's stderr).
+ALLOCATION_MARKERS = ("MemoryError", "bad_alloc", "Failed to allocate", "failed to allocate", "Unable to allocate",
+                      "Cannot allocate memory", "can't allocate memory", "not enough memory", "out of memory",
+                      "OutOfMemoryError", "std::length_error")
+_UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+_SIZE_PATTERNS = (
+    re.compile(r"tried to allocate (\d+) bytes", re.IGNORECASE),                              # torch CPU allocator
+    re.compile(r"requested buffer of size (\d+)"),                                   # ONNX Runtime arena
+    re.compile(r"(?:tried to allocate|unable to allocate|asked for) ([\d.]+) ?(B|[KMGTPE]i?B)\b", re.IGNORECASE),  # CUDA, numpy
+    re.compile(r"allocat\w* (\d+) bytes", re.IGNORECASE),
+)
+
+
+@dataclass(frozen=True)
+class AllocationFailure:
+    """An allocation that failed: the marker found and the size asked for (bytes; None when not said)."""
+
+    marker: str
+    requested_bytes: int | None
+
+    def describe(self) -> str:
+        if self.requested_bytes is None:
+            return "an allocation failed"
+        return f"an allocation asked for {format_bytes(self.requested_bytes)}"
+
+
+def allocation_failure(text: str) -> AllocationFailure | None:
+    """The allocation failure `text` reports (torch, CUDA, ONNX Runtime, numpy, C++ bad_alloc), or None."""
+    marker = next((m for m in ALLOCATION_MARKERS if m in text), None)
+    if marker is None:
+        return None
+    for pattern in _SIZE_PATTERNS:
+        m = pattern.search(text)
+        if m:
+            unit = m.group(2) if m.lastindex and m.lastindex >= 2 else "B"
+            scale = next((v for k, v in _UNITS.items() if k.lower() == unit.lower()), 1)
+            return AllocationFailure(marker, int(float(m.group(1)) * scale))
+    return AllocationFailure(marker, None)
+
+
+def oom_reason(failure: AllocationFailure, phase: str, cap_gb: float | None, detail: str = "") -> str:
+    """One line for an `oom` case: what was asked for, in which phase, under which cap, and the runtime's words."""
+    cap = f"{cap_gb:g} GiB" if cap_gb else "none"
+    detail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", detail)  # onnxruntime colours its log lines
+    first = next((ln.strip() for ln in detail.splitlines() if ln.strip()), "")
+    tail = f": {first[:300]}" if first else ""
+    return f"out of memory in phase {phase}: {failure.describe()} (memory cap {cap}){tail}"
+
+
+def format_bytes(n: float) -> str:
+    """1.5 GiB, 48.0 GiB, 3.6 TiB: binary units, one decimal."""
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        if n >= _UNITS[unit]:
+            return f"{n / _UNITS[unit]:.1f} {unit}"
+    return f"{int(n)} B"

@@ -18,8 +18,8 @@ from markupsafe import Markup
 from harness.model import get_model
 from harness.report import charts
 from harness.report.progress import noise_lines
-from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_tables, run_labels,
-                                   skip_reasons)
+from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
+                                   run_labels, skip_reasons)
 from harness.results.schema import BROKEN, RunResults
 from harness.results.store import atomic_write_text
 
@@ -209,7 +209,9 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
         models=models, refs=refs, onnx_only=onnx_only,
-        rows=rows, fmt=_fmt, skips=skip_reasons(runs), env_rows=_env_rows(runs),
+        rows=rows, fmt=_fmt,
+        dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),
+        skips=skip_reasons(runs), env_rows=_env_rows(runs),
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
@@ -273,6 +275,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
             _pct(ref_p50.get((r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source)),
                  r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
             for r in measured.itertuples()]
+        measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]
         cols = ["model", "runtime", "precision", "batch", "seq", "latency_p50_ms", "latency_p99_ms",
                 "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
         view = measured[cols].rename(columns={"latency_p50_ms": "p50 ms", "latency_p99_ms": "p99 ms",

@@ -20,7 +20,7 @@ CSV_COLUMNS = (
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
     "reason", "onnx_path",
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
-    "reference_runtime", "source",
+    "reference_runtime", "drift_note", "source",
 )
 MEASURED = ("passed", "failed")
 
@@ -58,8 +58,18 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "host_peak_mb": getattr(r, "host_peak_mb", None), "gpu_peak_mb": getattr(r, "gpu_peak_mb", None),
         "p99_abs": acc.get("p99_abs"), "task_accuracy": task.get("accuracy"),
         "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
-        "reference_runtime": r.reference_runtime, "source": source,
+        "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
     }
+
+
+def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
+    """A drift figure as a table shows it: "reference" for the reference case itself, the figure marked
+    "(nondeterministic ref)" when the reference's own runs disagreed, "-" when not measured."""
+    if note == "reference":
+        return "reference"
+    v = _num(value)
+    text = "-" if v is None else fmt(v)
+    return f"{text} (nondeterministic ref)" if note else text
 
 
 def cases_frame(runs: RunResults | Sequence[RunResults]) -> pd.DataFrame:
@@ -113,8 +123,11 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                 "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
                                 if m.comparable},
             })
-        rows.append({"metric": Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True), "best": None,
-                     "values": {c: _num(cols[c]["rel_l2"]) for c in labels}, "improvement": {}})
+        drift = Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True)
+        rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
+                     "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
+                               for c in labels},
+                     "improvement": {}})
         tables.append({
             "model": model, "precision": precision, "batch": int(batch),
             "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
@@ -150,7 +163,7 @@ def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFr
     df["speedup_vs_fp32"] = [speedup(r) for r in df.itertuples()]
     cols = ["runtime", "precision", "batch", "seq", "source", "status", "speedup_vs_fp32", "latency_p50_ms",
             *[m.key for m in DRIFT_METRICS], "p99_abs", "task_accuracy", "task_accuracy_ratio",
-            "precision_recipe", "reason"]
+            "precision_recipe", "reason", "drift_note"]
     order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
     for model, group in df.groupby("model", sort=False):
         g = group.assign(_p=group["precision"].map(order).fillna(9))

@@ -96,6 +96,19 @@ class CaseResult:
     device_samples_ns: list[int] = field(default_factory=list)
     precision_recipe: str | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
     localization: dict[str, Any] | None = None  # layer-wise drift findings (harness.accuracy.localize)
+    # True when this case is its model's FP32 reference runtime: its drift compares two of its own runs, so
+    # reports show "reference" in the drift cells, not a measured drift of 0
+    is_reference: bool = False
+    # False when the reference runtime's FP32 outputs differed between two runs on the same feed: the drift
+    # figures are then marked "nondeterministic reference" (None: not checked, e.g. older results)
+    reference_deterministic: bool | None = None
+
+    @property
+    def drift_note(self) -> str:
+        """How to read this case's drift figures: "reference", "nondeterministic reference" or ""."""
+        if self.reference_deterministic is False:
+            return "nondeterministic reference"
+        return "reference" if self.is_reference else ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

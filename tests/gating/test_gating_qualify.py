@@ -201,3 +201,16 @@ def test_sample_specs_parse(fakes):
 
     doc = tomllib.loads(text)
     assert all(set(c) <= {"model", "runtime", "precision", "batch", "seq", "require"} for c in doc["case"])
+
+
+def test_a_case_at_a_batch_its_model_fixes_otherwise_is_refused(tmp_path, fakes, monkeypatch):
+    from harness.model import _MODELS, ModelSpec, TensorSpec
+
+    monkeypatch.setitem(_MODELS, "fixed-one", ModelSpec("fixed-one", (TensorSpec("x", (1, 4)),), ("y",),
+                                                        onnx_path=tmp_path / "one.onnx"))
+    p = tmp_path / "fixed.toml"
+    p.write_text(GOOD.replace('model = "fake-linear"\nruntime = "fake-ok-b"',
+                              'model = "fixed-one"\nruntime = "fake-ok-b"'))
+    with pytest.raises(SpecError, match=r"case 2: one.onnx fixes input 'x' axis 0 at 1; --batch-sizes 4 does not "
+                                        r"apply"):
+        load_spec(p)

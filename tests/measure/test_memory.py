@@ -114,3 +114,49 @@ def test_stop_is_idempotent_and_close_stops_the_thread():
     s.close()
     assert not s._thread.is_alive()
     assert s.stop() is s.report and s.report.figures["covers"] == "the case ended early"
+
+
+# Messages as the allocators print them (torch 2.x CPU, CUDA caching allocator, ONNX Runtime's arena, numpy).
+ALLOCATION_MESSAGES = [
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
+     "to allocate 4398046511104 bytes.", 4398046511104, "4.0 TiB"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 GiB. GPU 0 has a total capacity of "
+     "79.19 GiB of which 30.12 GiB is free.", 48 * 2**30, "48.0 GiB"),
+    ("Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running ConstantOfShape node. "
+     "Name:'' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 void* "
+     "onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) Failed to allocate memory "
+     "for requested buffer of size 4000000000000", 4 * 10**12, "3.6 TiB"),
+    ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 3.64 TiB for an array with shape "
+     "(1000000000000,) and data type float32", int(3.64 * 2**40), "3.6 TiB"),
+    ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", None, None),
+]
+
+
+@pytest.mark.parametrize("text, size, shown", ALLOCATION_MESSAGES)
+def test_allocation_failures_are_recognised_with_the_size_asked_for(text, size, shown):
+    from harness.measure.memory import allocation_failure, oom_reason
+
+    failure = allocation_failure(text)
+    assert failure is not None and failure.requested_bytes == size
+    reason = oom_reason(failure, "run", 8.0, text)
+    assert reason.startswith("out of memory in phase run: ") and "(memory cap 8 GiB)" in reason
+    assert (f"asked for {shown}" in reason) if shown else ("an allocation failed" in reason)
+
+
+@pytest.mark.parametrize("text", ["ValueError: operands could not be broadcast together with shapes (2,) (3,)",
+                                  "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x4 and 5x3)", ""])
+def test_other_errors_are_not_allocation_failures(text):
+    from harness.measure.memory import allocation_failure
+
+    assert allocation_failure(text) is None
+
+
+def test_oom_reason_is_one_line_without_colour_codes():
+    from harness.measure.memory import allocation_failure, oom_reason
+
+    log = ("\x1b[1;31m2026-11-23 19:48:36.898 [E:onnxruntime:, sequential_executor.cc:677 ExecuteKernel] Non-zero "
+           "status code returned while running Expand node. Status Message: Failed to allocate memory for requested "
+           "buffer of size 51539607552\n\x1b[m")
+    reason = oom_reason(allocation_failure(log), "warmup", None, log)
+    assert reason.startswith("out of memory in phase warmup: an allocation asked for 48.0 GiB (memory cap none): ")
+    assert "\x1b" not in reason and "\n" not in reason

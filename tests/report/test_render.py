@@ -141,3 +141,24 @@ def test_onnx_only_models_say_their_reference_is_onnx_runtime():
         c.details = {"model_has_torch_module": False}
     assert "an ONNX-only model (no PyTorch module)" in render_html(run)
     assert "ONNX-only" not in render_html(fixture_run())
+
+
+def test_the_reference_case_reads_reference_in_every_drift_table():
+    from harness.report.render import render_markdown
+    from harness.report.terminal import terminal_table
+
+    run = fixture_run()
+    ref, other = run.cases[0], run.cases[1]
+    ref.is_reference, ref.reference_deterministic = True, True
+    other.reference_deterministic = True
+    (table,) = comparison_tables(run, {EVIL: "torch-cpu"})
+    drift_row = next(r for r in table["rows"] if r["metric"].key == "rel_l2")
+    assert drift_row["cells"] == {"torch-cpu": "reference", "ort-cpu": "3e-07"}
+    html = render_html(run)
+    assert "<td>reference</td>" in html and html.count(">reference<") >= 6
+    md = render_markdown(run)
+    assert "| reference " in md
+    assert "reference" in terminal_table(run).splitlines()[1]
+    assert list(cases_frame(run)["drift_note"]) == ["reference", "", "", ""]
+    other.reference_deterministic = False  # the reference's two runs differed: the figure is marked, kept
+    assert "3e-07 (nondeterministic ref)" in terminal_table(run)
