@@ -43,8 +43,10 @@ def raw_options(config: pytest.Config) -> dict[str, Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     raw = raw_options(config)
-    if CARRIED_KEY not in config.stash and any(v not in (None, False) for v in raw.values()):
-        _session(config)  # validate early: a bad name is a usage error before collection
+    if CARRIED_KEY in config.stash or any(v not in (None, False) for v in raw.values()):
+        # now, before collection: a bad name is a usage error, and the progress stream is taken while
+        # pytest's output capture is suspended (taken during collection it would write into the capture)
+        _session(config)
 
 
 class RunConfigCarrier:
