@@ -227,21 +227,11 @@ def _case_sigmas(table: Any, where: str) -> dict[str, float]:
 
 
 def read_toml(path: Path, error: type[UsageError] = UsageError, what: str = "file") -> dict[str, Any]:
-    """A TOML file as a dict; `error` naming the file when it is missing, unreadable, not text or not TOML."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise error(f"{path}: no such {what}") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise error(f"{path}: not a text file") from None
+    """A TOML file as a dict through the one stored-file reader (bounded: size, encoding, nesting, integers);
+    `error` naming the file when it is missing, unreadable, not text or not TOML."""
+    from harness.results.stored import read_toml as bounded
+
+    return bounded(path, error, what)
 
 
 def _gate_list(value: Any, where: str) -> tuple[Gate, ...]:
