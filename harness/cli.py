@@ -121,11 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify}[args.command](args)
-    except UsageError as exc:
-        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except HarnessError as exc:
-        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+    except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
+        from harness.display import visible
+
+        print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -385,11 +385,12 @@ def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
     """certificate.json and a self-contained certificate.html in `out_dir`."""
     import jinja2
 
+    from harness.display import finalize
     from harness.results.store import atomic_write_text
 
     doc = cert.as_dict()
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=finalize)
     html = env.get_template("certificate.html.j2").render(c=doc, fmt=_fmt)
     return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
                                                   json.dumps(_finite(doc), indent=1)),
