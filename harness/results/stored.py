@@ -28,9 +28,11 @@ class _Refused(Exception):
 
 
 def read_text(path: str | Path, what: str = "results file", error: type[HarnessError] = ResultsError,
-              max_bytes: int = MAX_JSON_BYTES) -> str:
-    """A stored file as text: it exists, is no larger than `max_bytes`, is UTF-8 and holds no NUL bytes."""
+              max_bytes: int | None = None) -> str:
+    """A stored file as text: it exists, is no larger than `max_bytes` (default MAX_JSON_BYTES), is UTF-8 and
+    holds no NUL bytes."""
     path = Path(path)
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
     try:
         size = path.stat().st_size
         if size > max_bytes:
