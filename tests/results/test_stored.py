@@ -287,3 +287,16 @@ def test_the_depth_scan_ignores_brackets_inside_strings(tmp_path):
     d["config"]["note"] = "[" * 10_000
     p = _bad(tmp_path, json.dumps(d).encode())
     assert read_json_object(p)["config"]["note"] == "[" * 10_000
+
+
+def test_the_readme_examples_are_what_the_cli_prints(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    d = good_doc()
+    d["cases"][3]["samples_ns"][0] = -5
+    Path("results.json").write_text(json.dumps(d, indent=1))
+    Path("model.pt").write_bytes(b"PK\x03\x04\x00\x00\x08\x00\x80\x81")
+    assert main(["report", "results.json"]) == 2
+    assert main(["compare", "model.pt", "results.json"]) == 2
+    readme = (REPO / "README.md").read_text()
+    for line in capsys.readouterr().err.splitlines():
+        assert line in readme, line
