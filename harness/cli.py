@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.config import OPTIONS, RunConfig
+from harness.display import visible
 from harness.errors import HarnessError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -122,8 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
-        from harness.display import visible
-
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -280,7 +279,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                                       append=args.append, keep=args.keep)
         runs = baseline.load_baseline_runs(path)
         print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
-              f"{', '.join(r.run_id for r in runs)}): {path}")
+              f"{visible(', '.join(r.run_id for r in runs))}): {path}")
         return EXIT_OK
     infos = baseline.list_baselines(args.dir)
     if args.json:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.stored import BundleDoc, read_json_object, validate
@@ -156,10 +157,11 @@ def load_baseline(name_or_path: str | Path, directory: str | Path | None = None)
 
 
 def describe(info: BaselineInfo) -> str:
+    """One line of `harness baseline ls` (stored text made `visible`)."""
     if info.problem:
-        return f"{info.name:<20} BROKEN: {info.problem}"
+        return visible(f"{info.name:<20} BROKEN: {info.problem}")
     runs = f"{info.runs} runs, newest {info.run_id}" if info.runs > 1 else f"run {info.run_id}"
-    return f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}"
+    return visible(f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}")
 
 
 def as_json(infos: list[BaselineInfo]) -> str:

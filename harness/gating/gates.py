@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.stored import read_toml
 
 # Gate statistic -> the latency quantile it reads (latency: lower is better).
 STATISTICS: dict[str, float] = {"median": 0.50, "p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
@@ -162,7 +163,7 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
     cli_gates = parse_gates(gates)
     if path is None:
         return GateConfig(gates=cli_gates) if cli_gates else GateConfig()
-    doc = read_toml(Path(path))
+    doc = read_toml(Path(path), UsageError, "gate config")
     where = str(path)
     unknown = sorted(set(doc) - _FILE_KEYS)
     if unknown:
@@ -224,14 +225,6 @@ def _case_sigmas(table: Any, where: str) -> dict[str, float]:
     if not isinstance(table, dict):
         raise UsageError(f"{where}: [run_sigma_cases] must be a table of case ids = numbers")
     return {str(k): float(_num(table, k, 0.0, f"{where}: run_sigma_cases")) for k in table}
-
-
-def read_toml(path: Path, error: type[UsageError] = UsageError, what: str = "file") -> dict[str, Any]:
-    """A TOML file as a dict through the one stored-file reader (bounded: size, encoding, nesting, integers);
-    `error` naming the file when it is missing, unreadable, not text or not TOML."""
-    from harness.results.stored import read_toml as bounded
-
-    return bounded(path, error, what)
 
 
 def _gate_list(value: Any, where: str) -> tuple[Gate, ...]:

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.display import visible
 from harness.errors import UsageError
-from harness.gating.gates import read_toml
+from harness.results.stored import read_toml
 from harness.results.schema import CaseId, CaseResult, RunResults, _finite
 
 
@@ -322,9 +323,9 @@ class Certificate:
         lines = []
         for r in self.requirements:
             margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
-            lines.append(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}")
-        lines.append(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
-                     f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)")
+            lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}"))
+        lines.append(visible(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
+                             f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)"))
         return "\n".join(lines)
 
 
