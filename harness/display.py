@@ -11,7 +11,7 @@ _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u
 _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
 # OWASP CSV injection: a cell beginning with one of these is read as a formula by spreadsheet programs.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan|infinity)", re.I)
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan|infinity)", re.IGNORECASE)
 
 
 def visible(text: Any) -> str:

@@ -15,13 +15,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
-from harness.results.stored import BundleDoc, read_json_object, validate
 from harness.results.store import atomic_write_text
+from harness.results.stored import BundleDoc, read_json_object, validate
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
 BASELINE_SCHEMA = 1

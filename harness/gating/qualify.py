@@ -34,8 +34,8 @@ from typing import Any
 
 from harness.display import visible
 from harness.errors import UsageError
-from harness.results.stored import read_toml
 from harness.results.schema import CaseId, CaseResult, RunResults, _finite
+from harness.results.stored import read_toml
 
 
 class SpecError(UsageError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.display import visible
-from harness.results.schema import RunResults
 from harness.report.tables import cases_frame
+from harness.results.schema import RunResults
 
 
 def terminal_table(run: RunResults, width: int = 160) -> str:

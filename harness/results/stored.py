@@ -20,7 +20,7 @@ MAX_TOML_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 40
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 class _Refused(Exception):
