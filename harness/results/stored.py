@@ -65,7 +65,7 @@ def read_json_object(path: str | Path, what: str = "results file") -> dict[str, 
         raise ResultsError(f"{path}: {_line_col(text, deep)}: nested more than {MAX_DEPTH} levels deep: "
                            f"not a {what}")
     try:
-        doc = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
     except _Refused as exc:
         raise ResultsError(f"{path}: {_locate(text, str(exc))}: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -130,14 +130,26 @@ def _parse_int(s: str) -> int:
     return int(s)
 
 
+def _parse_float(s: str) -> float:
+    v = float(s)
+    if not math.isfinite(v):
+        raise _Refused(f"{s[:20]} overflows to infinity (a latency or statistic must be finite)")
+    return v
+
+
 def _parse_constant(s: str) -> float:
     raise _Refused(f"{s} is not a JSON number (a latency or statistic must be finite)")
 
 
 def _locate(text: str, message: str) -> str:
-    """line/column of what a parse hook refused: a long digit run or a NaN/Infinity token."""
+    """line/column of what a parse hook refused: a long digit run, an overflowing float, NaN/Infinity."""
     stripped = _STRING.sub(lambda s: " " * len(s.group()), text)
-    pattern = rf"\d{{{MAX_INT_DIGITS + 1},}}" if "digits" in message else r"-?(?:NaN|Infinity)"
+    if "digits" in message:
+        pattern = rf"\d{{{MAX_INT_DIGITS + 1},}}"
+    elif "overflows" in message:
+        pattern = re.escape(message.split(" ", 1)[0])
+    else:
+        pattern = r"-?(?:NaN|Infinity)"
     m = re.search(pattern, stripped)
     return _line_col(text, m.start()) if m else "somewhere"
 

@@ -97,6 +97,8 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str]] = [
      "NaN is not a JSON number"),
     ("Infinity token", _text(lambda t: t.replace('"p50_ms": ', '"p50_ms": -Infinity, "x": ', 1)),
      "-Infinity is not a JSON number"),
+    ("1e999 overflows", _text(lambda t: t.replace('"p50_ms": ', '"p50_ms": 1e999, "x": ', 1)),
+     "1e999 overflows to infinity"),
     ("inf sample string", _mutate(_set("cases.0.samples_ns.3", "inf")), "cases[0].samples_ns[3]: input should be a valid integer"),
     ("negative sample", _mutate(_set("cases.1.samples_ns.4", -5)), "cases[1].samples_ns[4]: -5 ns: a latency sample must be positive"),
     ("zero sample", _mutate(_set("cases.0.samples_ns.0", 0)), "cases[0].samples_ns[0]: 0 ns"),
