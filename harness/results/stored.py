@@ -86,6 +86,12 @@ def read_toml(path: str | Path, error: type[HarnessError] = ResultsError, what: 
         import tomli as tomllib  # type: ignore[no-redef]
     path = Path(path)
     text = read_text(path, what, error, MAX_TOML_BYTES)
+    deep = _too_deep(text)
+    if deep is not None:
+        raise error(f"{path}: {_line_col(text, deep)}: nested more than {MAX_DEPTH} levels deep: not a {what}")
+    long = re.search(rf"\d(?:_?\d){{{MAX_INT_DIGITS},}}", _STRING.sub(lambda m: " " * len(m.group()), text))
+    if long:
+        raise error(f"{path}: {_line_col(text, long.start())}: a number of more than {MAX_INT_DIGITS} digits")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -254,10 +254,10 @@ def test_baseline_save_refuses_an_incomplete_or_interrupted_run(tmp_path, capsys
 # ---- TOML: gate configs and qualification specs ----------------------------------------------------------------
 
 HOSTILE_TOML: list[tuple[str, bytes, str]] = [
-    ("deep arrays", b"gates = " + b"[" * 3000 + b"]" * 3000, "nested"),
-    ("deep tables", ("x = " + "{a = " * 100 + "1" + "}" * 100).encode(), "nested more than"),
-    ("huge integer", b"seed = " + b"9" * 5000, "not valid TOML"),
-    ("long integer", b"seed = " + b"9" * 60, f"seed: an integer of more than {MAX_INT_DIGITS} digits"),
+    ("deep arrays", b"gates = " + b"[" * 3000 + b"]" * 3000, f"line 1 column {9 + MAX_DEPTH}: nested more than"),
+    ("deep tables", ("x = " + "{a = " * 100 + "1" + "}" * 100).encode(), "line 1 column 325: nested more than"),
+    ("huge integer", b"seed = " + b"9" * 5000, f"line 1 column 8: a number of more than {MAX_INT_DIGITS} digits"),
+    ("long integer", b"\nseed = 1_" + b"9" * 60, "line 2 column 8: a number of more than"),
     ("latin-1", 'gates = ["m\u00e9dian:10%"]'.encode("latin-1"), "not UTF-8 text"),
     ("binary", bytes(range(256)), "not UTF-8 text"),
     ("NUL", b'gates = ["median:10%"]\x00', "NUL character"),
