@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -215,10 +216,20 @@ def _measured(table: Any, where: str) -> dict[str, Any]:
         if key in table:
             _num(table, key, 0.0, f"{where}: gate_check")
     power = table.get("power", {})
-    if not isinstance(power, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              for v in power.values()):
-        raise UsageError(f"{where}: gate_check.power must be a table of level = power (numbers)")
+    if not isinstance(power, dict) or not all(_level(k) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and 0 <= v <= 1 for k, v in power.items()):
+        raise UsageError(f"{where}: gate_check.power must be a table of level = power (\"10%\" = 0.93: "
+                         f"a slowdown level = a power between 0 and 1)")
     return dict(table)
+
+
+def _level(key: str) -> bool:
+    """A slowdown level as gate-check writes it ("10%"), or as a fraction ("0.1")."""
+    try:
+        level = float(key[:-1]) / 100 if key.endswith("%") else float(key)
+    except ValueError:
+        return False
+    return 0 < level < 10
 
 
 def _case_sigmas(table: Any, where: str) -> dict[str, float]:
@@ -237,6 +248,8 @@ def _num(doc: Mapping[str, Any], key: str, default: float, where: str) -> float:
     v = doc.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise UsageError(f"{where}: {key} = {v!r} is not a number")
+    if not math.isfinite(v):
+        raise UsageError(f"{where}: {key} = {v!r} is not a finite number")
     return v
 
 

@@ -302,3 +302,47 @@ def test_the_readme_examples_are_what_the_cli_prints(tmp_path, monkeypatch, caps
     readme = (REPO / "README.md").read_text()
     for line in capsys.readouterr().err.splitlines():
         assert line in readme, line
+
+
+GATES_TOML = ('gates = ["median:10%"]\nconfidence = 0.99\nresamples = 2000\nseed = 1\ndrift = true\nrun_sigma = 0.04\n'
+              '[run_sigma_cases]\n"mlp-ort-cpu-fp32-b1" = 0.2\n[models.mlp]\ngates = ["median:5%"]\n'
+              '[gate_check]\ncases = 3\nfalse_alarm_rate = 0.01\npower = {"10%" = 0.9}\n')
+WRONG = ['"x"', "[1, \"a\"]", "{a = 1}", "true", "nan", "-inf", "1e400"]
+
+
+def _toml_variants(text: str) -> list[tuple[str, str]]:
+    """Every `key = value` line of `text` with its value replaced by each of WRONG (a wrong type or a
+    non-finite number), as (id, new text)."""
+    out = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        key = line.split(" = ", 1)[0] if " = " in line and not line.startswith("#") else None
+        for repl in WRONG if key else ():
+            out.append((f"{key}={repl}", "\n".join([*lines[:i], f"{key} = {repl}", *lines[i + 1:]])))
+    return out
+
+
+@pytest.mark.parametrize("variant", _toml_variants(GATES_TOML), ids=lambda v: v[0])
+def test_a_gate_config_with_a_wrong_value_anywhere_is_one_line(tmp_path, good, capsys, variant):
+    key, text = variant
+    bad = _bad(tmp_path, text.encode(), "gates.toml")
+    rc = main(["compare", str(good), str(good), "--gate-config", str(bad)])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    if rc == 2:
+        assert captured.err.count("\n") == 1 and str(bad) in captured.err
+    else:  # a value of another type that still means something (e.g. drift = true kept)
+        assert key.startswith("drift=true") or key.startswith("strict"), (key, rc, captured.err)
+
+
+@pytest.mark.parametrize("variant", [v for v in _toml_variants(SPEC.read_text()) if not v[0].startswith("#")][::3],
+                         ids=lambda v: v[0])
+def test_a_spec_with_a_wrong_value_anywhere_is_one_line(tmp_path, good, capsys, variant):
+    key, text = variant
+    bad = _bad(tmp_path, text.encode(), "spec.toml")
+    rc = main(["qualify", str(bad), "--results", str(good), "--out", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert rc in (1, 2) or key.split("=")[0] in ("description", "drift_within_tolerance"), (key, rc)
+    if rc == 2:
+        assert captured.err.count("\n") == 1 and str(bad) in captured.err
