@@ -306,9 +306,25 @@ def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> No
             raise ResultsError(f"{where}.{key}: {v}: a latency must be positive")
     if "iterations" in lat and lat["iterations"] != len(samples_ns):
         raise ResultsError(f"{where}.iterations: {lat['iterations']} but samples_ns holds {len(samples_ns)} samples")
-    derived = {"p50_ms": statistics.median(samples_ns) / 1e6, "min_ms": min(samples_ns) / 1e6,
-               "max_ms": max(samples_ns) / 1e6, "mean_ms": math.fsum(samples_ns) / len(samples_ns) / 1e6}
-    for key, want in derived.items():
+    for key, want in _derived(samples_ns).items():
         if key in lat and not math.isclose(lat[key], want, rel_tol=1e-6, abs_tol=1e-6):
-            raise ResultsError(f"{where}.{key}: {lat[key]:.6g} ms but the samples (samples_ns) give {want:.6g} ms: "
-                               f"statistics that disagree with the raw samples")
+            unit = " ms" if key.endswith("_ms") else ""
+            raise ResultsError(f"{where}.{key}: {lat[key]:.6g}{unit} but the samples (samples_ns) give "
+                               f"{want:.6g}{unit}: statistics that disagree with the raw samples")
+
+
+def _derived(samples_ns: list[int]) -> dict[str, float]:
+    """What harness.measure.stats.latency_stats gives for these samples (numpy's linear percentiles), in ms."""
+    s = sorted(samples_ns)
+
+    def pct(q: float) -> float:
+        rank = q / 100 * (len(s) - 1)
+        lo = math.floor(rank)
+        hi = min(lo + 1, len(s) - 1)
+        return (s[lo] + (s[hi] - s[lo]) * (rank - lo)) / 1e6
+
+    mean = math.fsum(s) / len(s) / 1e6
+    std = statistics.stdev(s) / 1e6 if len(s) > 1 else 0.0
+    return {"p50_ms": pct(50), "p90_ms": pct(90), "p95_ms": pct(95), "p99_ms": pct(99), "min_ms": s[0] / 1e6,
+            "max_ms": s[-1] / 1e6, "mean_ms": mean, "std_ms": std, "iqr_ms": pct(75) - pct(25),
+            "cv": std / mean if mean > 0 else 0.0}

@@ -107,6 +107,8 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str]] = [
     ("-inf p50 string", _mutate(_set("cases.3.latency.p50_ms", "-inf")), "cases[3].latency.p50_ms: '-inf': not a finite number"),
     ("negative p50", _mutate(_set("cases.3.latency.p50_ms", -1.0)), "cases[3].latency.p50_ms: -1.0: a latency must be positive"),
     ("p50 not the median", _mutate(_set("cases.2.latency.p50_ms", 0.001)), "cases[2].latency.p50_ms: 0.001 ms but the samples"),
+    ("p99 lies", _mutate(_set("cases.4.latency.p99_ms", 0.5)), "cases[4].latency.p99_ms: 0.5 ms but the samples"),
+    ("cv lies", _mutate(_set("cases.4.latency.cv", 0.0)), "cases[4].latency.cv: 0 but the samples"),
     ("iterations lie", _mutate(_set("cases.2.latency.iterations", 5000)), "cases[2].latency.iterations: 5000 but samples_ns holds 20"),
     ("throughput nan string", _mutate(_set("cases.0.throughput_sps", "nan")), "cases[0].throughput_sps: input should be a valid number"),
     ("throughput zero", _mutate(_set("cases.0.throughput_sps", 0)), "cases[0].throughput_sps: 0.0: must be positive"),
@@ -346,3 +348,19 @@ def test_a_spec_with_a_wrong_value_anywhere_is_one_line(tmp_path, good, capsys, 
     assert rc in (1, 2) or key.split("=")[0] in ("description", "drift_within_tolerance"), (key, rc)
     if rc == 2:
         assert captured.err.count("\n") == 1 and str(bad) in captured.err
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 2000])
+def test_the_statistics_check_agrees_with_latency_stats(n):
+    """Whatever the harness itself derives from samples passes; a p50 moved by one part in 10^4 does not."""
+    from harness.measure.stats import latency_stats
+    from harness.results.stored import check_results_doc
+
+    rng = random.Random(n)
+    d = good_doc()
+    ns = [rng.randint(1, 10**10) for _ in range(n)]
+    d["cases"][0].update(samples_ns=ns, latency=latency_stats(ns).as_dict())
+    check_results_doc(d, "r.json")
+    d["cases"][0]["latency"]["p50_ms"] *= 1.0001
+    with pytest.raises(ResultsError, match=r"r.json: cases\[0\].latency.p50_ms: .* but the samples"):
+        check_results_doc(d, "r.json")
