@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,13 +17,46 @@ from harness.errors import HarnessError, ResultsError
 MAX_JSON_BYTES = 512 * 1024 * 1024
 MAX_TOML_BYTES = 1024 * 1024
 MAX_DEPTH = 64
-MAX_INT_DIGITS = 40
+MAX_INT_DIGITS = 40  # TOML, and a JSON integer the parser refuses (over 4,300 digits); the schema bounds the rest
+MAX_SAMPLE_NS = 10**14  # about 28 hours for one timed call
+MAX_SHAPE = 10**9
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 class _Refused(Exception):
     """Raised from inside a parse hook; turned into the caller's error with the file's name."""
+
+
+class _Duplicated(dict):  # type: ignore[type-arg]
+    """A JSON object that named a key twice (`key`): found after parsing, so the error can give its path."""
+
+    key = ""
+
+
+def _object_hook(duplicates: list[str]) -> Any:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(pairs)
+        if len(d) == len(pairs):
+            return d
+        out = _Duplicated(d)
+        seen: set[str] = set()
+        out.key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        duplicates.append(out.key)
+        return out
+    return hook
+
+
+def _find_duplicated(v: Any, where: str) -> tuple[str, str] | None:
+    if isinstance(v, _Duplicated):
+        return where, v.key
+    items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+    for k, x in items:
+        if isinstance(x, (dict, list)):
+            found = _find_duplicated(x, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]")
+            if found:
+                return found
+    return None
 
 
 def read_text(path: str | Path, what: str = "results file", error: type[HarnessError] = ResultsError,
@@ -56,25 +88,34 @@ def read_text(path: str | Path, what: str = "results file", error: type[HarnessE
 
 
 def read_json_object(path: str | Path, what: str = "results file") -> dict[str, Any]:
-    """A JSON file holding an object, parsed within bounds: nesting at most MAX_DEPTH, integers at most
-    MAX_INT_DIGITS digits, no NaN/Infinity tokens. ResultsError naming the file and the place otherwise."""
+    """A JSON file holding an object, parsed within bounds: nesting at most MAX_DEPTH, no integer the parser
+    refuses (over 4,300 digits; the schema bounds the ones it reads), no NaN/Infinity tokens or floats that
+    overflow, no key twice in one object. ResultsError naming the file and the place otherwise."""
     path = Path(path)
     text = read_text(path, what)
-    deep = _too_deep(text)
-    if deep is not None:
-        raise ResultsError(f"{path}: {_line_col(text, deep)}: nested more than {MAX_DEPTH} levels deep: "
-                           f"not a {what}")
+    problem = _prescan(text, digits=False)  # a long integer is found only when the parser refuses it (fast path)
+    if problem:
+        raise ResultsError(f"{path}: {problem}: not a {what}")
+    duplicates: list[str] = []
     try:
-        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        doc = json.loads(text, parse_float=_parse_float, parse_constant=_parse_constant,
+                         object_pairs_hook=_object_hook(duplicates))
     except _Refused as exc:
         raise ResultsError(f"{path}: {_locate(text, str(exc))}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON (truncated?): "
                            f"{exc.msg}") from None
-    except (RecursionError, ValueError) as exc:  # bounded above; kept so no parse can escape as a traceback
-        raise ResultsError(f"{path}: not valid JSON: {type(exc).__name__}") from None
+    except ValueError:  # int() refuses over 4,300 digits (sys.get_int_max_str_digits)
+        raise ResultsError(f"{path}: {_prescan(text) or 'somewhere'}: not a {what}") from None
+    except RecursionError:  # bounded above; kept so no parse can escape as a traceback
+        raise ResultsError(f"{path}: nested too deep: not a {what}") from None
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: expected a JSON object, found {type(doc).__name__}: not a {what}")
+    duplicated = _find_duplicated({"": doc}, "") if duplicates else None
+    if duplicated:
+        where, key = duplicated
+        raise ResultsError(f"{path}: {where.lstrip('.') or 'the document'}: key {key!r} appears twice: which one "
+                           f"is meant?")
     return doc
 
 
@@ -86,12 +127,9 @@ def read_toml(path: str | Path, error: type[HarnessError] = ResultsError, what: 
         import tomli as tomllib  # type: ignore[no-redef]
     path = Path(path)
     text = read_text(path, what, error, MAX_TOML_BYTES)
-    deep = _too_deep(text)
-    if deep is not None:
-        raise error(f"{path}: {_line_col(text, deep)}: nested more than {MAX_DEPTH} levels deep: not a {what}")
-    long = re.search(rf"\d(?:_?\d){{{MAX_INT_DIGITS},}}", _STRING.sub(lambda m: " " * len(m.group()), text))
-    if long:
-        raise error(f"{path}: {_line_col(text, long.start())}: a number of more than {MAX_INT_DIGITS} digits")
+    problem = _prescan(text)
+    if problem:
+        raise error(f"{path}: {problem}: not a {what}")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -106,14 +144,20 @@ def read_toml(path: str | Path, error: type[HarnessError] = ResultsError, what: 
     return doc
 
 
-def _too_deep(text: str) -> int | None:
-    """Offset of the first bracket nested deeper than MAX_DEPTH (strings ignored), else None."""
+def _prescan(text: str, digits: bool = True) -> str | None:
+    """Before parsing (strings ignored): `line L column C: problem` for the first bracket nested deeper than
+    MAX_DEPTH (Python's parsers recurse) or, with `digits`, number longer than MAX_INT_DIGITS digits (int()
+    refuses over 4,300), else None."""
     stripped = _STRING.sub(lambda m: " " * len(m.group()), text)
+    for long in re.finditer(rf"(?<![\d_])[\d_]{{{MAX_INT_DIGITS + 1},}}", stripped) if digits else ():
+        n = len(long.group().replace("_", ""))
+        if n > MAX_INT_DIGITS:
+            return f"{_line_col(text, long.start())}: a number of {n:,} digits (at most {MAX_INT_DIGITS})"
     depth = 0
     for m in re.finditer(r"[\[\]{}]", stripped):
         depth += 1 if m.group() in "[{" else -1
         if depth > MAX_DEPTH:
-            return m.start()
+            return f"{_line_col(text, m.start())}: nested more than {MAX_DEPTH} levels deep"
     return None
 
 
@@ -130,12 +174,6 @@ def _deep_value(v: Any, where: str, depth: int) -> str | None:
     return None
 
 
-def _parse_int(s: str) -> int:
-    if len(s.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Refused(f"an integer of {len(s.lstrip('-')):,} digits (at most {MAX_INT_DIGITS})")
-    return int(s)
-
-
 def _parse_float(s: str) -> float:
     v = float(s)
     if not math.isfinite(v):
@@ -148,11 +186,9 @@ def _parse_constant(s: str) -> float:
 
 
 def _locate(text: str, message: str) -> str:
-    """line/column of what a parse hook refused: a long digit run, an overflowing float, NaN/Infinity."""
+    """line/column of what a parse hook refused: an overflowing float, NaN/Infinity."""
     stripped = _STRING.sub(lambda s: " " * len(s.group()), text)
-    if "digits" in message:
-        pattern = rf"\d{{{MAX_INT_DIGITS + 1},}}"
-    elif "overflows" in message:
+    if "overflows" in message:
         pattern = re.escape(message.split(" ", 1)[0])
     else:
         pattern = r"-?(?:NaN|Infinity)"
@@ -168,7 +204,8 @@ def _line_col(text: str, offset: int) -> str:
 # ---- the declared schema of a results document (schema_version 1) -------------------------------------------
 
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-Count = Annotated[int, Field(strict=True, ge=0)]
+Count = Annotated[int, Field(strict=True, ge=0, le=10**12)]
+Sample = Annotated[int, Field(strict=True, le=MAX_SAMPLE_NS)]
 Text = Annotated[str, Field(strict=True)]
 
 
@@ -180,8 +217,8 @@ class CaseIdDoc(_Doc):
     model: Annotated[str, Field(min_length=1)]
     runtime: Annotated[str, Field(min_length=1)]
     precision: Literal["fp32", "fp16", "bf16", "int8"]
-    batch: Annotated[int, Field(ge=1)]
-    seq: Annotated[int, Field(ge=1)] | None = None
+    batch: Annotated[int, Field(ge=1, le=MAX_SHAPE)]
+    seq: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
     device: Annotated[str, Field(min_length=1)]
 
 
@@ -192,7 +229,7 @@ class CaseDoc(_Doc):
     phase: Text | None = None
     signal: Text | None = None
     stderr_tail: Text = ""
-    samples_ns: list[int] = []
+    samples_ns: list[Sample] = []
     warmup_iters: Count = 0
     timing_scope: Text | None = None
     scenario: Text | None = None
@@ -210,13 +247,13 @@ class CaseDoc(_Doc):
     host_peak_mb: Finite | None = None
     gpu_peak_mb: Finite | None = None
     memory: dict[str, Any] | None = None
-    device_samples_ns: list[int] = []
+    device_samples_ns: list[Sample] = []
     precision_recipe: Text | None = None
     localization: dict[str, Any] | None = None
 
 
 class RunDoc(_Doc):
-    schema_version: int
+    schema_version: Annotated[int, Field(ge=0, le=10**6)]
     harness_version: Text = ""
     run_id: Text
     started_at: Text
@@ -276,10 +313,10 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Non
             raise ResultsError(f"{where}: duplicate case id {cid!r} (first at cases[{seen[cid]}])")
         seen[cid] = i
         for key in ("samples_ns", "device_samples_ns"):
-            bad = next((j for j, v in enumerate(getattr(c, key)) if v <= 0), None)
-            if bad is not None:
-                raise ResultsError(f"{where}.{key}[{bad}]: {getattr(c, key)[bad]} ns: a latency sample must be "
-                                   f"positive")
+            values = getattr(c, key)
+            if values and min(values) <= 0:
+                bad = next(j for j, v in enumerate(values) if v <= 0)
+                raise ResultsError(f"{where}.{key}[{bad}]: {values[bad]} ns: a latency sample must be positive")
         if c.status not in ("passed", "failed"):
             continue
         if not c.samples_ns:
@@ -315,16 +352,12 @@ def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> No
 
 def _derived(samples_ns: list[int]) -> dict[str, float]:
     """What harness.measure.stats.latency_stats gives for these samples (numpy's linear percentiles), in ms."""
-    s = sorted(samples_ns)
+    import numpy as np
 
-    def pct(q: float) -> float:
-        rank = q / 100 * (len(s) - 1)
-        lo = math.floor(rank)
-        hi = min(lo + 1, len(s) - 1)
-        return (s[lo] + (s[hi] - s[lo]) * (rank - lo)) / 1e6
-
-    mean = math.fsum(s) / len(s) / 1e6
-    std = statistics.stdev(s) / 1e6 if len(s) > 1 else 0.0
-    return {"p50_ms": pct(50), "p90_ms": pct(90), "p95_ms": pct(95), "p99_ms": pct(99), "min_ms": s[0] / 1e6,
-            "max_ms": s[-1] / 1e6, "mean_ms": mean, "std_ms": std, "iqr_ms": pct(75) - pct(25),
+    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
+    p50, p90, p95, p99, q1, q3 = (float(v) for v in np.percentile(ms, [50, 90, 95, 99, 25, 75]))
+    mean = float(ms.mean())
+    std = float(ms.std(ddof=1)) if ms.size > 1 else 0.0
+    return {"p50_ms": p50, "p90_ms": p90, "p95_ms": p95, "p99_ms": p99, "min_ms": float(ms.min()),
+            "max_ms": float(ms.max()), "mean_ms": mean, "std_ms": std, "iqr_ms": q3 - q1,
             "cv": std / mean if mean > 0 else 0.0}

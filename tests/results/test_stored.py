@@ -74,9 +74,11 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str]] = [
     ("deep nesting, inside", _text(lambda t: t.replace('"config": {', '"config": {"x": ' + "[" * 5000 + "]" * 5000
                                                        + ", ", 1)), "nested more than"),
     ("huge integer, 5000 digits", _text(lambda t: t.replace('"samples_ns": [', '"samples_ns": [' + "9" * 5000 + ", ",
-                                                            1)), "an integer of 5,000 digits"),
+                                                            1)), "line 1 column 635: a number of 5,000 digits"),
     ("huge integer, just over", _text(lambda t: t.replace('"batch": 1', '"batch": 1' + "0" * MAX_INT_DIGITS, 1)),
-     f"an integer of {MAX_INT_DIGITS + 1} digits"),
+     "cases[0].case.batch: input should be less than or equal to 1000000000"),
+    ("huge sample", _mutate(_set("cases.6.samples_ns.7", 10**30)),
+     "cases[6].samples_ns[7]: input should be less than or equal to 100000000000000"),
     ("latin-1", lambda: json.dumps(good_doc(), ensure_ascii=False).replace('"synthetic-1"', '"caf\u00e9"')
      .encode("latin-1"), "not UTF-8 text"),
     ("utf-16", lambda: json.dumps(good_doc()).encode("utf-16"), "not UTF-8 text"),
@@ -115,6 +117,9 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str]] = [
     ("measured, no samples", _mutate(_set("cases.5.samples_ns", [])), "cases[5].samples_ns: status passed but no latency samples"),
     ("duplicate case ids", _mutate(_duplicate), "cases[8]: duplicate case id 'mlp-torch-cpu-fp32-b4@cpu' (first at cases[1])"),
     ("no cases", _mutate(_set("cases", [])), "cases: the run holds no cases"),
+    ("duplicate key", _text(lambda t: t.replace('"p50_ms": ', '"p50_ms": 1.0, "p50_ms": ', 1)),
+     "cases[0].latency: key 'p50_ms' appears twice"),
+    ("duplicate top key", _text(lambda t: t.replace('{', '{"run_id": "other", ', 1)), "the document: key 'run_id' appears twice"),
     ("no schema version", _mutate(lambda d: d.pop("schema_version")), "no integer schema_version"),
     ("newer schema", _mutate(_set("schema_version", 99)), "schema_version 99 is newer"),
 ]
@@ -258,8 +263,8 @@ def test_baseline_save_refuses_an_incomplete_or_interrupted_run(tmp_path, capsys
 HOSTILE_TOML: list[tuple[str, bytes, str]] = [
     ("deep arrays", b"gates = " + b"[" * 3000 + b"]" * 3000, f"line 1 column {9 + MAX_DEPTH}: nested more than"),
     ("deep tables", ("x = " + "{a = " * 100 + "1" + "}" * 100).encode(), "line 1 column 325: nested more than"),
-    ("huge integer", b"seed = " + b"9" * 5000, f"line 1 column 8: a number of more than {MAX_INT_DIGITS} digits"),
-    ("long integer", b"\nseed = 1_" + b"9" * 60, "line 2 column 8: a number of more than"),
+    ("huge integer", b"seed = " + b"9" * 5000, "line 1 column 8: a number of 5,000 digits"),
+    ("long integer", b"\nseed = 1_" + b"9" * 60, "line 2 column 8: a number of 61 digits"),
     ("latin-1", 'gates = ["m\u00e9dian:10%"]'.encode("latin-1"), "not UTF-8 text"),
     ("binary", bytes(range(256)), "not UTF-8 text"),
     ("NUL", b'gates = ["median:10%"]\x00', "NUL character"),
