@@ -263,6 +263,7 @@ def test_baseline_save_refuses_an_incomplete_or_interrupted_run(tmp_path, capsys
 HOSTILE_TOML: list[tuple[str, bytes, str]] = [
     ("deep arrays", b"gates = " + b"[" * 3000 + b"]" * 3000, f"line 1 column {9 + MAX_DEPTH}: nested more than"),
     ("deep tables", ("x = " + "{a = " * 100 + "1" + "}" * 100).encode(), "line 1 column 325: nested more than"),
+    ("deep dotted keys", ("x" + ".a" * 100 + " = 1").encode(), "x" + ".a" * 64 + ": nested more than 64"),
     ("huge integer", b"seed = " + b"9" * 5000, "line 1 column 8: a number of 5,000 digits"),
     ("long integer", b"\nseed = 1_" + b"9" * 60, "line 2 column 8: a number of 61 digits"),
     ("latin-1", 'gates = ["m\u00e9dian:10%"]'.encode("latin-1"), "not UTF-8 text"),
