@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.config import OPTIONS, RunConfig
+from harness.display import visible
 from harness.errors import HarnessError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -123,11 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify}[args.command](args)
-    except UsageError as exc:
-        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except HarnessError as exc:
-        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+    except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
+        print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -279,7 +277,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                                       append=args.append, keep=args.keep)
         runs = baseline.load_baseline_runs(path)
         print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
-              f"{', '.join(r.run_id for r in runs)}): {path}")
+              f"{visible(', '.join(r.run_id for r in runs))}): {path}")
         return EXIT_OK
     infos = baseline.list_baselines(args.dir)
     if args.json:

@@ -77,7 +77,7 @@ def test_report_rerenders_and_rejects_bad_files(fake_env, tmp_path, capsys):
     assert (tmp_path / "re" / "report.html").is_file()
     (tmp_path / "bad.json").write_text('{"schema_version": 1, "run_')
     assert main(["report", str(tmp_path / "bad.json")]) == 2
-    assert "bad.json: not valid JSON (truncated?)" in capsys.readouterr().err
+    assert "bad.json: line 1 column 23: not valid JSON (truncated?)" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2_and_list_valid_names(capsys):

@@ -11,16 +11,16 @@ A plain results.json (or its run folder) works as a one-run baseline wherever a 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.display import visible
 from harness.errors import ResultsError, UsageError
-from harness.results.schema import RunResults, _finite, load_results, read_json_object, results_from_doc
+from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
+from harness.results.stored import BundleDoc, read_json_object, validate
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
 BASELINE_SCHEMA = 1
@@ -37,36 +37,18 @@ def baseline_dir(directory: str | Path | None = None) -> Path:
 
 
 def load_run(path: str | Path) -> RunResults:
-    """A results.json checked for gating: readable, known schema, finite samples and statistics.
+    """A results.json checked for gating by the one stored-file reader (`load_results`): bounded parsing,
+    known schema, finite positive samples, statistics that agree with them, unique case ids, at least one case.
 
-    Raises ResultsError naming the file for a missing, truncated, newer-schema or NaN-holding file.
-    """
-    run = load_results(path)
-    source = Path(path) / "results.json" if Path(path).is_dir() else Path(path)
-    return check_run(run, str(source))
+    Raises ResultsError naming the file, the place in it and the problem."""
+    return load_results(path)
 
 
-def check_run(run: RunResults, source: str) -> RunResults:
-    """`run` if every measured case has finite, non-negative samples and finite statistics (ResultsError)."""
-    for c in run.cases:
-        if not c.measured:
-            continue
-        where = f"{source}: case {c.case.id}"
-        if not isinstance(c.samples_ns, list) or not c.samples_ns:
-            raise ResultsError(f"{where}: status {c.status} but no latency samples (samples_ns)")
-        bad = next((v for v in c.samples_ns if not _finite_number(v) or v < 0), None)
-        if bad is not None:
-            raise ResultsError(f"{where}: samples_ns holds {bad!r} (NaN, infinite, negative or not a number)")
-        for key, value in (c.latency or {}).items():
-            if key not in ("noisy", "iterations") and not _finite_number(value):
-                raise ResultsError(f"{where}: latency.{key} is {value!r}: not a finite number")
-        if c.throughput_sps is not None and not _finite_number(c.throughput_sps):
-            raise ResultsError(f"{where}: throughput_sps is {c.throughput_sps!r}: not a finite number")
+def _measured_somewhere(run: RunResults, source: str) -> RunResults:
+    if not any(c.measured for c in run.cases):
+        raise ResultsError(f"{source}: cases: no case was measured (passed or failed): nothing to compare "
+                           f"against")
     return run
-
-
-def _finite_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check_name(name: str) -> str:
@@ -90,12 +72,11 @@ def save_baseline(results: str | Path | list[str | Path], name: str, directory: 
     runs = []
     for path in paths:
         run = load_run(path)
-        if not run.complete and not allow_incomplete:
-            raise ResultsError(f"{path}: the run is incomplete (interrupted or killed); a baseline needs a "
-                               f"finished run (or pass --allow-incomplete)")
-        if not any(c.measured for c in run.cases):
-            raise ResultsError(f"{path}: no case was measured; nothing to compare against")
-        runs.append(run)
+        if (not run.complete or run.interrupted) and not allow_incomplete:
+            what = "interrupted: true" if run.interrupted else "complete: false"
+            raise ResultsError(f"{path}: {what}: the run is incomplete (interrupted or killed); a baseline needs "
+                               f"a finished run (or pass --allow-incomplete)")
+        runs.append(_measured_somewhere(run, str(path)))
     target = baseline_dir(directory) / f"{name}.json"
     if append and target.exists():
         runs = load_baseline_runs(target) + runs
@@ -114,16 +95,15 @@ def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = 
     file = path / "results.json" if path.is_dir() else path
     doc = read_json_object(file)
     if "baseline_schema" not in doc:
-        return [load_run(file)]
+        return [_measured_somewhere(results_from_doc(doc, str(file)), str(file))]
     version = doc.get("baseline_schema")
     if version != BASELINE_SCHEMA:
-        raise ResultsError(f"{file}: baseline_schema {version!r} is not one this harness reads "
+        raise ResultsError(f"{file}: baseline_schema: {version!r} is not one this harness reads "
                            f"({BASELINE_SCHEMA}); upgrade the harness or save the baseline again")
-    docs = doc.get("runs")
-    if not isinstance(docs, list) or not docs or not all(isinstance(d, dict) for d in docs):
-        raise ResultsError(f"{file}: a baseline bundle needs a non-empty list of runs")
-    return [check_run(results_from_doc(d, f"{file} run {i + 1}"), f"{file} run {i + 1}")
-            for i, d in enumerate(docs)]
+    bundle = validate(BundleDoc, doc, str(file))
+    assert isinstance(bundle, BundleDoc)
+    return [_measured_somewhere(results_from_doc(d, str(file), f"runs[{i}]"), f"{file}: runs[{i}]")
+            for i, d in enumerate(bundle.runs)]
 
 
 @dataclass(frozen=True)
@@ -176,10 +156,11 @@ def load_baseline(name_or_path: str | Path, directory: str | Path | None = None)
 
 
 def describe(info: BaselineInfo) -> str:
+    """One line of `harness baseline ls` (stored text made `visible`)."""
     if info.problem:
-        return f"{info.name:<20} BROKEN: {info.problem}"
+        return visible(f"{info.name:<20} BROKEN: {info.problem}")
     runs = f"{info.runs} runs, newest {info.run_id}" if info.runs > 1 else f"run {info.run_id}"
-    return f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}"
+    return visible(f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}")
 
 
 def as_json(infos: list[BaselineInfo]) -> str:

@@ -352,8 +352,10 @@ def gatecheck_html(result: GateCheckResult) -> str:
     """gatecheck.html: a self-contained page with the false-alarm rate, power per level and per-case spread."""
     import jinja2
 
+    from harness.display import finalize
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, finalize=finalize)
     g = {**result.as_dict(), "gates_text": result.gates.describe(), "aa_false_alarms": result.aa_false_alarms,
          "aa_trials": result.aa_trials, "aa_noise": result.aa_noise,
          "tuned": None if result.tuned is None else {**result.tuned._scores(),

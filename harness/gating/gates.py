@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.stored import read_toml
 
 # Gate statistic -> the latency quantile it reads (latency: lower is better).
 STATISTICS: dict[str, float] = {"median": 0.50, "p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
@@ -162,7 +164,7 @@ def load_gate_config(path: str | Path | None = None, gates: Iterable[str] = ()) 
     cli_gates = parse_gates(gates)
     if path is None:
         return GateConfig(gates=cli_gates) if cli_gates else GateConfig()
-    doc = read_toml(Path(path))
+    doc = read_toml(Path(path), UsageError, "gate config")
     where = str(path)
     unknown = sorted(set(doc) - _FILE_KEYS)
     if unknown:
@@ -214,34 +216,26 @@ def _measured(table: Any, where: str) -> dict[str, Any]:
         if key in table:
             _num(table, key, 0.0, f"{where}: gate_check")
     power = table.get("power", {})
-    if not isinstance(power, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              for v in power.values()):
-        raise UsageError(f"{where}: gate_check.power must be a table of level = power (numbers)")
+    if not isinstance(power, dict) or not all(_level(k) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and 0 <= v <= 1 for k, v in power.items()):
+        raise UsageError(f"{where}: gate_check.power must be a table of level = power (\"10%\" = 0.93: "
+                         f"a slowdown level = a power between 0 and 1)")
     return dict(table)
+
+
+def _level(key: str) -> bool:
+    """A slowdown level as gate-check writes it ("10%"), or as a fraction ("0.1")."""
+    try:
+        level = float(key[:-1]) / 100 if key.endswith("%") else float(key)
+    except ValueError:
+        return False
+    return 0 < level < 10
 
 
 def _case_sigmas(table: Any, where: str) -> dict[str, float]:
     if not isinstance(table, dict):
         raise UsageError(f"{where}: [run_sigma_cases] must be a table of case ids = numbers")
     return {str(k): float(_num(table, k, 0.0, f"{where}: run_sigma_cases")) for k in table}
-
-
-def read_toml(path: Path, error: type[UsageError] = UsageError, what: str = "file") -> dict[str, Any]:
-    """A TOML file as a dict; `error` naming the file when it is missing, unreadable, not text or not TOML."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise error(f"{path}: no such {what}") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise error(f"{path}: not a text file") from None
 
 
 def _gate_list(value: Any, where: str) -> tuple[Gate, ...]:
@@ -254,6 +248,8 @@ def _num(doc: Mapping[str, Any], key: str, default: float, where: str) -> float:
     v = doc.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise UsageError(f"{where}: {key} = {v!r} is not a number")
+    if not math.isfinite(v):
+        raise UsageError(f"{where}: {key} = {v!r} is not a finite number")
     return v
 
 

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.display import visible
 from harness.errors import UsageError
-from harness.gating.gates import read_toml
 from harness.results.schema import CaseId, CaseResult, RunResults, _finite
+from harness.results.stored import read_toml
 
 
 class SpecError(UsageError):
@@ -324,9 +325,9 @@ class Certificate:
         lines = []
         for r in self.requirements:
             margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
-            lines.append(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}")
-        lines.append(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
-                     f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)")
+            lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}"))
+        lines.append(visible(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
+                             f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)"))
         return "\n".join(lines)
 
 
@@ -387,11 +388,12 @@ def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
     """certificate.json and a self-contained certificate.html in `out_dir`."""
     import jinja2
 
+    from harness.display import finalize
     from harness.results.store import atomic_write_text
 
     doc = cert.as_dict()
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=finalize)
     html = env.get_template("certificate.html.j2").render(c=doc, fmt=_fmt)
     return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
                                                   json.dumps(_finite(doc), indent=1)),

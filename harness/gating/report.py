@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.display import visible
 from harness.gating.compare import Comparison, VerdictRecord
 from harness.gating.verdicts import Verdict
 
@@ -12,7 +13,7 @@ _ORDER = [Verdict.BROKE, Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.NOIS
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+    return visible(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
 def _num(v: float | None, unit: str) -> str:

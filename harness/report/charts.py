@@ -10,9 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from html import escape
+from html import escape as _html_escape
 
 import numpy as np
+
+from harness.display import visible
+
+
+def escape(text: str) -> str:
+    """Text for SVG: control and bidi characters made visible, then HTML-escaped."""
+    return _html_escape(visible(text))
+
 
 PALETTE = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00",
            "#b82e2e", "#316395", "#994499", "#22aa99")

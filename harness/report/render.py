@@ -15,6 +15,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from harness.display import csv_cell, finalize, visible
 from harness.model import get_model
 from harness.report import charts
 from harness.report.progress import noise_lines
@@ -29,7 +30,7 @@ Runs = RunResults | Sequence[RunResults]
 def _jinja() -> Environment:
     return Environment(loader=PackageLoader("harness", "report/templates"),
                        autoescape=select_autoescape(default=True, default_for_string=True),
-                       trim_blocks=True, lstrip_blocks=True)
+                       trim_blocks=True, lstrip_blocks=True, finalize=finalize)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -243,7 +244,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     runs = as_runs(runs)
     labels = run_labels(runs)
     counts = _total_counts(runs)
-    lines = [f"## Inference harness: {', '.join(r.run_id for r in runs)}", ""]
+    lines = [f"## Inference harness: {_md(', '.join(r.run_id for r in runs))}", ""]
     for run, label in zip(runs, labels):
         state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
         lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "
@@ -307,7 +308,7 @@ def _pct(ref: Any, value: Any) -> str:
 
 def _md(text: str) -> str:
     """Text safe inside Markdown (and the HTML a Markdown renderer makes of it)."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return (visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
             .replace("`", "'").replace("\n", " "))
 
 
@@ -363,6 +364,11 @@ def benchmark_json(run: RunResults) -> dict[str, Any]:
     }
 
 
+def csv_text(df: pd.DataFrame) -> str:
+    """results.csv: every text cell through `csv_cell` (control characters visible, formulas defused)."""
+    return df.astype(object).map(csv_cell).to_csv(index=False)
+
+
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
                   baseline_label: str | None = None, gate_note: str | None = None) -> dict[str, Path]:
     """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
@@ -373,7 +379,7 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
-    atomic_write_text(paths["csv"], cases_frame(runs).to_csv(index=False))
+    atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
     atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
     if len(runs) == 1:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.results.schema import RunResults
+from harness.display import visible
 from harness.report.tables import cases_frame, drift_cell
+from harness.results.schema import RunResults
 
 
 def terminal_table(run: RunResults, width: int = 160) -> str:
@@ -17,7 +18,7 @@ def terminal_table(run: RunResults, width: int = 160) -> str:
             "top1_agreement", "reason"]
     view = df[cols].rename(columns={"latency_p50_ms": "p50_ms", "latency_p99_ms": "p99_ms",
                                     "throughput_sps": "samples/s", "top1_agreement": "top1"})
-    view = view.assign(reason=view["reason"].fillna("").str.slice(0, 70))
+    view = view.assign(case=view["case"].map(visible), reason=view["reason"].fillna("").map(visible).str.slice(0, 70))
     numeric = ["p50_ms", "p99_ms", "cv", "samples/s", "top1"]
     view[numeric] = view[numeric].apply(pd.to_numeric, errors="coerce")  # None (not measured) -> NaN -> "-"
     view["rel_l2"] = [drift_cell(v, note) for v, note in zip(df["rel_l2"], df["drift_note"])]

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.errors import ResultsError
 from harness.precision import Precision
+from harness.results.stored import check_results_doc, read_json_object
 
 SCHEMA_VERSION = 1
 
@@ -201,35 +202,20 @@ def migrate(doc: dict[str, Any], source: str = "<results>") -> dict[str, Any]:
 
 
 def load_results(path: str | Path) -> RunResults:
-    """Read a results.json, migrating older schema versions; clear errors for missing or broken files."""
+    """Read a results.json (or its run folder) through the one stored-file reader (harness.results.stored):
+    bounded parsing, older schema versions migrated, the declared schema and the samples checked."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
     return results_from_doc(read_json_object(path), str(path))
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON file holding an object; ResultsError naming the file when it is missing, unreadable, not
-    valid JSON (e.g. truncated) or not an object."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read: {exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON (truncated?): {exc}") from None
-    if not isinstance(doc, dict):
-        raise ResultsError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    return doc
-
-
-def results_from_doc(doc: dict[str, Any], source: str = "<results>") -> RunResults:
-    """A parsed results document (migrated to the current schema) as RunResults; errors name `source`."""
-    doc = migrate(doc, source)
+def results_from_doc(doc: dict[str, Any], source: str = "<results>", prefix: str = "") -> RunResults:
+    """A parsed results document (migrated to the current schema, then checked by
+    `stored.check_results_doc`) as RunResults; errors name `source` and the place (`prefix` + path)."""
+    doc = migrate(doc, f"{source}: {prefix}" if prefix else source)
+    check_results_doc(doc, source, prefix)
     try:
         return RunResults.from_dict(doc)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # the schema above should leave nothing to catch here
         raise ResultsError(f"{source}: malformed results: {type(exc).__name__}: {exc}") from None

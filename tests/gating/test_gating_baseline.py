@@ -57,14 +57,14 @@ def _doc(results):
     (lambda p, d: p.write_text(json.dumps({**d, "schema_version": 99})), "schema_version 99 is newer"),
     (lambda p, d: p.write_text(json.dumps({**d, "schema_version": "one"})), "no integer schema_version"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": [NaN, ', 1)),
-     "samples_ns holds nan"),
+     "NaN is not a JSON number"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": ["nan", ', 1)),
-     "samples_ns holds 'nan'"),
+     "cases[0].samples_ns[0]: input should be a valid integer; found 'nan'"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"p50_ms": ', '"p50_ms": "nan", "x": ', 1)),
-     "latency.p50_ms is 'nan'"),
+     "cases[0].latency.p50_ms: 'nan': not a finite number"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": [], "x": [', 1)),
      "no latency samples"),
-    (lambda p, d: p.write_text(json.dumps({k: v for k, v in d.items() if k != "run_id"})), "malformed results"),
+    (lambda p, d: p.write_text(json.dumps({k: v for k, v in d.items() if k != "run_id"})), "run_id: field required"),
 ])
 def test_bad_baselines_name_the_file(results, mutate, message, capsys):
     mutate(results, _doc(results))
@@ -115,12 +115,12 @@ def test_multi_run_baselines_save_append_keep(results, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: {**d, "baseline_schema": 7}, "baseline_schema 7 is not one this harness reads"),
-    (lambda d: {**d, "runs": []}, "needs a non-empty list of runs"),
-    (lambda d: {**d, "runs": "x"}, "needs a non-empty list of runs"),
-    (lambda d: {**d, "runs": [{**d["runs"][0], "schema_version": 99}]}, "run 1: schema_version 99 is newer"),
+    (lambda d: {**d, "baseline_schema": 7}, "baseline_schema: 7 is not one this harness reads"),
+    (lambda d: {**d, "runs": []}, "runs: list should have at least 1 item"),
+    (lambda d: {**d, "runs": "x"}, "runs: input should be a valid list"),
+    (lambda d: {**d, "runs": [{**d["runs"][0], "schema_version": 99}]}, "runs[0]: schema_version 99 is newer"),
     (lambda d: {**d, "runs": [d["runs"][0], {**d["runs"][0], "run_id": None, "cases": [
-        {**d["runs"][0]["cases"][0], "samples_ns": ["nan"]}]}]}, "run 2: case"),
+        {**d["runs"][0]["cases"][0], "samples_ns": ["nan"]}]}]}, "runs[1].run_id: input should be a valid string"),
 ])
 def test_bad_baseline_bundles_name_the_file_and_the_run(results, mutate, message, capsys):
     from harness.gating.baseline import load_baseline_runs

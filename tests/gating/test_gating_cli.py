@@ -95,7 +95,7 @@ def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_p
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "run_id"')
     res = cli(*RUN, "--out", str(tmp_path / "a"), "--baseline", str(bad), env=env)
-    assert res.returncode == 2 and "bad.json: not valid JSON" in res.stderr
+    assert res.returncode == 2 and "bad.json: line 1 column 31: not valid JSON" in res.stderr
     res = cli(*RUN, "--out", str(tmp_path / "a"), "--gate", "median:5%", env=env)
     assert res.returncode == 2 and "need --baseline" in res.stderr
 

@@ -65,5 +65,5 @@ def test_bad_config_files_name_the_file(tmp_path, text, message):
 
 
 def test_missing_config_file(tmp_path):
-    with pytest.raises(UsageError, match="nope.toml: no such file"):
+    with pytest.raises(UsageError, match="nope.toml: no such gate config"):
         load_gate_config(tmp_path / "nope.toml")

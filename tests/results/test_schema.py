@@ -14,7 +14,7 @@ from harness.results.schema import SCHEMA_VERSION
 
 def sample_run() -> RunResults:
     c1 = CaseResult(CaseId("mlp", "ort-cpu", "fp32", 4, None, "cpu"), "passed", samples_ns=[10, 12, 11],
-                    latency={"p50_ms": 1.0}, throughput_sps=4000.0,
+                    latency={"p50_ms": 11e-6}, throughput_sps=4000.0,
                     accuracy={"passed": True, "max_abs": 1e-7, "rel_l2": math.inf})
     c2 = CaseResult(CaseId("bert", "torch-cpu", "fp32", 1, 128, "cpu"), "crashed", phase="run",
                     signal="SIGSEGV", reason="worker killed by SIGSEGV in phase run", stderr_tail="Fatal Python error")
@@ -48,7 +48,7 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     ("[1, 2]", "expected a JSON object"),
     ('{"run_id": "x"}', "no integer schema_version"),
     ('{"schema_version": 999, "run_id": "x"}', "newer than this harness reads"),
-    ('{"schema_version": 1}', "malformed results"),
+    ('{"schema_version": 1}', "run_id: field required"),
 ])
 def test_bad_results_files_give_clear_errors(tmp_path, content, message):
     path = tmp_path / "results.json"
