@@ -8,6 +8,8 @@ import pytest
 
 from harness_suites import SUITES_DIR
 
+from harness.results.schema import SCHEMA_VERSION
+
 INI = str(SUITES_DIR / "pytest.ini")
 FAST = ["--harness-min-time=0.01", "--harness-min-iters=3", "--harness-warmup=1"]
 
@@ -25,7 +27,7 @@ def test_passing_matrix_writes_results_and_exits_zero(pytester, fake_env, tmp_pa
     res.stdout.fnmatch_lines(["*test_case?fake-linear-fake-ok-fp32-b1? PASSED*",
                               "*test_case?fake-linear-fake-ok-b-fp32-b3? PASSED*", "*4 passed*"])
     doc = json.loads((out / "results.json").read_text())
-    assert doc["complete"] is True and doc["schema_version"] == 1
+    assert doc["complete"] is True and doc["schema_version"] == SCHEMA_VERSION
     assert [c["status"] for c in doc["cases"]] == ["passed"] * 4
     assert doc["environment"]["harness_overhead"]["overhead_p50_ns"] > 0
     for name in ("results.csv", "report.html", "benchmark.json"):

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from harness.measure.stats import latency_stats, throughput_sps
-from harness.results.schema import CaseResult, RunResults
+from harness.results.schema import Block, CaseResult, RunResults
 
 
 def pending_rounds(run: RunResults) -> int:
-    return max((int((r.details or {}).get("blocks_pending") or 0) for r in run.cases), default=0)
+    return max((r.blocks_pending for r in run.cases), default=0)
 
 
 def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Callable[[], None] = lambda: None,
@@ -34,12 +34,11 @@ def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Calla
     progress = progress or NullProgress()
     added = 0
     rounds = pending_rounds(run)
-    progress.start("block", sum(int((r.details or {}).get("blocks_pending") or 0) for r in run.cases if r.measured))
+    progress.start("block", sum(r.blocks_pending for r in run.cases if r.measured))
     for k in range(rounds):
         previous_key = None
         for result in run.cases:
-            details = result.details or {}
-            if not result.measured or int(details.get("blocks_pending") or 0) <= 0:
+            if not result.measured or result.blocks_pending <= 0:
                 continue
             if stop():
                 return added
@@ -47,10 +46,8 @@ def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Calla
             progress.begin(f"{result.case.id} (round {k + 2}/{rounds + 1})")
             block = executor.measure_block(result.case, config, fresh=key != previous_key)
             previous_key = key if "error" not in block else None
-            details["blocks_pending"] = int(details["blocks_pending"]) - 1
-            if details["blocks_pending"] <= 0:
-                details.pop("blocks_pending")
-            merge_block(result, block, config.noise_cv)
+            result.blocks_pending -= 1
+            merge_block(result, block, config.noise_cv, "round")
             added += "error" not in block
             after_block()
             progress.end(block_line(result, block, f"round {k + 2}/{rounds + 1}"))
@@ -61,7 +58,7 @@ def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: A
                    after_block: Callable[[], None] = lambda: None, progress: Any = None,
                    stop: Callable[[], bool] = lambda: False) -> int:
     """`rounds` more blocks of the cases in `case_ids` (a gate's suspects), in rounds over those cases, each
-    block after a fresh activation; counted in `details["confirm_blocks"]`. Returns the blocks added."""
+    block after a fresh activation; they are the case's blocks of kind "confirm". Returns the blocks added."""
     progress = progress or NullProgress()
     added = 0
     suspects = [r for r in run.cases if r.case.id in case_ids and r.measured]
@@ -72,10 +69,8 @@ def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: A
                 return added
             progress.begin(f"{result.case.id} (confirmation {k + 1}/{rounds})")
             block = executor.measure_block(result.case, config, fresh=True)
-            merge_block(result, block, config.noise_cv)
-            if "error" not in block:
-                result.details["confirm_blocks"] = int(result.details.get("confirm_blocks") or 0) + 1
-                added += 1
+            merge_block(result, block, config.noise_cv, "confirm")
+            added += "error" not in block
             after_block()
             progress.end(block_line(result, block, f"confirmation {k + 1}/{rounds}"))
     return added
@@ -99,20 +94,21 @@ class NullProgress:
     def note(self, line: str) -> None: ...
 
 
-def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float) -> None:
-    """Append one block to a case: samples, block bookkeeping, latency statistics and throughput again."""
-    details = result.details
+def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind: str = "round") -> None:
+    """Append one block of `kind` ("round", "confirm") to a case: samples, its Block record (a failed one says
+    why), latency statistics and throughput again."""
+    if not result.blocks and result.samples_ns:  # a case measured in one block: that block first
+        result.blocks.append(Block.measured(result.samples_ns, "case"))
+    reactivated = bool(block.get("reactivated"))
     if "error" in block:
-        details.setdefault("block_errors", []).append(str(block["error"]))
+        result.blocks.append(Block.failed(str(block["error"]), kind, reactivated))
         return
     samples = [int(x) for x in block["samples_ns"]]
     if not samples:
-        details.setdefault("block_errors", []).append("the block measured no samples")
+        result.blocks.append(Block.failed("the block measured no samples", kind, reactivated))
         return
     result.samples_ns = list(result.samples_ns) + samples
-    details.setdefault("blocks", [len(result.samples_ns) - len(samples)]).append(len(samples))
-    details.setdefault("block_p50_ms", []).append(round(float(np.median(samples)) / 1e6, 6))
-    details["block_reactivated"] = int(details.get("block_reactivated") or 0) + bool(block.get("reactivated"))
+    result.blocks.append(Block.measured(samples, kind, reactivated))
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
     stats = latency_stats(result.samples_ns, noise_cv)
     result.latency = stats.as_dict()
@@ -120,4 +116,4 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float) -> N
     device = [int(x) for x in block.get("device_samples_ns") or ()]
     if device and result.device_samples_ns:
         result.device_samples_ns = list(result.device_samples_ns) + device
-        details["device_latency"] = latency_stats(result.device_samples_ns, noise_cv).as_dict()
+        result.details["device_latency"] = latency_stats(result.device_samples_ns, noise_cv).as_dict()

@@ -22,7 +22,7 @@ from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.model_files import register_user_model, user_model_name
 from harness.precision import Precision
-from harness.results.schema import CaseId, CaseResult
+from harness.results.schema import Block, CaseId, CaseResult
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 
 PhaseCallback = Callable[[str], None]
@@ -136,12 +136,11 @@ class CaseRunner:
                 accuracy=accuracy_dict, reference_runtime=spec.reference,
                 setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
-                feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(),
+                feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
                 details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
                          "model_has_torch_module": spec.build is not None,
                          "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                          if math.isfinite(ref_check["repeat_max_abs"]) else None,
-                         **blocks,
                          **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
                 host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
                 device_samples_ns=list(timed.device_samples_ns),
@@ -199,9 +198,8 @@ class CaseRunner:
         deferred = repeats - 1 if self.defer_blocks and cls.reactivate_between_repeats else 0
         samples: list[int] = []
         device: list[int] = []
-        sizes: list[int] = []
+        measured: list[Block] = []
         warm = 0
-        reactivated = 0
         first_setup, first_artifact = runtime.setup_s, runtime.artifact
         for i in range(repeats - deferred):
             if i > 0 and cls.reactivate_between_repeats:
@@ -212,21 +210,14 @@ class CaseRunner:
                 # the case (and the shapes that reuse this activation) report the group's first activation:
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
-                reactivated += 1
             t = self.timer.run(call, block, runtime.synchronize, on_measure=on_measure if i == 0 else None,
                                device_timer=runtime.device_timer())
             samples += t.samples_ns
             device += t.device_samples_ns
-            sizes.append(len(t.samples_ns))
+            measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats))
             warm += t.warmup_iters
-        info: dict[str, Any] = {}
-        if repeats > 1:
-            offsets = np.cumsum([0, *sizes])
-            info = {"blocks": sizes, "block_reactivated": reactivated,
-                    "block_p50_ms": [round(float(np.median(samples[a:b])) / 1e6, 6)
-                                     for a, b in zip(offsets[:-1], offsets[1:])]}
-            if deferred:
-                info["blocks_pending"] = deferred
+        # CaseResult fields: the blocks measured here and those left to later rounds
+        info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
 
     def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:

@@ -76,9 +76,9 @@ def as_blocks(samples_or_blocks: Samples | Blocks) -> list[np.ndarray]:
 
 
 def case_blocks(r: CaseResult) -> list[np.ndarray]:
-    """A case's raw samples split into its measurement blocks (`details["blocks"]`, --repeats); one block when
-    the case has no (or inconsistent) block information."""
-    sizes = (r.details or {}).get("blocks")
+    """A case's raw samples split into its measurement blocks (`CaseResult.blocks`, --repeats; failed blocks hold
+    none); one block when the case has no (or inconsistent) block information."""
+    sizes = r.block_sizes
     samples = np.asarray(r.samples_ns, dtype=np.float64)
     if not sizes or sum(sizes) != samples.size or min(sizes) < 1:
         return [samples]

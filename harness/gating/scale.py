@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.measure.stats import latency_stats, throughput_sps
-from harness.results.schema import CaseResult, RunResults, load_results
+from harness.results.schema import CaseResult, RunResults, block_p50_ms, load_results
 from harness.results.store import write_results
 
 
@@ -31,8 +32,11 @@ def scaled_copy(run: RunResults, factor: float, where: Callable[[CaseResult], bo
             c.latency = stats.as_dict()
             c.throughput_sps = throughput_sps(c.case.batch, stats.mean_ms)
             c.details = {**c.details, "synthetic_scale": factor}
-            if "block_p50_ms" in c.details:
-                c.details["block_p50_ms"] = [round(v * factor, 6) for v in c.details["block_p50_ms"]]
+            at = 0
+            for i, b in enumerate(c.blocks):
+                if b.samples:
+                    c.blocks[i] = dataclasses.replace(b, p50_ms=block_p50_ms(c.samples_ns[at:at + b.samples]))
+                at += b.samples
     out.run_id = f"{run.run_id}-x{factor:g}"
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -13,7 +14,7 @@ from harness.errors import ResultsError
 from harness.precision import Precision
 from harness.results.stored import check_results_doc, read_json_object
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # The closed set of case statuses.
 #   passed   measured, drift within tolerance        failed   measured, drift over tolerance
@@ -63,6 +64,47 @@ class CaseId:
                    device=str(d["device"]))
 
 
+BLOCK_KINDS = ("case", "round", "confirm")
+
+
+@dataclass
+class Block:
+    """One measurement block of a case (--repeats), in order: the next `samples` of the case's samples_ns.
+
+    kind: "case" (measured when the case ran), "round" (a later round over the matrix) or "confirm" (--confirm).
+    A failed block holds no samples and says why (`error`); the case keeps its other blocks."""
+
+    samples: int
+    p50_ms: float | None = None  # the median of the block's samples; None for a failed block
+    kind: str = "case"
+    reactivated: bool = False  # measured after a fresh activation
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in BLOCK_KINDS:
+            raise ValueError(f"unknown block kind {self.kind!r}; valid: {BLOCK_KINDS}")
+
+    @classmethod
+    def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False) -> Block:
+        """The block holding these samples (nanoseconds), its median in ms."""
+        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated))
+
+    @classmethod
+    def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
+        return cls(0, None, kind, bool(reactivated), str(error))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Block:
+        return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
+                   kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
+                   error=None if d.get("error") is None else str(d["error"]))
+
+
+def block_p50_ms(samples_ns: Any) -> float:
+    """A block's median in ms, rounded to the nanosecond (what results.json stores)."""
+    return round(float(statistics.median(samples_ns)) / 1e6, 6)
+
+
 @dataclass
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
@@ -87,6 +129,10 @@ class CaseResult:
     feed_sha256: str | None = None
     model_fingerprint: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # --repeats: the measurement blocks, in the order of samples_ns (empty: one block, all the samples); the
+    # gate reads a case in its least-disturbed block (harness.gating.compare)
+    blocks: list[Block] = field(default_factory=list)
+    blocks_pending: int = 0  # blocks still to come from later rounds (a run killed before them keeps this)
     duration_s: float | None = None
     # Memory over the case (harness.measure.memory): MiB; None where not measured. `memory` holds every figure
     # and what it covers; gpu_peak_mb is the figure memory["gpu_source"] names.
@@ -119,6 +165,16 @@ class CaseResult:
     def measured(self) -> bool:
         return self.status in MEASURED
 
+    @property
+    def block_sizes(self) -> list[int]:
+        """Samples per block that measured any, in order (empty: the case has no block information)."""
+        return [b.samples for b in self.blocks if b.samples > 0]
+
+    @property
+    def confirm_blocks(self) -> int:
+        """Blocks added by --confirm that measured."""
+        return sum(1 for b in self.blocks if b.kind == "confirm" and b.samples > 0)
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["case"] = self.case.as_dict()
@@ -129,6 +185,7 @@ class CaseResult:
     def from_dict(cls, d: dict[str, Any]) -> "CaseResult":
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known and k != "case"}
+        kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 
@@ -182,8 +239,50 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+# details keys of schema_version 1 that became CaseResult.blocks / blocks_pending
+_V1_BLOCK_KEYS = ("blocks", "block_p50_ms", "block_reactivated", "block_errors", "confirm_blocks", "blocks_pending")
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Block bookkeeping from `details` (sizes, errors, counts) to typed `blocks` and `blocks_pending`."""
+    cases = doc.get("cases")
+    for c in cases if isinstance(cases, list) else ():
+        details = c.get("details") if isinstance(c, dict) else None
+        if not isinstance(details, dict):
+            continue
+        old = {k: details.pop(k) for k in _V1_BLOCK_KEYS if k in details}
+        pending = old.get("blocks_pending") or 0
+        c["blocks_pending"] = pending if isinstance(pending, int) and not isinstance(pending, bool) else 0
+        c["blocks"] = _v1_blocks(old, c.get("samples_ns"))
+    return {**doc, "schema_version": 2}
+
+
+def _v1_blocks(old: dict[str, Any], samples: Any) -> list[dict[str, Any]]:
+    """Version-1 block details as version-2 blocks. Version 1 read sizes that do not add up to the samples as
+    one block, so they become none here; it kept counts, not per-block facts, for re-activations and
+    confirmation blocks: the last blocks carry them, and failed blocks (position unknown) come last."""
+    sizes = old.get("blocks")
+    ints = isinstance(samples, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in samples)
+    if not (ints and isinstance(sizes, list) and sizes
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes)
+            and sum(sizes) == len(samples)):
+        return []
+    n_confirm, n_reactivated = (v if isinstance(v, int) and not isinstance(v, bool) else 0
+                                for v in (old.get("confirm_blocks"), old.get("block_reactivated")))
+    blocks, at = [], 0
+    for i, n in enumerate(sizes):
+        kind = "case" if i == 0 else ("confirm" if i >= len(sizes) - n_confirm else "round")
+        blocks.append({"samples": n, "p50_ms": block_p50_ms(samples[at:at + n]), "kind": kind,
+                       "reactivated": i > 0 and i >= len(sizes) - n_reactivated, "error": None})
+        at += n
+    errors = old.get("block_errors")
+    for e in errors if isinstance(errors, list) else ():
+        blocks.append({"samples": 0, "p50_ms": None, "kind": "round", "reactivated": False, "error": str(e)})
+    return blocks
+
+
 # Upgrade functions: MIGRATIONS[n] turns a version-n document into version n+1.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def migrate(doc: dict[str, Any], source: str = "<results>") -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -201,7 +202,7 @@ def _line_col(text: str, offset: int) -> str:
     return f"line {line} column {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
 
 
-# ---- the declared schema of a results document (schema_version 1) -------------------------------------------
+# ---- the declared schema of a results document (schema_version 2) -------------------------------------------
 
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Count = Annotated[int, Field(strict=True, ge=0, le=10**12)]
@@ -220,6 +221,14 @@ class CaseIdDoc(_Doc):
     batch: Annotated[int, Field(ge=1, le=MAX_SHAPE)]
     seq: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
     device: Annotated[str, Field(min_length=1)]
+
+
+class BlockDoc(_Doc):
+    samples: Count
+    p50_ms: Finite | None = None
+    kind: Literal["case", "round", "confirm"]
+    reactivated: bool = False
+    error: Text | None = None
 
 
 class CaseDoc(_Doc):
@@ -243,6 +252,8 @@ class CaseDoc(_Doc):
     feed_sha256: Text | None = None
     model_fingerprint: Text | None = None
     details: dict[str, Any] = {}
+    blocks: list[BlockDoc] = []
+    blocks_pending: Count = 0
     duration_s: Finite | None = None
     host_peak_mb: Finite | None = None
     gpu_peak_mb: Finite | None = None
@@ -317,6 +328,7 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Non
             if values and min(values) <= 0:
                 bad = next(j for j, v in enumerate(values) if v <= 0)
                 raise ResultsError(f"{where}.{key}[{bad}]: {values[bad]} ns: a latency sample must be positive")
+        _check_blocks(c.blocks, c.samples_ns, f"{where}.blocks")
         if c.status not in ("passed", "failed"):
             continue
         if not c.samples_ns:
@@ -324,6 +336,30 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Non
         if c.throughput_sps is not None and c.throughput_sps <= 0:
             raise ResultsError(f"{where}.throughput_sps: {c.throughput_sps}: must be positive for a measured case")
         _check_latency(c.latency or {}, c.samples_ns, f"{where}.latency")
+
+
+def _check_blocks(blocks: list[BlockDoc], samples_ns: list[int], where: str) -> None:
+    """Blocks that hold the samples in order: their counts add up to samples_ns, a block with samples has their
+    median as p50_ms and no error, a block without samples says why it failed."""
+    if not blocks:
+        return
+    total = sum(b.samples for b in blocks)
+    if total != len(samples_ns):
+        raise ResultsError(f"{where}: the blocks hold {total} samples but samples_ns holds {len(samples_ns)}")
+    at = 0
+    for j, b in enumerate(blocks):
+        if b.samples == 0:
+            if not b.error:
+                raise ResultsError(f"{where}[{j}]: a block with no samples must say why it failed (error)")
+            continue
+        if b.error is not None:
+            raise ResultsError(f"{where}[{j}].error: a block with samples did not fail; found {_short(b.error)}")
+        want = statistics.median(samples_ns[at:at + b.samples]) / 1e6
+        if b.p50_ms is None or not math.isclose(b.p50_ms, want, rel_tol=1e-6, abs_tol=2e-6):
+            got = "none" if b.p50_ms is None else f"{b.p50_ms:.6g} ms"
+            raise ResultsError(f"{where}[{j}].p50_ms: {got} but its samples give {want:.6g} ms: statistics "
+                               "that disagree with the raw samples")
+        at += b.samples
 
 
 def _case_id(c: CaseIdDoc) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from harness.config import OPTIONS, RunConfig
 from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
-from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.session import HarnessSession
 
 
@@ -51,7 +51,7 @@ def test_later_blocks_come_in_rounds_over_the_matrix(fakes, tmp_path):
     cases = config.cases()
     for case in cases:
         r = session.execute(case)
-        assert r.status == "passed" and r.details["blocks_pending"] == 2 and len(r.details["blocks"]) == 1
+        assert r.status == "passed" and r.blocks_pending == 2 and len(r.blocks) == 1
     assert pending_rounds(session.run) == 2
     session.executor = rec = Recorder(session.executor)
     session.finish(interrupted=False)
@@ -61,9 +61,11 @@ def test_later_blocks_come_in_rounds_over_the_matrix(fakes, tmp_path):
     assert [f for _, f in rec.calls] == [True, False, True, False] * 2
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     for c in doc["cases"]:
-        d = c["details"]
-        assert len(d["blocks"]) == 3 and sum(d["blocks"]) == len(c["samples_ns"]) == c["latency"]["iterations"]
-        assert min(d["blocks"]) >= 2 and len(d["block_p50_ms"]) == 3 and "blocks_pending" not in d
+        sizes = [b["samples"] for b in c["blocks"]]
+        assert len(sizes) == 3 and sum(sizes) == len(c["samples_ns"]) == c["latency"]["iterations"]
+        assert min(sizes) >= 2 and all(b["p50_ms"] > 0 and b["error"] is None for b in c["blocks"])
+        assert [b["kind"] for b in c["blocks"]] == ["case", "round", "round"] and c["blocks_pending"] == 0
+        assert not {"blocks", "block_p50_ms", "blocks_pending"} & set(c["details"])
     assert doc["complete"] is True
 
 
@@ -78,12 +80,13 @@ def test_compile_like_runtimes_measure_their_blocks_back_to_back(fakes, tmp_path
     finally:
         cls.reactivate_between_repeats = old
     [r] = session.run.cases
-    assert len(r.details["blocks"]) == 3 and r.details["block_reactivated"] == 0 and "blocks_pending" not in r.details
+    assert len(r.blocks) == 3 and not any(b.reactivated for b in r.blocks) and r.blocks_pending == 0
+    assert {b.kind for b in r.blocks} == {"case"}
 
 
 def test_repeats_1_has_no_rounds(fakes, tmp_path):
     session = _run_session(_config(tmp_path, repeats=1, batch_sizes="1"))
-    assert all("blocks" not in r.details for r in session.run.cases)
+    assert all(r.blocks == [] and r.blocks_pending == 0 for r in session.run.cases)
 
 
 class _FailingBlocks:
@@ -102,8 +105,7 @@ def _measured(case: CaseId, pending: int = 2) -> CaseResult:
 
     ns = [1000, 1100, 1050, 1020]
     return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
-                      warmup_iters=3, details={"blocks": [4], "block_p50_ms": [0.001035],
-                                               "blocks_pending": pending})
+                      warmup_iters=3, blocks=[Block(4, 0.001035)], blocks_pending=pending)
 
 
 def test_a_failed_block_costs_that_block_only(tmp_path):
@@ -115,10 +117,11 @@ def test_a_failed_block_costs_that_block_only(tmp_path):
                          after_block=lambda: writes.append(1))
     assert added == 3 and len(writes) == 4
     a, b = run.cases[0], run.cases[1]
-    assert a.details["blocks"] == [4, 3, 3] and len(a.samples_ns) == 10 and a.latency["iterations"] == 10
-    assert b.details["blocks"] == [4, 3] and b.details["block_errors"] == ["crashed: worker killed by SIGSEGV in "
-                                                                          "phase run"]
-    assert "blocks_pending" not in a.details and "blocks_pending" not in b.details
+    assert [x.samples for x in a.blocks] == [4, 3, 3] and len(a.samples_ns) == 10 and a.latency["iterations"] == 10
+    assert a.blocks[1] == Block(3, 0.00205, "round", reactivated=True)
+    assert [x.samples for x in b.blocks] == [4, 0, 3] and [x.error for x in b.blocks] == [
+        None, "crashed: worker killed by SIGSEGV in phase run", None]
+    assert a.blocks_pending == 0 and b.blocks_pending == 0
     assert a.warmup_iters == 5 and a.latency["p50_ms"] > 0.001  # statistics over all blocks
 
 
@@ -129,9 +132,19 @@ def test_merge_block_keeps_device_samples_in_step():
     r.device_samples_ns = [900, 950, 920, 930]
     merge_block(r, {"samples_ns": [1000, 1001], "device_samples_ns": [800, 810], "warmup_iters": 2}, 0.1)
     assert r.device_samples_ns[-2:] == [800, 810] and r.details["device_latency"]["iterations"] == 6
+    assert r.blocks[-1] == Block(2, 0.001001, "round")  # ms to the nanosecond
     assert r.latency == latency_stats(r.samples_ns, 0.1).as_dict()
     merge_block(r, {"samples_ns": []}, 0.1)
-    assert r.details["block_errors"] == ["the block measured no samples"]
+    assert r.blocks[-1] == Block(0, None, "round", error="the block measured no samples")
+    assert sum(b.samples for b in r.blocks) == len(r.samples_ns)
+
+
+def test_a_block_merged_into_a_one_block_case_records_that_block_first():
+    r = _measured(CaseId("m", "rt", "fp32", 1, None, "cpu"))
+    r.blocks = []
+    merge_block(r, {"samples_ns": [2000, 2002], "reactivated": True}, 0.1, "confirm")
+    assert r.blocks == [Block(4, 0.001035, "case"), Block(2, 0.002001, "confirm", reactivated=True)]
+    assert r.confirm_blocks == 1
 
 
 @pytest.mark.parametrize("isolation", [False, True])
@@ -143,11 +156,11 @@ def test_a_block_that_crashes_its_worker_is_recorded_and_the_run_goes_on(fakes, 
     session = _run_session(config)
     crash, ok = session.run.cases
     assert crash.status == "passed" and ok.status == "passed"
-    assert len(ok.details["blocks"]) == 3 and "block_errors" not in ok.details
-    assert len(crash.details["blocks"]) == 2 and len(crash.details["block_errors"]) == 1
+    assert len(ok.blocks) == 3 and all(b.error is None for b in ok.blocks)
+    assert len(crash.block_sizes) == 2 and [b.samples for b in crash.blocks if b.error] == [0]
     assert ("crashed: worker killed by SIGSEGV" if isolation else "RuntimeError: second activation") in \
-        crash.details["block_errors"][0]
-    assert sum(crash.details["blocks"]) == len(crash.samples_ns)
+        next(b.error for b in crash.blocks if b.error)
+    assert sum(b.samples for b in crash.blocks) == len(crash.samples_ns)
 
 
 # ------------------------------------------------------------------ --confirm
@@ -182,7 +195,8 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
 
         ns = [int(v) for v in level * rng.lognormal(0, 0.02, 600)]
         return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
-                          details={"blocks": [200, 200, 200]}, model_fingerprint="fp", timing_scope="host_to_host")
+                          blocks=[Block.measured(ns[i:i + 200], "case") for i in (0, 200, 400)],
+                          model_fingerprint="fp", timing_scope="host_to_host")
 
     env = {"cpu_model": "x", "cpu_cores_logical": 2}
     base = RunResults("base", "t", env, {}, cases=[result(20_000)], complete=True)
@@ -205,7 +219,7 @@ def test_confirm_clears_a_slowdown_that_does_not_reproduce(tmp_path):
     assert rec.verdict.value == "pass" and "best of 3/5 blocks" in rec.reason
     assert any("not reproduced: mlp-ort-cpu-fp32-b1" in n for n in session.comparison.notes)
     r = session.run.cases[0]
-    assert r.details["confirm_blocks"] == 2 and len(r.details["blocks"]) == 5
+    assert r.confirm_blocks == 2 and len(r.blocks) == 5 and [b.kind for b in r.blocks[3:]] == ["confirm"] * 2
     assert "not reproduced" in (tmp_path / "cur" / "verdicts.md").read_text()
 
 
@@ -227,7 +241,7 @@ def test_confirm_rounds_only_touch_the_suspects(tmp_path):
     run = RunResults("r", "t", {}, {}, cases=[_measured(c, pending=0) for c in cases])
     ex = _BlocksAt(1000)
     assert confirm_rounds(run, {cases[1].id}, ex, type("C", (), {"noise_cv": 0.1})(), 3) == 3
-    assert "confirm_blocks" not in run.cases[0].details and run.cases[1].details["confirm_blocks"] == 3
+    assert run.cases[0].confirm_blocks == 0 and run.cases[1].confirm_blocks == 3
 
 
 @pytest.fixture(autouse=True)

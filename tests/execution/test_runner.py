@@ -90,7 +90,7 @@ def test_repeats_measure_in_blocks_each_after_a_fresh_activation(config, fakes):
         cls._activate = original
     assert r.status == "passed", r.reason
     assert len(made) == 3 and len({id(m) for m in made}) == 3  # three activations, three sessions
-    blocks = r.details["blocks"]
-    assert len(blocks) == 3 and sum(blocks) == len(r.samples_ns) and min(blocks) >= 2  # ceil(5 / 3) each
-    assert r.details["block_reactivated"] == 2 and len(r.details["block_p50_ms"]) == 3
+    sizes = [b.samples for b in r.blocks]
+    assert len(sizes) == 3 and sum(sizes) == len(r.samples_ns) and min(sizes) >= 2  # ceil(5 / 3) each
+    assert [b.reactivated for b in r.blocks] == [False, True, True] and all(b.p50_ms > 0 for b in r.blocks)
     assert r.setup_s == made[0].setup_s  # the case's setup is its first activation's

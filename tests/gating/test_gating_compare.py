@@ -10,7 +10,7 @@ from gating_synth import CASES, ENV, case_result, make_run, samples
 
 from harness.gating import Gate, GateConfig, Verdict, compare_runs, compare_samples, parse_gate, verdicts_markdown
 from harness.gating.compare import comparison_json
-from harness.results.schema import RunResults
+from harness.results.schema import Block, RunResults
 
 MEDIAN10 = parse_gate("median:10%")
 
@@ -217,7 +217,8 @@ def _blocked(case, medians_us, per_block=400, seed=0):
 
     rng = np.random.default_rng(seed)
     ns = [int(v) for m in medians_us for v in rng.normal(m * 1000, m * 20, per_block)]
-    return case_result(case, ns, details={"blocks": [per_block] * len(medians_us)})
+    return case_result(case, ns, blocks=[Block.measured(ns[i:i + per_block], "round" if i else "case")
+                                         for i in range(0, len(ns), per_block)])
 
 
 def test_the_least_disturbed_block_decides_so_a_slow_episode_is_not_a_regression():
@@ -235,7 +236,7 @@ def test_the_least_disturbed_block_decides_so_a_slow_episode_is_not_a_regression
     assert "blocks disagree (sd of log block medians): baseline 0.15, current 0.23" in rec.reason
     assert rec.baseline == pytest.approx(0.030, rel=0.01) and rec.current == pytest.approx(0.0305, rel=0.01)
     # the same samples without block information (one block each): the pooled median moved by 40%+
-    flat = [dataclasses.replace(r, details={}) for r in (base, cur)]
+    flat = [dataclasses.replace(r, blocks=[]) for r in (base, cur)]
     assert verdicts(compare_runs(run_of(flat[0]), run_of(flat[1]), gates), "latency_median") == {
         (case.id, "latency_median"): Verdict.REGRESSED}
     # a real 25% slowdown shows in every block, the best one included: regressed
@@ -250,7 +251,7 @@ def test_blocks_that_do_not_add_up_are_read_as_one_block():
 
     r = _blocked(CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu"), [30, 40])
     assert len(case_blocks(r)) == 2
-    r.details["blocks"] = [400, 399]
+    r.blocks[1] = dataclasses.replace(r.blocks[1], samples=399)
     assert len(case_blocks(r)) == 1 and case_blocks(r)[0].size == 800
 
 
