@@ -76,15 +76,12 @@ def _v2_doc() -> dict:
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda c: c["blocks"][1].update(samples=119), "cases[0].blocks: the blocks hold 599 samples but samples_ns "
-                                                   "holds 600"),
-    (lambda c: c["blocks"][1].update(p50_ms=0.02), "cases[0].blocks[1].p50_ms: 0.02 ms but its samples give "
-                                                   "0.0304"),
+    (lambda c: c["blocks"][1].update(samples=119), "blocks: the blocks hold 599 samples but samples_ns holds 600"),
+    (lambda c: c["blocks"][1].update(p50_ms=0.02), "cases[0].blocks[1].p50_ms: 0.02 ms but its samples give 0.0304"),
     (lambda c: c["blocks"][1].update(p50_ms=None), "cases[0].blocks[1].p50_ms: none but its samples give"),
     (lambda c: c["blocks"][5].update(error=None), "cases[0].blocks[5]: a block with no samples must say why"),
     (lambda c: c["blocks"][0].update(error="x"), "cases[0].blocks[0].error: a block with samples did not fail"),
-    (lambda c: c["blocks"][0].update(kind="first"), "cases[0].blocks[0].kind: input should be 'case', 'round' "
-                                                    "or 'confirm'"),
+    (lambda c: c["blocks"][0].update(kind="first"), "blocks[0].kind: input should be 'case', 'round' or 'confirm'"),
     (lambda c: c["blocks"][0].update(samples=-1), "cases[0].blocks[0].samples: input should be greater than"),
     (lambda c: c.update(blocks_pending=-1), "cases[0].blocks_pending: input should be greater than"),
 ])

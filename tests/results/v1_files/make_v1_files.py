@@ -9,7 +9,7 @@ from harness.gating import GateConfig, compare_runs, parse_gate
 from harness.gating.compare import comparison_json
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.results import write_results
-from harness.results.schema import CaseId, CaseResult, RunResults, SCHEMA_VERSION
+from harness.results.schema import SCHEMA_VERSION, CaseId, CaseResult, RunResults
 
 assert SCHEMA_VERSION == 1
 out = Path(sys.argv[1])
