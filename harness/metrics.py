@@ -52,4 +52,14 @@ DRIFT_METRICS: tuple[Metric, ...] = (
     Metric("cosine", "cosine", "", lower_is_better=False, digits=7),
     Metric("top1_agreement", "top-1 agreement", "", lower_is_better=False),
 )
-METRICS = {m.key: m for m in COMPARISON_METRICS + DRIFT_METRICS}
+# The drift row of the comparison tables: shown per runtime, no best value and no improvement.
+DRIFT_ROW = Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", lower_is_better=True, comparable=False)
+# What the regression gate judges (harness.gating): the `metric` of its verdict records.
+GATE_METRICS: tuple[Metric, ...] = (
+    Metric("latency_median", "latency median", "ms", lower_is_better=True),
+    Metric("latency_p90", "latency p90", "ms", lower_is_better=True),
+    Metric("latency_p95", "latency p95", "ms", lower_is_better=True),
+    Metric("latency_p99", "latency p99", "ms", lower_is_better=True),
+    Metric("drift", "drift (over tolerance or not)", "rel_l2", lower_is_better=True),
+)
+METRICS = {m.key: m for m in COMPARISON_METRICS + DRIFT_METRICS + GATE_METRICS}

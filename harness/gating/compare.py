@@ -27,6 +27,7 @@ import numpy as np
 
 from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
+from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
 
 METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
@@ -191,7 +192,7 @@ class VerdictRecord:
     case: CaseId
     metric: str
     verdict: Verdict
-    baseline: float | None = None  # ms for latency metrics; rel_l2 for drift
+    baseline: float | None = None  # in the metric's unit (harness.metrics.METRICS[metric].unit)
     current: float | None = None
     ratio: float | None = None
     ci_low: float | None = None
@@ -326,16 +327,17 @@ def _rel_l2(r: CaseResult) -> float | None:
 
 
 def _drift_record(b: CaseResult, c: CaseResult) -> VerdictRecord:
-    bv, cv = _rel_l2(b), _rel_l2(c)
-    kw = {"baseline": bv, "current": cv, "unit": "rel_l2"}
+    drift = METRICS["drift"]
+    kw = {"baseline": _rel_l2(b), "current": _rel_l2(c), "unit": drift.unit}
     if b.status == "passed" and c.status == "failed":
-        return VerdictRecord(c.case, "drift", Verdict.REGRESSED, reason=f"drift now over tolerance: {c.reason}", **kw)
-    if b.status == "failed" and c.status == "passed":
-        return VerdictRecord(c.case, "drift", Verdict.IMPROVED, reason="drift back within tolerance", **kw)
-    if b.status == "failed":
-        return VerdictRecord(c.case, "drift", Verdict.PASS, reason=f"over tolerance in both runs: {c.reason}",
+        return VerdictRecord(c.case, drift.key, Verdict.REGRESSED, reason=f"drift now over tolerance: {c.reason}",
                              **kw)
-    return VerdictRecord(c.case, "drift", Verdict.PASS, reason="within tolerance in both runs", **kw)
+    if b.status == "failed" and c.status == "passed":
+        return VerdictRecord(c.case, drift.key, Verdict.IMPROVED, reason="drift back within tolerance", **kw)
+    if b.status == "failed":
+        return VerdictRecord(c.case, drift.key, Verdict.PASS, reason=f"over tolerance in both runs: {c.reason}",
+                             **kw)
+    return VerdictRecord(c.case, drift.key, Verdict.PASS, reason="within tolerance in both runs", **kw)
 
 
 def _status_text(r: CaseResult) -> str:
@@ -432,13 +434,14 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
     if disturbed:
         notes_for_case += f" [blocks disagree (sd of log block medians): {', '.join(disturbed)}; read in the best]"
     for gate in gates.gates_for(key.model):
+        metric = METRICS[gate.metric]
         s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma, history)
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "") + notes_for_case
         if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"
-        out.append(VerdictRecord(key, gate.metric, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
-                                 s.ci_high, s.p_value, gate.threshold, "ms", reason, timing=True))
+        out.append(VerdictRecord(key, metric.key, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
+                                 s.ci_high, s.p_value, gate.threshold, metric.unit, reason, timing=True))
     if gates.drift:
         out.append(_drift_record(b, c))
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, Metric
+from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.schema import CaseResult, RunResults
 
 # results.csv columns, documented in docs/comparison-reports.md.
@@ -123,7 +123,7 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                 "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
                                 if m.comparable},
             })
-        drift = Metric("rel_l2", "Drift (rel L2 vs FP32 ref)", "", True)
+        drift = DRIFT_ROW
         rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
                      "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
                                for c in labels},

@@ -189,6 +189,20 @@ def test_gate_type():
     assert isinstance(MEDIAN10, Gate) and MEDIAN10.quantile == 0.5
 
 
+def test_every_gate_metric_is_declared_with_its_unit_and_direction():
+    """Verdict records take their metric's unit from harness.metrics; the gate judges times (lower is better)."""
+    from harness.gating.gates import STATISTICS
+    from harness.metrics import METRICS
+
+    for stat in STATISTICS:
+        m = METRICS[parse_gate(f"{stat}:10%").metric]
+        assert m.unit == "ms" and m.lower_is_better
+    c = CASES[0]
+    recs = compare_runs(run_of(case_result(c, samples(1, 100, 1))), run_of(case_result(c, samples(1, 100, 2))),
+                        GateConfig(gates=(parse_gate("p99:20%"),))).records
+    assert {(r.metric, r.unit) for r in recs} == {("latency_p99", "ms"), ("drift", METRICS["drift"].unit)}
+
+
 def test_run_sigma_widens_the_bounds_for_between_run_shifts():
     """A whole run 20% slower with a tight spread: within-run evidence says regressed; a machine whose runs
     move by ~10% between themselves (run_sigma 0.1) cannot call it."""
