@@ -245,16 +245,18 @@ _V1_BLOCK_KEYS = ("blocks", "block_p50_ms", "block_reactivated", "block_errors",
 
 def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     """Block bookkeeping from `details` (sizes, errors, counts) to typed `blocks` and `blocks_pending`."""
-    cases = doc.get("cases")
-    for c in cases if isinstance(cases, list) else ():
+    def case(c: Any) -> Any:
         details = c.get("details") if isinstance(c, dict) else None
         if not isinstance(details, dict):
-            continue
-        old = {k: details.pop(k) for k in _V1_BLOCK_KEYS if k in details}
+            return c
+        old = {k: v for k, v in details.items() if k in _V1_BLOCK_KEYS}
         pending = old.get("blocks_pending") or 0
-        c["blocks_pending"] = pending if isinstance(pending, int) and not isinstance(pending, bool) else 0
-        c["blocks"] = _v1_blocks(old, c.get("samples_ns"))
-    return {**doc, "schema_version": 2}
+        return {**c, "details": {k: v for k, v in details.items() if k not in _V1_BLOCK_KEYS},
+                "blocks": _v1_blocks(old, c.get("samples_ns")),
+                "blocks_pending": pending if isinstance(pending, int) and not isinstance(pending, bool) else 0}
+
+    cases = doc.get("cases")
+    return {**doc, "schema_version": 2, **({"cases": [case(c) for c in cases]} if isinstance(cases, list) else {})}
 
 
 def _v1_blocks(old: dict[str, Any], samples: Any) -> list[dict[str, Any]]:
