@@ -178,7 +178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.baseline:
         from harness.gating import compare_runs, load_gate_config
         from harness.gating.baseline import load_baseline_runs
-        from harness.report.render import verdict_dicts
+        from harness.report.verdicts import verdict_dicts
 
         base, gates = load_baseline_runs(args.baseline), load_gate_config(args.gate_config, args.gate or ())
         multi = len(runs) > 1
@@ -290,9 +290,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.gating import compare_runs, load_gate_config, load_run, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config, load_run
     from harness.gating.baseline import load_baseline_runs
     from harness.gating.compare import comparison_json
+    from harness.report.verdicts import verdicts_markdown
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())

@@ -219,18 +219,6 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     )
 
 
-def verdict_dicts(comparison: Any, label: str | None = None) -> list[dict[str, Any]]:
-    """A gating Comparison's records as the report's verdict rows, failing ones first."""
-    order = {"broke": 0, "regressed": 1, "not_comparable": 2, "noise": 3, "new": 4, "fixed": 5, "improved": 6,
-             "pass": 7}
-    rows = []
-    for r in comparison.records:
-        d = r.as_dict()
-        d["case"] = d.pop("case_id") + (f" @ {label}" if label else "")
-        rows.append(d)
-    return sorted(rows, key=lambda d: (order.get(d["verdict"], 9), d["case"], d["metric"]))
-
-
 def _total_counts(runs: list[RunResults]) -> dict[str, int]:
     total: dict[str, int] = {}
     for run in runs:

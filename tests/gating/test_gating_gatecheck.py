@@ -131,7 +131,8 @@ def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
     assert "<h1>Gate check: <code>gates median:10%" in html and "Power per injected slowdown" in html
     assert "fake-linear-fake-ok-fp32-b1" in html
     # the suggested config carries what was measured; the verdict tables show it
-    from harness.gating import compare_runs, load_gate_config, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config
+    from harness.report.verdicts import verdicts_markdown
     from harness.gating.gates import GateConfig
 
     cfg = load_gate_config(tmp_path / "gc" / "gates-suggested.toml")
