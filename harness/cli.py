@@ -178,7 +178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.baseline:
         from harness.gating import compare_runs, load_gate_config
         from harness.gating.baseline import load_baseline_runs
-        from harness.report.render import verdict_dicts
+        from harness.report.verdicts import verdict_dicts
 
         base, gates = load_baseline_runs(args.baseline), load_gate_config(args.gate_config, args.gate or ())
         multi = len(runs) > 1
@@ -290,9 +290,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.gating import compare_runs, load_gate_config, load_run, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config, load_run
     from harness.gating.baseline import load_baseline_runs
     from harness.gating.compare import comparison_json
+    from harness.report.verdicts import verdicts_markdown
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
@@ -311,6 +312,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
     from harness.gating.gatecheck import gate_check, in_a_fresh_process, runner_measure
+    from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
@@ -337,7 +339,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
 
     result.machine = str(snapshot(threads=config.threads).get("machine", "?"))
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    md = result.markdown()
+    md = gatecheck_markdown(result)
     print(md, end="")
     if args.out:
         out = Path(args.out)
@@ -346,8 +348,6 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
 
         atomic_write_text(out / "gates-suggested.toml", suggested_config(result))
         atomic_write_text(out / "gatecheck.md", md)
-        from harness.gating.gatecheck import gatecheck_html
-
         atomic_write_text(out / "gatecheck.html", gatecheck_html(result))
         print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}, {out / 'gatecheck.html'}, "
               f"{out / 'gates-suggested.toml'} (the per-case run-to-run spread and these figures: pass it to "
@@ -359,7 +359,9 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
     from harness.gating import load_run
-    from harness.gating.qualify import judge, load_spec, run_spec, write_certificate
+    from harness.gating.qualify import judge, load_spec, run_spec
+    from harness.report.certificate import certificate_text, write_certificate
+    from harness.report.progress import RunProgress
 
     spec = load_spec(args.spec)
     if args.results:
@@ -368,9 +370,9 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     else:
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
-        results = run_spec(spec, out)
+        results = run_spec(spec, out, RunProgress())
     cert = judge(spec, load_run(results), results)
-    print(cert.text())
+    print(certificate_text(cert))
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
     return cert.exit_code

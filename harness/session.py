@@ -136,8 +136,7 @@ class HarnessSession:
             self.run.interrupted = interrupted
             self._save()
             from harness.report import write_outputs
-
-            from harness.report.render import verdict_dicts
+            from harness.report.verdicts import verdict_dicts
 
             verdicts = verdict_dicts(self.comparison) if self.comparison is not None else None
             note = self.comparison.gates.measured_line() if self.comparison is not None else None
@@ -161,9 +160,10 @@ class HarnessSession:
         if not cfg.baseline or self.run is None or self.run.interrupted:
             return
         from harness.errors import HarnessError
-        from harness.gating import compare_runs, load_gate_config, verdicts_markdown
+        from harness.gating import compare_runs, load_gate_config
         from harness.gating.baseline import load_baseline_runs
         from harness.gating.compare import comparison_json
+        from harness.report.verdicts import verdicts_markdown
         from harness.results.store import atomic_write_text
 
         try:

@@ -90,7 +90,8 @@ def test_hostile_model_names_through_every_output(tmp_path, name):
 
 def test_verdict_markdown_and_the_error_line_show_hidden_characters(tmp_path, capsys):
     from harness.cli import main
-    from harness.gating import compare_runs, load_gate_config, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config
+    from harness.report.verdicts import verdicts_markdown
 
     name = "mlp\r\u202e"
     md = verdicts_markdown(compare_runs([_run(name)], _run(name), load_gate_config(None, ())))

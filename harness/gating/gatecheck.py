@@ -144,47 +144,14 @@ class GateCheckResult:
                 "medians_ms": self.medians_ms, "a_run_medians_ms": self.a_run_medians_ms,
                 "aa_spread": self.aa_spread, "run_sigma": self.run_sigma,
                 "suggested_run_sigma": self.suggested_run_sigma, "wall_s": self.wall_s,
-                "tuned": None if self.tuned is None else self.tuned._scores()}
+                "tuned": None if self.tuned is None else self.tuned.scores()}
 
-    def _scores(self) -> dict[str, Any]:
+    def scores(self) -> dict[str, Any]:
         return {"run_sigma": self.gates.run_sigma, "aa_trials": self.aa_trials,
                 "aa_false_alarms": self.aa_false_alarms, "false_alarm_rate": self.false_alarm_rate,
                 "smallest_detected": self.smallest_detected,
                 "levels": [{"level": lv.level, "trials": lv.trials, "detected": lv.detected, "power": lv.power}
                            for lv in self.levels]}
-
-    def markdown(self) -> str:
-        small = self.smallest_detected
-        lines = [f"### Gate check: {self.gates.describe()}", "",
-                 f"{len(self.cases)} case(s) x {self.rounds} runs of {self.repeats} block(s) "
-                 f"({', '.join(self.cases)}), {self.wall_s:.0f} s.",
-                 "",
-                 f"- false alarms (A/A, ordered pairs judged regressed): **{self.aa_false_alarms}/{self.aa_trials}"
-                 f" = {self.false_alarm_rate:.1%}** ({self.aa_noise} judged noise)",
-                 f"- smallest injected slowdown detected with >= {POWER_TARGET:.0%} power: "
-                 f"**{'none of the levels' if small is None else f'{small:.0%}'}**", "",
-                 "| injected slowdown | trials | detected (regressed) | power |", "| ---: | ---: | ---: | ---: |"]
-        for lv in self.levels:
-            lines.append(f"| {lv.level:.0%} | {lv.trials} | {lv.detected} | {lv.power:.0%} |")
-        if self.aa_spread:
-            lines += ["", "A runs' medians (best block), max / min per case: " + ", ".join(
-                f"`{k}` {v:.3f}" for k, v in self.aa_spread.items()),
-                "", "Run-to-run spread (sd of log best-block median over the A runs): " + ", ".join(
-                f"`{k}` {v:.3f}" for k, v in self.run_sigma.items())
-                + ". To fold it into the gate's bounds, per case: the `[run_sigma_cases]` table that "
-                  "`gate-check --out` writes to gates-suggested.toml (or one machine-wide `run_sigma = "
-                  f"{self.suggested_run_sigma:.3f}`)" + (" (this check ran with run_sigma "
-                                                         f"{self.gates.run_sigma:g})" if self.gates.run_sigma
-                                                        else "") + "."]
-        if self.tuned is not None:
-            t = self.tuned
-            small = "none of the levels" if t.smallest_detected is None else f"{t.smallest_detected:.0%}"
-            lines += ["", "The same samples re-scored with each case's measured spread (in-sample: the "
-                          "spread was estimated from these A runs, so this is optimistic): false alarms "
-                          f"**{t.aa_false_alarms}/{t.aa_trials} = {t.false_alarm_rate:.1%}**, smallest slowdown "
-                          f"with >= {POWER_TARGET:.0%} power **{small}**; power per level: " + ", ".join(
-                              f"{lv.level:.0%}: {lv.power:.0%}" for lv in t.levels) + "."]
-        return "\n".join(lines) + "\n"
 
 
 def _regressed(base: Run, cur: Run, case: CaseId, gates: GateConfig, trial: int) -> Verdict:
@@ -346,21 +313,3 @@ def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Run]],
                 trials += 1
         results.append(LevelResult(lv, trials, detected, {c.id: round(lv * delays[c] * 1e6, 2) for c in cases}))
     return aa_trials, false_alarms, noise, results
-
-
-def gatecheck_html(result: GateCheckResult) -> str:
-    """gatecheck.html: a self-contained page with the false-alarm rate, power per level and per-case spread."""
-    import jinja2
-
-    from harness.display import finalize
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, finalize=finalize)
-    g = {**result.as_dict(), "gates_text": result.gates.describe(), "aa_false_alarms": result.aa_false_alarms,
-         "aa_trials": result.aa_trials, "aa_noise": result.aa_noise,
-         "tuned": None if result.tuned is None else {**result.tuned._scores(),
-                                                     "aa_false_alarms": result.tuned.aa_false_alarms,
-                                                     "aa_trials": result.tuned.aa_trials}}
-    g["machine"] = result.machine or "this machine"
-    g["measured_at"] = result.measured_at or ""
-    return env.get_template("gatecheck.html.j2").render(g=g)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -32,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.display import visible
 from harness.errors import UsageError
-from harness.results.schema import CaseId, CaseResult, RunResults, _finite
+from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stored import read_toml
 
 
@@ -321,15 +319,6 @@ class Certificate:
                 "passed": sum(r.passed for r in self.requirements), "total": len(self.requirements),
                 "generated_at": self.generated_at, "harness_version": __version__}
 
-    def text(self) -> str:
-        lines = []
-        for r in self.requirements:
-            margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
-            lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}"))
-        lines.append(visible(f"{self.verdict}: {sum(r.passed for r in self.requirements)}/{len(self.requirements)} "
-                             f"requirements met ({self.spec.name}; results sha256 {self.results_sha256[:16]}...)"))
-        return "\n".join(lines)
-
 
 _MACHINE_KEYS = ("machine", "hostname", "cpu_model", "cpu_cores_logical", "cpu_cores_physical",
                  "memory_total_gb", "os", "python", "machine_fingerprint", "cpu_busy_percent_at_start",
@@ -359,18 +348,17 @@ def judge(spec: QualifySpec, run: RunResults, results_path: str | Path) -> Certi
     return Certificate(spec, results_path, digest, run, reqs)
 
 
-def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
+def run_spec(spec: QualifySpec, out_dir: Path, progress: Any) -> Path:
     """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
-    `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
+    `progress`: a harness.report.progress.RunProgress (the caller's: gating renders nothing)."""
     from harness.config import RunConfig
-    from harness.report.progress import RunProgress
     from harness.session import HarnessSession
 
     try:
         config = RunConfig.from_options(spec.run_options(out_dir))
     except UsageError as exc:
         raise SpecError(f"{spec.path}: {exc}") from None
-    session = HarnessSession(config, progress=progress or RunProgress())
+    session = HarnessSession(config, progress=progress)
     session.progress.start("case", len(spec.cases))
     interrupted = False
     try:
@@ -382,29 +370,3 @@ def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
     finally:
         session.finish(interrupted=interrupted)
     return out_dir / "results.json"
-
-
-def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
-    """certificate.json and a self-contained certificate.html in `out_dir`."""
-    import jinja2
-
-    from harness.display import finalize
-    from harness.results.store import atomic_write_text
-
-    doc = cert.as_dict()
-    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.gating", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=finalize)
-    html = env.get_template("certificate.html.j2").render(c=doc, fmt=_fmt)
-    return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
-                                                  json.dumps(_finite(doc), indent=1)),
-            "certificate_html": atomic_write_text(out_dir / "certificate.html", html)}
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)

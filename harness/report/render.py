@@ -12,25 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from harness.display import csv_cell, finalize, visible
+from harness.display import csv_cell, visible
 from harness.model import get_model
 from harness.report import charts
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
                                    run_labels, skip_reasons)
+from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults
 from harness.results.store import atomic_write_text
 
 Runs = RunResults | Sequence[RunResults]
-
-
-def _jinja() -> Environment:
-    return Environment(loader=PackageLoader("harness", "report/templates"),
-                       autoescape=select_autoescape(default=True, default_for_string=True),
-                       trim_blocks=True, lstrip_blocks=True, finalize=finalize)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -204,9 +198,9 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     vcounts: dict[str, int] = {}
     for v in vlist:
         vcounts[v["verdict"]] = vcounts.get(v["verdict"], 0) + 1
-    return _jinja().get_template("report.html.j2").render(
-        runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels,
-        run=runs[0], config=runs[0].config, counts=_total_counts(runs),
+    return render_template(
+        "report.html.j2", strict=False,
+        runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
         models=models, refs=refs, onnx_only=onnx_only,
@@ -217,18 +211,6 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
     )
-
-
-def verdict_dicts(comparison: Any, label: str | None = None) -> list[dict[str, Any]]:
-    """A gating Comparison's records as the report's verdict rows, failing ones first."""
-    order = {"broke": 0, "regressed": 1, "not_comparable": 2, "noise": 3, "new": 4, "fixed": 5, "improved": 6,
-             "pass": 7}
-    rows = []
-    for r in comparison.records:
-        d = r.as_dict()
-        d["case"] = d.pop("case_id") + (f" @ {label}" if label else "")
-        rows.append(d)
-    return sorted(rows, key=lambda d: (order.get(d["verdict"], 9), d["case"], d["metric"]))
 
 
 def _total_counts(runs: list[RunResults]) -> dict[str, int]:

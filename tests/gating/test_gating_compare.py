@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 from gating_synth import CASES, ENV, case_result, make_run, samples
 
-from harness.gating import Gate, GateConfig, Verdict, compare_runs, compare_samples, parse_gate, verdicts_markdown
+from harness.gating import Gate, GateConfig, Verdict, compare_runs, compare_samples, parse_gate
 from harness.gating.compare import comparison_json
+from harness.report.verdicts import verdicts_markdown
 from harness.results.schema import Block, RunResults
 
 MEDIAN10 = parse_gate("median:10%")

@@ -11,6 +11,7 @@ import pytest
 from harness.cli import main
 from harness.gating import GateConfig, parse_gate
 from harness.gating.gatecheck import gate_check, runner_measure, slowed_runtime
+from harness.report.gatecheck import gatecheck_markdown
 from harness.results.schema import CaseId
 
 CASES = [CaseId("mlp", "torch-cpu", "fp32", 1, None, "cpu"), CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")]
@@ -48,7 +49,7 @@ def test_quiet_machine_no_false_alarms_and_power_above_the_threshold():
     assert r.levels[1].delays_us[CASES[1].id] == pytest.approx(200, rel=0.05)  # 20% of 1 ms
     doc = r.as_dict()
     assert doc["smallest_detected"] == 0.2 and doc["power_target"] == 0.95
-    md = r.markdown()
+    md = gatecheck_markdown(r)
     assert "false alarms (A/A, ordered pairs judged regressed): **0/24 = 0.0%**" in md and "| 20% | 32 | 32 | 100% |" in md
 
 
@@ -60,7 +61,7 @@ def test_noisy_machine_shows_false_alarms_or_lower_power():
     assert max(r.aa_spread.values()) > 1.1
     assert 0.05 < r.suggested_run_sigma < 0.4  # the spread it saw, offered as the gate's run_sigma
     assert r.tuned is not None and r.tuned.gates.case_sigma == {k: v for k, v in r.run_sigma.items() if v > 0}
-    assert r.tuned.aa_false_alarms <= r.aa_false_alarms and "re-scored with each case's measured" in r.markdown()
+    assert r.tuned.aa_false_alarms <= r.aa_false_alarms and "re-scored with each case's measured" in gatecheck_markdown(r)
     from harness.gating.gatecheck import suggested_config
     from harness.gating.gates import load_gate_config
 
@@ -73,7 +74,7 @@ def test_noisy_machine_shows_false_alarms_or_lower_power():
     # folding that spread into the bounds removes the false alarms on the same machine
     tuned = gate_check(CASES, GateConfig(resamples=2000, run_sigma=0.3), SyntheticMeasure(run_sd=0.15, seed=3),
                        rounds=5, levels=(1.0,))
-    assert tuned.aa_false_alarms == 0 and "run_sigma" in tuned.markdown()
+    assert tuned.aa_false_alarms == 0 and "run_sigma" in gatecheck_markdown(tuned)
 
 
 def test_strict_gate_detects_smaller_slowdowns():
@@ -131,8 +132,9 @@ def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
     assert "<h1>Gate check: <code>gates median:10%" in html and "Power per injected slowdown" in html
     assert "fake-linear-fake-ok-fp32-b1" in html
     # the suggested config carries what was measured; the verdict tables show it
-    from harness.gating import compare_runs, load_gate_config, verdicts_markdown
+    from harness.gating import compare_runs, load_gate_config
     from harness.gating.gates import GateConfig
+    from harness.report.verdicts import verdicts_markdown
 
     cfg = load_gate_config(tmp_path / "gc" / "gates-suggested.toml")
     assert cfg.measured["trials"] == 2 and "50%" in cfg.measured["power"]

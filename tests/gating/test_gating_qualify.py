@@ -14,7 +14,8 @@ from gating_synth import ENV, case_result, samples
 
 from harness.cli import main
 from harness.errors import UsageError
-from harness.gating.qualify import SpecError, judge, load_spec, write_certificate
+from harness.gating.qualify import SpecError, judge, load_spec
+from harness.report.certificate import write_certificate
 from harness.results import write_results
 from harness.results.schema import CaseId, RunResults
 

@@ -1,6 +1,8 @@
-"""The verdict table in Markdown, for CI job summaries (`verdicts.md`) and pull-request comments."""
+"""Verdict tables: Markdown for CI job summaries (`verdicts.md`) and PR comments; the HTML report's verdict rows."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from harness.display import visible
 from harness.gating.compare import Comparison, VerdictRecord
@@ -65,3 +67,15 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
                      f"{_num(r.baseline, r.unit)} | {_num(r.current, r.unit)} | {_change(r)} | {_ci(r)} | {p} | "
                      f"{_cell(r.reason)} |")
     return "\n".join(lines) + "\n"
+
+
+def verdict_dicts(comparison: Comparison, label: str | None = None) -> list[dict[str, Any]]:
+    """A gating Comparison's records as the report's verdict rows, failing ones first."""
+    order = {"broke": 0, "regressed": 1, "not_comparable": 2, "noise": 3, "new": 4, "fixed": 5, "improved": 6,
+             "pass": 7}
+    rows = []
+    for r in comparison.records:
+        d = r.as_dict()
+        d["case"] = d.pop("case_id") + (f" @ {label}" if label else "")
+        rows.append(d)
+    return sorted(rows, key=lambda d: (order.get(d["verdict"], 9), d["case"], d["metric"]))

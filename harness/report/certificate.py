@@ -1,0 +1,43 @@
+"""A qualification certificate rendered: the terminal lines, certificate.json and certificate.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.display import visible
+from harness.gating.qualify import Certificate
+from harness.report.templating import render_template
+from harness.results.schema import _finite
+from harness.results.store import atomic_write_text
+
+
+def certificate_text(cert: Certificate) -> str:
+    """One line per requirement (status, case, label, detail, margin), then the verdict line."""
+    lines = []
+    for r in cert.requirements:
+        margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
+        lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}"))
+    lines.append(visible(f"{cert.verdict}: {sum(r.passed for r in cert.requirements)}/{len(cert.requirements)} "
+                         f"requirements met ({cert.spec.name}; results sha256 {cert.results_sha256[:16]}...)"))
+    return "\n".join(lines)
+
+
+def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
+    """certificate.json and a self-contained certificate.html in `out_dir`."""
+    doc = cert.as_dict()
+    html = render_template("certificate.html.j2", c=doc, fmt=_fmt)
+    return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
+                                                  json.dumps(_finite(doc), indent=1)),
+            "certificate_html": atomic_write_text(out_dir / "certificate.html", html)}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
