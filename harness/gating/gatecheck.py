@@ -36,6 +36,7 @@ from harness.results.schema import CaseId
 from harness.runtimes import Runtime, get_runtime, register_runtime
 
 DEFAULT_LEVELS = (0.05, 0.10, 0.15, 0.20, 0.30)
+MAX_SIGMA = 1.0  # GateConfig takes a run-to-run spread in [0, 1)
 POWER_TARGET = 0.95
 
 # measure(case, added_delay_s) -> one block's raw latency samples in ns
@@ -259,8 +260,9 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
     out.a_run_medians_ms = {c.id: [round(_best_median(x) / 1e6, 6) for x in a_runs[c]] for c in cases}
     if any(v > gates.sigma_for(k) for k, v in sigma.items()):
         # each case with its own measured spread (a microsecond case moves more between runs than a ms one)
-        tuned_gates = replace(gates, case_sigma={**gates.case_sigma,
-                                                 **{k: v for k, v in sigma.items() if v > gates.sigma_for(k)}})
+        # a spread of 1 or more (medians a factor e apart: a machine busy with other work) is no gate setting
+        tuned_gates = replace(gates, case_sigma={**gates.case_sigma, **{
+            k: v for k, v in sigma.items() if gates.sigma_for(k) < v < MAX_SIGMA}})
         t_aa, t_fa, t_noise, t_levels = _score(cases, a_runs, s_runs, delays, tuned_gates, rounds, levels)
         out.tuned = GateCheckResult(tuned_gates, out.cases, rounds, t_aa, t_fa, t_noise, t_levels, out.wall_s,
                                     medians, spread, sigma, repeats=repeats)
@@ -274,7 +276,8 @@ def suggested_config(result: GateCheckResult) -> str:
              f"gates = [{', '.join(repr(str(g)).replace(chr(39), chr(34)) for g in result.gates.gates)}]",
              f"confidence = {result.gates.confidence:g}", f"run_sigma = {result.gates.run_sigma:g}", "",
              "[run_sigma_cases]"]
-    lines += [f'"{k}" = {v:g}' for k, v in sorted(result.run_sigma.items())]
+    lines += [f'"{k}" = {v:g}' if v < MAX_SIGMA else f'# "{k}" = {v:g}: too spread to gate here (a gate config '
+              f'takes a run_sigma below 1); measure it on a quieter machine' for k, v in sorted(result.run_sigma.items())]
     lines += ["", "[gate_check]", f"machine = {json.dumps(result.machine or '?')}",
               f"measured_at = {json.dumps(result.measured_at or '?')}", f"cases = {len(result.cases)}",
               f"runs = {result.rounds}", f"repeats = {result.repeats}", f"false_alarms = {result.aa_false_alarms}",

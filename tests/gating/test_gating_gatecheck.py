@@ -191,3 +191,25 @@ def test_gate_check_with_runs_in_fresh_processes_scores_like_in_process():
                    execute=in_a_fresh_process)
     assert a.repeats == 2 and a.aa_trials == b.aa_trials == 2 * 3 * 2
     assert a.levels[0].power == b.levels[0].power == 1.0 and a.aa_false_alarms == b.aa_false_alarms == 0
+
+
+def test_a_spread_too_large_to_gate_is_measured_not_an_error():
+    """On a busy machine the A runs' medians can lie a factor e or more apart (run-to-run spread >= 1, which no
+    gate config takes): gate-check reports it and leaves it out of the tuned re-score and the suggested file."""
+    from harness.gating.gatecheck import suggested_config
+    from harness.results.schema import CaseId
+
+    case = CaseId("m", "rt", "fp32", 1, None, "cpu")
+    calls = {"n": 0}
+
+    def measure(c, delay_s):
+        calls["n"] += 1
+        run = (calls["n"] - 1) // 2  # two blocks (A and one slowed level) per run
+        scale = 30.0 ** run  # each run 30x slower than the last
+        return [int(scale * (1_000_000 + delay_s * 1e9 + i)) for i in range(20)]
+
+    r = gate_check([case], GateConfig(resamples=200), measure, rounds=3, levels=(0.5,))
+    assert r.run_sigma[case.id] > 1.0
+    assert r.tuned is None or case.id not in r.tuned.gates.case_sigma
+    text = suggested_config(r)
+    assert f'# "{case.id}" = ' in text and "too spread to gate here" in text
