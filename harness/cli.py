@@ -331,7 +331,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
-    from harness.gating.gatecheck import gate_check, in_a_fresh_process, runner_measure
+    from harness.execution.gatecheck_run import in_a_fresh_process, runner_measure
+    from harness.gating.gatecheck import gate_check
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
@@ -380,9 +381,10 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
     from harness.gating import load_run
-    from harness.gating.qualify import judge, load_spec, run_spec, write_certificate
+    from harness.execution.qualify_run import run_spec, runtime_device
+    from harness.gating.qualify import judge, load_spec, write_certificate
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, runtime_device)
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)

@@ -17,7 +17,7 @@ from harness.errors import UsageError
 from harness.plugins import load_plugins
 from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
 from harness.results.schema import CaseResult
-from harness.session import HarnessSession
+from harness.execution.session import HarnessSession
 
 SESSION_KEY = pytest.StashKey[HarnessSession]()
 CASE_NODES_KEY = pytest.StashKey[frozenset]()

@@ -11,7 +11,7 @@ import pytest
 from harness.config import OPTIONS, RunConfig
 from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
 from harness.results.schema import CaseId, CaseResult, RunResults
-from harness.session import HarnessSession
+from harness.execution.session import HarnessSession
 
 
 def _config(tmp_path, **kw: Any) -> RunConfig:
