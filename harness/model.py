@@ -218,6 +218,7 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
 
 
 def get_model(name: str) -> ModelSpec:
+    """A registered model; plugins (the zoo, user packages) count once harness.plugins.load_plugins() ran."""
     try:
         return _MODELS[name]
     except KeyError:

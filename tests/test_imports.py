@@ -1,4 +1,4 @@
-"""The import graph of harness/, read from the source with ast: no cycles, and the layering of docs/DESIGN.md.
+"""The import graph of harness/, read from the source with ast: no cycles, and the layering.
 
 Every `import` and `from ... import` counts, at module level and inside functions (a lazy import ties a
 circle as surely as a top-level one), `if TYPE_CHECKING:` ones too. Nodes are modules; a package is its

@@ -18,6 +18,7 @@ def register_runtime(cls: type[Runtime], *, replace: bool = False) -> type[Runti
 
 
 def get_runtime(name: str) -> type[Runtime]:
+    """A registered runtime; plugin runtimes count once harness.plugins.load_plugins() ran."""
     try:
         return _RUNTIMES[name]
     except KeyError:
