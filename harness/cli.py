@@ -9,6 +9,7 @@ SIGINT (Ctrl-C), 143 stopped by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import signal
 import sys
@@ -118,9 +119,17 @@ def _gating_parsers(sub: Any) -> None:
     q.add_argument("--results", help="judge this results.json instead of running the cases")
 
 
+# commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command in USES_REGISTRIES:
+            from harness.plugins import load_plugins
+
+            load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify}[args.command](args)
@@ -132,13 +141,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 def pytest_args_for(args: argparse.Namespace) -> list[str]:
     """The pytest command line of `harness run`: the bundled suites and the extra pytest arguments. The run's
     options do not travel as strings: the parsed RunConfig goes to the plugin in-process (`RunConfigCarrier`)."""
-    from harness_suites import SUITES_DIR
-
-    out = [str(SUITES_DIR), "-c", str(SUITES_DIR / "pytest.ini"), "--rootdir", str(SUITES_DIR), "-q"]
+    suites = suites_dir()
+    out = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), "-q"]
     if not any(ep.name == "harness" for ep in entry_points(group="pytest11")):
         out += ["-p", "harness.pytest_plugin"]  # running from a source tree without installing
     extra = list(args.pytest_args or [])
     return out + (extra[1:] if extra[:1] == ["--"] else extra)
+
+
+def suites_dir() -> Path:
+    """The bundled pytest suites, found by path, never imported: `suites/` beside this package in a source
+    checkout, else the installed `harness_suites` package's folder (its __init__ is not run)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "suites" / "pytest.ini").is_file():
+        return checkout / "suites"
+    spec = importlib.util.find_spec("harness_suites")
+    for folder in (spec.submodule_search_locations or ()) if spec else ():
+        if (Path(folder) / "pytest.ini").is_file():
+            return Path(folder)
+    raise UsageError("the bundled suites (harness_suites) are not installed: reinstall the harness")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -311,7 +332,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
-    from harness.gating.gatecheck import gate_check, in_a_fresh_process, runner_measure
+    from harness.execution.gatecheck_run import in_a_fresh_process, runner_measure
+    from harness.gating.gatecheck import gate_check
     from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
     from harness.results.store import atomic_write_text
 
@@ -359,11 +381,12 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
     from harness.gating import load_run
-    from harness.gating.qualify import judge, load_spec, run_spec
+    from harness.execution.qualify_run import run_spec, runtime_device
+    from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, runtime_device)
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)

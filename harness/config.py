@@ -150,8 +150,10 @@ class RunConfig:
     def cases(self) -> list[CaseId]:
         """The matrix in execution order: cases sharing a runtime activation are adjacent."""
         from harness.model import get_model
+        from harness.plugins import load_plugins
         from harness.runtimes import get_runtime
 
+        load_plugins()
         out = []
         for m in self.models:
             spec = get_model(m)
@@ -176,11 +178,13 @@ class RunConfig:
     def from_options(cls, raw: Mapping[str, Any]) -> "RunConfig":
         """Parse raw option values (strings, None when not given; keys are OptionDef.dest)."""
         from harness.model import all_models, get_model
+        from harness.plugins import load_plugins
         from harness.runtimes import get_runtime
 
         from harness.model_files import (check_shape_names, is_factory_ref, normalize_user_model, parse_shapes,
                                          register_user_model)
 
+        load_plugins()  # the zoo and user models/runtimes, before any name is resolved
         quick = bool(raw.get("quick"))
         for ref in raw.get("model") or ():
             if not is_factory_ref(ref) and not os.path.lexists(ref):
@@ -264,8 +268,10 @@ class RunConfig:
 
 def available_runtimes() -> tuple[str, ...]:
     """The default runtime set: every registered runtime that can run on this machine (availability probes)."""
+    from harness.plugins import load_plugins
     from harness.runtimes import get_runtime, runtime_names
 
+    load_plugins()
     return tuple(r for r in runtime_names() if get_runtime(r).availability())
 
 

@@ -193,6 +193,17 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def name_outputs(raw: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """Map what a framework returned (tensor, tuple, dict-like) to the model's output names."""
+    if isinstance(raw, Mapping):
+        return {n: raw[n] for n in names if n in raw} or dict(raw)
+    if isinstance(raw, (tuple, list)):
+        if len(raw) < len(names):
+            raise ValueError(f"module returned {len(raw)} outputs, the model declares {len(names)}: {names}")
+        return dict(zip(names, raw))
+    return {names[0]: raw}
+
+
 # ---------------------------------------------------------------------------------------------- registry
 
 _MODELS: dict[str, ModelSpec] = {}
@@ -207,9 +218,7 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
 
 
 def get_model(name: str) -> ModelSpec:
-    from harness.plugins import load_plugins
-
-    load_plugins()
+    """A registered model; plugins (the zoo, user packages) count once harness.plugins.load_plugins() ran."""
     try:
         return _MODELS[name]
     except KeyError:
@@ -217,9 +226,6 @@ def get_model(name: str) -> ModelSpec:
 
 
 def model_names() -> list[str]:
-    from harness.plugins import load_plugins
-
-    load_plugins()
     return sorted(_MODELS)
 
 

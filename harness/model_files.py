@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ModelError, UsageError
-from harness.model import BATCH, SEQ, ModelSpec, TensorSpec, register_model
+from harness.model import BATCH, SEQ, ModelSpec, TensorSpec, name_outputs, register_model
 
 # `--model pkg.module:factory`: a dotted module path, a colon, a Python name.
 _FACTORY_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -361,8 +361,6 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
     by what forward returns: a tensor "output", a tuple "output_0", "output_1", ..., a dict its keys.
     """
     import torch
-
-    from harness.runtimes.base import name_outputs
 
     module, example, meta = _call_factory(ref)
     seq_dims = dict(meta.get("seq_dims") or {})

@@ -14,9 +14,10 @@ import pytest
 
 from harness.config import OPTIONS, RunConfig
 from harness.errors import UsageError
+from harness.plugins import load_plugins
 from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
 from harness.results.schema import CaseResult
-from harness.session import HarnessSession
+from harness.execution.session import HarnessSession
 
 SESSION_KEY = pytest.StashKey[HarnessSession]()
 CASE_NODES_KEY = pytest.StashKey[frozenset]()
@@ -63,6 +64,7 @@ class RunConfigCarrier:
 
 def _session(config: pytest.Config) -> HarnessSession:
     if SESSION_KEY not in config.stash:
+        load_plugins()  # the zoo and user models/runtimes, before any name is resolved
         try:
             run_config = config.stash.get(CARRIED_KEY, None) or RunConfig.from_options(raw_options(config))
         except UsageError as exc:

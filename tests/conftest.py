@@ -28,3 +28,12 @@ def fakes():
 
     plugins.load_plugins()
     return module
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _registries() -> None:
+    """The zoo and plugin runtimes registered, as the CLI, the pytest plugin and a worker do before they
+    resolve names (the registries themselves never load plugins)."""
+    from harness import plugins
+
+    plugins.load_plugins()

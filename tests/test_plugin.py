@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from harness_suites import SUITES_DIR
+from harness.cli import suites_dir
+
+SUITES_DIR = suites_dir()  # this checkout's suites (found by path, as `harness run` finds them)
 
 from harness.results.schema import SCHEMA_VERSION
 

@@ -14,7 +14,7 @@ from harness.model import BATCH, SEQ, ModelSpec
 from harness.precision import Precision
 
 if TYPE_CHECKING:
-    from harness.runtimes.base import RuntimeOptions
+    from harness.artifacts.options import RuntimeOptions
 
 CALIBRATION_SEQ = 64  # sequence length of the seeded calibration feeds (short: within any position table)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.artifacts.cache import Artifact, ArtifactCache
 from harness.errors import ModelError
-from harness.model import BATCH, SEQ, ModelSpec
+from harness.model import BATCH, SEQ, ModelSpec, name_outputs
 
 # Example sizes used while tracing: not 0 or 1, which exporters specialise into constants.
 _EXAMPLE_DIMS = {BATCH: 2, SEQ: 16}
@@ -117,8 +117,6 @@ def _output_axes(module: Any, kwargs: dict[str, Any], spec: ModelSpec,
     """Names for the outputs' dynamic axes (legacy exporter): axis 0 is batch; a later axis whose size is the
     example sequence length is seq. Found by one forward pass on the example feed."""
     import torch
-
-    from harness.runtimes.base import name_outputs
 
     with torch.no_grad():
         outs = name_outputs(module(**kwargs), spec.outputs)

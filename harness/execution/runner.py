@@ -21,6 +21,7 @@ from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.model_files import register_user_model, user_model_name
+from harness.plugins import load_plugins
 from harness.precision import Precision
 from harness.results.schema import Block, CaseId, CaseResult
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
@@ -37,6 +38,7 @@ class CaseRunner:
     """
 
     def __init__(self, timer: Timer | None = None, defer_blocks: bool = False) -> None:
+        load_plugins()  # a worker process starts with empty registries
         self.timer = timer or Timer()
         # a session that measures later blocks in rounds over the whole matrix (measure_block) sets this: run()
         # then measures one block of a case whose runtime re-activates cheaply and leaves the rest for later

@@ -15,7 +15,8 @@ median from the first A block). Run k of a case is its blocks from sweeps kB .. 
 Each block is a fresh CaseRunner (a new runtime activation) and, from the CLI, each simulated run has its own
 process (`in_a_fresh_process`, forked), as each `harness run` has its own worker: run-to-run variation
 (activation, thread placement, memory layout, other load, the machine's slow episodes) is what the A/A pairs
-see.
+see. The measuring side (runner_measure, slowed_runtime, in_a_fresh_process) is harness.execution.gatecheck_run;
+this module only scores what it is given.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from harness.gating.compare import compare_samples
 from harness.gating.gates import GateConfig
 from harness.gating.verdicts import Verdict
 from harness.results.schema import CaseId
-from harness.runtimes import Runtime, get_runtime, register_runtime
 
 DEFAULT_LEVELS = (0.05, 0.10, 0.15, 0.20, 0.30)
 MAX_SIGMA = 1.0  # GateConfig takes a run-to-run spread in [0, 1)
@@ -42,47 +42,6 @@ POWER_TARGET = 0.95
 # measure(case, added_delay_s) -> one block's raw latency samples in ns
 Measure = Callable[[CaseId, float], Sequence[int]]
 Run = list[Sequence[int]]  # one simulated run: its blocks
-
-
-def slowed_runtime(base: type[Runtime], delay_s: float) -> type[Runtime]:
-    """A self-test wrapper of `base` that busy-waits `delay_s` seconds after each inference, registered under
-    `BASE+delayNNNus`. Never use it for real measurements: it exists to give the gate a known slowdown."""
-    delay_ns = int(round(delay_s * 1e9))
-    name = f"{base.name}+delay{delay_ns / 1000:.0f}us"
-
-    def _infer(self: Runtime, prepared: Any) -> Any:
-        out = base._infer(self, prepared)
-        self.synchronize()
-        end = time.perf_counter_ns() + delay_ns
-        while time.perf_counter_ns() < end:  # a busy wait: sleep() is too coarse below a millisecond
-            pass
-        return out
-
-    cls = type(f"Slowed{base.__name__}", (base,), {
-        "name": name, "_infer": _infer, "injected_delay_s": delay_s,
-        "description": f"SELF-TEST ONLY: {base.name} plus a {delay_ns / 1000:.0f} us busy wait per inference"})
-    return register_runtime(cls, replace=True)
-
-
-def runner_measure(config: Any) -> Measure:
-    """Measure one block of a case through a fresh CaseRunner (the same code path as `harness run`), in this
-    process; `config.repeats` blocks make a run, so each gets 1/repeats of the minimum time and iterations."""
-    from harness.errors import HarnessError
-    from harness.execution.runner import CaseRunner, block_policy
-
-    def measure(case: CaseId, delay_s: float) -> Sequence[int]:
-        if delay_s > 0:
-            case = replace(case, runtime=slowed_runtime(get_runtime(case.runtime), delay_s).name)
-        runner = CaseRunner()
-        try:
-            result = runner.run(case, replace(config, repeats=1, timing=block_policy(config.timing, config.repeats)))
-        finally:
-            runner.close()
-        if not result.measured:
-            raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
-        return result.samples_ns
-
-    return measure
 
 
 @dataclass(frozen=True)
@@ -188,50 +147,13 @@ def _one_run(cases: Sequence[CaseId], measure: Measure, levels: Sequence[float],
     return a, slowed, delays
 
 
-def in_this_process(fn: Callable[..., RunData], *args: Any) -> RunData:
-    return fn(*args)
-
-
-def in_a_fresh_process(fn: Callable[..., RunData], *args: Any) -> RunData:
-    """Run `fn(*args)` in a forked child and return its result: each simulated run gets its own process, as
-    each `harness run` does, so process-level states (thread placement, memory layout) vary between runs as
-    they do between nightly runs. An error in the child is raised here with its message."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-
-    def target() -> None:
-        try:
-            child.send(("ok", fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            child.send(("error", f"{type(exc).__name__}: {exc}"))
-        finally:
-            child.close()
-
-    proc = ctx.Process(target=target, name="harness-gate-check-run", daemon=True)
-    proc.start()
-    child.close()
-    try:
-        status, value = parent.recv()
-    except EOFError:
-        proc.join(5)
-        raise RuntimeError(f"gate-check: the run's process died (exit status {proc.exitcode})") from None
-    finally:
-        proc.join(30)
-    if status != "ok":
-        from harness.errors import HarnessError
-
-        raise HarnessError(value)
-    return value
-
-
 def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rounds: int = 6,
                levels: Sequence[float] = DEFAULT_LEVELS, repeats: int = 1,
                progress: Callable[[str], None] = lambda line: None,
-               execute: Callable[..., RunData] = in_this_process) -> GateCheckResult:
+               execute: Callable[..., RunData] | None = None) -> GateCheckResult:
     """Simulate `rounds` runs of `repeats` blocks with `measure` and score the gate (see the module docstring).
-    `execute(fn, *args)` runs one simulated run (`in_a_fresh_process` for the CLI)."""
+    `execute(fn, *args)` runs one simulated run (default: here; the CLI gives
+    harness.execution.gatecheck_run.in_a_fresh_process)."""
     if rounds < 2:
         raise ValueError("gate-check needs at least 2 rounds (A/A pairs)")
     if not cases:
@@ -242,7 +164,8 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
     s_runs: dict[tuple[CaseId, float], list[Run]] = {(c, lv): [] for c in cases for lv in levels}
     delays: dict[CaseId, float] = {}
     for r in range(rounds):
-        a, slowed, delays = execute(_one_run, cases, measure, levels, repeats, delays)
+        args = (cases, measure, levels, repeats, delays)
+        a, slowed, delays = execute(_one_run, *args) if execute else _one_run(*args)
         for c in cases:
             a_runs[c].append(a[c])
         for key, blocks in slowed.items():

@@ -1,4 +1,5 @@
-"""`harness qualify SPEC.toml`: run a spec's cases and judge its requirements into a PASS/FAIL certificate.
+"""`harness qualify SPEC.toml`: judge a spec's requirements on its run into a PASS/FAIL certificate (the cases
+run in harness.execution.qualify_run).
 
 A spec (TOML)::
 
@@ -157,11 +158,11 @@ def _requirements(where: str, table: Any) -> dict[str, Any]:
     return out
 
 
-def load_spec(path: str | Path) -> QualifySpec:
-    """Parse and check a qualification spec; SpecError naming the file and the problem."""
+def load_spec(path: str | Path, runtime_device: Callable[[str], str]) -> QualifySpec:
+    """Parse and check a qualification spec; SpecError naming the file and the problem.
+    `runtime_device(name)`: a registered runtime's device, UsageError for an unknown name (the caller's registry)."""
     from harness.model import get_model
     from harness.precision import Precision
-    from harness.runtimes import get_runtime
 
     path = Path(path)
     doc = _toml(path)
@@ -204,7 +205,7 @@ def load_spec(path: str | Path) -> QualifySpec:
                 raise SpecError(f"{cw}: missing key {key!r}")
         try:
             spec = get_model(str(rc["model"]))
-            runtime = get_runtime(str(rc["runtime"]))
+            runtime, device = str(rc["runtime"]), runtime_device(str(rc["runtime"]))
             precision = Precision.parse(str(rc.get("precision", "fp32")))
         except (UsageError, ValueError) as exc:
             raise SpecError(f"{cw}: {exc}") from None
@@ -217,7 +218,7 @@ def load_spec(path: str | Path) -> QualifySpec:
         if not spec.has_seq and seq is not None:
             raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
         seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
-        case = CaseId(spec.name, runtime.name, precision.value, batch, seq, runtime.device)
+        case = CaseId(spec.name, runtime, precision.value, batch, seq, device)
         if case in seen:
             raise SpecError(f"{cw}: {case.id} is listed twice")
         seen.add(case)
@@ -348,25 +349,3 @@ def judge(spec: QualifySpec, run: RunResults, results_path: str | Path) -> Certi
     return Certificate(spec, results_path, digest, run, reqs)
 
 
-def run_spec(spec: QualifySpec, out_dir: Path, progress: Any) -> Path:
-    """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
-    `progress`: a harness.report.progress.RunProgress (the caller's: gating renders nothing)."""
-    from harness.config import RunConfig
-    from harness.session import HarnessSession
-
-    try:
-        config = RunConfig.from_options(spec.run_options(out_dir))
-    except UsageError as exc:
-        raise SpecError(f"{spec.path}: {exc}") from None
-    session = HarnessSession(config, progress=progress)
-    session.progress.start("case", len(spec.cases))
-    interrupted = False
-    try:
-        for sc in spec.cases:
-            session.execute(sc.case)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        session.finish(interrupted=interrupted)
-    return out_dir / "results.json"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.errors import UsageError
-from harness.runtimes.base import Availability, Runtime, RuntimeOptions
+from harness.artifacts.options import RuntimeOptions
+from harness.runtimes.base import Availability, Runtime
 
 _RUNTIMES: dict[str, type[Runtime]] = {}
 
@@ -17,9 +18,7 @@ def register_runtime(cls: type[Runtime], *, replace: bool = False) -> type[Runti
 
 
 def get_runtime(name: str) -> type[Runtime]:
-    from harness.plugins import load_plugins
-
-    load_plugins()
+    """A registered runtime; plugin runtimes count once harness.plugins.load_plugins() ran."""
     try:
         return _RUNTIMES[name]
     except KeyError:
@@ -27,9 +26,6 @@ def get_runtime(name: str) -> type[Runtime]:
 
 
 def runtime_names() -> list[str]:
-    from harness.plugins import load_plugins
-
-    load_plugins()
     return list(_RUNTIMES)
 
 

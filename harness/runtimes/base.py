@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.artifacts.cache import Artifact, ArtifactCache
+from harness.artifacts.cache import Artifact
+from harness.artifacts.options import RuntimeOptions
 from harness.model import ModelSpec
 from harness.precision import Precision
 
@@ -25,28 +26,6 @@ class Availability:
 
     def __bool__(self) -> bool:
         return self.ok
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """What every adapter gets from the run: thread count, artifact cache, ONNX exporter, INT8 recipe.
-
-    int8_method: auto | static | dynamic (harness.artifacts.int8.choose_method resolves auto).
-    calibration_method: minmax | entropy | percentile (static INT8 only).
-    int8_activations: u8 (asymmetric, x86 CPU kernels) | s8 (symmetric; TensorRT wants this: an adapter
-    passes dataclasses.replace(options, int8_activations="s8") to onnx_for_precision).
-    """
-
-    threads: int
-    cache: ArtifactCache = field(default_factory=ArtifactCache)
-    exporter: str = "dynamo"
-    # The run's shapes, e.g. ({"batch": 1}, {"batch": 8}): engines with optimisation profiles (TensorRT) cover
-    # them at activation. Empty when unknown (a runtime then picks a default range).
-    shapes: tuple[Mapping[str, int], ...] = ()
-    int8_method: str = "auto"
-    calibration_method: str = "minmax"
-    int8_activations: str = "u8"
-    compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)
 
 
 class Runtime(ABC):
@@ -213,13 +192,3 @@ class Runtime(ABC):
         if not self._active:
             raise RuntimeError(f"{self.name}: use the runtime as a context manager before inference")
 
-
-def name_outputs(raw: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """Map what a framework returned (tensor, tuple, dict-like) to the model's output names."""
-    if isinstance(raw, Mapping):
-        return {n: raw[n] for n in names if n in raw} or dict(raw)
-    if isinstance(raw, (tuple, list)):
-        if len(raw) < len(names):
-            raise ValueError(f"module returned {len(raw)} outputs, the model declares {len(names)}: {names}")
-        return dict(zip(names, raw))
-    return {names[0]: raw}

@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.runtimes.base import Availability, name_outputs
+from harness.model import name_outputs
+from harness.runtimes.base import Availability
 from harness.runtimes.torch_eager import TorchEager
 
 

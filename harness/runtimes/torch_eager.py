@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.model import ModelSpec
+from harness.model import ModelSpec, name_outputs
 from harness.precision import Precision
-from harness.runtimes.base import Availability, Runtime, name_outputs
+from harness.runtimes.base import Availability, Runtime
 
 
 class TorchEager(Runtime):

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.runtimes.base import name_outputs
+from harness.model import name_outputs
 from harness.runtimes.torch_eager import TorchEager
 
 

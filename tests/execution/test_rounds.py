@@ -10,8 +10,8 @@ import pytest
 
 from harness.config import OPTIONS, RunConfig
 from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
+from harness.execution.session import HarnessSession
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
-from harness.session import HarnessSession
 
 
 def _config(tmp_path, **kw: Any) -> RunConfig:

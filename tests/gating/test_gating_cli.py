@@ -104,7 +104,7 @@ def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
     import dataclasses
 
     from harness.config import OPTIONS, RunConfig
-    from harness.session import HarnessSession
+    from harness.execution.session import HarnessSession
 
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-linear", runtimes="fake-ok", out=str(tmp_path / "run"))

@@ -10,7 +10,8 @@ import pytest
 
 from harness.cli import main
 from harness.gating import GateConfig, parse_gate
-from harness.gating.gatecheck import gate_check, runner_measure, slowed_runtime
+from harness.execution.gatecheck_run import runner_measure, slowed_runtime
+from harness.gating.gatecheck import gate_check
 from harness.report.gatecheck import gatecheck_markdown
 from harness.results.schema import CaseId
 
@@ -174,7 +175,7 @@ def test_each_simulated_run_can_have_its_own_process():
     import os
 
     from harness.errors import HarnessError
-    from harness.gating.gatecheck import in_a_fresh_process, in_this_process
+    from harness.execution.gatecheck_run import in_a_fresh_process, in_this_process
 
     _, _, info = in_a_fresh_process(_pid_run, 1, "x")
     assert info["pid"] != os.getpid() and info["args"] == (1, "x")
@@ -184,7 +185,7 @@ def test_each_simulated_run_can_have_its_own_process():
 
 
 def test_gate_check_with_runs_in_fresh_processes_scores_like_in_process():
-    from harness.gating.gatecheck import in_a_fresh_process
+    from harness.execution.gatecheck_run import in_a_fresh_process
 
     a = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2)
     b = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2,

@@ -14,6 +14,7 @@ from gating_synth import ENV, case_result, samples
 
 from harness.cli import main
 from harness.errors import UsageError
+from harness.execution.qualify_run import runtime_device
 from harness.gating.qualify import SpecError, judge, load_spec
 from harness.report.certificate import write_certificate
 from harness.results import write_results
@@ -63,7 +64,7 @@ def results_file(tmp_path, *cases):
 
 
 def test_load_spec(spec_file):
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, runtime_device)
     assert spec.name == "fake-box" and [c.case for c in spec.cases] == [CASE1, CASE2]
     assert spec.cases[0].require == {"drift_within_tolerance": True, "p99_ms_max": 1000.0,
                                      "throughput_sps_min": 1.0}
@@ -97,7 +98,7 @@ def test_bad_specs_name_the_file_and_the_problem(tmp_path, fakes, old, new, mess
     p = tmp_path / "bad.toml"
     p.write_text(GOOD.replace(old, new, 1))
     with pytest.raises(SpecError) as info:
-        load_spec(p)
+        load_spec(p, runtime_device)
     assert str(info.value).startswith(str(p)) and message in str(info.value), str(info.value)
     assert isinstance(info.value, UsageError)
     assert main(["qualify", str(p)]) == 2
@@ -108,18 +109,18 @@ def test_spec_without_cases_or_requirements(tmp_path, fakes):
     p = tmp_path / "s.toml"
     p.write_text('name = "x"\n')
     with pytest.raises(SpecError, match="no \\[\\[case\\]\\] tables"):
-        load_spec(p)
+        load_spec(p, runtime_device)
     p.write_text('[[case]]\nmodel = "fake-linear"\nruntime = "fake-ok"\nbatch = 1\n')
     with pytest.raises(SpecError, match="no requirements"):
-        load_spec(p)
+        load_spec(p, runtime_device)
     with pytest.raises(SpecError, match="no such spec file"):
-        load_spec(tmp_path / "missing.toml")
+        load_spec(tmp_path / "missing.toml", runtime_device)
 
 
 def test_judge_pass_with_margins_and_certificate(tmp_path, spec_file):
     res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
     run = __import__("harness.gating", fromlist=["load_run"]).load_run(res)
-    cert = judge(load_spec(spec_file), run, res)
+    cert = judge(load_spec(spec_file, runtime_device), run, res)
     assert cert.passed and cert.exit_code == 0 and cert.verdict == "PASS"
     p99 = next(r for r in cert.requirements if r.requirement == "p99_ms_max")
     assert p99.measured == pytest.approx(run.cases[0].latency["p99_ms"])
@@ -142,7 +143,7 @@ def test_impossible_unmeasured_and_broken_requirements_fail(tmp_path, spec_file)
     res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, status="crashed"))
     from harness.gating import load_run
 
-    cert = judge(load_spec(spec_file), load_run(res), res)
+    cert = judge(load_spec(spec_file, runtime_device), load_run(res), res)
     assert not cert.passed and cert.exit_code == 1
     by = {(r.case_id, r.requirement): r for r in cert.requirements}
     p99 = by[(CASE1.id, "p99_ms_max")]
@@ -160,7 +161,8 @@ def test_noisy_and_drift_flags(tmp_path, spec_file):
     res = results_file(tmp_path, noisy, case_result(CASE2, samples(3.0, 100, 2)))
     from harness.gating import load_run
 
-    by = {(r.case_id, r.requirement): r for r in judge(load_spec(spec_file), load_run(res), res).requirements}
+    cert = judge(load_spec(spec_file, runtime_device), load_run(res), res)
+    by = {(r.case_id, r.requirement): r for r in cert.requirements}
     assert by[(CASE1.id, "not_noisy")].status == "FAIL"
     assert by[(CASE1.id, "drift_within_tolerance")].status == "FAIL"
     assert "drift over tolerance" in by[(CASE1.id, "drift_within_tolerance")].reason
@@ -193,7 +195,7 @@ def test_qualify_runs_the_cases_end_to_end(fake_env, tmp_path, spec_file):
 
 
 def test_sample_specs_parse(fakes):
-    cpu = load_spec(SPECS / "cpu-2core.toml")
+    cpu = load_spec(SPECS / "cpu-2core.toml", runtime_device)
     assert cpu.cases and all(c.case.device == "cpu" for c in cpu.cases)
     text = (SPECS / "h100.toml").read_text()
     for name in ("torch-cuda", "ort-cuda", "tensorrt", "gpu_peak_mb_max"):
@@ -214,4 +216,4 @@ def test_a_case_at_a_batch_its_model_fixes_otherwise_is_refused(tmp_path, fakes,
                               'model = "fixed-one"\nruntime = "fake-ok-b"'))
     with pytest.raises(SpecError, match=r"case 2: one.onnx fixes input 'x' axis 0 at 1; --batch-sizes 4 does not "
                                         r"apply"):
-        load_spec(p)
+        load_spec(p, runtime_device)

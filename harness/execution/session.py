@@ -11,8 +11,9 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
-from harness.execution import InProcessExecutor, IsolatedExecutor
+from harness.execution.runner import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
+from harness.execution.supervisor import IsolatedExecutor
 from harness.measure.cpu import OthersCpu
 from harness.measure.timer import measure_overhead
 from harness.report.progress import RunProgress, case_line, write_case_log

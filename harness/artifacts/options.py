@@ -1,0 +1,30 @@
+"""RuntimeOptions: what a run gives every runtime and build step (threads, artifact cache, exporter, INT8 recipe)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.artifacts.cache import ArtifactCache
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """What every adapter gets from the run: thread count, artifact cache, ONNX exporter, INT8 recipe.
+
+    int8_method: auto | static | dynamic (harness.artifacts.int8.choose_method resolves auto).
+    calibration_method: minmax | entropy | percentile (static INT8 only).
+    int8_activations: u8 (asymmetric, x86 CPU kernels) | s8 (symmetric; TensorRT wants this: an adapter
+    passes dataclasses.replace(options, int8_activations="s8") to onnx_for_precision).
+    """
+
+    threads: int
+    cache: ArtifactCache = field(default_factory=ArtifactCache)
+    exporter: str = "dynamo"
+    # The run's shapes, e.g. ({"batch": 1}, {"batch": 8}): engines with optimisation profiles (TensorRT) cover
+    # them at activation. Empty when unknown (a runtime then picks a default range).
+    shapes: tuple[Mapping[str, int], ...] = ()
+    int8_method: str = "auto"
+    calibration_method: str = "minmax"
+    int8_activations: str = "u8"
+    compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)

@@ -1,0 +1,191 @@
+"""The import graph of harness/, read from the source with ast: no cycles, and the layering.
+
+Every `import` and `from ... import` counts, at module level and inside functions (a lazy import ties a
+circle as surely as a top-level one), `if TYPE_CHECKING:` ones too. Nodes are modules; a package is its
+`__init__.py`. Importing `harness.x.y` (or a name from it) is an edge to `harness.x.y` and to the package
+`harness.x`, because Python runs `harness/x/__init__.py` first and a re-exporting `__init__` pulls in its
+siblings; the exception is a module inside `harness.x` itself, whose package is already initialised and
+which does not depend on what the `__init__` re-exports. So `__init__` -> submodule is an ordinary edge, and a
+module outside the package that reaches any part of it depends on the whole `__init__`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "harness"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _imported_names(name: str, path: Path) -> list[str]:
+    """Every dotted name `name` imports (absolute, relative resolved; `from m import x` gives m.x)."""
+    is_pkg = path.name == "__init__.py"
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.extend(f"{mod}.{alias.name}" for alias in node.names)  # a submodule, or a name in mod
+    return out
+
+
+def _targets(importer: str, imported: str, modules: dict[str, Path]) -> set[str]:
+    """The modules of harness/ that importing `imported` runs: the deepest module it names, and every package
+    on the way to it that does not already hold the importer (Python runs a package's __init__ first)."""
+    parts = imported.split(".")
+    while parts and ".".join(parts) not in modules:  # `from harness.x import name`: name lives in harness.x
+        parts.pop()
+    out = set()
+    for i in range(1, len(parts) + 1):
+        mod = ".".join(parts[:i])
+        if i == len(parts) or not (importer + ".").startswith(mod + "."):
+            out.add(mod)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for imported in _imported_names(name, path):
+            if imported.split(".")[0] == "harness":
+                edges |= _targets(name, imported, modules)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def _external_imports(path: Path) -> set[str]:
+    return {n.split(".")[0] for n in _imported_names(_module_name(path), path) if n}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a list of modules (first repeated at the end), or None."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = dict.fromkeys(graph, WHITE)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        color[node] = GREY
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if color.get(nxt) == GREY:
+                return stack[stack.index(nxt):] + [nxt]
+            if color.get(nxt) == WHITE:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        color[node] = BLACK
+        return None
+
+    for start in sorted(graph):
+        if color[start] == WHITE:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan: every strongly connected component of more than one module (each one circle of imports)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_graph_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    """The reader itself: function-level and relative imports are read; a package's __init__ counts from outside."""
+    src = "import os\nfrom . import b\ndef f():\n    from harness.x.c import thing\n    import harness.x.d.e\n"
+    path = tmp_path / "harness" / "x" / "a.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(src)
+    names = set(_imported_names("harness.x.a", path))
+    assert {"harness.x.b", "harness.x.c.thing", "harness.x.d.e"} <= names
+    modules = dict.fromkeys(["harness", "harness.x", "harness.x.a", "harness.x.c", "harness.y", "harness.y.m"],
+                            path)
+    assert _targets("harness.x.a", "harness.x.c.thing", modules) == {"harness.x.c"}  # own package: initialised
+    assert _targets("harness.y.m", "harness.x.c.thing", modules) == {"harness.x", "harness.x.c"}  # runs x's __init__
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert strongly_connected(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert len(graph) > 40, "the reader found too few modules"
+    assert graph["harness.execution.runner"], "the reader found no imports"
+    circles = strongly_connected(graph)
+    cycle = find_cycle(graph)
+    assert not circles, (f"import cycle: {' -> '.join(cycle or [])}; "
+                         + "; ".join(f"circle of {len(c)}: {', '.join(c)}" for c in circles))
+
+
+FORBIDDEN_IN_GATING = ("harness.execution", "harness.session", "harness.config", "harness.runtimes")
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "gating").rglob("*.py")), ids=lambda p: p.name)
+def test_gating_only_reads_and_judges(path: Path) -> None:
+    """gating/ judges stored results; it never drives a run (no execution, session, config or runtimes)."""
+    name = _module_name(path)
+    bad = sorted(n for n in _imported_names(name, path)
+                 if any(n == f or n.startswith(f + ".") for f in FORBIDDEN_IN_GATING))
+    assert not bad, f"{name} imports {', '.join(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: _module_name(p))
+def test_harness_never_imports_the_zoo_or_suites(path: Path) -> None:
+    """The zoo is found through the `harness.models` entry point, the suites by path, never by import."""
+    bad = _external_imports(path) & {"harness_suites", "harness_zoo", "models", "suites"}
+    assert not bad, f"{_module_name(path)} imports {', '.join(sorted(bad))}"
