@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config import RunConfig
 from harness.display import visible
+from harness.measure.memory import default_case_memory_gb
+from harness.measure.timer import TimingPolicy
 from harness.errors import UsageError
 from harness.results.schema import CaseId, CaseResult, RunResults, _finite
 from harness.results.stored import read_toml
@@ -83,10 +86,11 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
 _CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
-# [measure] key -> `harness run` option dest
+# [measure] key -> RunConfig field (the _TIMING_KEYS go into its TimingPolicy)
 _MEASURE_KEYS = {"min_time": "min_time", "min_iters": "min_iters", "warmup": "warmup", "threads": "threads",
-                 "seed": "seed", "case_timeout": "case_timeout", "case_memory": "case_memory",
-                 "noise_cv": "noise_cv", "exporter": "exporter", "isolation": None}
+                 "seed": "seed", "case_timeout": "case_timeout_s", "case_memory": "case_memory_gb",
+                 "noise_cv": "noise_cv", "exporter": "exporter", "isolation": "isolation"}
+_TIMING_KEYS = ("min_time", "min_iters", "warmup")
 
 
 @dataclass(frozen=True)
@@ -104,23 +108,22 @@ class QualifySpec:
     cases: tuple[SpecCase, ...]
     sha256: str
 
-    def run_options(self, out_dir: Path) -> dict[str, Any]:
-        """Raw `harness run` options (OptionDef dests) covering the spec's cases."""
-        def uniq(values: list[Any]) -> str:
-            return ",".join(str(v) for v in dict.fromkeys(values))
+    def run_config(self, out_dir: Path) -> RunConfig:
+        """The run configuration covering the spec's cases, with its [measure] settings."""
+        def uniq(values: list[Any]) -> tuple[Any, ...]:
+            return tuple(dict.fromkeys(values))
 
         cs = [s.case for s in self.cases]
-        raw: dict[str, Any] = {"models": uniq([c.model for c in cs]), "runtimes": uniq([c.runtime for c in cs]),
-                               "precisions": uniq([c.precision for c in cs]),
-                               "batch_sizes": uniq([c.batch for c in cs]),
-                               "seq_lens": uniq([c.seq for c in cs if c.seq is not None]) or None,
-                               "out": str(out_dir)}
-        for key, dest in _MEASURE_KEYS.items():
-            if key in self.measure and dest is not None:
-                raw[dest] = str(self.measure[key])
-        if self.measure.get("isolation") is False:
-            raw["no_isolation"] = True
-        return raw
+        m = self.measure
+        timing = {dest: m[key] for key, dest in (("min_time", "min_time_s"), ("min_iters", "min_iters"),
+                                                 ("warmup", "warmup_iters")) if key in m}
+        settings = {dest: m[key] for key, dest in _MEASURE_KEYS.items() if key in m and dest not in _TIMING_KEYS}
+        settings.setdefault("case_memory_gb", default_case_memory_gb())
+        return RunConfig(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
+                         precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
+                         seq_lens=uniq([c.seq for c in cs if c.seq is not None]) or (128,), out_dir=Path(out_dir),
+                         run_id=_dt.datetime.now().strftime("%Y%m%d-%H%M%S"), timing=TimingPolicy(**timing),
+                         **settings)
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -161,6 +164,7 @@ def _requirements(where: str, table: Any) -> dict[str, Any]:
 
 def load_spec(path: str | Path) -> QualifySpec:
     """Parse and check a qualification spec; SpecError naming the file and the problem."""
+    from harness.matrix import case_ids
     from harness.model import get_model
     from harness.precision import Precision
     from harness.runtimes import get_runtime
@@ -219,7 +223,8 @@ def load_spec(path: str | Path) -> QualifySpec:
         if not spec.has_seq and seq is not None:
             raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
         seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
-        case = CaseId(spec.name, runtime.name, precision.value, batch, seq, runtime.device)
+        # the rule of `harness run`: e.g. fp16 on torch-cpu is its bf16 case
+        (case,) = case_ids((spec.name,), (runtime.name,), (precision,), (batch,), () if seq is None else (seq,))
         if case in seen:
             raise SpecError(f"{cw}: {case.id} is listed twice")
         seen.add(case)
@@ -362,14 +367,10 @@ def judge(spec: QualifySpec, run: RunResults, results_path: str | Path) -> Certi
 def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
     """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
     `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
-    from harness.config import RunConfig
     from harness.report.progress import RunProgress
     from harness.session import HarnessSession
 
-    try:
-        config = RunConfig.from_options(spec.run_options(out_dir))
-    except UsageError as exc:
-        raise SpecError(f"{spec.path}: {exc}") from None
+    config = spec.run_config(out_dir)
     session = HarnessSession(config, progress=progress or RunProgress())
     session.progress.start("case", len(spec.cases))
     interrupted = False

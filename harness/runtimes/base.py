@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.artifacts.cache import Artifact, ArtifactCache
+from harness.artifacts.int8 import DEFAULT_CALIBRATION_METHOD
 from harness.model import ModelSpec
 from harness.precision import Precision
 
@@ -44,7 +45,7 @@ class RuntimeOptions:
     # them at activation. Empty when unknown (a runtime then picks a default range).
     shapes: tuple[Mapping[str, int], ...] = ()
     int8_method: str = "auto"
-    calibration_method: str = "minmax"
+    calibration_method: str = DEFAULT_CALIBRATION_METHOD
     int8_activations: str = "u8"
     compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)
 

@@ -11,7 +11,8 @@ from harness.accuracy import localize as localize_module
 from harness.accuracy.localize import localize
 from harness.artifacts import ArtifactCache, onnx_for_model, onnx_for_precision
 from harness.artifacts.cache import Artifact
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.options import OPTIONS, parse_run_options
 from harness.data import make_feed
 from harness.execution import CaseRunner
 from harness.model import get_model
@@ -26,7 +27,7 @@ def config(tmp_path, **kw):
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="mlp", runtimes="ort-cpu,torch-cpu", min_time="0.01", min_iters="3", warmup="1",
                threads="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **kw)
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from harness.accuracy.task import DEFAULT_MIN_TASK_RATIO, EvalSplit, judge, top1_accuracy
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.options import OPTIONS, parse_run_options
 from harness.execution import CaseRunner
 from harness.model import BATCH, ModelSpec, TensorSpec, register_model
 from harness.precision import Precision, Tolerance
@@ -90,7 +91,7 @@ def task_config(fakes, tmp_path):
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-task", runtimes="task-ok", min_time="0.01", min_iters="3", warmup="1",
                cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)
 
 
 def test_runner_records_task_accuracy_and_fails_below_the_ratio(task_config):
@@ -118,4 +119,4 @@ def config_plain(fakes, tmp_path):
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="3", warmup="1",
                cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)

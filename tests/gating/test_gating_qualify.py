@@ -67,9 +67,23 @@ def test_load_spec(spec_file):
     assert spec.cases[0].require == {"drift_within_tolerance": True, "p99_ms_max": 1000.0,
                                      "throughput_sps_min": 1.0}
     assert spec.cases[1].require == {"drift_within_tolerance": True, "p50_ms_max": 1000.0}
-    raw = spec.run_options(Path("/tmp/x"))
-    assert raw["models"] == "fake-linear" and raw["runtimes"] == "fake-ok,fake-ok-b" and raw["batch_sizes"] == "1,4"
-    assert raw["min_time"] == "0.01"
+    config = spec.run_config(Path("/tmp/x"))
+    assert config.models == ("fake-linear",) and config.runtimes == ("fake-ok", "fake-ok-b")
+    assert config.batch_sizes == (1, 4) and config.timing.min_time_s == 0.01 and config.out_dir == Path("/tmp/x")
+
+
+def test_spec_cases_follow_the_matrix_rule_of_harness_run(tmp_path):
+    """A spec asking torch-cpu fp16 gets the bf16 case that `harness run --precisions fp16` measures."""
+    from harness.config import RunConfig
+    from harness.precision import Precision
+
+    p = tmp_path / "spec.toml"
+    p.write_text('[[case]]\nmodel = "mlp"\nruntime = "torch-cpu"\nprecision = "fp16"\nbatch = 1\n'
+                 '[case.require]\np99_ms_max = 100\n')
+    (case,) = [c.case for c in load_spec(p).cases]
+    run = RunConfig(models=("mlp",), runtimes=("torch-cpu",), precisions=(Precision.FP16,), batch_sizes=(1,),
+                    out_dir=tmp_path)
+    assert [case] == run.cases() and case.precision is Precision.BF16 and case.id == "mlp-torch-cpu-bf16-b1"
 
 
 @pytest.mark.parametrize("old, new, message", [

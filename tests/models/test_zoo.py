@@ -8,7 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+
+from harness.options import OPTIONS, parse_run_options
 from harness.execution import CaseRunner
 from harness.model import get_model, model_names, register_model
 from harness.results.schema import CaseId
@@ -18,7 +20,7 @@ def _config(tmp_path, **extra) -> RunConfig:
     raw = {o.dest: None for o in OPTIONS}
     raw.update(min_time="0.01", min_iters="3", warmup="1", cache_dir=str(tmp_path / "cache"),
                out=str(tmp_path / "out"), **extra)
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)
 
 
 def test_zoo_names_tags_and_quick_stays_small():
