@@ -86,11 +86,11 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
 _CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
-# [measure] key -> RunConfig field (the _TIMING_KEYS go into its TimingPolicy)
-_MEASURE_KEYS = {"min_time": "min_time", "min_iters": "min_iters", "warmup": "warmup", "threads": "threads",
-                 "seed": "seed", "case_timeout": "case_timeout_s", "case_memory": "case_memory_gb",
-                 "noise_cv": "noise_cv", "exporter": "exporter", "isolation": "isolation"}
-_TIMING_KEYS = ("min_time", "min_iters", "warmup")
+# [measure] key -> RunConfig field ("timing.X": a field of its TimingPolicy)
+_MEASURE_KEYS = {"min_time": "timing.min_time_s", "min_iters": "timing.min_iters", "warmup": "timing.warmup_iters",
+                 "threads": "threads", "seed": "seed", "case_timeout": "case_timeout_s",
+                 "case_memory": "case_memory_gb", "noise_cv": "noise_cv", "exporter": "exporter",
+                 "isolation": "isolation"}
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,9 @@ class QualifySpec:
             return tuple(dict.fromkeys(values))
 
         cs = [s.case for s in self.cases]
-        m = self.measure
-        timing = {dest: m[key] for key, dest in (("min_time", "min_time_s"), ("min_iters", "min_iters"),
-                                                 ("warmup", "warmup_iters")) if key in m}
-        settings = {dest: m[key] for key, dest in _MEASURE_KEYS.items() if key in m and dest not in _TIMING_KEYS}
+        given = {dest: self.measure[key] for key, dest in _MEASURE_KEYS.items() if key in self.measure}
+        timing = {dest.removeprefix("timing."): v for dest, v in given.items() if dest.startswith("timing.")}
+        settings = {dest: v for dest, v in given.items() if not dest.startswith("timing.")}
         settings.setdefault("case_memory_gb", default_case_memory_gb())
         return RunConfig(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
                          precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
@@ -189,7 +188,8 @@ def load_spec(path: str | Path) -> QualifySpec:
             if not isinstance(v, bool):
                 raise SpecError(f"{where}: [measure] isolation = {v!r} must be true or false")
         else:
-            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"))
+            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"),
+                    minimum=1 if key in ("min_iters", "threads") else 0.0)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
