@@ -326,13 +326,15 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.measure.timer import TimingPolicy
     from harness.options import float_at_least, int_at_least, names, positive_ints, precisions
 
-    config = RunConfig(
+    from harness.results.environment import default_threads
+
+    config = RunConfig(  # its own flags, parsed with the run options' parsers (and their messages)
         models=names(args.models, "models"), runtimes=names(args.runtimes, "runtimes"),
-        precisions=precisions(args.precisions, "precisions"), batch_sizes=positive_ints(args.batch_sizes, "batch-sizes"),
-        seq_lens=positive_ints(args.seq_lens, "seq-lens"),
+        precisions=precisions(args.precisions, "precisions"),
+        batch_sizes=positive_ints(args.batch_sizes, "batch-sizes"), seq_lens=positive_ints(args.seq_lens, "seq-lens"),
         timing=TimingPolicy(min_time_s=float_at_least(0.0)(args.min_time, "min-time"),
                             min_iters=int_at_least(1)(args.min_iters, "min-iters")),
-        **({"threads": int_at_least(1)(args.threads, "threads")} if args.threads else {}),
+        threads=int_at_least(1)(args.threads, "threads") if args.threads else default_threads(),
         isolation=False, repeats=int_at_least(1)(args.repeats, "repeats"), out_dir=Path(args.out or "reports/gate-check"))
     cases = config.cases()
     print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
