@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.config import OPTIONS, RunConfig
+from harness.options import OPTIONS, parse_run_options
 from harness.display import visible
 from harness.errors import HarnessError, UsageError
 
@@ -167,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.pytest_plugin import RunConfigCarrier
 
-    config = RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
+    config = parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
     code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
@@ -346,12 +346,20 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--levels {args.levels!r}: each level must lie between 0 and 1000 percent")
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models=args.models, runtimes=args.runtimes, precisions=args.precisions,
-               batch_sizes=args.batch_sizes, seq_lens=args.seq_lens, min_time=args.min_time,
-               min_iters=args.min_iters, threads=args.threads, no_isolation=True, repeats=args.repeats,
-               out=args.out or "reports/gate-check")
-    config = RunConfig.from_options(raw)
+    from harness.config import RunConfig
+    from harness.measure.timer import TimingPolicy
+    from harness.options import float_at_least, int_at_least, names, positive_ints, precisions
+
+    from harness.results.environment import default_threads
+
+    config = RunConfig(  # its own flags, parsed with the run options' parsers (and their messages)
+        models=names(args.models, "models"), runtimes=names(args.runtimes, "runtimes"),
+        precisions=precisions(args.precisions, "precisions"),
+        batch_sizes=positive_ints(args.batch_sizes, "batch-sizes"), seq_lens=positive_ints(args.seq_lens, "seq-lens"),
+        timing=TimingPolicy(min_time_s=float_at_least(0.0)(args.min_time, "min-time"),
+                            min_iters=int_at_least(1)(args.min_iters, "min-iters")),
+        threads=int_at_least(1)(args.threads, "threads") if args.threads else default_threads(),
+        isolation=False, repeats=int_at_least(1)(args.repeats, "repeats"), out_dir=Path(args.out or "reports/gate-check"))
     cases = config.cases()
     print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
           f"slowdown levels); {gates.describe()}")
@@ -381,12 +389,12 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
     from harness.gating import load_run
-    from harness.execution.qualify_run import run_spec, runtime_device
+    from harness.execution.qualify_run import run_spec, spec_case
     from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
 
-    spec = load_spec(args.spec, runtime_device)
+    spec = load_spec(args.spec, spec_case)
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)

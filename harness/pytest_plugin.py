@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
 from harness.errors import UsageError
+from harness.options import OPTIONS, parse_run_options
 from harness.plugins import load_plugins
 from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
 from harness.results.schema import CaseResult
@@ -66,7 +67,7 @@ def _session(config: pytest.Config) -> HarnessSession:
     if SESSION_KEY not in config.stash:
         load_plugins()  # the zoo and user models/runtimes, before any name is resolved
         try:
-            run_config = config.stash.get(CARRIED_KEY, None) or RunConfig.from_options(raw_options(config))
+            run_config = config.stash.get(CARRIED_KEY, None) or parse_run_options(raw_options(config))
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         progress = RunProgress(terminal_stream(), live=None if config.get_verbosity() <= 0 else False,

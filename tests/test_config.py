@@ -1,4 +1,5 @@
-"""Option parsing: the same options and validation for `harness run` and plain pytest."""
+"""RunConfig (typed, with defaults) and option parsing: the same options and validation for `harness run` and
+plain pytest."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import itertools
 
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.options import OPTIONS, parse_run_options
 from harness.errors import UsageError
 from harness.precision import Precision
 
@@ -18,7 +20,7 @@ def raw(**kw):
 
 
 def test_quick_defaults():
-    c = RunConfig.from_options(raw(quick=True))
+    c = parse_run_options(raw(quick=True))
     assert c.models == ("mlp", "resnet18")
     assert c.runtimes == ("torch-cpu", "ort-cpu")
     assert c.precisions == (Precision.FP32,)
@@ -28,7 +30,7 @@ def test_quick_defaults():
 
 
 def test_explicit_values_override_quick():
-    c = RunConfig.from_options(raw(quick=True, models="mlp", batch_sizes="2, 16", min_time="0.1",
+    c = parse_run_options(raw(quick=True, models="mlp", batch_sizes="2, 16", min_time="0.1",
                                    min_iters="3", threads="1", seed="9", no_isolation=True))
     assert c.models == ("mlp",) and c.batch_sizes == (2, 16)
     assert c.timing.min_time_s == 0.1 and c.timing.min_iters == 3
@@ -48,13 +50,49 @@ def test_explicit_values_override_quick():
 ])
 def test_bad_options_are_usage_errors_that_name_the_valid_values(kw, message):
     with pytest.raises(UsageError, match=None) as info:
-        RunConfig.from_options(raw(**kw))
+        parse_run_options(raw(**kw))
     assert message in str(info.value)
 
 
-def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes):
-    c = RunConfig.from_options(raw(models="fake-linear,mlp", runtimes="fake-ok,ort-cpu", precisions="fp32,fp16",
-                                   batch_sizes="1,8", seq_lens="32,128"))
+def test_a_config_is_built_from_typed_values_with_defaults_on_the_type(tmp_path, monkeypatch):
+    """Constructing a RunConfig reads no clock and no memory size, registers nothing and probes no runtime."""
+    import psutil
+
+    from harness import model_files
+
+    def boom(*a, **k):
+        raise AssertionError("a side effect while constructing a RunConfig")
+
+    monkeypatch.setattr(psutil, "virtual_memory", boom)
+    monkeypatch.setattr(model_files, "register_user_model", boom)
+    monkeypatch.setattr("time.strftime", boom)
+    c = RunConfig(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path)
+    assert c.precisions == (Precision.FP32,) and c.batch_sizes == (1, 8) and c.seq_lens == (128,)
+    assert c.timing.min_iters == 20 and c.repeats == 3 and c.confirm == 2 and c.isolation
+    assert c.calibration_method == "minmax" and c.int8_method == "auto" and c.baseline is None and c.run_id == ""
+
+
+def test_every_option_names_a_config_field_or_is_read_by_the_parser():
+    """Adding a run option is one OPTIONS entry (field + parser) and one RunConfig field."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    for o in OPTIONS:
+        assert o.field is None or o.field.split(".")[0] in fields, o.name
+        assert (o.field is None) == (o.parse is None), o.name
+    read_by_parser = {o.name for o in OPTIONS if o.field is None}
+    assert read_by_parser == {"models", "model", "shape", "runtimes", "out", "baseline", "gate", "gate-config"}
+
+
+def test_parsed_defaults_come_from_the_machine_and_the_clock(tmp_path):
+    c = parse_run_options(raw(models="mlp", runtimes="ort-cpu"))
+    assert c.run_id and c.out_dir.name == c.run_id and c.case_memory_gb > 0
+
+
+def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes, tmp_path):
+    c = RunConfig(models=("fake-linear", "mlp"), runtimes=("fake-ok", "ort-cpu"),
+                  precisions=(Precision.FP32, Precision.FP16), batch_sizes=(1, 8), seq_lens=(32, 128),
+                  out_dir=tmp_path)
     cases = c.cases()
     assert len(cases) == 2 * 2 * 2 * 2  # models x runtimes x precisions x batches; no seq axis here
     assert all(case.seq is None for case in cases)
@@ -101,13 +139,13 @@ def test_every_option_is_documented_in_the_options_page():
 
 
 def test_precision_options_parse_and_reach_the_config():
-    c = RunConfig.from_options(raw(models="mlp", tolerance="fp16.max_rel_l2=0.05,int8.min_cosine=0.98",
+    c = parse_run_options(raw(models="mlp", tolerance="fp16.max_rel_l2=0.05,int8.min_cosine=0.98",
                                    int8_method="Dynamic", calibration_method="entropy", localize=True))
     assert c.int8_method == "dynamic" and c.calibration_method == "entropy" and c.localize is True
     assert c.tolerance_override(Precision.FP16).max_rel_l2 == 0.05
     assert c.tolerance_override("int8").min_cosine == 0.98 and c.tolerance_override("fp32") is None
     assert c.as_dict()["tolerance_overrides"] == {"fp16": {"max_rel_l2": 0.05}, "int8": {"min_cosine": 0.98}}
-    d = RunConfig.from_options(raw(models="mlp"))
+    d = parse_run_options(raw(models="mlp"))
     assert d.int8_method == "auto" and d.calibration_method == "minmax" and not d.localize
     assert d.tolerance_override("fp16") is None
 
@@ -120,12 +158,13 @@ def test_precision_options_parse_and_reach_the_config():
 ])
 def test_precision_options_reject_bad_values(kw, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        RunConfig.from_options(raw(models="mlp", **kw))
+        parse_run_options(raw(models="mlp", **kw))
 
 
-def test_fp16_on_torch_cpu_is_a_bf16_case_once():
-    c = RunConfig.from_options(raw(models="mlp", runtimes="torch-cpu,ort-cpu", precisions="fp32,fp16,bf16,int8",
-                                   batch_sizes="1"))
+def test_fp16_on_torch_cpu_is_a_bf16_case_once(tmp_path):
+    c = RunConfig(models=("mlp",), runtimes=("torch-cpu", "ort-cpu"), precisions=tuple(Precision), batch_sizes=(1,),
+                  out_dir=tmp_path)
     got = [(x.runtime, x.precision) for x in c.cases()]
+    assert all(isinstance(x.precision, Precision) for x in c.cases())
     assert got == [("torch-cpu", "fp32"), ("torch-cpu", "bf16"), ("torch-cpu", "int8"),
                    ("ort-cpu", "fp32"), ("ort-cpu", "fp16"), ("ort-cpu", "bf16"), ("ort-cpu", "int8")]

@@ -61,18 +61,18 @@ def test_readme_harness_commands_parse_and_validate():
     """Every `harness ...` line of the README parses with the CLI; `harness run` lines also validate into a
     RunConfig (names, values), so an example cannot drift from the options."""
     from harness.cli import _parser
-    from harness.config import OPTIONS, RunConfig
+    from harness.options import OPTIONS, parse_run_options
 
     commands = _readme_commands("harness ")
     assert ["harness", "run", "--quick"] in commands and len(commands) >= 4
     for argv in commands:
         args = _parser().parse_args(argv[1:])
         if argv[1] == "run" and "--model" not in argv:  # --model needs the file to exist
-            RunConfig.from_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
+            parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
 
 
 def test_readme_pytest_commands_use_known_options():
-    from harness.config import OPTION_NAMES
+    from harness.options import OPTION_NAMES
 
     for argv in _readme_commands("pytest suites"):
         for arg in argv[2:]:

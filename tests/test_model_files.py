@@ -151,12 +151,12 @@ def _graph_model(path: Path, nodes, inputs, outputs, opsets=(("", 17),), initial
 
 
 def _runner_config(tmp_path, models: str, runtimes: str = "ort-cpu", **extra):
-    from harness.config import OPTIONS, RunConfig
+    from harness.options import OPTIONS, parse_run_options
 
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models=models, runtimes=runtimes, min_time="0.01", min_iters="3", warmup="1",
                cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **extra)
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)
 
 
 def _run_case(tmp_path, name: str, runtime: str = "ort-cpu", batch: int = 2, seq=None, **extra):

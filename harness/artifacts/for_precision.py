@@ -44,8 +44,7 @@ def onnx_for_precision(model: ModelSpec, precision: Precision, options: RuntimeO
                 f"seeded random feeds, batch 1{seq}, seeds {CALIBRATION_SEED}..{CALIBRATION_SEED + CALIBRATION_FEEDS - 1}"
         return Int8OnnxFromOnnx(fp32, options.cache, model.name, method,
                                 calibration if method == "static" else None, source,
-                                getattr(options, "calibration_method", "minmax"),
-                                getattr(options, "int8_activations", "u8"))()
+                                options.calibration_method, options.int8_activations)()
     raise UsageError(f"no ONNX recipe for {precision}: ONNX runtimes run fp32, fp16 and int8")
 
 

@@ -15,6 +15,7 @@ from harness.errors import ModelError
 
 INT8_METHODS = ("auto", "static", "dynamic")
 CALIBRATION_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+DEFAULT_CALIBRATION_METHOD = "minmax"
 INT8_ACTIVATIONS = ("u8", "s8")  # u8: asymmetric QUInt8 (x86 CPU kernels); s8: symmetric QInt8 (TensorRT)
 CALIBRATION_FEEDS = 32  # seeded feeds when a model has no calibration source of its own
 CALIBRATION_SEED = 10_000  # far from the measurement seeds (0, 1, ...): calibration never sees the test feed
@@ -59,7 +60,7 @@ class Int8OnnxFromOnnx:
     method: str  # static | dynamic (resolve "auto" with choose_method first)
     calibration: Callable[[], Iterable[Feed]] | None = None
     calibration_source: str = ""  # what the feeds are, for the recipe and the cache key
-    calibration_method: str = "minmax"
+    calibration_method: str = DEFAULT_CALIBRATION_METHOD
     activations: str = "u8"
 
     def __post_init__(self) -> None:

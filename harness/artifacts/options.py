@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.artifacts.cache import ArtifactCache
+from harness.artifacts.int8 import DEFAULT_CALIBRATION_METHOD
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,6 @@ class RuntimeOptions:
     # them at activation. Empty when unknown (a runtime then picks a default range).
     shapes: tuple[Mapping[str, int], ...] = ()
     int8_method: str = "auto"
-    calibration_method: str = "minmax"
+    calibration_method: str = DEFAULT_CALIBRATION_METHOD
     int8_activations: str = "u8"
     compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)

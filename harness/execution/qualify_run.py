@@ -2,30 +2,48 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
-from harness.errors import UsageError
 from harness.execution.session import HarnessSession
-from harness.gating.qualify import QualifySpec, SpecError
+from harness.gating.qualify import _MEASURE_KEYS, QualifySpec
+from harness.matrix import case_ids
+from harness.measure.memory import default_case_memory_gb
+from harness.measure.timer import TimingPolicy
+from harness.precision import Precision
 from harness.report.progress import RunProgress
-from harness.runtimes import get_runtime
+from harness.results.schema import CaseId
 
 
-def runtime_device(name: str) -> str:
-    """The device of a registered runtime (UsageError naming the valid ones): load_spec's runtime lookup."""
-    return get_runtime(name).device
+def spec_case(model: str, runtime: str, precision: Precision, batch: int, seq: int | None) -> CaseId:
+    """A spec case's identity by `harness run`'s rule (harness.matrix.case_ids): load_spec's case rule."""
+    (case,) = case_ids((model,), (runtime,), (precision,), (batch,), () if seq is None else (seq,))
+    return case
+
+
+def spec_run_config(spec: QualifySpec, out_dir: Path) -> RunConfig:
+    """The run configuration covering the spec's cases, with its [measure] settings."""
+    def uniq(values: list[Any]) -> tuple[Any, ...]:
+        return tuple(dict.fromkeys(values))
+
+    cs = [s.case for s in spec.cases]
+    given = {dest: spec.measure[key] for key, dest in _MEASURE_KEYS.items() if key in spec.measure}
+    timing = {dest.removeprefix("timing."): v for dest, v in given.items() if dest.startswith("timing.")}
+    settings = {dest: v for dest, v in given.items() if not dest.startswith("timing.")}
+    settings.setdefault("case_memory_gb", default_case_memory_gb())
+    return RunConfig(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
+                     precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
+                     seq_lens=uniq([c.seq for c in cs if c.seq is not None]) or (128,), out_dir=Path(out_dir),
+                     run_id=_dt.datetime.now().strftime("%Y%m%d-%H%M%S"), timing=TimingPolicy(**timing),
+                     **settings)
 
 
 def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
     """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
     `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
-    try:
-        config = RunConfig.from_options(spec.run_options(out_dir))
-    except UsageError as exc:
-        raise SpecError(f"{spec.path}: {exc}") from None
-    session = HarnessSession(config, progress=progress or RunProgress())
+    session = HarnessSession(spec_run_config(spec, out_dir), progress=progress or RunProgress())
     session.progress.start("case", len(spec.cases))
     interrupted = False
     try:

@@ -74,7 +74,7 @@ class CaseRunner:
                 return CaseResult(case, "skipped", reason=refusal, model_fingerprint=spec.fingerprint())
             set_active_cache_dir(config.cache_dir)
             cls = get_runtime(case.runtime)
-            precision = Precision(case.precision)
+            precision = case.precision
             if cls not in self._availability:
                 self._availability[cls] = cls.availability()
             for verdict in (self._availability[cls], cls.supports(spec, precision)):
@@ -102,7 +102,7 @@ class CaseRunner:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
             setup_s = runtime.setup_s
             timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
-                                                          policy, getattr(config, "repeats", 1), measuring)
+                                                          policy, config.repeats, measuring)
             device_timer = runtime.device_timer()
             memory = sampler.stop(MEMORY_COVERS[reused])
             phase = "accuracy"
@@ -124,7 +124,7 @@ class CaseRunner:
                     reasons.append(task.message)
                 accuracy_dict["passed"] = passed
             localization = None
-            if not accuracy or getattr(config, "localize", False):
+            if not accuracy or config.localize:
                 phase = "localize"
                 on_phase(phase)
                 localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
@@ -231,7 +231,7 @@ class CaseRunner:
         spec = get_model(case.model)
         set_active_cache_dir(config.cache_dir)
         cls = get_runtime(case.runtime)
-        precision = Precision(case.precision)
+        precision = case.precision
         options = runtime_options(spec, config)
         feed = make_feed(spec, case.dims, config.seed)
         if fresh:
@@ -243,7 +243,7 @@ class CaseRunner:
             policy = config.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
-            t = self.timer.run(call, block_policy(policy, getattr(config, "repeats", 1)), runtime.synchronize,
+            t = self.timer.run(call, block_policy(policy, config.repeats), runtime.synchronize,
                                device_timer=runtime.device_timer())
         except BaseException:
             self._drop_active()
@@ -331,9 +331,9 @@ def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
     """What a runtime activation takes from the run's configuration (threads, cache, exporter, shapes, ...)."""
     return RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
                           shapes=run_shapes(spec, config),
-                          int8_method=getattr(config, "int8_method", "auto"),
-                          calibration_method=getattr(config, "calibration_method", "minmax"),
-                          compile_mode=getattr(config, "compile_mode", "default"))
+                          int8_method=config.int8_method,
+                          calibration_method=config.calibration_method,
+                          compile_mode=config.compile_mode)
 
 
 def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
@@ -419,15 +419,15 @@ def ensure_user_models(config: Any) -> None:
     """Register the run's `--model` files and factories here (a worker may not have inherited them)."""
     from harness.model import _MODELS
 
-    for path in getattr(config, "user_models", ()):
+    for path in config.user_models:
         if user_model_name(path) not in _MODELS:
-            register_user_model(path, getattr(config, "shapes", ()))
+            register_user_model(path, config.shapes)
 
 
 def oom_result(case: CaseId, phase: str, config: Any, message: str, marker: str = "") -> CaseResult:
     """An `oom` row for an allocation failure raised in this process, with the size asked for when said."""
     failure = allocation_failure(message) or AllocationFailure(marker or "allocation", None)
-    return CaseResult(case, "oom", reason=oom_reason(failure, phase, getattr(config, "case_memory_gb", None),
+    return CaseResult(case, "oom", reason=oom_reason(failure, phase, config.case_memory_gb,
                                                      message),
                       phase=phase, stderr_tail=_tail(traceback.format_exc()),
                       details={"oom_requested_bytes": failure.requested_bytes})

@@ -179,7 +179,7 @@ class HarnessSession:
 
         self.comparison = judge()
         suspects = self.comparison.regressed_timings()
-        confirm = int(getattr(cfg, "confirm", 0) or 0)
+        confirm = cfg.confirm
         if suspects and confirm and self.executor is not None:
             progress.note(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
                           f"{confirm} more block(s) each, then judging again")

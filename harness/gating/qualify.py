@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stored import read_toml
 
@@ -82,10 +83,11 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
 _CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
-# [measure] key -> `harness run` option dest
-_MEASURE_KEYS = {"min_time": "min_time", "min_iters": "min_iters", "warmup": "warmup", "threads": "threads",
-                 "seed": "seed", "case_timeout": "case_timeout", "case_memory": "case_memory",
-                 "noise_cv": "noise_cv", "exporter": "exporter", "isolation": None}
+# [measure] key -> RunConfig field ("timing.X": a field of its TimingPolicy)
+_MEASURE_KEYS = {"min_time": "timing.min_time_s", "min_iters": "timing.min_iters", "warmup": "timing.warmup_iters",
+                 "threads": "threads", "seed": "seed", "case_timeout": "case_timeout_s",
+                 "case_memory": "case_memory_gb", "noise_cv": "noise_cv", "exporter": "exporter",
+                 "isolation": "isolation"}
 
 
 @dataclass(frozen=True)
@@ -102,24 +104,6 @@ class QualifySpec:
     measure: Mapping[str, Any]
     cases: tuple[SpecCase, ...]
     sha256: str
-
-    def run_options(self, out_dir: Path) -> dict[str, Any]:
-        """Raw `harness run` options (OptionDef dests) covering the spec's cases."""
-        def uniq(values: list[Any]) -> str:
-            return ",".join(str(v) for v in dict.fromkeys(values))
-
-        cs = [s.case for s in self.cases]
-        raw: dict[str, Any] = {"models": uniq([c.model for c in cs]), "runtimes": uniq([c.runtime for c in cs]),
-                               "precisions": uniq([c.precision for c in cs]),
-                               "batch_sizes": uniq([c.batch for c in cs]),
-                               "seq_lens": uniq([c.seq for c in cs if c.seq is not None]) or None,
-                               "out": str(out_dir)}
-        for key, dest in _MEASURE_KEYS.items():
-            if key in self.measure and dest is not None:
-                raw[dest] = str(self.measure[key])
-        if self.measure.get("isolation") is False:
-            raw["no_isolation"] = True
-        return raw
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -158,11 +142,11 @@ def _requirements(where: str, table: Any) -> dict[str, Any]:
     return out
 
 
-def load_spec(path: str | Path, runtime_device: Callable[[str], str]) -> QualifySpec:
-    """Parse and check a qualification spec; SpecError naming the file and the problem.
-    `runtime_device(name)`: a registered runtime's device, UsageError for an unknown name (the caller's registry)."""
+def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int | None], CaseId]) -> QualifySpec:
+    """Parse and check a qualification spec; SpecError naming the file and the problem. `case_id(model, runtime,
+    precision, batch, seq)`: the caller's case rule, `harness run`'s (harness.execution.qualify_run.spec_case):
+    e.g. fp16 on torch-cpu is its bf16 case; UsageError for an unknown runtime."""
     from harness.model import get_model
-    from harness.precision import Precision
 
     path = Path(path)
     doc = _toml(path)
@@ -184,7 +168,8 @@ def load_spec(path: str | Path, runtime_device: Callable[[str], str]) -> Qualify
             if not isinstance(v, bool):
                 raise SpecError(f"{where}: [measure] isolation = {v!r} must be true or false")
         else:
-            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"))
+            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"),
+                    minimum=1 if key in ("min_iters", "threads") else 0.0)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
@@ -205,7 +190,7 @@ def load_spec(path: str | Path, runtime_device: Callable[[str], str]) -> Qualify
                 raise SpecError(f"{cw}: missing key {key!r}")
         try:
             spec = get_model(str(rc["model"]))
-            runtime, device = str(rc["runtime"]), runtime_device(str(rc["runtime"]))
+            runtime = str(rc["runtime"])
             precision = Precision.parse(str(rc.get("precision", "fp32")))
         except (UsageError, ValueError) as exc:
             raise SpecError(f"{cw}: {exc}") from None
@@ -218,7 +203,10 @@ def load_spec(path: str | Path, runtime_device: Callable[[str], str]) -> Qualify
         if not spec.has_seq and seq is not None:
             raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
         seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
-        case = CaseId(spec.name, runtime, precision.value, batch, seq, device)
+        try:
+            case = case_id(spec.name, runtime, precision, batch, seq)
+        except (UsageError, ValueError) as exc:
+            raise SpecError(f"{cw}: {exc}") from None
         if case in seen:
             raise SpecError(f"{cw}: {case.id} is listed twice")
         seen.add(case)

@@ -335,3 +335,10 @@ def format_bytes(n: float) -> str:
         if n >= _UNITS[unit]:
             return f"{n / _UNITS[unit]:.1f} {unit}"
     return f"{int(n)} B"
+
+
+def default_case_memory_gb() -> float:
+    """The default address-space cap per worker: half of this machine's memory, in GiB."""
+    import psutil
+
+    return round(psutil.virtual_memory().total / 2**30 * 0.5, 1)

@@ -1,4 +1,4 @@
-"""docs/options.md, generated from the run options in harness/config.py (`python -m harness.report.options_doc`)."""
+"""docs/options.md, generated from the run options in harness/options.py (`python -m harness.report.options_doc`)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.config import OPTIONS, OptionDef
+from harness.options import OPTIONS, OptionDef
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 HEADER = """\
 # Run options
 
-<!-- Generated from OPTIONS in harness/config.py by `python -m harness.report.options_doc`: do not edit by hand
+<!-- Generated from OPTIONS in harness/options.py by `python -m harness.report.options_doc`: do not edit by hand
 (tests/report/test_options_doc.py fails when this page is stale). -->
 
 `harness run` is a thin wrapper over `pytest` on the bundled suites: every option below has a pytest twin with
 the `--harness-` prefix (registered by the plugin through the `pytest11` entry point), parsed and validated by
-the same code (`RunConfig` in `harness/config.py`). An unknown model, runtime or precision is a usage error
+the same code (`parse_run_options` in `harness/options.py`). An unknown model, runtime or precision is a usage error
 that lists the valid names. `harness run --help` and `pytest --help` print the same text.
 
 ```bash

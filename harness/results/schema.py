@@ -32,10 +32,14 @@ class CaseId:
 
     model: str
     runtime: str
-    precision: str
+    precision: Precision  # a plain string is converted ("fp32" -> Precision.FP32); ids and JSON say "fp32"
     batch: int
     seq: int | None
     device: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.precision, Precision):
+            object.__setattr__(self, "precision", Precision(self.precision))
 
     @property
     def id(self) -> str:
@@ -50,16 +54,16 @@ class CaseId:
         return d
 
     @property
-    def activation_key(self) -> tuple[str, str, str]:
+    def activation_key(self) -> tuple[str, str, Precision]:
         """Cases sharing this key share one runtime activation (session, compile, engine)."""
         return (self.model, self.runtime, self.precision)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "precision": self.precision.value}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseId":
-        return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=str(Precision(d["precision"])),
+        return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
                    batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
                    device=str(d["device"]))
 

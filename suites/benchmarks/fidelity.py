@@ -14,7 +14,7 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -42,12 +42,12 @@ def bare_p50_ms(path: str, feed: dict, threads: int, seconds: float, warmup: int
 
 def main(argv: list[str] | None = None) -> int:
     from harness.artifacts import ArtifactCache, onnx_for_model
-    from harness.config import OPTIONS, RunConfig
+    from harness.config import RunConfig
     from harness.data import make_feed
     from harness.execution import InProcessExecutor, IsolatedExecutor
     from harness.model import get_model
     from harness.results.environment import cpu_busy_percent
-    from harness.results.schema import CaseId
+    from harness.matrix import case_ids
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="resnet18,mlp")
@@ -58,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-isolation", action="store_true")
     args = p.parse_args(argv)
 
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models=args.models, runtimes="ort-cpu", batch_sizes="1", min_time=str(args.seconds),
-               threads=args.threads, no_isolation=args.no_isolation, out="/tmp/harness-fidelity")
-    config = RunConfig.from_options(raw)
-    config = replace(config, timing=replace(config.timing, warmup_iters=20))
+    from harness.measure.memory import default_case_memory_gb
+    from harness.measure.timer import TimingPolicy
+
+    config = RunConfig(models=tuple(m.strip() for m in args.models.split(",") if m.strip()), runtimes=("ort-cpu",),
+                       batch_sizes=(1,), timing=TimingPolicy(warmup_iters=20, min_time_s=args.seconds),
+                       **({"threads": args.threads} if args.threads else {}), isolation=not args.no_isolation,
+                       case_memory_gb=default_case_memory_gb(), out_dir=Path("/tmp/harness-fidelity"))
     executor = InProcessExecutor() if args.no_isolation else IsolatedExecutor()
     print(f"CPU busy before the benchmark: {cpu_busy_percent(1.0):.1f}% (other jobs; rerun if high)")
     print(f"threads={config.threads} isolation={'off' if args.no_isolation else 'on'} rounds={args.rounds} "
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = get_model(name)
             path = str(onnx_for_model(spec, ArtifactCache(config.cache_dir), config.exporter).path)
             feed = make_feed(spec, {"batch": 1}, config.seed)
-            case = CaseId(name, "ort-cpu", "fp32", 1, None, "cpu")
+            (case,) = case_ids((name,), config.runtimes, config.precisions, config.batch_sizes, config.seq_lens[:1])
             bare, harness = [], []
             for _ in range(args.rounds):
                 bare.append(bare_p50_ms(path, feed, config.threads, args.seconds))

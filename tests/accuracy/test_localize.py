@@ -11,9 +11,10 @@ from harness.accuracy import localize as localize_module
 from harness.accuracy.localize import localize
 from harness.artifacts import ArtifactCache, onnx_for_model, onnx_for_precision
 from harness.artifacts.cache import Artifact
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
 from harness.data import make_feed
 from harness.execution import CaseRunner
+from harness.measure.timer import TimingPolicy
 from harness.model import get_model
 from harness.precision import Precision, Tolerance
 from harness.results.schema import CaseId
@@ -23,10 +24,9 @@ WEIGHT = "net.2.weight"  # the mlp's second Linear
 
 
 def config(tmp_path, **kw):
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="mlp", runtimes="ort-cpu,torch-cpu", min_time="0.01", min_iters="3", warmup="1",
-               threads="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **kw)
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("mlp",), runtimes=("ort-cpu", "torch-cpu"), threads=1,
+                     timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1),
+                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", **kw)
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_a_localisation_failure_is_recorded_never_the_case_error(tmp_path, monke
 
 
 def test_command_line_tolerance_reaches_the_case_and_torch_has_no_graph_to_localise(tmp_path):
-    c = config(tmp_path, tolerance="bf16.max_rel_l2=1e-9")
+    c = config(tmp_path, tolerance_overrides={"bf16": {"max_rel_l2": 1e-9}})
     r = CaseRunner().run(CaseId("mlp", "torch-cpu", "bf16", 2, None, "cpu"), c)
     assert r.status == "failed" and "> 1e-09" in r.reason
     assert r.accuracy["tolerance"]["max_rel_l2"] == 1e-9 and r.accuracy["tolerance"]["min_cosine"] == 0.995

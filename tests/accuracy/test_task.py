@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from harness.accuracy.task import DEFAULT_MIN_TASK_RATIO, EvalSplit, judge, top1_accuracy
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
 from harness.execution import CaseRunner
+from harness.measure.timer import TimingPolicy
 from harness.model import BATCH, ModelSpec, TensorSpec, register_model
 from harness.precision import Precision, Tolerance
 from harness.results.schema import CaseId
 from harness.runtimes import register_runtime
+
+FAST = TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1)
 
 
 def _split(n: int = 50) -> EvalSplit:
@@ -87,10 +90,8 @@ def task_config(fakes, tmp_path):
         tolerances={Precision.FP32: Tolerance(atol=10.0, rtol=10.0, max_rel_l2=10.0, min_cosine=-1.0,
                                               min_top1=0.0)},
     ), replace=True)
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-task", runtimes="task-ok", min_time="0.01", min_iters="3", warmup="1",
-               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("fake-task",), runtimes=("task-ok",), timing=FAST, cache_dir=tmp_path / "cache",
+                     out_dir=tmp_path / "out")
 
 
 def test_runner_records_task_accuracy_and_fails_below_the_ratio(task_config):
@@ -115,7 +116,5 @@ def test_models_without_an_eval_split_record_no_task(config_plain):
 
 @pytest.fixture
 def config_plain(fakes, tmp_path):
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="3", warmup="1",
-               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), timing=FAST, cache_dir=tmp_path / "cache",
+                     out_dir=tmp_path / "out")

@@ -32,13 +32,13 @@ def _float(name, shape):
 
 
 def _config(tmp_path, *paths: Path, batch_sizes: str = "1,4"):
-    from harness.config import OPTIONS, RunConfig
+    from harness.options import OPTIONS, parse_run_options
 
     raw = {o.dest: None for o in OPTIONS}
     raw.update(model=[str(p) for p in paths], runtimes="ort-cpu", batch_sizes=batch_sizes, min_time="0.05",
                min_iters="3", warmup="1", repeats="1", cache_dir=str(tmp_path / "cache"),
                out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return parse_run_options(raw)
 
 
 def _run_all(tmp_path, path: Path, batch_sizes: str = "1,4") -> dict[int, object]:
@@ -222,14 +222,14 @@ def greedy():
 
 
 def _run_factory(tmp_path, monkeypatch, name: str, module: str = "odd_factories", source: str = ODD_FACTORIES):
-    from harness.config import OPTIONS, RunConfig
+    from harness.options import OPTIONS, parse_run_options
 
     (tmp_path / f"{module}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     raw = {o.dest: None for o in OPTIONS}
     raw.update(model=[f"{module}:{name}"], runtimes="torch-cpu", batch_sizes="2", min_time="0.02",
                min_iters="3", warmup="1", repeats="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"))
-    config = RunConfig.from_options(raw)
+    config = parse_run_options(raw)
     (case,) = config.cases()
     runner = CaseRunner()
     try:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
 from harness.results.schema import CaseId, CaseResult
 
 
 def config(tmp_path, **kw):
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="mlp", runtimes="ort-cpu", min_time="0.01", min_iters="3", warmup="1", threads="1",
-               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), **kw)
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("mlp",), runtimes=("ort-cpu",), threads=1,
+                     timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1),
+                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", **kw)
 
 
 def test_int8_options_reach_the_artifact_and_the_recipe_is_recorded(tmp_path):

@@ -8,19 +8,19 @@ from typing import Any
 
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.measure.timer import TimingPolicy
 from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
 from harness.execution.session import HarnessSession
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
 
 
 def _config(tmp_path, **kw: Any) -> RunConfig:
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok,fake-ok-b", batch_sizes="1,2", min_time="0.01",
-               min_iters="6", warmup="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"),
-               repeats="3", no_isolation=True)
-    raw.update({k: str(v) if not isinstance(v, bool) else v for k, v in kw.items()})
-    return RunConfig.from_options(raw)
+    settings: dict[str, Any] = dict(models=("fake-linear",), runtimes=("fake-ok", "fake-ok-b"), batch_sizes=(1, 2),
+                                    timing=TimingPolicy(min_time_s=0.01, min_iters=6, warmup_iters=1),
+                                    cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", repeats=3,
+                                    isolation=False)
+    return RunConfig(**{**settings, **kw})
 
 
 class Recorder:
@@ -76,7 +76,7 @@ def test_compile_like_runtimes_measure_their_blocks_back_to_back(fakes, tmp_path
     old = cls.reactivate_between_repeats
     cls.reactivate_between_repeats = False
     try:
-        session = _run_session(_config(tmp_path, runtimes="fake-ok-c", batch_sizes="1"))
+        session = _run_session(_config(tmp_path, runtimes=("fake-ok-c",), batch_sizes=(1,)))
     finally:
         cls.reactivate_between_repeats = old
     [r] = session.run.cases
@@ -85,7 +85,7 @@ def test_compile_like_runtimes_measure_their_blocks_back_to_back(fakes, tmp_path
 
 
 def test_repeats_1_has_no_rounds(fakes, tmp_path):
-    session = _run_session(_config(tmp_path, repeats=1, batch_sizes="1"))
+    session = _run_session(_config(tmp_path, repeats=1, batch_sizes=(1,)))
     assert all(r.blocks == [] and r.blocks_pending == 0 for r in session.run.cases)
 
 
@@ -152,7 +152,7 @@ def test_a_block_that_crashes_its_worker_is_recorded_and_the_run_goes_on(fakes, 
     """fake-crash-second fails on the second activation in a process: round 2's block. In a worker it dies of
     SIGSEGV (the next block gets a fresh worker); in-process it raises. Either way the case keeps rounds 1 and
     3, records why round 2 is missing, and the other case is untouched."""
-    config = _config(tmp_path, runtimes="fake-crash-second,fake-ok", batch_sizes="1", no_isolation=not isolation)
+    config = _config(tmp_path, runtimes=("fake-crash-second", "fake-ok"), batch_sizes=(1,), isolation=isolation)
     session = _run_session(config)
     crash, ok = session.run.cases
     assert crash.status == "passed" and ok.status == "passed"
@@ -201,10 +201,9 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
     env = {"cpu_model": "x", "cpu_cores_logical": 2}
     base = RunResults("base", "t", env, {}, cases=[result(20_000)], complete=True)
     write_results(base, tmp_path / "base")
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="mlp", runtimes="ort-cpu", out=str(tmp_path / "cur"), baseline=str(tmp_path / "base"),
-               confirm=str(confirm), no_isolation=True)
-    session = HarnessSession(RunConfig.from_options(raw))
+    session = HarnessSession(RunConfig(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path / "cur",
+                                       baseline=str(tmp_path / "base"), confirm=confirm,
+                                       isolation=False))
     session.run = RunResults("cur", "t", env, {}, cases=[result(26_000)], complete=True)
     session.executor = _BlocksAt(current_level_ns)
     session.config.out_dir.mkdir(parents=True, exist_ok=True)

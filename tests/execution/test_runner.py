@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
 from harness.results.schema import CaseId
 
 
 @pytest.fixture
 def config(fakes, tmp_path):
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="5", warmup="1",
-               cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"), repeats="1")
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), repeats=1,
+                     timing=TimingPolicy(min_time_s=0.01, min_iters=5, warmup_iters=1),
+                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 
 
 def case(runtime="fake-ok", batch=2, precision="fp32"):

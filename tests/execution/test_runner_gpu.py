@@ -7,7 +7,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+
+from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
 from harness.report.tables import cases_frame
 from harness.results.schema import CaseId, CaseResult, RunResults
@@ -54,10 +56,9 @@ def gpu_like(fakes):
 
 @pytest.fixture
 def config(fakes, tmp_path):
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", min_time="0.01", min_iters="5", warmup="1",
-               batch_sizes="1,4", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "out"))
-    return RunConfig.from_options(raw)
+    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1, 4),
+                     timing=TimingPolicy(min_time_s=0.01, min_iters=5, warmup_iters=1),
+                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 
 
 def case(runtime: str, batch: int = 2) -> CaseId:

@@ -103,12 +103,11 @@ def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_p
 def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
     import dataclasses
 
-    from harness.config import OPTIONS, RunConfig
+    from harness.config import RunConfig
     from harness.execution.session import HarnessSession
 
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", out=str(tmp_path / "run"))
-    config = dataclasses.replace(RunConfig.from_options(raw), baseline=str(tmp_path / "gone.json"))
+    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), out_dir=tmp_path / "run",
+                       baseline=str(tmp_path / "gone.json"))
     session = HarnessSession(config)
     session.run = make_run(1)
     session._gate()

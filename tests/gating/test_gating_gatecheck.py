@@ -90,17 +90,17 @@ def test_needs_two_rounds():
 
 
 def test_slowed_runtime_wraps_a_registered_runtime(fakes, tmp_path):
-    from harness.config import OPTIONS, RunConfig
+    from harness.config import RunConfig
+    from harness.measure.timer import TimingPolicy
     from harness.runtimes import get_runtime
 
     base = get_runtime("fake-ok")
     cls = slowed_runtime(base, 0.000_25)
     assert cls.name == "fake-ok+delay250us" and issubclass(cls, base) and "SELF-TEST ONLY" in cls.description
     assert get_runtime("fake-ok+delay250us") is cls and cls.device == base.device
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="1", min_time="0.0", min_iters="5",
-               warmup="1", no_isolation=True, out=str(tmp_path), cache_dir=str(tmp_path / "cache"))
-    config = RunConfig.from_options(raw)
+    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,), isolation=False,
+                       timing=TimingPolicy(min_time_s=0.0, min_iters=5, warmup_iters=1), out_dir=tmp_path,
+                       cache_dir=tmp_path / "cache")
     measure = runner_measure(config)
     [case] = config.cases()
     a, s = measure(case, 0.0), measure(case, 0.000_25)

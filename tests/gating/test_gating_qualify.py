@@ -14,7 +14,7 @@ from gating_synth import ENV, case_result, samples
 
 from harness.cli import main
 from harness.errors import UsageError
-from harness.execution.qualify_run import runtime_device
+from harness.execution.qualify_run import spec_case
 from harness.gating.qualify import SpecError, judge, load_spec
 from harness.report.certificate import write_certificate
 from harness.results import write_results
@@ -64,14 +64,28 @@ def results_file(tmp_path, *cases):
 
 
 def test_load_spec(spec_file):
-    spec = load_spec(spec_file, runtime_device)
+    spec = load_spec(spec_file, spec_case)
     assert spec.name == "fake-box" and [c.case for c in spec.cases] == [CASE1, CASE2]
     assert spec.cases[0].require == {"drift_within_tolerance": True, "p99_ms_max": 1000.0,
                                      "throughput_sps_min": 1.0}
     assert spec.cases[1].require == {"drift_within_tolerance": True, "p50_ms_max": 1000.0}
-    raw = spec.run_options(Path("/tmp/x"))
-    assert raw["models"] == "fake-linear" and raw["runtimes"] == "fake-ok,fake-ok-b" and raw["batch_sizes"] == "1,4"
-    assert raw["min_time"] == "0.01"
+    config = spec.run_config(Path("/tmp/x"))
+    assert config.models == ("fake-linear",) and config.runtimes == ("fake-ok", "fake-ok-b")
+    assert config.batch_sizes == (1, 4) and config.timing.min_time_s == 0.01 and config.out_dir == Path("/tmp/x")
+
+
+def test_spec_cases_follow_the_matrix_rule_of_harness_run(tmp_path):
+    """A spec asking torch-cpu fp16 gets the bf16 case that `harness run --precisions fp16` measures."""
+    from harness.config import RunConfig
+    from harness.precision import Precision
+
+    p = tmp_path / "spec.toml"
+    p.write_text('[[case]]\nmodel = "mlp"\nruntime = "torch-cpu"\nprecision = "fp16"\nbatch = 1\n'
+                 '[case.require]\np99_ms_max = 100\n')
+    (case,) = [c.case for c in load_spec(p, spec_case).cases]
+    run = RunConfig(models=("mlp",), runtimes=("torch-cpu",), precisions=(Precision.FP16,), batch_sizes=(1,),
+                    out_dir=tmp_path)
+    assert [case] == run.cases() and case.precision is Precision.BF16 and case.id == "mlp-torch-cpu-bf16-b1"
 
 
 @pytest.mark.parametrize("old, new, message", [
@@ -98,7 +112,7 @@ def test_bad_specs_name_the_file_and_the_problem(tmp_path, fakes, old, new, mess
     p = tmp_path / "bad.toml"
     p.write_text(GOOD.replace(old, new, 1))
     with pytest.raises(SpecError) as info:
-        load_spec(p, runtime_device)
+        load_spec(p, spec_case)
     assert str(info.value).startswith(str(p)) and message in str(info.value), str(info.value)
     assert isinstance(info.value, UsageError)
     assert main(["qualify", str(p)]) == 2
@@ -109,18 +123,18 @@ def test_spec_without_cases_or_requirements(tmp_path, fakes):
     p = tmp_path / "s.toml"
     p.write_text('name = "x"\n')
     with pytest.raises(SpecError, match="no \\[\\[case\\]\\] tables"):
-        load_spec(p, runtime_device)
+        load_spec(p, spec_case)
     p.write_text('[[case]]\nmodel = "fake-linear"\nruntime = "fake-ok"\nbatch = 1\n')
     with pytest.raises(SpecError, match="no requirements"):
-        load_spec(p, runtime_device)
+        load_spec(p, spec_case)
     with pytest.raises(SpecError, match="no such spec file"):
-        load_spec(tmp_path / "missing.toml", runtime_device)
+        load_spec(tmp_path / "missing.toml", spec_case)
 
 
 def test_judge_pass_with_margins_and_certificate(tmp_path, spec_file):
     res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
     run = __import__("harness.gating", fromlist=["load_run"]).load_run(res)
-    cert = judge(load_spec(spec_file, runtime_device), run, res)
+    cert = judge(load_spec(spec_file, spec_case), run, res)
     assert cert.passed and cert.exit_code == 0 and cert.verdict == "PASS"
     p99 = next(r for r in cert.requirements if r.requirement == "p99_ms_max")
     assert p99.measured == pytest.approx(run.cases[0].latency["p99_ms"])
@@ -143,7 +157,7 @@ def test_impossible_unmeasured_and_broken_requirements_fail(tmp_path, spec_file)
     res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, status="crashed"))
     from harness.gating import load_run
 
-    cert = judge(load_spec(spec_file, runtime_device), load_run(res), res)
+    cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
     assert not cert.passed and cert.exit_code == 1
     by = {(r.case_id, r.requirement): r for r in cert.requirements}
     p99 = by[(CASE1.id, "p99_ms_max")]
@@ -161,7 +175,7 @@ def test_noisy_and_drift_flags(tmp_path, spec_file):
     res = results_file(tmp_path, noisy, case_result(CASE2, samples(3.0, 100, 2)))
     from harness.gating import load_run
 
-    cert = judge(load_spec(spec_file, runtime_device), load_run(res), res)
+    cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
     by = {(r.case_id, r.requirement): r for r in cert.requirements}
     assert by[(CASE1.id, "not_noisy")].status == "FAIL"
     assert by[(CASE1.id, "drift_within_tolerance")].status == "FAIL"
@@ -195,7 +209,7 @@ def test_qualify_runs_the_cases_end_to_end(fake_env, tmp_path, spec_file):
 
 
 def test_sample_specs_parse(fakes):
-    cpu = load_spec(SPECS / "cpu-2core.toml", runtime_device)
+    cpu = load_spec(SPECS / "cpu-2core.toml", spec_case)
     assert cpu.cases and all(c.case.device == "cpu" for c in cpu.cases)
     text = (SPECS / "h100.toml").read_text()
     for name in ("torch-cuda", "ort-cuda", "tensorrt", "gpu_peak_mb_max"):
@@ -216,4 +230,4 @@ def test_a_case_at_a_batch_its_model_fixes_otherwise_is_refused(tmp_path, fakes,
                               'model = "fixed-one"\nruntime = "fake-ok-b"'))
     with pytest.raises(SpecError, match=r"case 2: one.onnx fixes input 'x' axis 0 at 1; --batch-sizes 4 does not "
                                         r"apply"):
-        load_spec(p, runtime_device)
+        load_spec(p, spec_case)

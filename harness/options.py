@@ -1,0 +1,332 @@
+"""Run options as strings (`harness run --NAME`, pytest `--harness-NAME`) parsed into the typed RunConfig, in one place."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
+from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, RunConfig
+from harness.errors import UsageError
+from harness.measure.memory import default_case_memory_gb
+from harness.measure.timer import TimingPolicy
+from harness.precision import Precision, parse_tolerance_overrides
+
+Parser = Callable[[Any, str], Any]  # (raw value, option name) -> typed value; UsageError when invalid
+
+
+# ------------------------------------------------------------------ value parsers
+def names(text: Any, what: str) -> tuple[str, ...]:
+    out = tuple(dict.fromkeys(n.strip() for n in str(text).split(",") if n.strip()))
+    if not out:
+        raise UsageError(f"--{what}: empty list")
+    return out
+
+
+def positive_ints(text: Any, what: str) -> tuple[int, ...]:
+    out = []
+    for part in names(text, what):
+        try:
+            v = int(part)
+        except ValueError:
+            raise UsageError(f"--{what}: {part!r} is not an integer") from None
+        if v <= 0:
+            raise UsageError(f"--{what}: {v} is not a positive size (a shape dimension must be >= 1)")
+        out.append(v)
+    return tuple(out)
+
+
+def int_at_least(minimum: int) -> Parser:
+    def parse(text: Any, what: str) -> int:
+        try:
+            v = int(text)
+        except (TypeError, ValueError):
+            raise UsageError(f"--{what}: {text!r} is not an integer") from None
+        if v < minimum:
+            raise UsageError(f"--{what}: {v} is below the minimum {minimum}")
+        return v
+    return parse
+
+
+def float_at_least(minimum: float) -> Parser:
+    def parse(text: Any, what: str) -> float:
+        try:
+            v = float(text)
+        except (TypeError, ValueError):
+            raise UsageError(f"--{what}: {text!r} is not a number") from None
+        if not v >= minimum:
+            raise UsageError(f"--{what}: {v} is below the minimum {minimum}")
+        return v
+    return parse
+
+
+def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
+    """One of `valid`; `fold`: spaces stripped and lower-cased first."""
+    def parse(text: Any, what: str) -> str:
+        v = str(text).strip().lower() if fold else str(text)
+        if v not in valid:
+            raise UsageError(f"--{what} {v!r}: valid {noun}: {', '.join(valid)}")
+        return v
+    return parse
+
+
+def precisions(text: Any, what: str) -> tuple[Precision, ...]:
+    try:
+        return tuple(Precision.parse(p) for p in names(text, what))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
+    try:
+        parsed = parse_tolerance_overrides(text)
+    except ValueError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+    return {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
+
+
+def folder(text: Any, what: str) -> Path:
+    return Path(text).expanduser()
+
+
+def switch(on: Any) -> Callable[[Any, str], Any]:
+    """A flag's value when given (`--no-isolation` sets isolation=False)."""
+    return lambda _text, _what: on
+
+
+# ------------------------------------------------------------------ the table
+@dataclass(frozen=True)
+class OptionDef:
+    """One run option: the CLI spells it `--NAME`, pytest `--harness-NAME`.
+
+    `field`: the RunConfig field it sets ("timing.X": a TimingPolicy field); `parse(text, name)`: its value, or
+    a UsageError; `quick`: the text used with --quick when the option is not given. An option without `field`
+    is read by parse_run_options itself (the matrix, --out and the gating options)."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    flag: bool = False  # a switch without a value
+    multiple: bool = False  # may be given several times
+    field: str | None = None
+    parse: Parser | None = None
+    quick: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def argparse_help(self) -> str:
+        """The help text escaped for argparse (and so pytest), which %-formats it."""
+        return self.help.replace("%", "%%")
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
+              "NAMES"),
+    OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
+                       "(repeatable; combines with --models; alone, only these models run)", "PATH",
+              multiple=True),
+    OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
+                       "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
+    OptionDef("runtimes", "comma-separated runtime names (default: every runtime that can run on this machine, "
+                          "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
+    OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES",
+              field="precisions", parse=precisions),
+    OptionDef("batch-sizes", "comma-separated batch sizes (default: 1,8; with --quick: 1,4)", "INTS",
+              field="batch_sizes", parse=positive_ints, quick="1,4"),
+    OptionDef("seq-lens", "comma-separated sequence lengths for text models, ignored by models without a "
+                          "sequence axis (default: 128; with --quick: 32)", "INTS",
+              field="seq_lens", parse=positive_ints, quick="32"),
+    OptionDef("min-time", "minimum measured seconds per case (default: 1.0; with --quick: 0.5)", "SECONDS",
+              field="timing.min_time_s", parse=float_at_least(0.0), quick="0.5"),
+    OptionDef("min-iters", "minimum measured iterations per case (default: 20; with --quick: 10)", "N",
+              field="timing.min_iters", parse=int_at_least(1), quick="10"),
+    OptionDef("warmup", "warm-up iterations before measuring, at least 0.2 s in all (default: 5)", "N",
+              field="timing.warmup_iters", parse=int_at_least(0)),
+    OptionDef("repeats", "measure each case in N blocks, each after a fresh activation (session, thread pool, "
+                         "buffers): the first when the case runs, the others in rounds over the whole matrix at the "
+                         "end (runtimes whose activation is a compile: all N back to back); the gate reads each "
+                         "case in its least-disturbed block (default: 3)", "N",
+              field="repeats", parse=int_at_least(1)),
+    OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
+              field="threads", parse=int_at_least(1)),
+    OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N",
+              field="seed", parse=int_at_least(0)),
+    OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
+              "DIR"),
+    OptionDef("quick", "a small default matrix for a smoke run", flag=True, field="quick", parse=switch(True)),
+    OptionDef("no-isolation", "run cases in the harness's own process (debugging: a crash ends the run)",
+              flag=True, field="isolation", parse=switch(False)),
+    OptionDef("case-timeout", "wall-clock limit per case in seconds, covering load/compile, warm-up and "
+                              "measurement (default: 600)", "SECONDS",
+              field="case_timeout_s", parse=float_at_least(0.001)),
+    OptionDef("case-memory", "address-space cap per worker in GiB (default: half the machine's memory)", "GB",
+              field="case_memory_gb", parse=float_at_least(0.01)),
+    OptionDef("cache-dir", "artifact cache (default: $HARNESS_CACHE_DIR or ~/.cache/harness)", "DIR",
+              field="cache_dir", parse=folder),
+    OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME",
+              field="exporter", parse=choice(EXPORTERS, "exporters")),
+    OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
+                          "MAD / median (default: 0.10)", "FLOAT",
+              field="noise_cv", parse=float_at_least(0.0)),
+    OptionDef("int8-method", "INT8 recipe of ONNX runtimes: static (QDQ, calibrated), dynamic, or auto (default: "
+                             "dynamic for MatMul graphs without Conv and without calibration data, else static)",
+              "NAME", field="int8_method", parse=choice(INT8_METHODS, "methods", fold=True)),
+    OptionDef("calibration-method", "activation calibration of static INT8: minmax (default), entropy, percentile",
+              "NAME", field="calibration_method", parse=choice(tuple(CALIBRATION_METHODS), "methods", fold=True)),
+    OptionDef("tolerance", "override drift tolerances, e.g. fp16.max_rel_l2=0.05,int8.min_cosine=0.98 (bounds: "
+                           "atol, rtol, max_rel_l2, min_cosine, min_top1)", "P.BOUND=V,...",
+              field="tolerance_overrides", parse=tolerances),
+    OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
+                          "that fail their tolerance", flag=True, field="localize", parse=switch(True)),
+    OptionDef("baseline", "compare the run with this baseline (a stored name or a results.json path) and gate "
+                          "on it: verdicts.md beside the results, exit status 1 on a regression", "NAME|PATH"),
+    OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
+                      "median:10%)", "SPEC", multiple=True),
+    OptionDef("gate-config", "TOML file with gates, per-model overrides and the confidence level", "FILE"),
+    OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
+                         "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
+                         "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
+    OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
+                              "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
+              field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+)
+OPTION_NAMES = tuple(o.name for o in OPTIONS)
+
+
+def _check_table() -> None:
+    names_ = {f.name for f in fields(RunConfig)}
+    timing = {f.name for f in fields(TimingPolicy)}
+    for o in OPTIONS:
+        if o.field is not None:
+            top, _, sub = o.field.partition(".")
+            assert top in names_ and (not sub or (top == "timing" and sub in timing)), o.field
+            assert o.parse is not None, o.name
+
+
+_check_table()
+
+
+# ------------------------------------------------------------------ strings -> RunConfig
+def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
+    """Parse raw option values (strings, None when not given; keys are OptionDef.dest) into a RunConfig.
+
+    What the type cannot default is decided here: the run id and output folder (the clock), the case memory
+    cap (half this machine's memory), the default runtimes (availability probes), --model files (checked and
+    registered to build the matrix) and the gating files (read once, so a bad one is a usage error)."""
+    from harness.plugins import load_plugins
+
+    load_plugins()  # the zoo and plugin models/runtimes, before any name is resolved
+    quick = bool(raw.get("quick"))
+    values: dict[str, Any] = {}
+    timing: dict[str, Any] = {}
+    for o in OPTIONS:
+        if o.field is None:
+            continue
+        text = raw.get(o.dest)
+        given = bool(text) if o.flag else text is not None and text != ""
+        if not given and quick and o.quick is not None:
+            text, given = o.quick, True
+        if given:
+            top, _, sub = o.field.partition(".")
+            (timing if sub else values)[sub or top] = o.parse(text, o.name)  # type: ignore[misc]
+    models, user_paths, shapes = _models(raw, quick)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / run_id
+    check_out_dir(out_dir)
+    values.setdefault("case_memory_gb", default_case_memory_gb())
+    return RunConfig(models=models, runtimes=_runtimes(raw, quick), out_dir=out_dir, run_id=run_id,
+                     timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
+                     **_gating_options(raw), **values)
+
+
+def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """--models / --model / --shape: the model names, the user model references and the shape sizes."""
+    from harness.model import all_models, get_model
+    from harness.model_files import (check_shape_names, is_factory_ref, normalize_user_model, parse_shapes,
+                                     register_user_model)
+
+    for ref in raw.get("model") or ():
+        if not is_factory_ref(ref) and not os.path.lexists(ref):
+            raise UsageError(f"--model {ref}: no such file (expected path/to/model.onnx or "
+                             "package.module:factory)")
+    user_paths = tuple(normalize_user_model(p) for p in (raw.get("model") or ()))
+    shapes = parse_shapes(raw.get("shape"))
+    if shapes and not user_paths:
+        raise UsageError("--shape sizes dimensions of --model ONNX files; no --model was given")
+    # registered here to name their cases; every worker registers them again (ensure_user_models)
+    user_names = tuple(register_user_model(p, shapes) for p in user_paths)
+    check_shape_names(shapes, (get_model(n) for n in user_names if "onnx" in get_model(n).tags))
+    if raw.get("models"):
+        models = names(raw["models"], "models")
+        for m in models:
+            get_model(m)
+    elif user_names:
+        models = ()
+    else:
+        models = tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
+    return tuple(dict.fromkeys(models + user_names)), user_paths, shapes
+
+
+def _runtimes(raw: Mapping[str, Any], quick: bool) -> tuple[str, ...]:
+    from harness.runtimes import get_runtime
+
+    if raw.get("runtimes"):
+        runtimes = names(raw["runtimes"], "runtimes")
+        for r in runtimes:
+            get_runtime(r)
+        return runtimes
+    return ("torch-cpu", "ort-cpu") if quick else available_runtimes()
+
+
+def available_runtimes() -> tuple[str, ...]:
+    """The default runtime set: every registered runtime that can run on this machine (availability probes)."""
+    from harness.plugins import load_plugins
+    from harness.runtimes import get_runtime, runtime_names
+
+    load_plugins()
+    return tuple(r for r in runtime_names() if get_runtime(r).availability())
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """A usage error, before anything runs, when `out_dir` cannot be a writable folder (creates nothing)."""
+    p = Path(out_dir).absolute()
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():  # a dangling link
+            raise UsageError(f"--out {out_dir}: {probe} is a broken symbolic link")
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == p else f"cannot be created: {probe} is a file, not a folder"
+        raise UsageError(f"--out {out_dir}: {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "is not writable" if probe == p else f"cannot be created: {probe} is not writable"
+        raise UsageError(f"--out {out_dir}: {what}")
+
+
+def _gating_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """--baseline / --gate / --gate-config, checked before the run starts (a bad baseline is a usage error)."""
+    from harness.errors import ResultsError
+    from harness.gating.baseline import load_baseline, resolve_baseline
+    from harness.gating.gates import load_gate_config
+
+    gates = tuple(raw.get("gate") or ())
+    gate_config = str(Path(raw["gate_config"]).absolute()) if raw.get("gate_config") else None
+    load_gate_config(gate_config, gates)
+    baseline = None
+    if raw.get("baseline"):
+        try:
+            path = resolve_baseline(raw["baseline"])
+            load_baseline(path)
+        except ResultsError as exc:
+            raise UsageError(f"--baseline: {exc}") from None
+        baseline = str(path.absolute())
+    elif gates or gate_config:
+        raise UsageError("--gate / --gate-config need --baseline NAME|PATH to compare with")
+    return {"baseline": baseline, "gates": gates, "gate_config": gate_config}
