@@ -14,7 +14,7 @@ from gating_synth import ENV, case_result, samples
 
 from harness.cli import main
 from harness.errors import UsageError
-from harness.execution.qualify_run import spec_case
+from harness.execution.qualify_run import spec_case, spec_run_config
 from harness.gating.qualify import SpecError, judge, load_spec
 from harness.report.certificate import write_certificate
 from harness.results import write_results
@@ -69,7 +69,7 @@ def test_load_spec(spec_file):
     assert spec.cases[0].require == {"drift_within_tolerance": True, "p99_ms_max": 1000.0,
                                      "throughput_sps_min": 1.0}
     assert spec.cases[1].require == {"drift_within_tolerance": True, "p50_ms_max": 1000.0}
-    config = spec.run_config(Path("/tmp/x"))
+    config = spec_run_config(spec, Path("/tmp/x"))
     assert config.models == ("fake-linear",) and config.runtimes == ("fake-ok", "fake-ok-b")
     assert config.batch_sizes == (1, 4) and config.timing.min_time_s == 0.01 and config.out_dir == Path("/tmp/x")
 
