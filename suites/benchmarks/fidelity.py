@@ -45,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     from harness.config import RunConfig
     from harness.data import make_feed
     from harness.execution import InProcessExecutor, IsolatedExecutor
-    from harness.model import get_model
-    from harness.results.environment import cpu_busy_percent
     from harness.matrix import case_ids
+    from harness.model import get_model
+    from harness.plugins import load_plugins
+    from harness.results.environment import cpu_busy_percent
+
+    load_plugins()  # the zoo (a library caller loads the registries' plugins itself)
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="resnet18,mlp")
