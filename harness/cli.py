@@ -332,7 +332,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
-    from harness.execution.gatecheck_run import in_a_fresh_process, runner_measure
+    from harness.execution.gatecheck_run import SupervisedRuns
     from harness.gating.gatecheck import gate_check
     from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
     from harness.results.store import atomic_write_text
@@ -359,12 +359,13 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
         timing=TimingPolicy(min_time_s=float_at_least(0.0)(args.min_time, "min-time"),
                             min_iters=int_at_least(1)(args.min_iters, "min-iters")),
         threads=int_at_least(1)(args.threads, "threads") if args.threads else default_threads(),
-        isolation=False, repeats=int_at_least(1)(args.repeats, "repeats"), out_dir=Path(args.out or "reports/gate-check"))
+        repeats=int_at_least(1)(args.repeats, "repeats"), out_dir=Path(args.out or "reports/gate-check"))
     cases = config.cases()
     print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
           f"slowdown levels); {gates.describe()}")
-    result = gate_check(cases, gates, runner_measure(config), rounds=args.rounds, levels=levels,
-                        repeats=config.repeats, progress=print, execute=in_a_fresh_process)
+    runs = SupervisedRuns(config)  # each simulated run in its own supervised worker, as each `harness run`
+    result = gate_check(cases, gates, runs.measure, rounds=args.rounds, levels=levels,
+                        repeats=config.repeats, progress=print, execute=runs.execute)
     from harness.results.environment import snapshot
 
     result.machine = str(snapshot(threads=config.threads).get("machine", "?"))

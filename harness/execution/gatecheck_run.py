@@ -1,89 +1,57 @@
-"""What `harness gate-check` measures with: a case's blocks through CaseRunner, slowed runtimes, a process per run."""
+"""What `harness gate-check` measures with: each simulated run in its own supervised worker, slowed runtimes."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.execution.runner import CaseRunner, block_policy
-from harness.gating.gatecheck import Measure, RunData
+from harness.execution.runner import block_policy
+from harness.execution.supervisor import IsolatedExecutor
+from harness.gating.gatecheck import RunData
 from harness.results.schema import CaseId
-from harness.runtimes import Runtime, get_runtime, register_runtime
+from harness.runtimes import get_runtime
+from harness.runtimes.selftest import slowed_name
 
 
-def slowed_runtime(base: type[Runtime], delay_s: float) -> type[Runtime]:
-    """A self-test wrapper of `base` that busy-waits `delay_s` seconds after each inference, registered under
-    `BASE+delayNNNus`. Never use it for real measurements: it exists to give the gate a known slowdown."""
-    delay_ns = int(round(delay_s * 1e9))
-    name = f"{base.name}+delay{delay_ns / 1000:.0f}us"
+class SupervisedRuns:
+    """Gate-check's measurement, through the machinery of `harness run`: each simulated run (`execute`) gets a
+    fresh supervised worker (IsolatedExecutor, from the forkserver), as each `harness run` does, so process-level
+    states (thread placement, memory layout) vary between runs as between nightly runs; each block
+    (`measure`) is a fresh activation in it. A block with `delay_s` runs the case's runtime slowed by that busy
+    wait per inference (harness.runtimes.selftest). `config.repeats` blocks make a run, so each block gets
+    1/repeats of the minimum time and iterations."""
 
-    def _infer(self: Runtime, prepared: Any) -> Any:
-        out = base._infer(self, prepared)
-        self.synchronize()
-        end = time.perf_counter_ns() + delay_ns
-        while time.perf_counter_ns() < end:  # a busy wait: sleep() is too coarse below a millisecond
-            pass
-        return out
+    def __init__(self, config: Any, executor_factory: Callable[[], Any] = IsolatedExecutor) -> None:
+        self.config = replace(config, repeats=1, timing=block_policy(config.timing, config.repeats))
+        self.executor_factory = executor_factory
+        self.executor: Any = None
+        self.workers = 0  # simulated runs started, one worker each
+        self._seen: set[CaseId] = set()
 
-    cls = type(f"Slowed{base.__name__}", (base,), {
-        "name": name, "_infer": _infer, "injected_delay_s": delay_s,
-        "description": f"SELF-TEST ONLY: {base.name} plus a {delay_ns / 1000:.0f} us busy wait per inference"})
-    return register_runtime(cls, replace=True)
-
-
-def runner_measure(config: Any) -> Measure:
-    """Measure one block of a case through a fresh CaseRunner (the same code path as `harness run`), in this
-    process; `config.repeats` blocks make a run, so each gets 1/repeats of the minimum time and iterations."""
-
-    def measure(case: CaseId, delay_s: float) -> Sequence[int]:
+    def measure(self, case: CaseId, delay_s: float) -> Sequence[int]:
+        if self.executor is None:
+            raise RuntimeError("SupervisedRuns.measure outside a run (call it through execute)")
         if delay_s > 0:
-            case = replace(case, runtime=slowed_runtime(get_runtime(case.runtime), delay_s).name)
-        runner = CaseRunner()
+            case = replace(case, runtime=get_runtime(slowed_name(case.runtime, delay_s)).name)
+        if case not in self._seen:  # the case's first block in this worker: the whole case path
+            result = self.executor.run(case, self.config)
+            if not result.measured:
+                raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
+            self._seen.add(case)
+            return result.samples_ns
+        block = self.executor.measure_block(case, self.config, fresh=True)
+        if "error" in block:
+            raise HarnessError(f"gate-check: a block of {case.id} failed: {block['error']}")
+        return block["samples_ns"]
+
+    def execute(self, fn: Callable[..., RunData], *args: Any) -> RunData:
+        """One simulated run, `fn(*args)` measuring through a fresh worker that is stopped afterwards."""
+        self.executor, self._seen = self.executor_factory(), set()
+        self.workers += 1
         try:
-            result = runner.run(case, replace(config, repeats=1, timing=block_policy(config.timing, config.repeats)))
+            return fn(*args)
         finally:
-            runner.close()
-        if not result.measured:
-            raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
-        return result.samples_ns
-
-    return measure
-
-
-def in_this_process(fn: Callable[..., RunData], *args: Any) -> RunData:
-    """Run `fn(*args)` here (gate_check's default)."""
-    return fn(*args)
-
-
-def in_a_fresh_process(fn: Callable[..., RunData], *args: Any) -> RunData:
-    """Run `fn(*args)` in a forked child and return its result: each simulated run gets its own process, as
-    each `harness run` does, so process-level states (thread placement, memory layout) vary between runs as
-    they do between nightly runs. An error in the child is raised here with its message."""
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-
-    def target() -> None:
-        try:
-            child.send(("ok", fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            child.send(("error", f"{type(exc).__name__}: {exc}"))
-        finally:
-            child.close()
-
-    proc = ctx.Process(target=target, name="harness-gate-check-run", daemon=True)
-    proc.start()
-    child.close()
-    try:
-        status, value = parent.recv()
-    except EOFError:
-        proc.join(5)
-        raise RuntimeError(f"gate-check: the run's process died (exit status {proc.exitcode})") from None
-    finally:
-        proc.join(30)
-    if status != "ok":
-        raise HarnessError(value)
-    return value
+            self.executor.close()
+            self.executor = None

@@ -2,9 +2,9 @@
 
 Self-test only. R runs of every case are simulated as `harness run --repeats B` measures them: B blocks per
 run, each block a fresh activation, the blocks of one run a sweep over all cases apart. So R x B sweeps run;
-each sweep measures one block of every case as it is (A) and one per injected slowdown level through
-`slowed_runtime`, a wrapper that busy-waits a fixed delay after each inference (delay = level x the case's
-median from the first A block). Run k of a case is its blocks from sweeps kB .. kB + B - 1. Then:
+each sweep measures one block of every case as it is (A) and one per injected slowdown level (the case's
+runtime plus a busy wait of level x the case's median from the first A block per inference,
+harness.runtimes.selftest). Run k of a case is its blocks from sweeps kB .. kB + B - 1. Then:
 
 - false alarms: every ordered pair (i, j), i != j, of the case's A runs is compared as baseline i, current j
   (R (R - 1) trials per case; the two orders of one pair are not independent): a trial is a false alarm
@@ -12,11 +12,10 @@ median from the first A block). Run k of a case is its blocks from sweeps kB .. 
 - power at a level: every (A run i, slowed run j) pair, R x R trials per case, detected when `regressed`;
 - the smallest level detected in at least 95% of its trials is reported (None when no level reaches 95%).
 
-Each block is a fresh CaseRunner (a new runtime activation) and, from the CLI, each simulated run has its own
-process (`in_a_fresh_process`, forked), as each `harness run` has its own worker: run-to-run variation
+This module only scores what it is given. The measuring side, harness.execution.gatecheck_run.SupervisedRuns,
+runs each simulated run in its own supervised worker, as each `harness run` has its own: run-to-run variation
 (activation, thread placement, memory layout, other load, the machine's slow episodes) is what the A/A pairs
-see. The measuring side (runner_measure, slowed_runtime, in_a_fresh_process) is harness.execution.gatecheck_run;
-this module only scores what it is given.
+see.
 """
 
 from __future__ import annotations
@@ -153,7 +152,7 @@ def gate_check(cases: Sequence[CaseId], gates: GateConfig, measure: Measure, rou
                execute: Callable[..., RunData] | None = None) -> GateCheckResult:
     """Simulate `rounds` runs of `repeats` blocks with `measure` and score the gate (see the module docstring).
     `execute(fn, *args)` runs one simulated run (default: here; the CLI gives
-    harness.execution.gatecheck_run.in_a_fresh_process)."""
+    harness.execution.gatecheck_run.SupervisedRuns.execute, a fresh worker per run)."""
     if rounds < 2:
         raise ValueError("gate-check needs at least 2 rounds (A/A pairs)")
     if not cases:

@@ -10,8 +10,9 @@ import pytest
 
 from harness.cli import main
 from harness.gating import GateConfig, parse_gate
-from harness.execution.gatecheck_run import runner_measure, slowed_runtime
+from harness.execution.gatecheck_run import SupervisedRuns
 from harness.gating.gatecheck import gate_check
+from harness.runtimes.selftest import slowed_runtime
 from harness.report.gatecheck import gatecheck_markdown
 from harness.results.schema import CaseId
 
@@ -89,24 +90,48 @@ def test_needs_two_rounds():
         gate_check(CASES, GateConfig(), SyntheticMeasure(), rounds=1)
 
 
-def test_slowed_runtime_wraps_a_registered_runtime(fakes, tmp_path):
+@pytest.mark.parametrize("isolation", [True, False])
+def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fakes, fake_env, tmp_path,
+                                                                             isolation):
+    """gate-check's measuring side: each simulated run in a fresh worker (or, with the in-process executor, the
+    same code path here); a slowed block runs the case's runtime rebuilt by name in the worker."""
     from harness.config import RunConfig
+    from harness.execution.runner import InProcessExecutor
+    from harness.execution.supervisor import IsolatedExecutor
     from harness.measure.timer import TimingPolicy
     from harness.runtimes import get_runtime
+    from harness.runtimes.selftest import slowed_name
 
     base = get_runtime("fake-ok")
     cls = slowed_runtime(base, 0.000_25)
-    assert cls.name == "fake-ok+delay250us" and issubclass(cls, base) and "SELF-TEST ONLY" in cls.description
-    assert get_runtime("fake-ok+delay250us") is cls and cls.device == base.device
-    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,), isolation=False,
+    assert cls.name == slowed_name("fake-ok", 0.000_25) == "fake-ok+delay250000ns"
+    assert issubclass(cls, base) and "SELF-TEST ONLY" in cls.description and cls.injected_delay_s == 0.000_25
+    assert get_runtime("fake-ok+delay1500ns").injected_delay_s == 1.5e-6  # rebuilt from its name (a worker's way)
+    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,),
                        timing=TimingPolicy(min_time_s=0.0, min_iters=5, warmup_iters=1), out_dir=tmp_path,
-                       cache_dir=tmp_path / "cache")
-    measure = runner_measure(config)
+                       cache_dir=tmp_path / "cache", isolation=isolation)
+    runs = SupervisedRuns(config, IsolatedExecutor if isolation else InProcessExecutor)
     [case] = config.cases()
-    a, s = measure(case, 0.0), measure(case, 0.000_25)
-    assert len(a) >= 2 and len(s) >= 2  # one block: ceil(5 / 3) iterations; no speed asserted
-    r = gate_check([case], GateConfig(resamples=500), measure, rounds=2, levels=(0.5,))
+    r = gate_check([case], GateConfig(resamples=500), runs.measure, rounds=2, levels=(0.5,), execute=runs.execute)
     assert r.aa_trials == 2 and r.levels[0].trials == 4 and r.cases == [case.id]
+    assert runs.workers == 2 and runs.executor is None  # one worker per simulated run, stopped after it
+    with pytest.raises(RuntimeError, match="outside a run"):
+        runs.measure(case, 0.0)
+
+
+def test_a_case_that_is_not_measured_stops_gate_check_with_its_reason(fakes, tmp_path):
+    from harness.config import RunConfig
+    from harness.errors import HarnessError
+    from harness.execution.runner import InProcessExecutor
+    from harness.measure.timer import TimingPolicy
+
+    config = RunConfig(models=("fake-linear",), runtimes=("fake-raises",), batch_sizes=(1,), isolation=False,
+                       timing=TimingPolicy(min_time_s=0.0, min_iters=3, warmup_iters=1), out_dir=tmp_path,
+                       cache_dir=tmp_path / "cache")
+    runs = SupervisedRuns(config, InProcessExecutor)
+    with pytest.raises(HarnessError, match="was not measured .error: .*model file is garbage"):
+        gate_check(config.cases(), GateConfig(resamples=100), runs.measure, rounds=2, levels=(0.5,),
+                   execute=runs.execute)
 
 
 def test_gate_check_cli_usage_errors(capsys):
@@ -161,35 +186,17 @@ def test_a_bad_gate_check_table_is_a_usage_error(tmp_path):
             load_gate_config(path)
 
 
-def _pid_run(*args):
-    import os
+def test_gate_check_through_a_given_execute_scores_like_in_process():
+    calls = []
 
-    return {}, {}, {"pid": os.getpid(), "args": args}
-
-
-def _failing_run(*args):
-    raise ValueError("the case's model file is garbage")
-
-
-def test_each_simulated_run_can_have_its_own_process():
-    import os
-
-    from harness.errors import HarnessError
-    from harness.execution.gatecheck_run import in_a_fresh_process, in_this_process
-
-    _, _, info = in_a_fresh_process(_pid_run, 1, "x")
-    assert info["pid"] != os.getpid() and info["args"] == (1, "x")
-    assert in_this_process(_pid_run, 2)[2]["pid"] == os.getpid()
-    with pytest.raises(HarnessError, match="ValueError: the case's model file is garbage"):
-        in_a_fresh_process(_failing_run)
-
-
-def test_gate_check_with_runs_in_fresh_processes_scores_like_in_process():
-    from harness.execution.gatecheck_run import in_a_fresh_process
+    def execute(fn, *args):
+        calls.append(len(args))
+        return fn(*args)
 
     a = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2)
     b = gate_check(CASES, GateConfig(resamples=500), SyntheticMeasure(seed=1), rounds=3, levels=(0.3,), repeats=2,
-                   execute=in_a_fresh_process)
+                   execute=execute)
+    assert len(calls) == 3  # one call per simulated run
     assert a.repeats == 2 and a.aa_trials == b.aa_trials == 2 * 3 * 2
     assert a.levels[0].power == b.levels[0].power == 1.0 and a.aa_false_alarms == b.aa_false_alarms == 0
 
