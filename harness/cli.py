@@ -1,10 +1,5 @@
 """`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify`: thin
-commands over the library and the pytest suites.
-
-Exit status: 0 every case passed (or was skipped), 1 a case failed its drift check, errored, crashed, timed
-out or hit the memory cap, 2 usage error (bad option, unknown name, unreadable results), 130 stopped by
-SIGINT (Ctrl-C), 143 stopped by SIGTERM.
-"""
+commands over the library and the pytest suites."""
 
 from __future__ import annotations
 

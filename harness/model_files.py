@@ -1,7 +1,4 @@
-"""User models: ONNX files (safety checks before any library opens them) and PyTorch factories, as ModelSpecs.
-
-`--model path/to/model.onnx` and `--model package.module:factory` both end in `register_user_model`.
-"""
+"""User models: ONNX files (safety checks before any library opens them) and PyTorch factories, as ModelSpecs."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """pytest plugin (entry point `pytest11: harness`): options, matrix parametrisation, the case fixture,
-results after every case, outputs and the terminal table at session end.
-
-Nothing happens unless a test asks for the `harness_case` fixture (the suites under harness_suites do), so
-the plugin is inert in other projects' test runs.
-"""
+results after every case, outputs and the terminal table at session end."""
 
 from __future__ import annotations
 

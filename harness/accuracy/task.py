@@ -1,8 +1,4 @@
-"""Task accuracy on a labelled eval split: a runtime's top-1 accuracy against the FP32 reference's.
-
-MLPerf Inference's rule: a reduced-precision or optimised runtime must keep at least 99 % of the FP32
-reference's task accuracy. `Tolerance.min_task_ratio` sets that ratio (None means DEFAULT_MIN_TASK_RATIO).
-"""
+"""Task accuracy on a labelled eval split: a runtime's top-1 accuracy against the FP32 reference's."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""TrtEngineFromOnnx: a serialized TensorRT engine built from an ONNX artifact, cached by what decides it.
-
-The cache key is (ONNX fingerprint, precision flags, INT8 source, optimisation profiles, TensorRT version,
-GPU name and compute capability): an engine is specific to all of them, so a change of any one rebuilds it.
-"""
+"""TrtEngineFromOnnx: a serialized TensorRT engine built from an ONNX artifact, cached by what decides it."""
 
 from __future__ import annotations
 

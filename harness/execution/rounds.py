@@ -1,11 +1,4 @@
-"""Later measurement rounds of --repeats: one more block of every case, the whole matrix at a time.
-
-A case's first block is measured when the case runs; its other blocks come from rounds over the whole matrix
-at the end of the run, each after a fresh activation. The blocks of one case then lie a full matrix sweep
-apart, so one episode of interference on a shared machine (seconds long) cannot cover them all, and the gate
-can read the case from its least-disturbed block (see harness.gating.compare). A block that fails costs that
-block only: the case keeps what it has and records why.
-"""
+"""Later measurement rounds of --repeats: one more block of every case, the whole matrix at a time."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""IsolatedExecutor: cases run in a worker process that the parent supervises without polling.
-
-Workers start from a forkserver, never from a fork of the harness process: whatever the parent ran before
-(a user's factory, a torch forward that started libgomp's thread pool, an ONNX Runtime probe session) is not
-inherited, so no worker can wait forever on a thread pool that does not exist in it. The forkserver imports
-the worker's modules once, so a new worker starts in milliseconds. The worker serves many cases (keeping
-runtime activations across batch sizes). The parent blocks in `Connection.poll(timeout)` (a select() on the pipe: no CPU while the worker
-measures). A worker that dies on a signal, exceeds --case-timeout or its memory cap costs that case's row:
-the parent records `crashed` / `timeout` / `oom` with the phase and the tail of the worker's stderr, and the
-next case starts a fresh worker.
-"""
+"""IsolatedExecutor: cases run in a worker process that the parent supervises without polling."""
 
 from __future__ import annotations
 

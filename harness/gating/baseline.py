@@ -1,12 +1,4 @@
-"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path.
-
-Baselines live in `$HARNESS_BASELINE_DIR`, else `.harness/baselines/` under the current folder (commit it,
-or cache it in CI), one `NAME.json` each: a bundle of one or more validated runs, raw samples included,
-oldest first (`{"baseline_schema": 1, "name": ..., "runs": [results, ...]}`). With several runs the gate
-measures each case's run-to-run spread from the baseline itself and compares with their median (see
-harness.gating.compare); `--append --keep K` keeps a rolling baseline of the last K runs (nightly on main).
-A plain results.json (or its run folder) works as a one-run baseline wherever a baseline path is accepted.
-"""
+"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path."""
 
 from __future__ import annotations
 

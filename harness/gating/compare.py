@@ -1,17 +1,4 @@
-"""Per case and metric verdicts of a current run against a baseline, decided from the raw samples.
-
-Method (see docs/method.md, "Regression gating"): a case is measured in blocks (--repeats), each after a fresh
-activation and, in a session, a whole matrix sweep apart. Interference on a shared machine only ever adds time
-and comes in episodes of seconds, so the gated statistic (median, p99, ...) is read per block and the run's
-value is its least-disturbed block: the minimum over blocks of the block statistic. For a gate `STAT:T` (e.g.
-median:10%) the ratio of that value, current / baseline, must exceed 1 + T (the effect) AND a one-sided
-bootstrap bound of the ratio at the gate's confidence (default 0.99) must exceed 1 + T/2 (the evidence) before
-a case is `regressed`; an effect without the evidence is `noise`. The bootstrap resamples every block (exact
-and vectorised: the k-th order statistic of n draws with replacement from the sorted samples x is
-x[ceil(n U) - 1] with U ~ Beta(k, n - k + 1), one Beta draw per resample whatever n is) and takes the minimum
-over blocks per replicate; the machine's run-to-run spread (`run_sigma`, per case from `harness gate-check`)
-widens the bounds. Seeded per (seed, case, metric): the same inputs always give the same verdict.
-"""
+"""Per case and metric verdicts of a current run against a baseline, decided from the raw samples."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""`harness gate-check`: the gate's own false-alarm rate and detection power, measured on this machine.
-
-Self-test only. R runs of every case are simulated as `harness run --repeats B` measures them: B blocks per
-run, each block a fresh activation, the blocks of one run a sweep over all cases apart. So R x B sweeps run;
-each sweep measures one block of every case as it is (A) and one per injected slowdown level (the case's
-runtime plus a busy wait of level x the case's median from the first A block per inference,
-harness.runtimes.selftest). Run k of a case is its blocks from sweeps kB .. kB + B - 1. Then:
-
-- false alarms: every ordered pair (i, j), i != j, of the case's A runs is compared as baseline i, current j
-  (R (R - 1) trials per case; the two orders of one pair are not independent): a trial is a false alarm
-  when any gate judges it `regressed`;
-- power at a level: every (A run i, slowed run j) pair, R x R trials per case, detected when `regressed`;
-- the smallest level detected in at least 95% of its trials is reported (None when no level reaches 95%).
-
-This module only scores what it is given. The measuring side, harness.execution.gatecheck_run.SupervisedRuns,
-runs each simulated run in its own supervised worker, as each `harness run` has its own: run-to-run variation
-(activation, thread placement, memory layout, other load, the machine's slow episodes) is what the A/A pairs
-see.
-"""
+"""`harness gate-check`: the gate's own false-alarm rate and detection power, measured on this machine."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
 """`harness qualify SPEC.toml`: judge a spec's requirements on its run into a PASS/FAIL certificate (the cases
-run in harness.execution.qualify_run).
-
-A spec (TOML)::
-
-    name = "cpu-2core"
-    description = "what this machine must sustain"
-    [measure]                       # optional, the same meaning as `harness run` options
-    min_time = 1.0
-    min_iters = 50
-    [defaults.require]              # applied to every case; a case's own [case.require] keys win
-    drift_within_tolerance = true
-    not_noisy = true
-    [[case]]
-    model = "resnet18"
-    runtime = "ort-cpu"
-    precision = "fp32"
-    batch = 1                       # seq = 128 for models with a sequence axis
-    [case.require]
-    p99_ms_max = 60
-    throughput_sps_min = 20
-"""
+run in harness.execution.qualify_run)."""
 
 from __future__ import annotations
 

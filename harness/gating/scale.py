@@ -1,10 +1,4 @@
-"""Self-test helper: a copy of a results file with some cases' latency samples scaled (a synthetic slowdown).
-
-    python -m harness.gating.scale RESULTS.json --runtime ort-cpu --factor 1.25 --out DIR
-
-writes DIR/results.json where every measured case of that runtime has samples_ns x FACTOR (statistics and
-throughput recomputed from the scaled samples). Used to check that `harness compare` flags exactly those.
-"""
+"""Self-test helper: a copy of a results file with some cases' latency samples scaled (a synthetic slowdown)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,4 @@
-"""Memory over a case: host RSS peak (the kernel's VmHWM, else a psutil sampler thread), GPU via NVML and torch.
-
-A MemorySampler starts before a case's activation and stops after its timed loop (before the accuracy
-phase, whose reference runtime is not the case's). Figures are MiB (2**20 bytes).
-
-Host peak: on Linux the kernel keeps the process's exact peak RSS (VmHWM); the sampler resets it at the start
-of the case (`/proc/self/clear_refs`) and reads it at the end: exact, and no thread competes with the timed
-loop for the GIL. Where that is not possible, and for GPU memory (NVML has no high-water mark), a daemon
-thread samples every `period_s`; its own cost is measured and recorded (`sampler`).
-
-What each figure covers:
-
-  host_rss_before_mb       RSS of the worker process when the case started
-  host_rss_peak_mb         highest RSS over the case: max of the sampled RSS and the kernel's high-water mark
-                           (VmHWM, reset at the start of the case where Linux allows it)
-  host_delta_mb            host_rss_peak_mb - host_rss_before_mb: what the case added at its peak
-  gpu_process_peak_mb      NVML: this process's used GPU memory, highest sample (CUDA context + every
-                           allocator: torch caching allocator, ONNX Runtime arena, TensorRT)
-  gpu_device_used_peak_mb  NVML: the whole device's used memory, highest sample (other processes included)
-  gpu_device_used_before_mb
-  torch_max_allocated_mb   torch.cuda.max_memory_allocated (tensors alive at the peak), reset at case start
-  torch_max_reserved_mb    torch.cuda.max_memory_reserved (the caching allocator's pool at the peak)
-  gpu_source               which figure CaseResult.gpu_peak_mb is (first available of: nvml_process,
-                           torch_max_reserved, nvml_device_delta)
-
-A case that reuses an activation (same model x runtime x precision, another shape) starts with the session /
-module / engine already resident: its `before` includes that memory, its delta covers only what the new
-shape added (`covers` says which), and the peaks are still the process's peaks over the case.
-"""
+"""Memory over a case: host RSS peak (the kernel's VmHWM, else a psutil sampler thread), GPU via NVML and torch."""
 
 from __future__ import annotations
 

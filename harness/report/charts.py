@@ -1,9 +1,4 @@
-"""Inline SVG charts for the HTML report, drawn here rather than by a plotting library.
-
-Why not matplotlib: three small chart kinds do not justify a 30 MB dependency and a font cache; SVG written
-here is deterministic (tests can read it), prints sharply, needs no script, and every text in it goes
-through `html.escape`, so a hostile model name stays text.
-"""
+"""Inline SVG charts for the HTML report, drawn here rather than by a plotting library."""
 
 from __future__ import annotations
 

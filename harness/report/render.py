@@ -1,8 +1,4 @@
-"""Write a run's derived outputs: results.csv, report.html, summary.md, benchmark.json (pytest-benchmark).
-
-`render_html` and `render_markdown` take one run or several (machines, thread settings): several runs are
-merged side by side, each labelled by its machine, never averaged.
-"""
+"""Write a run's derived outputs: results.csv, report.html, summary.md, benchmark.json (pytest-benchmark)."""
 
 from __future__ import annotations
 

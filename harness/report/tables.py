@@ -1,6 +1,5 @@
-"""pandas tables built from results: one row per case (results.csv), the seed-style comparison tables, the
-drift-vs-speed tables. Several runs (machines, thread settings) merge into one frame with a `source` column;
-figures from different sources are shown side by side, never averaged."""
+"""pandas tables built from results: one row per case (results.csv), the seed-style comparison tables, and
+the drift-vs-speed tables; several runs are shown side by side, never averaged."""
 
 from __future__ import annotations
 
