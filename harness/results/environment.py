@@ -107,8 +107,9 @@ def _na(reason: str) -> str:
 def gpu_snapshot(nvml: Any = None) -> dict[str, Any]:
     """GPU name, driver, CUDA (torch's and the driver's), cuDNN, TensorRT, clocks and power limits.
 
-    Never initialises CUDA (NVML and version queries only: the isolated workers are forked from this
-    process). Every figure that cannot be read says "not available: <reason>".
+    Never initialises CUDA (NVML and version queries only: a CUDA context belongs to the worker that measures,
+    and `--no-isolation` runs measure in this process). Every figure that cannot be read says
+    "not available: <reason>".
     """
     out: dict[str, Any] = {"torch_cuda": _torch_cuda_version(), "cudnn": _cudnn_version(),
                            "tensorrt": _tensorrt_version()}
