@@ -28,7 +28,11 @@ def make_feed(spec: ModelSpec, dims: Mapping[str, int], seed: int) -> Feed:
             key = zlib.crc32(f"{t.name}:{shape}".encode())
             rng = np.random.default_rng([seed, key])
             dtype = np.dtype(t.dtype)
-            if dtype == np.bool_:
+            if t.value is not None:
+                arr = np.full(shape, t.value, dtype=dtype)
+            elif t.fill == "arange":
+                arr = np.broadcast_to(np.arange(shape[-1] if shape else 1), shape).astype(dtype)
+            elif dtype == np.bool_:
                 arr = rng.integers(0, 2, size=shape).astype(dtype)
             elif np.issubdtype(dtype, np.integer):
                 arr = rng.integers(t.low, t.high, size=shape).astype(dtype)

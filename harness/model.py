@@ -23,7 +23,9 @@ TASKS = ("classification", "embedding", "lm", "regression")
 class TensorSpec:
     """One model input: a name, a shape whose entries are ints or symbolic dim names, a numpy dtype.
 
-    Integer inputs (token ids, masks) are drawn uniformly from [low, high).
+    Integer inputs (token ids, masks) are drawn uniformly from [low, high); `value` fills the input with one
+    value instead (an attention mask of ones, a sample rate), `fill="arange"` with positions 0, 1, ... along
+    the last axis (position ids).
     """
 
     name: str
@@ -31,6 +33,24 @@ class TensorSpec:
     dtype: str = "float32"
     low: int = 0
     high: int = 2
+    value: float | None = None
+    fill: str = "uniform"  # uniform | arange
+
+    def ident(self) -> tuple[Any, ...]:
+        """What defines the feed of this input (the fingerprint's part): new fields only where set."""
+        base = (self.name, self.shape, self.dtype, self.low, self.high)
+        return base + (("value", self.value),) * (self.value is not None) + (("fill", self.fill),) * (
+            self.fill != "uniform")
+
+    def describe(self) -> str:
+        """How this input is fed, e.g. `token_type_ids: int64 in [0, 2)`."""
+        if self.value is not None:
+            return f"{self.name}: {self.dtype} = {self.value:g}"
+        if self.fill == "arange":
+            return f"{self.name}: {self.dtype} positions 0..n-1"
+        if self.dtype == "bool" or "int" in self.dtype:
+            return f"{self.name}: {self.dtype} in [{self.low}, {self.high})"
+        return f"{self.name}: {self.dtype} standard normal"
 
     def concrete_shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
         out = []
@@ -160,7 +180,7 @@ class ModelSpec:
             "name": self.name,
             "version": self.version,
             "config": self.config,
-            "inputs": [(t.name, t.shape, t.dtype, t.low, t.high) for t in self.inputs],
+            "inputs": [t.ident() for t in self.inputs],
             "outputs": self.outputs,
         }
         h.update(json.dumps(ident, sort_keys=True, default=str).encode())

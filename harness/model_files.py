@@ -192,14 +192,65 @@ def check_shape_names(shapes: Iterable[tuple[str, int]], specs: Iterable[ModelSp
                          f"names these models accept: {have}")
 
 
+# Ops that pass an input's values on unchanged (so a Gather after them still indexes with the input's values).
+_VALUE_PRESERVING = frozenset({"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Expand",
+                               "Transpose"})
+_SAMPLE_RATE = re.compile(r"^(sr|sample_?rate|sampling_?rate)$", re.IGNORECASE)
+
+
+def index_bounds(model: Any) -> dict[str, int]:
+    """Graph inputs that index a Gather on a constant table (an initializer or Constant), directly or through
+    value-preserving ops: input name -> the table's rows on the gathered axis (the smallest such table)."""
+    tables = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.HasField("t"):
+                    tables[node.output[0]] = tuple(a.t.dims)
+    origin = {vi.name: vi.name for vi in model.graph.input if vi.name not in tables}
+    bounds: dict[str, int] = {}
+    for node in model.graph.node:  # ONNX graphs list nodes in topological order
+        if node.op_type in _VALUE_PRESERVING and node.input and node.input[0] in origin:
+            for out in node.output[:1]:
+                origin[out] = origin[node.input[0]]
+        if node.op_type == "Gather" and len(node.input) >= 2 and node.input[1] in origin \
+                and node.input[0] in tables:
+            dims = tables[node.input[0]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            if dims and -len(dims) <= axis < len(dims) and dims[axis] > 0:
+                name = origin[node.input[1]]
+                bounds[name] = min(bounds.get(name, dims[axis]), int(dims[axis]))
+    return bounds
+
+
+def input_by_construction(name: str, shape: tuple[int | str, ...], dtype: str, rows: int | None) -> TensorSpec:
+    """How an input of a user ONNX file is fed when no feeds are given, valid by construction where the graph
+    or the name tells: an index into a table of `rows` rows takes [0, rows); `*position_ids` positions along
+    the last axis; `*mask` ones; a sample rate (`sr`, `sample_rate`) 16000; `token_type_ids` [0, 2); other
+    integers [0, 100); bool {0, 1}; floats standard normal."""
+    lower = name.lower()
+    integer = dtype != "bool" and not dtype.startswith("float")
+    if integer and ("position_ids" in lower or lower in ("pos_ids", "positions")):
+        return TensorSpec(name, shape, dtype, fill="arange")
+    if integer and "mask" in lower:
+        return TensorSpec(name, shape, dtype, 0, 2, value=1)
+    if _SAMPLE_RATE.match(name):
+        return TensorSpec(name, shape, dtype, value=16000)
+    if rows is not None:
+        return TensorSpec(name, shape, dtype, 0, rows)
+    if "token_type" in lower:
+        return TensorSpec(name, shape, dtype, 0, 2)
+    return TensorSpec(name, shape, dtype, 0, 2 if dtype == "bool" else 100)
+
+
 def spec_from_onnx(path: str | Path, name: str | None = None,
                    shapes: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> ModelSpec:
     """A ModelSpec for a user ONNX file: inputs from its declared types; symbolic dims mapped to batch/seq.
 
     `shapes` (from --shape) sizes other symbolic dims, by dim_param name or as "INPUT:AXIS"; a size for an
-    axis the model fixes to another value is refused. Integer inputs are fed from [0, 2) when their name
-    contains "mask", else [0, 100) (valid token ids for any vocabulary of 100 or more); bool from {0, 1};
-    floats from a standard normal. No PyTorch module exists, so the reference is ort-cpu FP32.
+    axis the model fixes to another value is refused. Inputs are fed valid by construction
+    (`input_by_construction`: the Gather tables they index, name conventions). No PyTorch module exists, so
+    the reference is ort-cpu FP32.
     """
     shapes = dict(shapes)
     import onnx
@@ -213,6 +264,7 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
     check_opsets(p, model)
     check_graph(p)
     init_names = {i.name for i in model.graph.initializer}
+    bounds = index_bounds(model)
     inputs = []
     names: set[str] = set()
     used: dict[str, int] = {}
@@ -253,8 +305,7 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
                 raise ModelError(f"{p}: input {vi.name!r} axis {i} {what} and not a batch or sequence axis; "
                                  f"give it a size with --shape {param or axis_key}=N")
         dtype = _numpy_dtype(tt.elem_type, p, vi.name)
-        high = 2 if ("mask" in vi.name.lower() or dtype == "bool") else 100
-        inputs.append(TensorSpec(vi.name, tuple(shape), dtype, 0, high))
+        inputs.append(input_by_construction(vi.name, tuple(shape), dtype, bounds.get(vi.name)))
     outputs = tuple(o.name for o in model.graph.output)
     return ModelSpec(name=name or p.stem, onnx_path=p.absolute(), inputs=tuple(inputs), outputs=outputs,
                      task="regression", tags=frozenset({"user", "onnx"}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 import traceback
 from collections.abc import Callable
@@ -163,7 +164,8 @@ class CaseRunner:
                 self.close()
                 return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}")
             self._drop_active()
-            return CaseResult(case, "error", reason=f"{type(exc).__name__} in phase {phase}: {exc}",
+            reason = f"{type(exc).__name__} in phase {phase}: {exc}"
+            return CaseResult(case, "error", reason=reason + fed_inputs_note(reason, case.model),
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
         finally:
             if sampler is not None:
@@ -413,6 +415,23 @@ def _exit_quietly(runtime: Runtime) -> None:
         runtime.__exit__(None, None, None)
     except Exception:  # noqa: BLE001
         pass
+
+
+# Errors that blame an input's values (an index out of a table's range, a value the model refuses).
+_VALUE_ERRORS = re.compile(r"out of (data )?bounds|out of range|index .* is out of|invalid (value|index)|"
+                           r"indices element", re.IGNORECASE)
+
+
+def fed_inputs_note(reason: str, model: str) -> str:
+    """For an error that blames input values: which integer inputs were fed, with what range (else "")."""
+    if not _VALUE_ERRORS.search(reason):
+        return ""
+    try:
+        spec = get_model(model)
+    except HarnessError:
+        return ""
+    fed = [t.describe() for t in spec.inputs if t.dtype == "bool" or "int" in t.dtype]
+    return f" [integer inputs fed: {'; '.join(fed)}; give real inputs or ranges]" if fed else ""
 
 
 def ensure_user_models(config: Any) -> None:
