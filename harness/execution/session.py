@@ -113,22 +113,20 @@ class HarnessSession:
                                  stop=lambda: self.stopping)
                 except KeyboardInterrupt:
                     progress.note("measurement rounds interrupted: cases keep the blocks they have")
-                interrupted = interrupted or self.stopping
-            if not interrupted:
+            if not (interrupted or self.stopping):
                 self._gate()  # before the report: self.comparison is ready for it
-            interrupted = interrupted or self.stopping
         except KeyboardInterrupt:
             interrupted = True
         finally:
             progress.close()
-            if interrupted or self.stopping:
+            interrupted = interrupted or self.stopping  # a signal may have come at any point above
+            if interrupted:
                 self.comparison = None  # no verdicts on a run (or a confirmation) cut short
             if self.executor is not None:
                 self.executor.close()
             if not self.stopping:  # a stopped run keeps absorbing signals until the process ends
                 for signum, old in self._old_handlers.items():
                     signal.signal(signum, old)
-            interrupted = interrupted or self.stopping
             self.run.finished_at = _now()
             self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
             if self._cpu is not None:
