@@ -195,17 +195,23 @@ def skipped_lines(run: RunResults) -> list[str]:
     instead of a row per case."""
     from harness.runtimes import get_runtime
 
+    def unavailable(runtime: str) -> str | None:
+        """Why `runtime` cannot run here (None when it can, or is unknown here)."""
+        try:
+            avail = get_runtime(runtime).availability()
+        except Exception:  # noqa: BLE001 - an unknown runtime in stored results
+            return None
+        return None if avail else first_line(avail.reason)
+
+    why: dict[str, str | None] = {}  # one availability look-up per runtime
     groups: dict[tuple[str, str], int] = {}
     for r in run.cases:
         if r.status != "skipped":
             continue
-        key = ("", first_line(r.reason))
-        try:
-            avail = get_runtime(r.case.runtime).availability()
-        except Exception:  # noqa: BLE001 - an unknown runtime in stored results
-            avail = None
-        if avail is not None and not avail:
-            key = (r.case.runtime, first_line(avail.reason))
+        rt = r.case.runtime
+        if rt not in why:
+            why[rt] = unavailable(rt)
+        key = (rt, why[rt]) if why[rt] is not None else ("", first_line(r.reason))
         groups[key] = groups.get(key, 0) + 1
     out = []
     for (runtime, reason), n in groups.items():
