@@ -52,6 +52,13 @@ class RunConfig:
     compile_mode: str = "default"  # one of COMPILE_MODES, for the torch-compile-* runtimes
     repeats: int = 3  # measurement blocks per case
     confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
+    # MLPerf LoadGen scenarios per measured case (harness.execution.scenarios); () runs none
+    scenarios: tuple[str, ...] = ()
+    scenario_duration_s: float = 1.0  # LoadGen's min duration of each test
+    scenario_queries: int | None = None  # LoadGen's min query count (None: the fewest its early stopping accepts)
+    server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
+    server_latency_ms: float | None = None  # the Server p99 bound (None: 10 x the case's timed-loop p50)
+    server_tries: int = 4  # Server search: LoadGen tests tried
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""

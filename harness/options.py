@@ -89,6 +89,18 @@ def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
     return {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
 
 
+def scenario_names(text: Any, what: str) -> tuple[str, ...]:
+    from harness.results.schema import SCENARIO_NAMES
+
+    given = names(text, what)
+    if given == ("all",):
+        return SCENARIO_NAMES
+    for n in given:
+        if n not in SCENARIO_NAMES:
+            raise UsageError(f"--{what} {n!r}: valid scenarios: {', '.join(SCENARIO_NAMES)}, or all")
+    return given
+
+
 def folder(text: Any, what: str) -> Path:
     return Path(text).expanduser()
 
@@ -196,6 +208,23 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+    OptionDef("scenarios", "MLPerf LoadGen scenarios to run on every measured case after its timed loop: "
+                           "single-stream (p90 latency), multi-stream (p99 per 8-sample query), server (Poisson "
+                           "arrivals, p99 bound; searches the highest VALID QPS unless --server-qps) and offline "
+                           "(samples/s), comma-separated, or all (default: none). See docs/scenarios.md", "NAMES",
+              field="scenarios", parse=scenario_names),
+    OptionDef("scenario-duration", "LoadGen min duration of each scenario test in seconds (default: 1.0; MLPerf "
+                                   "submissions use 600)", "SECONDS",
+              field="scenario_duration_s", parse=float_at_least(0.01)),
+    OptionDef("scenario-queries", "LoadGen min query count of each scenario test (default: the fewest LoadGen's "
+                                  "early stopping can accept: 64 single-stream, 662 multi-stream, 459 server, 1 "
+                                  "offline)", "N", field="scenario_queries", parse=int_at_least(1)),
+    OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one)", "QPS",
+              field="server_qps", parse=float_at_least(1e-3)),
+    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 10 x the case's timed-loop p50)",
+              "MS", field="server_latency_ms", parse=float_at_least(1e-3)),
+    OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
+                              "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 

@@ -125,6 +125,7 @@ class _CrashSecond(FakeOk):
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
+_variant("fake-2ms", delay_s=0.002)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
 _variant("fake-segv-load", _SegvLoad)
 _variant("fake-abort-run", _CrashInLoop)
 _variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)

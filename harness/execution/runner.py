@@ -17,6 +17,7 @@ from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import feed_digest, make_feed
 from harness.errors import HarnessError, UnsupportedModelError
+from harness.execution.scenarios import run_scenarios
 from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -131,6 +132,7 @@ class CaseRunner:
                 localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
                                              config.threads, budget_s=min(120.0, 0.25 * config.case_timeout_s))
             stats = latency_stats(timed.samples_ns, config.noise_cv)
+            scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase)  # --scenarios
             return CaseResult(
                 case, "passed" if passed else "failed", reason="; ".join(reasons),
                 samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
@@ -149,6 +151,7 @@ class CaseRunner:
                 device_samples_ns=list(timed.device_samples_ns),
                 precision_recipe=runtime.recipe or str(precision), localization=localization,
                 is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
+                scenarios=scenarios,
             )
         except MemoryError as exc:
             self.close()

@@ -17,7 +17,7 @@ from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
                                    run_labels, skip_reasons)
 from harness.report.templating import render_template
-from harness.results.schema import BROKEN, RunResults
+from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.store import atomic_write_text
 
 Runs = RunResults | Sequence[RunResults]
@@ -198,7 +198,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         "report.html.j2", strict=False,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
-        tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
+        tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized, scenarios=scenario_rows(all_cases),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,
         dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),
@@ -207,6 +207,42 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
     )
+
+
+def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The "Load scenarios" table per model: a row per case and LoadGen scenario (a Server search is one row,
+    its highest VALID try, with every try listed), in the order the cases ran."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for label, c in all_cases:
+        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        shown = [r for r in runs if r.scenario != "server"]
+        peak = peak_server(runs)
+        if peak is not None:
+            shown.append(peak)
+        for r in shown:
+            tries = [t for t in runs if t.scenario == "server"] if r.scenario == "server" else []
+            out.setdefault(c.case.model, []).append({
+                "label": label, "case": c.case, "run": r, "headline": _headline(r, len(tries)),
+                "search": ", ".join(f"{_fmt(t.target_qps)} {t.result}" for t in tries) if len(tries) > 1 else "",
+                "reasons": "; ".join(r.reasons or ([r.error] if r.error else []))})
+    return out
+
+
+def _headline(r: ScenarioRun, tries: int) -> str:
+    """The scenario's MLPerf figure: single-stream p90, multi-stream p99 per query, offline samples/s, server
+    the target QPS (the highest VALID one of a search)."""
+    if r.result == "error":
+        return "error"
+    if r.scenario == "single-stream":
+        return f"p90 {_fmt(r.latency_ms.get('p90'))} ms"
+    if r.scenario == "multi-stream":
+        return f"p99 {_fmt(r.query_latency_ms.get('p99'))} ms per query"
+    if r.scenario == "offline":
+        return f"{_fmt(r.samples_per_s)} samples/s"
+    bound = f"p99 ≤ {_fmt(r.target_latency_ms)} ms"
+    if r.valid:
+        return f"{_fmt(r.target_qps)} QPS at {bound}"
+    return f"no VALID QPS in {tries} tries ({bound})" if tries > 1 else f"{_fmt(r.target_qps)} QPS: INVALID"
 
 
 def _total_counts(runs: list[RunResults]) -> dict[str, int]:

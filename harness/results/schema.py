@@ -109,6 +109,63 @@ def block_p50_ms(samples_ns: Any) -> float:
     return round(float(statistics.median(samples_ns)) / 1e6, 6)
 
 
+SCENARIO_NAMES = ("single-stream", "multi-stream", "server", "offline")
+SCENARIO_RESULTS = ("VALID", "INVALID", "error")
+
+
+@dataclass
+class ScenarioRun:
+    """One MLPerf LoadGen test of a case (--scenarios; harness.execution.scenarios), as LoadGen's log says it.
+
+    result: LoadGen's verdict, VALID or INVALID, or "error" (the test did not finish; `error` says why);
+    checks: LoadGen's conditions (min_duration, min_queries, early_stopping, performance_constraints) and
+    whether each was met; reasons: LoadGen's own words for an INVALID result. Latencies are per sample (per
+    query for multi-stream's p*_query_ms); a Server search stores one record per try (search_step 1, 2, ...)."""
+
+    scenario: str
+    result: str
+    reasons: list[str] = field(default_factory=list)
+    checks: dict[str, bool] = field(default_factory=dict)
+    min_duration_s: float | None = None  # LoadGen's effective min duration and min query count
+    min_query_count: int | None = None
+    query_count: int | None = None  # queries LoadGen issued
+    samples_per_query: int | None = None
+    samples_per_s: float | None = None  # offline: LoadGen's samples/s; server: completed samples/s
+    latency_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p95, p97, p99, p99.9, mean, min, max
+    query_latency_ms: dict[str, float] = field(default_factory=dict)  # multi-stream: per query (8 samples)
+    early_stopping_ms: float | None = None  # LoadGen's early-stopping estimate of the scenario's percentile
+    target_qps: float | None = None  # server: the Poisson arrival rate asked for
+    target_latency_ms: float | None = None  # server: the latency bound at target_latency_percentile
+    target_latency_percentile: float | None = None
+    overlatency_queries: int | None = None  # server: queries over the bound
+    search_step: int | None = None  # server search: which try (1, 2, ...); None: a fixed --server-qps
+    wall_s: float | None = None
+    log_dir: str | None = None  # LoadGen's summary and detail logs, relative to the run folder
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scenario not in SCENARIO_NAMES:
+            raise ValueError(f"unknown scenario {self.scenario!r}; valid: {SCENARIO_NAMES}")
+        if self.result not in SCENARIO_RESULTS:
+            raise ValueError(f"unknown scenario result {self.result!r}; valid: {SCENARIO_RESULTS}")
+
+    @property
+    def valid(self) -> bool:
+        return self.result == "VALID"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScenarioRun:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
+    """The Server test that sums up a search: the highest target QPS that was VALID, else the last one tried."""
+    server = [r for r in runs if r.scenario == "server"]
+    valid = [r for r in server if r.valid and r.target_qps]
+    return max(valid, key=lambda r: r.target_qps or 0.0) if valid else (server[-1] if server else None)
+
+
 @dataclass
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
@@ -122,7 +179,9 @@ class CaseResult:
     samples_ns: list[int] = field(default_factory=list)
     warmup_iters: int = 0
     timing_scope: str | None = None  # host_to_host | device
-    scenario: str | None = None  # single-stream | offline
+    # how the timed loop above is read: "single-stream" at batch 1, else "offline" (back-to-back calls, no
+    # load generator); the LoadGen-driven scenarios (--scenarios) are `scenarios` below
+    scenario: str | None = None
     latency: dict[str, Any] | None = None  # LatencyStats.as_dict()
     throughput_sps: float | None = None
     accuracy: dict[str, Any] | None = None  # AccuracyResult.as_dict()
@@ -153,6 +212,8 @@ class CaseResult:
     # False when the reference runtime's FP32 outputs differed between two runs on the same feed: the drift
     # figures are then marked "nondeterministic reference" (None: not checked, e.g. older results)
     reference_deterministic: bool | None = None
+    # --scenarios: MLPerf LoadGen tests run on this case's activated runtime after its timed loop, in order
+    scenarios: list[ScenarioRun] = field(default_factory=list)
 
     @property
     def drift_note(self) -> str:
@@ -190,6 +251,8 @@ class CaseResult:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known and k != "case"}
         kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
+        kwargs["scenarios"] = [s if isinstance(s, ScenarioRun) else ScenarioRun.from_dict(s)
+                               for s in d.get("scenarios") or ()]
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 

@@ -231,6 +231,32 @@ class BlockDoc(_Doc):
     error: Text | None = None
 
 
+NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
+
+
+class ScenarioDoc(_Doc):
+    scenario: Literal["single-stream", "multi-stream", "server", "offline"]
+    result: Literal["VALID", "INVALID", "error"]
+    reasons: list[Text] = []
+    checks: dict[str, bool] = {}
+    min_duration_s: NonNegative | None = None
+    min_query_count: Count | None = None
+    query_count: Count | None = None
+    samples_per_query: Count | None = None
+    samples_per_s: NonNegative | None = None
+    latency_ms: dict[str, NonNegative] = {}
+    query_latency_ms: dict[str, NonNegative] = {}
+    early_stopping_ms: NonNegative | None = None
+    target_qps: NonNegative | None = None
+    target_latency_ms: NonNegative | None = None
+    target_latency_percentile: NonNegative | None = None
+    overlatency_queries: Count | None = None
+    search_step: Annotated[int, Field(strict=True, ge=1, le=10**6)] | None = None
+    wall_s: NonNegative | None = None
+    log_dir: Text | None = None
+    error: Text | None = None
+
+
 class CaseDoc(_Doc):
     case: CaseIdDoc
     status: Literal["passed", "failed", "skipped", "error", "crashed", "timeout", "oom"]
@@ -261,6 +287,7 @@ class CaseDoc(_Doc):
     device_samples_ns: list[Sample] = []
     precision_recipe: Text | None = None
     localization: dict[str, Any] | None = None
+    scenarios: list[ScenarioDoc] = []
 
 
 class RunDoc(_Doc):

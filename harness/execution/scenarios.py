@@ -1,0 +1,293 @@
+"""MLPerf LoadGen scenarios on a case's activated runtime (--scenarios): LoadGen drives, the runtime is the SUT.
+
+See docs/scenarios.md."""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.results.schema import CaseId, ScenarioRun
+
+# LoadGen's names of the scenarios
+LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "server": "Server",
+                    "offline": "Offline"}
+# The fewest queries with which LoadGen 6.0's early stopping can accept a run (none over the latency bound);
+# measured from its "Need to process at least N queries" lines. Offline issues one query of many samples.
+EARLY_STOPPING_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459, "offline": 1}
+RUN_ORDER = ("single-stream", "multi-stream", "offline", "server")  # Offline first: the Server search starts there
+MULTI_STREAM_SAMPLES = 8  # MLPerf's samples per MultiStream query
+SERVER_LATENCY_FACTOR = 10.0  # default Server p99 bound: this many timed-loop p50s
+# what LoadGen's detail log calls its checks
+_CHECKS = {"result_min_duration_met": "min_duration", "result_min_queries_met": "min_queries",
+           "early_stopping_met": "early_stopping", "result_perf_constraints_met": "performance_constraints"}
+_CHECK_WORDS = {"min_duration": "min duration not satisfied", "min_queries": "min queries not satisfied",
+                "early_stopping": "early stopping not satisfied",
+                "performance_constraints": "performance constraints not satisfied"}
+_PCTS = (("50.00", "p50"), ("90.00", "p90"), ("95.00", "p95"), ("97.00", "p97"), ("99.00", "p99"),
+         ("99.90", "p99.9"))
+
+Phase = Callable[[str], None]
+
+
+def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any, timed_p50_ms: float,
+                  on_phase: Phase = lambda phase: None) -> list[ScenarioRun]:
+    """Every scenario the run asks for (config.scenarios; none: []) on `runtime`, already activated and warm,
+    with `feed` (the case's batch) as the query sample library. A scenario that fails is a record with
+    result "error", never the case's failure. Offline runs before Server, whose search starts from it."""
+    wanted = tuple(getattr(config, "scenarios", ()) or ())
+    if not wanted:
+        return []
+    on_phase("scenarios")
+    call = runtime.bind(feed)
+    sut = RuntimeSut(call, runtime.synchronize, case.batch)
+    p50_s = max(timed_p50_ms, 1e-3) / 1e3
+    logs = _log_root(config, case)
+    out: list[ScenarioRun] = []
+    try:
+        for name in sorted(wanted, key=RUN_ORDER.index):
+            if name != "server":
+                out.append(sut.test(name, config, p50_s, logs / name if logs else None))
+                continue
+            offline = next((r for r in out if r.scenario == "offline" and r.samples_per_s), None)
+            out += server_search(sut, config, p50_s, offline.samples_per_s if offline else None, logs)
+    finally:
+        sut.close()
+    return out
+
+
+def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float | None,
+                  logs: Path | None) -> list[ScenarioRun]:
+    """--server-qps: one Server test at that rate. Otherwise a bisection of (0, capacity] over
+    config.server_tries tests, capacity being the Offline samples/s (else batch / timed-loop p50): each test's
+    VALID raises the floor, INVALID lowers the ceiling; every try is kept, numbered by search_step."""
+    fixed = getattr(config, "server_qps", None)
+    if fixed:
+        return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
+    capacity = offline_sps or sut.batch / p50_s
+    lo, hi = 0.0, capacity
+    tries: list[ScenarioRun] = []
+    for step in range(1, max(1, int(getattr(config, "server_tries", 4))) + 1):
+        qps = _round(hi / 2 if step == 1 else (lo + hi) / 2)
+        r = sut.test("server", config, p50_s, logs / f"server-try{step}" if logs else None, qps=qps)
+        r.search_step = step
+        tries.append(r)
+        if r.result == "error":
+            break
+        lo, hi = (qps, hi) if r.valid else (lo, qps)
+    return tries
+
+
+class RuntimeSut:
+    """LoadGen's system under test over one bound runtime call: a LoadGen sample is one row of the case's
+    batch. Issued samples wait in a queue; one worker thread takes up to `batch` of them per call of the
+    case's feed (the same bound call as the timed loop: a batch that is not full is padded), synchronises
+    the device, then tells LoadGen they are complete. Samples carry no output data (performance mode)."""
+
+    def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int) -> None:
+        self.call, self.synchronize, self.batch = call, synchronize, max(1, int(batch))
+        self.error: str | None = None
+        self.calls = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stop = object()
+        self._worker = threading.Thread(target=self._work, name="loadgen-sut", daemon=True)
+        self._worker.start()
+
+    def issue(self, samples: Any) -> None:
+        for s in samples:
+            self._queue.put(s)
+
+    def flush(self) -> None:
+        pass
+
+    def _work(self) -> None:
+        import mlperf_loadgen as lg
+
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            if first is self._stop:
+                return
+            chunk = [first]
+            while len(chunk) < self.batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is self._stop:
+                    stop = True
+                    break
+                chunk.append(item)
+            if self.error is None:
+                try:
+                    self.call()
+                    self.synchronize()
+                    self.calls += 1
+                except Exception as exc:  # noqa: BLE001 - recorded; LoadGen still gets its completions
+                    self.error = f"{type(exc).__name__}: {exc}"
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in chunk])
+
+    def test(self, scenario: str, config: Any, p50_s: float, log_dir: Path | None,
+             qps: float | None = None) -> ScenarioRun:
+        """One LoadGen performance test; its verdict and figures as LoadGen's detail log gives them."""
+        import mlperf_loadgen as lg
+
+        t0 = time.perf_counter()
+        tmp = None if log_dir else Path(tempfile.mkdtemp(prefix="harness-loadgen-"))
+        where = log_dir or tmp
+        assert where is not None
+        record: ScenarioRun
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            settings = self.settings(scenario, config, p50_s, qps)
+            log = lg.LogSettings()
+            log.log_output.outdir = str(where)
+            log.log_output.copy_summary_to_stdout = False
+            log.enable_trace = False
+            self.error = None
+            sut = lg.ConstructSUT(self.issue, self.flush)
+            qsl = lg.ConstructQSL(self.batch, self.batch, _noop, _noop)
+            try:
+                lg.StartTestWithLogSettings(sut, qsl, settings, log)
+            finally:
+                lg.DestroyQSL(qsl)
+                lg.DestroySUT(sut)
+            record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
+            if self.error:
+                record.result, record.error = "error", f"the runtime raised during the test: {self.error}"
+        except Exception as exc:  # noqa: BLE001 - a failed scenario is its record, never the case's failure
+            record = ScenarioRun(scenario, "error", error=f"{type(exc).__name__}: {exc}",
+                                 target_qps=qps if scenario == "server" else None)
+        finally:
+            for junk in ("mlperf_log_trace.json", "mlperf_log_accuracy.json"):
+                (where / junk).unlink(missing_ok=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        record.wall_s = round(time.perf_counter() - t0, 3)
+        if log_dir is not None and getattr(config, "out_dir", None):
+            try:
+                record.log_dir = str(log_dir.relative_to(Path(config.out_dir)))
+            except ValueError:
+                record.log_dir = str(log_dir)
+        return record
+
+    def settings(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> Any:
+        """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies
+        and throughput from the timed loop (under-estimated by half, so LoadGen generates enough queries)."""
+        import mlperf_loadgen as lg
+
+        s = lg.TestSettings()
+        s.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
+        s.mode = lg.TestMode.PerformanceOnly
+        s.min_duration_ms = max(1, int(round(float(getattr(config, "scenario_duration_s", 1.0)) * 1000)))
+        s.min_query_count = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
+        calls_per_query = math.ceil(MULTI_STREAM_SAMPLES / self.batch)
+        s.single_stream_expected_latency_ns = max(1, int(p50_s * 0.5e9))
+        s.multi_stream_expected_latency_ns = max(1, int(calls_per_query * p50_s * 0.5e9))
+        s.multi_stream_samples_per_query = MULTI_STREAM_SAMPLES
+        s.offline_expected_qps = self.batch / p50_s
+        if qps is not None:
+            s.server_target_qps = float(qps)
+        bound_ms = getattr(config, "server_latency_ms", None) or SERVER_LATENCY_FACTOR * p50_s * 1e3
+        s.server_target_latency_ns = max(1, int(bound_ms * 1e6))
+        s.server_target_latency_percentile = 0.99
+        return s
+
+    def close(self) -> None:
+        self._queue.put(self._stop)
+        self._worker.join(timeout=10)
+
+
+def _noop(_samples: Any) -> None:
+    """QSL load/unload: the samples are the rows of the case's feed, already in memory."""
+
+
+def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
+    """A ScenarioRun from LoadGen's mlperf_log_detail.txt (one `:::MLLOG {json}` record per line)."""
+    d: dict[str, Any] = {}
+    errors: list[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith(":::MLLOG "):
+            continue
+        try:
+            rec = json.loads(line[len(":::MLLOG "):])
+        except ValueError:
+            continue
+        d[rec.get("key")] = rec.get("value")
+        if (rec.get("metadata") or {}).get("is_error"):
+            errors.append(str(rec.get("value")))
+    validity = d.get("result_validity")
+    if validity not in ("VALID", "INVALID"):
+        return ScenarioRun(scenario, "error", error=f"{path.name}: LoadGen logged no result_validity"
+                           + (f"; its errors: {'; '.join(errors)}" if errors else ""))
+    checks = {name: bool(d[key]) for key, name in _CHECKS.items() if key in d}
+    reasons = [_CHECK_WORDS[k] for k, ok in checks.items() if not ok]
+    if d.get("result_invalid_reason"):
+        reasons.append(str(d["result_invalid_reason"]).strip())
+    if checks.get("early_stopping") is False and d.get("early_stopping_result"):
+        reasons.append(" ".join(str(d["early_stopping_result"]).split()))
+    reasons += errors
+    ms = _ms
+    spq = d.get("effective_samples_per_query")
+    if scenario == "offline":
+        sps = d.get("result_samples_per_second")
+    elif scenario == "server":
+        sps = d.get("result_completed_samples_per_sec")
+    else:
+        qps = d.get("result_qps_with_loadgen_overhead")
+        sps = qps * spq if isinstance(qps, (int, float)) and isinstance(spq, int) else None
+    early = d.get("early_stopping_latency_ss") if scenario == "single-stream" else (
+        d.get("early_stopping_latency_ms") if scenario == "multi-stream" else None)
+    latency = {name: ms(d.get(f"result_{pct}_percentile_latency_ns")) for pct, name in _PCTS}
+    latency.update(mean=ms(d.get("result_mean_latency_ns")), min=ms(d.get("result_min_latency_ns")),
+                   max=ms(d.get("result_max_latency_ns")))
+    per_query = {name: ms(d.get(f"result_{pct}_percentile_per_query_latency_ns")) for pct, name in _PCTS}
+    per_query.update(mean=ms(d.get("result_mean_query_latency_ns")))
+    server = scenario == "server"
+    return ScenarioRun(
+        scenario, str(validity), reasons=reasons, checks=checks,
+        min_duration_s=_num(d.get("effective_min_duration_ms"), 1e-3),
+        min_query_count=_int(d.get("effective_min_query_count")), query_count=_int(d.get("result_query_count")),
+        samples_per_query=_int(spq), samples_per_s=_num(sps),
+        latency_ms={k: v for k, v in latency.items() if v is not None},
+        query_latency_ms={k: v for k, v in per_query.items() if v is not None},
+        early_stopping_ms=ms(early),
+        target_qps=_num(d.get("effective_target_qps")) if server else None,
+        target_latency_ms=ms(d.get("effective_target_latency_ns")) if server else None,
+        target_latency_percentile=_num(d.get("effective_target_latency_percentile")) if server else None,
+        overlatency_queries=_int(d.get("result_overlatency_query_count")) if server else None)
+
+
+def _num(v: Any, scale: float = 1.0) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        return None
+    return round(float(v) * scale, 6)
+
+
+def _ms(v: Any) -> float | None:
+    return _num(v, 1e-6)
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _round(qps: float) -> float:
+    """A target QPS to 3 significant figures (what the report shows)."""
+    if qps <= 0:
+        return qps
+    return round(qps, max(0, 2 - int(math.floor(math.log10(qps)))))
+
+
+def _log_root(config: Any, case: CaseId) -> Path | None:
+    """Where LoadGen's logs of this case go: RUN_FOLDER/loadgen/CASE_ID (None: no run folder; a temporary one)."""
+    out = getattr(config, "out_dir", None)
+    return Path(out) / "loadgen" / case.id if out else None

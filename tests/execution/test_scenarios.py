@@ -1,0 +1,188 @@
+"""--scenarios: MLPerf LoadGen drives a fake runtime of known latency; its figures, verdicts, storage, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.config import RunConfig
+from harness.errors import ResultsError, UsageError
+from harness.execution import CaseRunner
+from harness.execution.scenarios import RuntimeSut, server_search
+from harness.measure.timer import TimingPolicy
+from harness.results.schema import CaseId, RunResults, ScenarioRun, peak_server, results_from_doc
+
+DELAY_MS = 2.0  # fake-2ms sleeps this long per call
+
+
+@pytest.fixture
+def config(fakes, tmp_path):
+    return RunConfig(models=("fake-linear",), runtimes=("fake-2ms",), repeats=1,
+                     timing=TimingPolicy(min_time_s=0.05, min_iters=5, warmup_iters=1),
+                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", scenario_duration_s=0.25)
+
+
+def case(batch: int) -> CaseId:
+    return CaseId("fake-linear", "fake-2ms", "fp32", batch, None, "cpu")
+
+
+def near_delay(ms: float) -> bool:
+    """A latency LoadGen measured for one fake call: the sleep, plus scheduling on a shared machine."""
+    return DELAY_MS <= ms <= 2 * DELAY_MS + 1.0
+
+
+def test_single_stream_and_offline_match_the_fake_latency(config, tmp_path):
+    cfg = dataclasses.replace(config, scenarios=("offline", "single-stream"))
+    phases: list[str] = []
+    r = CaseRunner().run(case(4), cfg, on_phase=phases.append)
+    assert r.status == "passed", r.reason
+    assert phases[-1] == "scenarios" and r.scenario == "offline"  # the timed loop's label is unchanged
+    ss, off = r.scenarios
+    assert (ss.scenario, off.scenario) == ("single-stream", "offline")  # LoadGen's run order, not the option's
+    assert ss.result == "VALID" and not ss.reasons and ss.checks == {
+        "min_duration": True, "min_queries": True, "early_stopping": True}
+    assert ss.min_duration_s == 0.25 and ss.min_query_count == 64 and ss.query_count >= 64
+    # one sample per query, served by one batch-4 call: LoadGen's percentiles are the fake's delay
+    assert near_delay(ss.latency_ms["p50"]) and near_delay(ss.latency_ms["p90"]), ss.latency_ms
+    assert ss.latency_ms["p90"] >= ss.latency_ms["p50"] and near_delay(ss.early_stopping_ms)
+    # offline: 4 samples per call of 2 ms -> at most 2,000 samples/s, at least half that
+    assert off.result == "VALID" and off.query_count == 1 and off.samples_per_query > 4
+    assert 0.5 * 4 / (DELAY_MS / 1e3) <= off.samples_per_s <= 4 / (DELAY_MS / 1e3), off.samples_per_s
+    logs = tmp_path / "out" / ss.log_dir
+    assert "Result is : VALID" in (logs / "mlperf_log_summary.txt").read_text()
+    assert (logs / "mlperf_log_detail.txt").is_file() and not (logs / "mlperf_log_trace.json").exists()
+
+
+def test_multi_stream_queries_of_eight_samples_take_one_batch_8_call(config):
+    cfg = dataclasses.replace(config, scenarios=("multi-stream",), scenario_duration_s=0.1)
+    (ms,) = CaseRunner().run(case(8), cfg).scenarios
+    assert ms.scenario == "multi-stream" and ms.samples_per_query == 8 and ms.query_count >= 662
+    assert ms.result == "VALID", ms.reasons
+    assert near_delay(ms.query_latency_ms["p99"]) and near_delay(ms.query_latency_ms["p50"])
+
+
+def test_server_at_an_impossible_qps_is_invalid_with_loadgens_reason(config):
+    # 2,000 queries/s of one sample against a 2 ms call at batch 1 (500/s at most), p99 bound 10 ms
+    cfg = dataclasses.replace(config, scenarios=("server",), server_qps=2000.0, server_latency_ms=10.0,
+                              scenario_duration_s=0.1, scenario_queries=100)
+    (sv,) = CaseRunner().run(case(1), cfg).scenarios
+    assert sv.result == "INVALID" and sv.target_qps == 2000 and sv.target_latency_ms == 10.0
+    assert sv.search_step is None and sv.checks["performance_constraints"] is False
+    assert "performance constraints not satisfied" in sv.reasons
+    assert any("Reduce target QPS" in reason for reason in sv.reasons), sv.reasons
+    assert sv.overlatency_queries > 0 and sv.latency_ms["p99"] > 10.0
+    assert sv.samples_per_s < 1000 / DELAY_MS * 1.05  # completed: what the fake can serve
+
+
+class _Verdicts:
+    """A stand-in for RuntimeSut.test: VALID up to a known capacity, as a LoadGen Server test would be."""
+
+    batch = 1
+
+    def __init__(self, peak: float) -> None:
+        self.peak, self.asked = peak, []
+
+    def test(self, scenario, config, p50_s, log_dir, qps=None):
+        self.asked.append(qps)
+        return ScenarioRun("server", "VALID" if qps <= self.peak else "INVALID", target_qps=qps)
+
+
+def test_server_search_bisects_below_the_offline_throughput_and_keeps_every_try(config):
+    sut = _Verdicts(peak=300.0)
+    cfg = dataclasses.replace(config, server_tries=4)
+    tries = server_search(sut, cfg, p50_s=0.002, offline_sps=400.0, logs=None)
+    assert sut.asked == [200.0, 300.0, 350.0, 325.0]
+    assert [t.search_step for t in tries] == [1, 2, 3, 4]
+    assert [t.result for t in tries] == ["VALID", "VALID", "INVALID", "INVALID"]
+    assert peak_server(tries).target_qps == 300.0
+    # without an Offline figure the search starts from batch / timed-loop p50
+    sut = _Verdicts(peak=0.0)
+    tries = server_search(sut, dataclasses.replace(cfg, server_tries=2), p50_s=0.01, offline_sps=None, logs=None)
+    assert sut.asked == [50.0, 25.0] and peak_server(tries).result == "INVALID"
+
+
+def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(config):
+    def boom():
+        raise RuntimeError("device lost")
+
+    sut = RuntimeSut(boom, lambda: None, 1)
+    try:
+        r = sut.test("single-stream", dataclasses.replace(config, scenario_duration_s=0.01), 0.001, None)
+    finally:
+        sut.close()
+    assert r.result == "error" and "RuntimeError: device lost" in r.error
+
+
+def test_scenario_records_survive_results_json_and_the_reader_checks_them(config, tmp_path):
+    cfg = dataclasses.replace(config, scenarios=("single-stream",), scenario_duration_s=0.05,
+                              scenario_queries=10)
+    result = CaseRunner().run(case(1), cfg)
+    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[result])
+    doc = json.loads(run.to_json())
+    back = results_from_doc(doc, "results.json")
+    assert back.cases[0].scenarios == result.scenarios and back.cases[0].scenarios[0].log_dir
+    doc["cases"][0]["scenarios"][0]["result"] = "MAYBE"
+    with pytest.raises(ResultsError, match=r"results.json: cases\[0\].scenarios\[0\].result"):
+        results_from_doc(doc, "results.json")
+    doc["cases"][0]["scenarios"][0].update(result="VALID", samples_per_s=-1.0)
+    with pytest.raises(ResultsError, match=r"cases\[0\].scenarios\[0\].samples_per_s"):
+        results_from_doc(doc, "results.json")
+    del doc["cases"][0]["scenarios"]  # results written before --scenarios read as none
+    assert results_from_doc(doc, "results.json").cases[0].scenarios == []
+
+
+def test_report_shows_a_load_scenarios_table_per_model(config):
+    from harness.report.render import render_html
+
+    c = CaseRunner().run(case(1), config)
+    c.scenarios = [
+        ScenarioRun("single-stream", "VALID", latency_ms={"p50": 2.1, "p90": 2.2, "p99": 2.5}, min_duration_s=1.0,
+                    min_query_count=64, query_count=480),
+        ScenarioRun("server", "VALID", target_qps=200.0, target_latency_ms=21.0, search_step=1),
+        ScenarioRun("server", "INVALID", target_qps=300.0, target_latency_ms=21.0, search_step=2,
+                    reasons=["performance constraints not satisfied", "Reduce target QPS to improve latency."]),
+    ]
+    html = render_html(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    table = html[html.index("Load scenarios (MLPerf LoadGen)"):html.index("Drift and speed per precision")]
+    assert "<h3>fake-linear</h3>" in table and "p90 2.2 ms" in table and ">480<" in table
+    assert "200 QPS at p99 ≤ 21 ms" in table and "200 VALID, 300 INVALID" in table
+    assert "INVALID" in table and "Reduce target QPS" not in table  # the peak row is the VALID try
+
+
+def test_scenario_options_parse_from_the_table(tmp_path):
+    from harness.options import parse_run_options
+
+    raw = {"models": "mlp", "runtimes": "torch-cpu", "out": str(tmp_path / "o"),
+           "scenarios": "server,single-stream", "scenario_duration": "0.5", "server_latency": "15"}
+    cfg = parse_run_options(raw)
+    assert cfg.scenarios == ("server", "single-stream") and cfg.scenario_duration_s == 0.5
+    assert cfg.server_latency_ms == 15.0 and cfg.server_qps is None and cfg.scenario_queries is None
+    assert parse_run_options({**raw, "scenarios": "all"}).scenarios == (
+        "single-stream", "multi-stream", "server", "offline")
+    assert parse_run_options({k: v for k, v in raw.items() if k != "scenarios"}).scenarios == ()
+    with pytest.raises(UsageError, match="--scenarios 'burst': valid scenarios"):
+        parse_run_options({**raw, "scenarios": "burst"})
+
+
+def test_cli_run_stores_scenarios_from_the_worker_and_renders_them(fake_env, tmp_path):
+    import subprocess
+    import sys
+
+    from harness.results import load_results
+
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--models", "fake-linear", "--runtimes",
+                           "fake-2ms", "--batch-sizes", "1", "--min-time", "0.05", "--min-iters", "5",
+                           "--repeats", "1", "--scenarios", "single-stream,server", "--server-qps", "100",
+                           "--scenario-duration", "0.1", "--scenario-queries", "20", "--out", str(out)],
+                          capture_output=True, text=True, env=fake_env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (c,) = load_results(out).cases
+    assert [s.scenario for s in c.scenarios] == ["single-stream", "server"]
+    assert c.scenarios[1].target_qps == 100 and c.scenarios[1].query_count >= 10
+    assert (out / c.scenarios[0].log_dir / "mlperf_log_summary.txt").is_file()
+    assert "Load scenarios (MLPerf LoadGen)" in (out / "report.html").read_text()
+    assert Path(out / "loadgen").is_dir()
