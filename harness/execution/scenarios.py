@@ -48,8 +48,10 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
         return []
     on_phase("scenarios")
     call = runtime.bind(feed)
-    sut = RuntimeSut(call, runtime.synchronize, case.batch)
     p50_s = max(timed_p50_ms, 1e-3) / 1e3
+    # the tests get half the case's time limit, so that a slow model's scenarios never cost its measured row
+    budget_s = 0.5 * float(getattr(config, "case_timeout_s", 600.0))
+    sut = RuntimeSut(call, runtime.synchronize, case.batch, deadline=time.perf_counter() + budget_s)
     logs = _log_root(config, case)
     out: list[ScenarioRun] = []
     try:
@@ -80,7 +82,7 @@ def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float
         r = sut.test("server", config, p50_s, logs / f"server-try{step}" if logs else None, qps=qps)
         r.search_step = step
         tries.append(r)
-        if r.result == "error":
+        if r.result in ("error", "skipped"):
             break
         lo, hi = (qps, hi) if r.valid else (lo, qps)
     return tries
@@ -92,8 +94,10 @@ class RuntimeSut:
     case's feed (the same bound call as the timed loop: a batch that is not full is padded), synchronises
     the device, then tells LoadGen they are complete. Samples carry no output data (performance mode)."""
 
-    def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int) -> None:
+    def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int,
+                 deadline: float = math.inf) -> None:
         self.call, self.synchronize, self.batch = call, synchronize, max(1, int(batch))
+        self.deadline = deadline  # time.perf_counter() past which no test starts
         self.error: str | None = None
         self.calls = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -141,6 +145,11 @@ class RuntimeSut:
         import mlperf_loadgen as lg
 
         t0 = time.perf_counter()
+        expected = self.expected_s(scenario, config, p50_s, qps)
+        if t0 + expected > self.deadline:
+            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
+                               error=f"would take about {expected:.0f} s, past the case's budget for scenarios "
+                                     f"(half of --case-timeout); lower --scenario-queries or raise --case-timeout")
         tmp = None if log_dir else Path(tempfile.mkdtemp(prefix="harness-loadgen-"))
         where = log_dir or tmp
         assert where is not None
@@ -178,6 +187,14 @@ class RuntimeSut:
             except ValueError:
                 record.log_dir = str(log_dir)
         return record
+
+    def expected_s(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> float:
+        """About how long a test takes: its min duration, or its min queries at the timed loop's pace."""
+        duration = float(getattr(config, "scenario_duration_s", 1.0))
+        queries = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
+        per_query = {"single-stream": p50_s, "multi-stream": math.ceil(MULTI_STREAM_SAMPLES / self.batch) * p50_s,
+                     "offline": 0.0, "server": 1.0 / qps if qps else p50_s}[scenario]
+        return max(duration * (1.1 if scenario == "offline" else 1.0), queries * per_query)
 
     def settings(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> Any:
         """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies

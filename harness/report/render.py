@@ -231,8 +231,8 @@ def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, 
 def _headline(r: ScenarioRun, tries: int) -> str:
     """The scenario's MLPerf figure: single-stream p90, multi-stream p99 per query, offline samples/s, server
     the target QPS (the highest VALID one of a search)."""
-    if r.result == "error":
-        return "error"
+    if r.result in ("error", "skipped"):
+        return r.result
     if r.scenario == "single-stream":
         return f"p90 {_fmt(r.latency_ms.get('p90'))} ms"
     if r.scenario == "multi-stream":

@@ -110,14 +110,15 @@ def block_p50_ms(samples_ns: Any) -> float:
 
 
 SCENARIO_NAMES = ("single-stream", "multi-stream", "server", "offline")
-SCENARIO_RESULTS = ("VALID", "INVALID", "error")
+SCENARIO_RESULTS = ("VALID", "INVALID", "error", "skipped")
 
 
 @dataclass
 class ScenarioRun:
     """One MLPerf LoadGen test of a case (--scenarios; harness.execution.scenarios), as LoadGen's log says it.
 
-    result: LoadGen's verdict, VALID or INVALID, or "error" (the test did not finish; `error` says why);
+    result: LoadGen's verdict, VALID or INVALID; "error" (the test did not finish) or "skipped" (it would not fit
+    the case's time budget): `error` says why;
     checks: LoadGen's conditions (min_duration, min_queries, early_stopping, performance_constraints) and
     whether each was met; reasons: LoadGen's own words for an INVALID result. Latencies are per sample (per
     query for multi-stream's p*_query_ms); a Server search stores one record per try (search_step 1, 2, ...)."""

@@ -236,7 +236,7 @@ NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
 
 class ScenarioDoc(_Doc):
     scenario: Literal["single-stream", "multi-stream", "server", "offline"]
-    result: Literal["VALID", "INVALID", "error"]
+    result: Literal["VALID", "INVALID", "error", "skipped"]
     reasons: list[Text] = []
     checks: dict[str, bool] = {}
     min_duration_s: NonNegative | None = None

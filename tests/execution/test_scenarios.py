@@ -186,3 +186,11 @@ def test_cli_run_stores_scenarios_from_the_worker_and_renders_them(fake_env, tmp
     assert (out / c.scenarios[0].log_dir / "mlperf_log_summary.txt").is_file()
     assert "Load scenarios (MLPerf LoadGen)" in (out / "report.html").read_text()
     assert Path(out / "loadgen").is_dir()
+
+
+def test_a_test_that_would_pass_the_case_budget_is_skipped_with_the_reason(config):
+    cfg = dataclasses.replace(config, scenarios=("single-stream", "multi-stream"), case_timeout_s=2.0,
+                              scenario_duration_s=0.05)
+    ss, ms = CaseRunner().run(case(1), cfg).scenarios
+    assert ss.result == "VALID"  # 64 queries x 2 ms fit in 1 s
+    assert ms.result == "skipped" and "past the case's budget" in ms.error  # 662 x 8 calls x 2 ms do not
