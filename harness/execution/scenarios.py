@@ -52,6 +52,7 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
     # the tests get half the case's time limit, so that a slow model's scenarios never cost its measured row
     budget_s = 0.5 * float(getattr(config, "case_timeout_s", 600.0))
     sut = RuntimeSut(call, runtime.synchronize, case.batch, deadline=time.perf_counter() + budget_s)
+    sut.calibrate()
     logs = _log_root(config, case)
     out: list[ScenarioRun] = []
     try:
@@ -74,7 +75,7 @@ def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float
     fixed = getattr(config, "server_qps", None)
     if fixed:
         return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
-    capacity = offline_sps or sut.batch / p50_s
+    capacity = offline_sps or sut.batch / sut.pace_s(p50_s)
     lo, hi = 0.0, capacity
     tries: list[ScenarioRun] = []
     for step in range(1, max(1, int(getattr(config, "server_tries", 4))) + 1):
@@ -98,6 +99,7 @@ class RuntimeSut:
                  deadline: float = math.inf) -> None:
         self.call, self.synchronize, self.batch = call, synchronize, max(1, int(batch))
         self.deadline = deadline  # time.perf_counter() past which no test starts
+        self.call_ns: list[int] = []  # how long each call took (with its synchronisation), in order
         self.error: str | None = None
         self.calls = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -132,12 +134,31 @@ class RuntimeSut:
                 chunk.append(item)
             if self.error is None:
                 try:
+                    t = time.perf_counter_ns()
                     self.call()
                     self.synchronize()
+                    self.call_ns.append(time.perf_counter_ns() - t)
                     self.calls += 1
                 except Exception as exc:  # noqa: BLE001 - recorded; LoadGen still gets its completions
                     self.error = f"{type(exc).__name__}: {exc}"
             lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in chunk])
+
+    def calibrate(self, calls: int = 5, min_s: float = 0.2) -> None:
+        """A few calls (at least `calls` and `min_s`) to know the runtime's pace now, in this process's present
+        load, before LoadGen is told what to expect (the timed loop may have run under other load)."""
+        end = time.perf_counter() + min_s
+        for i in range(1000):
+            if i >= calls and time.perf_counter() >= end:
+                break
+            t = time.perf_counter_ns()
+            self.call()
+            self.synchronize()
+            self.call_ns.append(time.perf_counter_ns() - t)
+
+    def pace_s(self, fallback_s: float) -> float:
+        """The median of the latest calls, in seconds (`fallback_s` before any)."""
+        recent = sorted(self.call_ns[-101:])
+        return max(recent[len(recent) // 2] / 1e9, 1e-6) if recent else fallback_s
 
     def test(self, scenario: str, config: Any, p50_s: float, log_dir: Path | None,
              qps: float | None = None) -> ScenarioRun:
@@ -162,6 +183,7 @@ class RuntimeSut:
             log.log_output.copy_summary_to_stdout = False
             log.enable_trace = False
             self.error = None
+            before = len(self.call_ns)
             sut = lg.ConstructSUT(self.issue, self.flush)
             qsl = lg.ConstructQSL(self.batch, self.batch, _noop, _noop)
             try:
@@ -170,6 +192,11 @@ class RuntimeSut:
                 lg.DestroyQSL(qsl)
                 lg.DestroySUT(sut)
             record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
+            timed = sorted(self.call_ns[before:])
+            if timed:
+                record.calls = len(timed)
+                record.call_p50_ms = round(timed[len(timed) // 2] / 1e6, 6)
+                record.call_mean_ms = round(sum(timed) / len(timed) / 1e6, 6)
             if self.error:
                 record.result, record.error = "error", f"the runtime raised during the test: {self.error}"
         except Exception as exc:  # noqa: BLE001 - a failed scenario is its record, never the case's failure
@@ -192,13 +219,16 @@ class RuntimeSut:
         """About how long a test takes: its min duration, or its min queries at the timed loop's pace."""
         duration = float(getattr(config, "scenario_duration_s", 1.0))
         queries = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
-        per_query = {"single-stream": p50_s, "multi-stream": math.ceil(MULTI_STREAM_SAMPLES / self.batch) * p50_s,
-                     "offline": 0.0, "server": 1.0 / qps if qps else p50_s}[scenario]
+        pace = self.pace_s(p50_s)
+        per_query = {"single-stream": pace, "multi-stream": math.ceil(MULTI_STREAM_SAMPLES / self.batch) * pace,
+                     "offline": 0.0, "server": 1.0 / qps if qps else pace}[scenario]
         return max(duration * (1.1 if scenario == "offline" else 1.0), queries * per_query)
 
     def settings(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> Any:
         """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies
-        and throughput from the timed loop (under-estimated by half, so LoadGen generates enough queries)."""
+        and throughput from the runtime's present pace (latencies halved and throughput raised by half, so
+        that LoadGen generates enough queries to fill the min duration); the Server bound from the timed
+        loop's p50 `p50_s` unless --server-latency."""
         import mlperf_loadgen as lg
 
         s = lg.TestSettings()
@@ -207,10 +237,11 @@ class RuntimeSut:
         s.min_duration_ms = max(1, int(round(float(getattr(config, "scenario_duration_s", 1.0)) * 1000)))
         s.min_query_count = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
         calls_per_query = math.ceil(MULTI_STREAM_SAMPLES / self.batch)
-        s.single_stream_expected_latency_ns = max(1, int(p50_s * 0.5e9))
-        s.multi_stream_expected_latency_ns = max(1, int(calls_per_query * p50_s * 0.5e9))
+        pace = self.pace_s(p50_s)
+        s.single_stream_expected_latency_ns = max(1, int(pace * 0.5e9))
+        s.multi_stream_expected_latency_ns = max(1, int(calls_per_query * pace * 0.5e9))
         s.multi_stream_samples_per_query = MULTI_STREAM_SAMPLES
-        s.offline_expected_qps = self.batch / p50_s
+        s.offline_expected_qps = 1.5 * self.batch / pace
         if qps is not None:
             s.server_target_qps = float(qps)
         bound_ms = getattr(config, "server_latency_ms", None) or SERVER_LATENCY_FACTOR * p50_s * 1e3

@@ -139,6 +139,11 @@ class ScenarioRun:
     target_latency_ms: float | None = None  # server: the latency bound at target_latency_percentile
     target_latency_percentile: float | None = None
     overlatency_queries: int | None = None  # server: queries over the bound
+    # the runtime's calls during the test as the SUT timed them (call + synchronise): LoadGen's latency is this
+    # plus the wait in the SUT's queue and LoadGen's own overhead
+    calls: int | None = None
+    call_p50_ms: float | None = None
+    call_mean_ms: float | None = None
     search_step: int | None = None  # server search: which try (1, 2, ...); None: a fixed --server-qps
     wall_s: float | None = None
     log_dir: str | None = None  # LoadGen's summary and detail logs, relative to the run folder

@@ -251,6 +251,9 @@ class ScenarioDoc(_Doc):
     target_latency_ms: NonNegative | None = None
     target_latency_percentile: NonNegative | None = None
     overlatency_queries: Count | None = None
+    calls: Count | None = None
+    call_p50_ms: NonNegative | None = None
+    call_mean_ms: NonNegative | None = None
     search_step: Annotated[int, Field(strict=True, ge=1, le=10**6)] | None = None
     wall_s: NonNegative | None = None
     log_dir: Text | None = None
