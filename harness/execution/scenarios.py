@@ -1,5 +1,4 @@
 """MLPerf LoadGen scenarios on a case's activated runtime (--scenarios): LoadGen drives, the runtime is the SUT.
-
 See docs/scenarios.md."""
 
 from __future__ import annotations
@@ -234,7 +233,7 @@ class RuntimeSut:
         s = lg.TestSettings()
         s.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
         s.mode = lg.TestMode.PerformanceOnly
-        s.min_duration_ms = max(1, int(round(float(getattr(config, "scenario_duration_s", 1.0)) * 1000)))
+        s.min_duration_ms = max(1, round(float(getattr(config, "scenario_duration_s", 1.0)) * 1000))
         s.min_query_count = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
         calls_per_query = math.ceil(MULTI_STREAM_SAMPLES / self.batch)
         pace = self.pace_s(p50_s)
@@ -332,7 +331,7 @@ def _round(qps: float) -> float:
     """A target QPS to 3 significant figures (what the report shows)."""
     if qps <= 0:
         return qps
-    return round(qps, max(0, 2 - int(math.floor(math.log10(qps)))))
+    return round(qps, max(0, 2 - math.floor(math.log10(qps))))
 
 
 def _log_root(config: Any, case: CaseId) -> Path | None:
