@@ -57,7 +57,7 @@ class RunConfig:
     scenario_duration_s: float = 1.0  # LoadGen's min duration of each test
     scenario_queries: int | None = None  # LoadGen's min query count (None: the fewest its early stopping accepts)
     server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
-    server_latency_ms: float | None = None  # the Server p99 bound (None: 10 x the case's timed-loop p50)
+    server_latency_ms: float | None = None  # the Server p99 bound (None: 10 x the runtime's call time then)
     server_tries: int = 4  # Server search: LoadGen tests tried
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
