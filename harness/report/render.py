@@ -299,6 +299,12 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         lines += [_md_table(view.head(max_rows)), ""]
         if len(view) > max_rows:
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
+    all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
+    scen = [{"case": r["case"].id, **({"source": r["label"]} if len(runs) > 1 else {}), "scenario": r["run"].scenario,
+             "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200]}
+            for rows in scenario_rows(all_cases).values() for r in rows]
+    if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
+        lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
     problems = df[~df["status"].isin(["passed", "skipped"])]
     if not problems.empty:
         lines += ["### Problems", ""]

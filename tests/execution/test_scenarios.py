@@ -142,7 +142,7 @@ def test_scenario_records_survive_results_json_and_the_reader_checks_them(config
 
 
 def test_report_shows_a_load_scenarios_table_per_model(config):
-    from harness.report.render import render_html
+    from harness.report.render import render_html, render_markdown
 
     c = CaseRunner().run(case(1), config)
     c.scenarios = [
@@ -157,6 +157,8 @@ def test_report_shows_a_load_scenarios_table_per_model(config):
     assert "<h3>fake-linear</h3>" in table and "p90 2.2 ms" in table and ">480<" in table
     assert "200 QPS at p99 ≤ 21 ms" in table and "200 VALID, 300 INVALID" in table
     assert "INVALID" in table and "Reduce target QPS" not in table  # the peak row is the VALID try
+    md = render_markdown(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    assert "### Load scenarios (MLPerf LoadGen)" in md and "200 QPS at p99 ≤ 21 ms" in md
 
 
 def test_scenario_options_parse_from_the_table(tmp_path):
