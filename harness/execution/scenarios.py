@@ -99,6 +99,7 @@ class RuntimeSut:
         self.call, self.synchronize, self.batch = call, synchronize, max(1, int(batch))
         self.deadline = deadline  # time.perf_counter() past which no test starts
         self.call_ns: list[int] = []  # how long each call took (with its synchronisation), in order
+        self.default_bound_ms: float | None = None  # the Server p99 bound without --server-latency (calibrate)
         self.error: str | None = None
         self.calls = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -153,6 +154,8 @@ class RuntimeSut:
             self.call()
             self.synchronize()
             self.call_ns.append(time.perf_counter_ns() - t)
+        # fixed here, so that every try of a Server search is judged against the same bound
+        self.default_bound_ms = SERVER_LATENCY_FACTOR * self.pace_s(1.0) * 1e3
 
     def pace_s(self, fallback_s: float) -> float:
         """The median of the latest calls, in seconds (`fallback_s` before any)."""
@@ -227,7 +230,7 @@ class RuntimeSut:
         """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies
         and throughput from the runtime's present pace (latencies halved and throughput doubled, so that
         LoadGen generates enough queries to fill the min duration); the Server p99 bound is
-        SERVER_LATENCY_FACTOR paces unless --server-latency. `p50_s` (the timed loop's) stands in for the
+        SERVER_LATENCY_FACTOR x the calibrated pace unless --server-latency. `p50_s` (the timed loop's) stands in for the
         pace before any call was timed."""
         import mlperf_loadgen as lg
 
@@ -244,7 +247,8 @@ class RuntimeSut:
         s.offline_expected_qps = 2.0 * self.batch / pace
         if qps is not None:
             s.server_target_qps = float(qps)
-        bound_ms = getattr(config, "server_latency_ms", None) or SERVER_LATENCY_FACTOR * pace * 1e3
+        bound_ms = (getattr(config, "server_latency_ms", None) or self.default_bound_ms
+                    or SERVER_LATENCY_FACTOR * pace * 1e3)
         s.server_target_latency_ns = max(1, int(bound_ms * 1e6))
         s.server_target_latency_percentile = 0.99
         return s

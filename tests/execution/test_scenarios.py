@@ -203,3 +203,13 @@ def test_a_test_that_would_pass_the_case_budget_is_skipped_with_the_reason(confi
     ss, ms = CaseRunner().run(case(1), cfg).scenarios
     assert ss.result == "VALID"  # 64 queries x 2 ms fit in 1 s
     assert ms.result == "skipped" and "past the case's budget" in ms.error  # 662 x 8 calls x 2 ms do not
+
+
+def test_every_try_of_a_server_search_is_judged_against_one_bound(config):
+    cfg = dataclasses.replace(config, scenarios=("server",), server_tries=2, scenario_duration_s=0.05,
+                              scenario_queries=20)
+    tries = CaseRunner().run(case(1), cfg).scenarios
+    assert [t.search_step for t in tries] == [1, 2] and tries[0].target_qps > tries[1].target_qps > 0
+    bounds = {t.target_latency_ms for t in tries}
+    assert len(bounds) == 1 and 10 * DELAY_MS <= bounds.pop() <= 10 * 4 * DELAY_MS  # 10 x the calibrated call
+    assert all(t.result == "INVALID" and t.checks["early_stopping"] is False for t in tries)  # 20 < 459 queries
