@@ -46,16 +46,25 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
     if not wanted:
         return []
     on_phase("scenarios")
-    call = runtime.bind(feed)
+    order = sorted(wanted, key=RUN_ORDER.index)
     p50_s = max(timed_p50_ms, 1e-3) / 1e3
     # the tests get half the case's time limit, so that a slow model's scenarios never cost its measured row
     budget_s = 0.5 * float(getattr(config, "case_timeout_s", 600.0))
-    sut = RuntimeSut(call, runtime.synchronize, case.batch, deadline=time.perf_counter() + budget_s)
-    sut.calibrate()
+    try:
+        sut = RuntimeSut(runtime.bind(feed), runtime.synchronize, case.batch,
+                         deadline=time.perf_counter() + budget_s)
+    except Exception as exc:  # noqa: BLE001 - a scenario's failure is its record, never the case's
+        return [ScenarioRun(name, "error", error=f"binding the feed: {type(exc).__name__}: {exc}") for name in order]
     logs = _log_root(config, case)
     out: list[ScenarioRun] = []
     try:
-        for name in sorted(wanted, key=RUN_ORDER.index):
+        sut.calibrate()
+    except Exception as exc:  # noqa: BLE001
+        sut.close()
+        return [ScenarioRun(name, "error", error=f"timing calls before the tests: {type(exc).__name__}: {exc}")
+                for name in order]
+    try:
+        for name in order:
             if name != "server":
                 out.append(sut.test(name, config, p50_s, logs / name if logs else None))
                 continue
@@ -69,7 +78,7 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
 def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float | None,
                   logs: Path | None) -> list[ScenarioRun]:
     """--server-qps: one Server test at that rate. Otherwise a bisection of (0, capacity] over
-    config.server_tries tests, capacity being the Offline samples/s (else batch / timed-loop p50): each test's
+    config.server_tries tests, capacity being the Offline samples/s (else batch / call time): each test's
     VALID raises the floor, INVALID lowers the ceiling; every try is kept, numbered by search_step."""
     fixed = getattr(config, "server_qps", None)
     if fixed:

@@ -123,6 +123,24 @@ def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(c
     assert r.result == "error" and "RuntimeError: device lost" in r.error
 
 
+def test_a_runtime_that_fails_before_the_tests_gives_error_records_in_run_order(config):
+    from harness.execution.scenarios import run_scenarios
+
+    class Broken:
+        def bind(self, feed):
+            def call():
+                raise RuntimeError("no device")
+            return call
+
+        def synchronize(self):
+            pass
+
+    cfg = dataclasses.replace(config, scenarios=("server", "single-stream"))
+    runs = run_scenarios(Broken(), {}, case(1), cfg, 2.0)
+    assert [(r.scenario, r.result) for r in runs] == [("single-stream", "error"), ("server", "error")]
+    assert "timing calls before the tests: RuntimeError: no device" in runs[0].error
+
+
 def test_scenario_records_survive_results_json_and_the_reader_checks_them(config, tmp_path):
     cfg = dataclasses.replace(config, scenarios=("single-stream",), scenario_duration_s=0.05,
                               scenario_queries=10)
