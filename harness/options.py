@@ -221,9 +221,9 @@ OPTIONS: tuple[OptionDef, ...] = (
                                   "offline)", "N", field="scenario_queries", parse=int_at_least(1)),
     OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one)", "QPS",
               field="server_qps", parse=float_at_least(1e-3)),
-    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 10 x the runtime's median call time, timed "
-                                "just before the scenarios)",
-              "MS", field="server_latency_ms", parse=float_at_least(1e-3)),
+    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 10 x the runtime's median call "
+                                "time, timed just before the scenarios)", "MS",
+              field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
 )

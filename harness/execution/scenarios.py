@@ -60,18 +60,14 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
     try:
         sut.calibrate()
     except Exception as exc:  # noqa: BLE001
-        sut.close()
         return [ScenarioRun(name, "error", error=f"timing calls before the tests: {type(exc).__name__}: {exc}")
                 for name in order]
-    try:
-        for name in order:
-            if name != "server":
-                out.append(sut.test(name, config, p50_s, logs / name if logs else None))
-                continue
-            offline = next((r for r in out if r.scenario == "offline" and r.samples_per_s), None)
-            out += server_search(sut, config, p50_s, offline.samples_per_s if offline else None, logs)
-    finally:
-        sut.close()
+    for name in order:
+        if name != "server":
+            out.append(sut.test(name, config, p50_s, logs / name if logs else None))
+            continue
+        offline = next((r for r in out if r.scenario == "offline" and r.samples_per_s), None)
+        out += server_search(sut, config, p50_s, offline.samples_per_s if offline else None, logs)
     return out
 
 
@@ -99,9 +95,11 @@ def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float
 
 class RuntimeSut:
     """LoadGen's system under test over one bound runtime call: a LoadGen sample is one row of the case's
-    batch. Issued samples wait in a queue; one worker thread takes up to `batch` of them per call of the
-    case's feed (the same bound call as the timed loop: a batch that is not full is padded), synchronises
-    the device, then tells LoadGen they are complete. Samples carry no output data (performance mode)."""
+    batch. LoadGen runs in a helper thread; the samples it issues wait in a queue, and the thread that
+    activated the runtime and ran its timed loop (so a GPU runtime's context and stream stay its own) takes
+    up to `batch` of them per call of the case's feed (the same bound call as the timed loop: a batch that is
+    not full is padded), synchronises the device, then tells LoadGen they are complete. Samples carry no
+    output data (performance mode)."""
 
     def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int,
                  deadline: float = math.inf) -> None:
@@ -110,20 +108,19 @@ class RuntimeSut:
         self.call_ns: list[int] = []  # how long each call took (with its synchronisation), in order
         self.default_bound_ms: float | None = None  # the Server p99 bound without --server-latency (calibrate)
         self.error: str | None = None
-        self.calls = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stop = object()
-        self._worker = threading.Thread(target=self._work, name="loadgen-sut", daemon=True)
-        self._worker.start()
 
     def issue(self, samples: Any) -> None:
+        """LoadGen's issue_query (called on LoadGen's threads): queue the samples for the serving thread."""
         for s in samples:
             self._queue.put(s)
 
     def flush(self) -> None:
         pass
 
-    def _work(self) -> None:
+    def serve(self) -> None:
+        """Serve queued samples on this thread until the test ends (the stop marker after LoadGen returns)."""
         import mlperf_loadgen as lg
 
         stop = False
@@ -137,7 +134,7 @@ class RuntimeSut:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is self._stop:
+                if item is self._stop:  # not expected: LoadGen returns only when every sample completed
                     stop = True
                     break
                 chunk.append(item)
@@ -147,10 +144,35 @@ class RuntimeSut:
                     self.call()
                     self.synchronize()
                     self.call_ns.append(time.perf_counter_ns() - t)
-                    self.calls += 1
                 except Exception as exc:  # noqa: BLE001 - recorded; LoadGen still gets its completions
                     self.error = f"{type(exc).__name__}: {exc}"
             lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in chunk])
+
+    def run_loadgen(self, settings: Any, log: Any) -> None:
+        """One LoadGen test in a helper thread while this thread serves its samples; LoadGen's own failure
+        is raised here."""
+        import mlperf_loadgen as lg
+
+        failure: list[BaseException] = []
+
+        def drive() -> None:
+            sut = lg.ConstructSUT(self.issue, self.flush)
+            qsl = lg.ConstructQSL(self.batch, self.batch, _noop, _noop)
+            try:
+                lg.StartTestWithLogSettings(sut, qsl, settings, log)
+            except BaseException as exc:  # noqa: BLE001 - handed to the serving thread
+                failure.append(exc)
+            finally:
+                lg.DestroyQSL(qsl)
+                lg.DestroySUT(sut)
+                self._queue.put(self._stop)
+
+        driver = threading.Thread(target=drive, name="loadgen", daemon=True)
+        driver.start()
+        self.serve()
+        driver.join()
+        if failure:
+            raise failure[0]
 
     def calibrate(self, calls: int = 5, min_s: float = 0.2) -> None:
         """A few calls (at least `calls` and `min_s`) to know the runtime's pace now, in this process's present
@@ -195,13 +217,7 @@ class RuntimeSut:
             log.enable_trace = False
             self.error = None
             before = len(self.call_ns)
-            sut = lg.ConstructSUT(self.issue, self.flush)
-            qsl = lg.ConstructQSL(self.batch, self.batch, _noop, _noop)
-            try:
-                lg.StartTestWithLogSettings(sut, qsl, settings, log)
-            finally:
-                lg.DestroyQSL(qsl)
-                lg.DestroySUT(sut)
+            self.run_loadgen(settings, log)
             record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
             timed = sorted(self.call_ns[before:])
             if timed:
@@ -262,9 +278,6 @@ class RuntimeSut:
         s.server_target_latency_percentile = 0.99
         return s
 
-    def close(self) -> None:
-        self._queue.put(self._stop)
-        self._worker.join(timeout=10)
 
 
 def _noop(_samples: Any) -> None:

@@ -115,12 +115,24 @@ def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(c
     def boom():
         raise RuntimeError("device lost")
 
-    sut = RuntimeSut(boom, lambda: None, 1)
-    try:
-        r = sut.test("single-stream", dataclasses.replace(config, scenario_duration_s=0.01), 0.001, None)
-    finally:
-        sut.close()
+    r = RuntimeSut(boom, lambda: None, 1).test("single-stream", dataclasses.replace(config, scenario_duration_s=0.01),
+                                               0.001, None)
     assert r.result == "error" and "RuntimeError: device lost" in r.error
+
+
+def test_the_runtime_is_called_on_the_thread_that_activated_it_while_loadgen_runs_beside(config):
+    import threading
+    import time
+
+    threads = set()
+
+    def call():
+        threads.add(threading.get_ident())
+        time.sleep(0.0005)
+
+    sut = RuntimeSut(call, lambda: None, 2)
+    r = sut.test("offline", dataclasses.replace(config, scenario_duration_s=0.05), 0.0005, None)
+    assert r.result == "VALID" and r.calls >= 2 and threads == {threading.get_ident()}
 
 
 def test_a_runtime_that_fails_before_the_tests_gives_error_records_in_run_order(config):
@@ -205,7 +217,7 @@ def test_cli_run_stores_scenarios_from_the_worker_and_renders_them(fake_env, tmp
                            "fake-2ms", "--batch-sizes", "1", "--min-time", "0.05", "--min-iters", "5",
                            "--repeats", "1", "--scenarios", "single-stream,server", "--server-qps", "100",
                            "--scenario-duration", "0.1", "--scenario-queries", "20", "--out", str(out)],
-                          capture_output=True, text=True, env=fake_env, timeout=120)
+                          capture_output=True, text=True, env=fake_env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (c,) = load_results(out).cases
     assert [s.scenario for s in c.scenarios] == ["single-stream", "server"]
