@@ -32,6 +32,9 @@ class RunConfig:
     timing: TimingPolicy = field(default_factory=TimingPolicy)
     threads: int = field(default_factory=default_threads)  # intra-op threads of every runtime
     seed: int = 0  # of the input feeds
+    feeds: str | None = None  # --feeds: an .npz or a folder of arrays (absolute path), harness.feeds
+    input_values: tuple[Any, ...] = ()  # --input-value NAME=V: harness.feeds.InputOverride
+    input_ranges: tuple[Any, ...] = ()  # --input-range NAME=LO:HI: harness.feeds.InputOverride
     quick: bool = False
     isolation: bool = True  # cases in supervised worker processes
     case_timeout_s: float = 600.0

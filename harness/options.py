@@ -89,6 +89,22 @@ def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
     return {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
 
 
+def feeds_file(text: Any, what: str) -> str:
+    from harness.feeds import load_feeds
+
+    path = Path(str(text)).expanduser().absolute()
+    load_feeds(path)  # a file nothing can read is a usage error before the run starts
+    return str(path)
+
+
+def overrides(ranged: bool) -> Parser:
+    def parse(text: Any, what: str) -> tuple[Any, ...]:
+        from harness.feeds import parse_overrides
+
+        return parse_overrides(text, what, ranged)
+    return parse
+
+
 def folder(text: Any, what: str) -> Path:
     return Path(text).expanduser()
 
@@ -158,6 +174,16 @@ OPTIONS: tuple[OptionDef, ...] = (
               field="threads", parse=int_at_least(1)),
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N",
               field="seed", parse=int_at_least(0)),
+    OptionDef("feeds", "real inputs for every model: an .npz keyed by input name (samples on axis 0; an array "
+                       "'labels' adds task accuracy), or a folder of INPUT.npy files or of one-sample .npz files; "
+                       "each case takes its batch from the first samples (repeated when fewer); drift uses the "
+                       "same inputs (docs/inputs.md)", "NPZ|DIR", field="feeds", parse=feeds_file),
+    OptionDef("input-value", "feed input NAME with the value V everywhere, e.g. sr=16000 (repeatable, "
+                             "comma-separated)", "NAME=V", multiple=True, field="input_values",
+              parse=overrides(False)),
+    OptionDef("input-range", "feed input NAME from [LO, HI): integers uniform in LO..HI-1, floats uniform, e.g. "
+                             "token_type_ids=0:2 (repeatable, comma-separated)", "NAME=LO:HI", multiple=True,
+              field="input_ranges", parse=overrides(True)),
     OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
               "DIR"),
     OptionDef("quick", "a small default matrix for a smoke run", flag=True, field="quick", parse=switch(True)),
@@ -241,6 +267,7 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
     out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / run_id
     check_out_dir(out_dir)
     values.setdefault("case_memory_gb", default_case_memory_gb())
+    values.update(_input_options(values, models, raw))
     return RunConfig(models=models, runtimes=_runtimes(raw, quick), out_dir=out_dir, run_id=run_id,
                      timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
                      **_gating_options(raw), **values)
@@ -272,6 +299,26 @@ def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple
     else:
         models = tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
     return tuple(dict.fromkeys(models + user_names)), user_paths, shapes
+
+
+def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """--input-value / --input-range checked against the run's models; without --seq-lens, the sequence
+    lengths of --feeds."""
+    from harness.feeds import check_overrides, feeds_for_run, seq_lens
+    from harness.model import get_model
+
+    specs = [get_model(m) for m in models]
+    given = tuple(values.get("input_values", ())) + tuple(values.get("input_ranges", ()))
+    both = {o.name for o in values.get("input_values", ())} & {o.name for o in values.get("input_ranges", ())}
+    if both:
+        raise UsageError(f"--input-value and --input-range both name {', '.join(sorted(both))}; give one")
+    check_overrides(given, specs)
+    out: dict[str, Any] = {}
+    if values.get("feeds") and not raw.get("seq_lens"):
+        lens = seq_lens(feeds_for_run(values["feeds"]), specs)
+        if lens:
+            out["seq_lens"] = lens
+    return out
 
 
 def _runtimes(raw: Mapping[str, Any], quick: bool) -> tuple[str, ...]:
