@@ -17,6 +17,7 @@ from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
 from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError, UnsupportedModelError
+from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -106,6 +107,13 @@ class CaseRunner:
                                                           policy, config.repeats, measuring)
             device_timer = runtime.device_timer()
             memory = sampler.stop(MEMORY_COVERS[reused])
+            end_to_end = None
+            if spec.pipeline is not None:
+                phase = "end-to-end"
+                on_phase(phase)
+                end_to_end = measure_end_to_end(spec.pipeline(), runtime.infer, spec.inputs, case.dims,
+                                                config.seed, self.timer, block_policy(policy, config.repeats),
+                                                runtime.synchronize, config.noise_cv)
             phase = "accuracy"
             on_phase(phase)
             reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
@@ -150,6 +158,7 @@ class CaseRunner:
                 device_samples_ns=list(timed.device_samples_ns),
                 precision_recipe=runtime.recipe or str(precision), localization=localization,
                 is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
+                end_to_end=end_to_end,
             )
         except MemoryError as exc:
             self.close()

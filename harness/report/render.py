@@ -15,7 +15,7 @@ from harness.model import get_model
 from harness.report import charts
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   run_labels, skip_reasons)
+                                   end_to_end_tables, run_labels, skip_reasons)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults
 from harness.results.store import atomic_write_text
@@ -199,6 +199,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
+        end_to_end=end_to_end_tables(runs),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,
         dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),

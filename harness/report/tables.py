@@ -20,6 +20,7 @@ CSV_COLUMNS = (
     "reason", "onnx_path",
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
     "reference_runtime", "drift_note", "source",
+    "e2e_p50_ms", "e2e_p99_ms", "pre_p50_ms", "post_p50_ms",
 )
 MEASURED = ("passed", "failed")
 
@@ -58,7 +59,36 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "p99_abs": acc.get("p99_abs"), "task_accuracy": task.get("accuracy"),
         "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
         "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
+        **end_to_end_cells(getattr(r, "end_to_end", None)),
     }
+
+
+def end_to_end_cells(e2e: dict[str, Any] | None) -> dict[str, Any]:
+    """The end-to-end figures of a case (empty cells for a model without pre/post steps)."""
+    lat = (e2e or {}).get("latency") or {}
+    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": lat.get("p99_ms"),
+            "pre_p50_ms": (e2e or {}).get("pre_p50_ms"), "post_p50_ms": (e2e or {}).get("post_p50_ms")}
+
+
+def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list[dict[str, Any]]]:
+    """Per model with pre/post steps: model-only and end-to-end latency side by side, one row per case."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    runs = as_runs(runs)
+    for run, label in zip(runs, run_labels(runs)):
+        for c in run.cases:
+            e2e = getattr(c, "end_to_end", None)
+            if not e2e or c.status not in MEASURED:
+                continue
+            model_p50 = (c.latency or {}).get("p50_ms")
+            cells = end_to_end_cells(e2e)
+            share = None
+            if model_p50 and cells["e2e_p50_ms"]:
+                share = 100.0 * (cells["e2e_p50_ms"] - model_p50) / cells["e2e_p50_ms"]
+            out.setdefault(c.case.model, []).append({
+                **c.case.as_dict(), "source": label, "steps": e2e.get("steps", ""), "model_p50_ms": model_p50,
+                "infer_p50_ms": e2e.get("model_p50_ms"), "outside_model_pct": share,
+                "e2e_throughput_sps": e2e.get("throughput_sps"), **cells})
+    return out
 
 
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:

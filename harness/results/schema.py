@@ -153,6 +153,9 @@ class CaseResult:
     # False when the reference runtime's FP32 outputs differed between two runs on the same feed: the drift
     # figures are then marked "nondeterministic reference" (None: not checked, e.g. older results)
     reference_deterministic: bool | None = None
+    # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
+    # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
+    end_to_end: dict[str, Any] | None = None
 
     @property
     def drift_note(self) -> str:

@@ -261,6 +261,7 @@ class CaseDoc(_Doc):
     device_samples_ns: list[Sample] = []
     precision_recipe: Text | None = None
     localization: dict[str, Any] | None = None
+    end_to_end: dict[str, Any] | None = None
 
 
 class RunDoc(_Doc):
