@@ -199,3 +199,24 @@ def test_a_sample_rate_model_fails_naming_the_input_then_runs_with_input_value_a
     from harness.data import feed_digest
     expected = {"audio": audio[:1], "sr": np.array([8000], np.int64)}
     assert b1.feed_sha256 == feed_digest(expected)  # the drift reference ran on exactly these inputs
+
+
+def test_labels_in_the_feeds_make_task_accuracy_run_on_them(fakes, tmp_path):
+    """fake-linear (y = 2x, classification) with 12 labelled samples: task accuracy is judged on the feeds,
+    at the case's batch (5 does not divide 12: the last chunk is padded), against the reference's."""
+    from harness.execution import CaseRunner
+    from harness.measure.timer import TimingPolicy
+    from harness.results.schema import CaseId
+
+    x = np.random.default_rng(3).standard_normal((12, 8)).astype(np.float32)
+    labels = x.argmax(axis=1)
+    labels[:3] = (labels[:3] + 1) % 8  # three wrong labels: accuracy 0.75
+    np.savez(tmp_path / "f.npz", x=x, labels=labels)
+    cfg = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), repeats=1, feeds=str(tmp_path / "f.npz"),
+                    timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1),
+                    cache_dir=tmp_path / "cache", out_dir=tmp_path / "o")
+    r = CaseRunner().run(CaseId("fake-linear", "fake-ok", "fp32", 5, None, "cpu"), cfg)
+    assert r.status == "passed", r.reason
+    task = r.accuracy["task"]
+    assert task["accuracy"] == 0.75 and str(tmp_path / "f.npz") in str(task)
+    assert r.details["feeds"]["samples"] == 12
