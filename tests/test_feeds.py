@@ -220,3 +220,34 @@ def test_labels_in_the_feeds_make_task_accuracy_run_on_them(fakes, tmp_path):
     task = r.accuracy["task"]
     assert task["accuracy"] == 0.75 and str(tmp_path / "f.npz") in str(task)
     assert r.details["feeds"]["samples"] == 12
+
+
+@pytest.mark.slow
+def test_a_torch_factory_runs_on_feeds_with_their_sequence_length_and_labels(tmp_path):
+    """The docs' example factory (a text classifier) fed from an .npz of 6 samples of 20 tokens with
+    labels: no --seq-lens, so the run takes 20 from the feeds; both runtimes measure on the feeds and judge
+    task accuracy on their labels."""
+    import os
+    from pathlib import Path
+
+    from harness.results import load_results
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 1000, size=(6, 20))
+    mask = np.ones((6, 20), np.int64)
+    mask[3:, 12:] = 0
+    np.savez(tmp_path / "text.npz", input_ids=ids, attention_mask=mask, labels=np.array([0, 1, 0, 1, 1, 0]))
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(examples), os.environ.get("PYTHONPATH", "")]),
+           "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "my_torch_model:make_model",
+                           "--runtimes", "torch-cpu,ort-cpu", "--batch-sizes", "4", "--feeds",
+                           str(tmp_path / "text.npz"), "--min-time", "0.05", "--min-iters", "3", "--repeats",
+                           "1", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    cases = load_results(tmp_path / "run" / "results.json").cases
+    assert [(c.case.runtime, c.case.seq, c.status) for c in cases] == [("torch-cpu", 20, "passed"),
+                                                                        ("ort-cpu", 20, "passed")]
+    for c in cases:
+        assert c.details["feeds"]["samples"] == 6 and "text.npz" in c.accuracy["task"]["split"]
