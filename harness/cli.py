@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--gate", action="append", metavar="SPEC", help="gate for --baseline, e.g. median:10%% "
                                                                       "(repeatable; default median:10%%)")
     rep.add_argument("--gate-config", metavar="FILE", help="TOML gate configuration for --baseline")
+    rep.add_argument("--history", metavar="URL", help="add the trend section: each case's p50/p99 over the runs "
+                                                      "recorded in this history database (one results file)")
 
     _gating_parsers(sub)
     _history_parsers(sub)
@@ -239,7 +241,19 @@ def cmd_report(args: argparse.Namespace) -> int:
             verdicts += verdict_dicts(cmp, label if multi else None)
             print(f"verdicts vs {args.baseline}: {cmp.summary()}")
         gate_note = gates.measured_line()
-    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note).items():
+    trends = None
+    if args.history:
+        from harness.history import open_history
+        from harness.history.record import trend_rows
+
+        if len(runs) > 1:
+            raise UsageError("--history draws the trend of one run: give one results file")
+        history = open_history(args.history)
+        try:
+            trends = trend_rows(history, runs[0])
+        finally:
+            history.close()
+    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note, trends=trends).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:

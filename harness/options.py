@@ -93,6 +93,13 @@ def folder(text: Any, what: str) -> Path:
     return Path(text).expanduser()
 
 
+def history_db(text: Any, what: str) -> str:
+    """--history [URL]: a SQLAlchemy URL or SQLite file; alone, $HARNESS_HISTORY or the default database."""
+    from harness.history.store import history_url
+
+    return history_url(str(text) or None)
+
+
 def switch(on: Any) -> Callable[[Any, str], Any]:
     """A flag's value when given (`--no-isolation` sets isolation=False)."""
     return lambda _text, _what: on
@@ -112,6 +119,7 @@ class OptionDef:
     metavar: str | None = None
     flag: bool = False  # a switch without a value
     multiple: bool = False  # may be given several times
+    bare: str | None = None  # the value when the option is given without one (`--history` alone); None: required
     field: str | None = None
     parse: Parser | None = None
     quick: str | None = None
@@ -196,6 +204,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+    OptionDef("history", "record the run in the history database as it finishes and add a trend section (p50 and "
+                         "p99 over the recorded runs, change points marked) to the report: a SQLAlchemy URL or a "
+                         "SQLite file; alone: $HARNESS_HISTORY, else history.db in the user data folder "
+                         "(docs/history.md)", "[URL]", bare="", field="history", parse=history_db),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -230,7 +242,7 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
         if o.field is None:
             continue
         text = raw.get(o.dest)
-        given = bool(text) if o.flag else text is not None and text != ""
+        given = bool(text) if o.flag else text is not None and (text != "" or o.bare is not None)
         if not given and quick and o.quick is not None:
             text, given = o.quick, True
         if given:

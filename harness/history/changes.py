@@ -69,9 +69,9 @@ def change_points(values: Sequence[float], *, max_pvalue: float = DEFAULT_MAX_PV
             a, b = x[edges[i]:cut], x[cut:edges[i + 2]]
             p = _welch_p(a, b, ttest_ind)
             cp = ChangePoint(cut, float(a.mean()), float(b.mean()), p)
-            if p > max_pvalue or abs(cp.change) < min_magnitude:
-                if worst is None or p > worst[0]:
-                    worst = (p, cut)
+            failed = p > max_pvalue or abs(cp.change) < min_magnitude
+            if failed and (worst is None or p > worst[0]):
+                worst = (p, cut)
             found.append(cp)
         if worst is None:
             return found

@@ -94,7 +94,7 @@ def upgrade(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
-def open_history(url: str | None = None) -> "History":
+def open_history(url: str | None = None) -> History:
     """The history at `url` (see history_url), migrated to the current schema."""
     resolved = history_url(url)
     try:

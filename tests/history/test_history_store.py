@@ -103,6 +103,10 @@ def test_cli_add_ls_show_changes(db_url: str, tmp_path, capsys: pytest.CaptureFi
     for r in rows:
         assert (r["before_run"], r["after_run"]) == ("run-11", "run-12")
         assert r["change_percent"] == pytest.approx(10.0, abs=2.0) and r["direction"] == "regression"
+    assert main(["report", paths[-1], "--history", db_url, "-o", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert html.count("p50 and p99 over 24 recorded runs</title>") == len(CASES)
+    assert html.count("change point: +") == len(rows)
     md = tmp_path / "changes.md"
     assert main(["history", "changes", "--history", db_url, "--last", "3", "--markdown", str(md)]) == 0
     assert "No change points" in capsys.readouterr().out and "No change points" in md.read_text()
