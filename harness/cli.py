@@ -201,6 +201,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
+    if config.ray:
+        from harness.execution.ray_shards import ray_run
+
+        return ray_run(config)
     code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)

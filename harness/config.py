@@ -53,6 +53,8 @@ class RunConfig:
     repeats: int = 3  # measurement blocks per case
     confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
     history: str | None = None  # --history: the database URL the finished run is recorded in
+    ray: str | None = None  # --ray: the Ray cluster address the matrix is sharded over (harness.execution.ray_shards)
+    placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
