@@ -29,7 +29,7 @@ def required_resource(runtime: str, rules: Sequence[tuple[str, str]]) -> str:
 
     try:
         return "GPU" if get_runtime(runtime).device == "cuda" else "CPU"
-    except Exception:  # an unknown runtime: its cases report that themselves, on any node
+    except UsageError:  # an unknown runtime: its cases report that themselves, on any node
         return "CPU"
 
 
@@ -152,7 +152,8 @@ class ShardRun:
                     final.environment["ray_node"] = self.shard.node.node_id
                     self.run = final
                 self._save()
-        except Exception as exc:  # a dead node, a lost worker, a failed task: it costs this shard's cases only
+        except Exception as exc:  # noqa: BLE001 - a dead node, a lost worker, a failed task, a refused results
+            # file: whatever it is, it costs this shard's unfinished cases only, never the run
             text = str(exc).strip().splitlines()
             self.error = f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
             done = {c.case for c in self.run.cases}
