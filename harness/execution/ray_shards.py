@@ -229,14 +229,16 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
         raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
     config.out_dir.mkdir(parents=True, exist_ok=True)
     runs = run_on_ray(config, note)
-    for name, path in write_outputs(runs, config.out_dir).items():
-        note(f"{name:>9}: {path}")
+    trends = None
     if config.history:
         from harness.history.record import record_run
 
+        trends = []
         for run in runs:
-            if run.environment.get("machine_fingerprint"):
-                record_run(run, config.history, str(config.out_dir), note)
+            if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
+                trends += record_run(run, config.history, str(config.out_dir), note) or []
+    for name, path in write_outputs(runs, config.out_dir, trends=trends).items():
+        note(f"{name:>9}: {path}")
     counts = {k: sum(r.counts()[k] for r in runs) for k in runs[0].counts()}
     note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
     return 1 if any(counts[k] for k in ("failed", "error", "crashed", "timeout", "oom")) else 0

@@ -69,7 +69,7 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     out = tmp_path / "run"
     code = main([*ARGS, "--runtimes", "fake-ok,fake-ok-b,fake-slow,fake-ok-c", "--batch-sizes", "1,2",
                  "--ray", cluster.address, "--placement", "fake-slow=edge,fake-ok-c=accelerator_type:H100",
-                 "--out", str(out)])
+                 "--out", str(out), "--history", f"sqlite:///{tmp_path / 'h.db'}"])
     captured = capsys.readouterr()
     text = captured.out
     assert code == 0, text + captured.err
@@ -89,6 +89,7 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     html = (out / "report.html").read_text()  # one merged report: every node's column side by side
     assert html.count("fake-slow @") >= 1 and "no node in the Ray cluster has the resource" in html
     assert (out / "results.csv").read_text().count("\n") == 1 + 8
+    assert text.count("history: recorded") == 2 and html.count("over 1 recorded runs</title>") == 6  # trend
 
 
 def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):

@@ -110,5 +110,9 @@ def test_cli_add_ls_show_changes(db_url: str, tmp_path, capsys: pytest.CaptureFi
     md = tmp_path / "changes.md"
     assert main(["history", "changes", "--history", db_url, "--last", "3", "--markdown", str(md)]) == 0
     assert "No change points" in capsys.readouterr().out and "No change points" in md.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 2, "run_id": "x"')
+    assert main(["history", "add", paths[0], str(bad), "--history", db_url]) == 2  # checked before recording
+    assert f"harness history: error: {bad}:" in capsys.readouterr().err
     assert main(["history", "show", "nope-b1", "--history", db_url]) == 2
     assert "no measured figures of case 'nope-b1'" in capsys.readouterr().err
