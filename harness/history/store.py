@@ -104,7 +104,10 @@ def open_history(url: str | None = None) -> History:
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", lambda c, _r: c.execute("PRAGMA foreign_keys=ON"))
         upgrade(engine)
-    except (ArgumentError, SQLAlchemyError, OSError, ImportError) as exc:
+    except ImportError as exc:  # the URL's driver is not installed
+        raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)} (PostgreSQL: pip install "
+                           "-e \".[postgres]\", the psycopg driver)") from None
+    except (ArgumentError, SQLAlchemyError, OSError) as exc:
         raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)}") from None
     return History(engine, resolved)
 
