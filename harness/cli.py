@@ -1,5 +1,5 @@
-"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify`: thin
-commands over the library and the pytest suites."""
+"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history`:
+thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
             run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.argparse_help)
         elif o.multiple:
             run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
+        elif o.bare is not None:
+            run.add_argument(f"--{o.name}", nargs="?", const=o.bare, dest=o.dest, metavar=o.metavar.strip("[]"),
+                             help=o.argparse_help)
         else:
             run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
@@ -47,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--gate", action="append", metavar="SPEC", help="gate for --baseline, e.g. median:10%% "
                                                                       "(repeatable; default median:10%%)")
     rep.add_argument("--gate-config", metavar="FILE", help="TOML gate configuration for --baseline")
+    rep.add_argument("--history", metavar="URL", help="add the trend section: each case's p50/p99 over the runs "
+                                                      "recorded in this history database (one results file)")
 
     _gating_parsers(sub)
+    _history_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
@@ -114,6 +120,36 @@ def _gating_parsers(sub: Any) -> None:
     q.add_argument("--results", help="judge this results.json instead of running the cases")
 
 
+def _history_parsers(sub: Any) -> None:
+    """`history add|ls|show|changes` (harness.history: docs/history.md)."""
+    h = sub.add_parser("history", help="record runs in a database and list their history and change points")
+    hsub = h.add_subparsers(dest="history_command", required=True, metavar="ACTION")
+    actions = {
+        "add": hsub.add_parser("add", help="record stored runs (results.json files or their folders)"),
+        "ls": hsub.add_parser("ls", help="list recorded runs, oldest first"),
+        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine"),
+        "changes": hsub.add_parser("changes", help="change points in every case's history (ruptures PELT + "
+                                                   "Welch t-test), with the runs and commits around them"),
+    }
+    actions["add"].add_argument("results", nargs="+", help="results.json files (or folders holding one)")
+    actions["show"].add_argument("case", help="a case id, e.g. mlp-ort-cpu-fp32-b1")
+    for name in ("show", "changes"):
+        actions[name].add_argument("--metric", default="p50", choices=("p50", "p99", "throughput"),
+                                   help="the figure (default: p50 latency)")
+    ch = actions["changes"]
+    ch.add_argument("--last", type=int, metavar="N", help="only change points whose first run after the change "
+                                                          "is among the newest N runs of its series (nightly: new "
+                                                          "ones)")
+    ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
+    ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
+    ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
+    for a in actions.values():
+        a.add_argument("--history", metavar="URL", help="SQLAlchemy database URL or SQLite file (default: "
+                                                         "$HARNESS_HISTORY, else history.db in the user data "
+                                                         "folder)")
+        a.add_argument("--json", action="store_true", help="print JSON") if a is not actions["add"] else None
+
+
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
 USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify"}
 
@@ -126,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
@@ -165,6 +201,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
+    if config.ray:
+        from harness.execution.ray_shards import ray_run
+
+        return ray_run(config)
     code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)
@@ -205,7 +245,19 @@ def cmd_report(args: argparse.Namespace) -> int:
             verdicts += verdict_dicts(cmp, label if multi else None)
             print(f"verdicts vs {args.baseline}: {cmp.summary()}")
         gate_note = gates.measured_line()
-    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note).items():
+    trends = None
+    if args.history:
+        from harness.history import open_history
+        from harness.history.record import trend_rows
+
+        if len(runs) > 1:
+            raise UsageError("--history draws the trend of one run: give one results file")
+        history = open_history(args.history)
+        try:
+            trends = trend_rows(history, runs[0])
+        finally:
+            history.close()
+    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note, trends=trends).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:
@@ -379,6 +431,17 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
               f"{out / 'gates-suggested.toml'} (the per-case run-to-run spread and these figures: pass it to "
               "compare/run with --gate-config and the verdict tables show them)")
     return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness.history import open_history
+    from harness.history.text import history_command
+
+    history = open_history(args.history)
+    try:
+        return history_command(history, args)
+    finally:
+        history.close()
 
 
 def cmd_qualify(args: argparse.Namespace) -> int:

@@ -55,6 +55,9 @@ class RunConfig:
     compile_mode: str = "default"  # one of COMPILE_MODES, for the torch-compile-* runtimes
     repeats: int = 3  # measurement blocks per case
     confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
+    history: str | None = None  # --history: the database URL the finished run is recorded in
+    ray: str | None = None  # --ray: the Ray cluster address the matrix is sharded over (harness.execution.ray_shards)
+    placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -72,4 +75,8 @@ class RunConfig:
         d["precisions"] = [p.value for p in self.precisions]
         d["out_dir"] = str(self.out_dir)
         d["cache_dir"] = str(self.cache_dir)
+        if self.history:  # results.json never holds a database password
+            from harness.history.store import masked
+
+            d["history"] = masked(self.history)
         return d

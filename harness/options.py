@@ -109,6 +109,24 @@ def folder(text: Any, what: str) -> Path:
     return Path(text).expanduser()
 
 
+def history_db(text: Any, what: str) -> str:
+    """--history [URL]: a SQLAlchemy URL or SQLite file; alone, $HARNESS_HISTORY or the default database."""
+    from harness.history.store import history_url
+
+    return history_url(str(text) or None)
+
+
+def placement_rules(text: Any, what: str) -> tuple[tuple[str, str], ...]:
+    """`GLOB=RESOURCE,...` (e.g. `ort-cuda*=GPU`): runtimes matching GLOB run on Ray nodes having RESOURCE."""
+    rules = []
+    for part in (p.strip() for p in str(text).split(",")):
+        glob, sep, resource = part.partition("=")
+        if not sep or not glob.strip() or not resource.strip():
+            raise UsageError(f"--{what} {part!r}: expected RUNTIME-GLOB=RESOURCE, e.g. ort-cuda*=GPU")
+        rules.append((glob.strip(), resource.strip()))
+    return tuple(rules)
+
+
 def switch(on: Any) -> Callable[[Any, str], Any]:
     """A flag's value when given (`--no-isolation` sets isolation=False)."""
     return lambda _text, _what: on
@@ -128,6 +146,7 @@ class OptionDef:
     metavar: str | None = None
     flag: bool = False  # a switch without a value
     multiple: bool = False  # may be given several times
+    bare: str | None = None  # the value when the option is given without one (`--history` alone); None: required
     field: str | None = None
     parse: Parser | None = None
     quick: str | None = None
@@ -222,6 +241,17 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+    OptionDef("history", "record the run in the history database as it finishes and add a trend section (p50 and "
+                         "p99 over the recorded runs, change points marked) to the report: a SQLAlchemy URL or a "
+                         "SQLite file; alone: $HARNESS_HISTORY, else history.db in the user data folder "
+                         "(docs/history.md)", "[URL]", bare="", field="history", parse=history_db),
+    OptionDef("ray", "shard the matrix over a Ray cluster's nodes (`auto`: the cluster this machine belongs to; "
+                     "or HOST:PORT, ray://HOST:PORT), one shard per node under the harness's own isolation, every "
+                     "node's run in OUT/NODE/ and one merged report (needs the [ray] extra; docs/fleet.md)",
+              "ADDRESS|auto", field="ray", parse=lambda text, _what: str(text)),
+    OptionDef("placement", "with --ray: which runtimes need which node resource, RUNTIME-GLOB=RESOURCE,... e.g. "
+                           "ort-cuda*=GPU,tensorrt=accelerator_type:H100 (default: GPU for CUDA runtimes, else CPU)",
+              "GLOB=RES,...", field="placement", parse=placement_rules),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -256,7 +286,7 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
         if o.field is None:
             continue
         text = raw.get(o.dest)
-        given = bool(text) if o.flag else text is not None and text != ""
+        given = bool(text) if o.flag else text is not None and (text != "" or o.bare is not None)
         if not given and quick and o.quick is not None:
             text, given = o.quick, True
         if given:

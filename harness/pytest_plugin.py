@@ -30,6 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         elif o.multiple:
             group.addoption(f"--harness-{o.name}", action="append", default=None, dest=f"harness_{o.dest}",
                             metavar=o.metavar, help=o.argparse_help)
+        elif o.bare is not None:
+            group.addoption(f"--harness-{o.name}", nargs="?", const=o.bare, default=None, dest=f"harness_{o.dest}",
+                            metavar=(o.metavar or "VALUE").strip("[]"), help=o.argparse_help)
         else:
             group.addoption(f"--harness-{o.name}", default=None, dest=f"harness_{o.dest}", metavar=o.metavar,
                             help=o.argparse_help)

@@ -168,12 +168,14 @@ def _onnx_only(model: str, cases: list[Any]) -> bool:
 
 
 def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
-                baseline_label: str | None = None, gate_note: str | None = None) -> str:
+                baseline_label: str | None = None, gate_note: str | None = None,
+                trends: Sequence[dict[str, Any]] | None = None) -> str:
     """The self-contained HTML report of one run or several (side by side, labelled by machine).
 
     `verdicts`: optional gating records against a baseline (dicts with case, metric, verdict, baseline,
     current, ratio, reason), shown in the summary; `gate_note`: what gate-check measured of the gate
-    (`GateConfig.measured_line()`), shown above them.
+    (`GateConfig.measured_line()`), shown above them; `trends`: the recorded history of the run's cases
+    (harness.history.record.trend_rows), drawn in the trend section.
     """
     runs = as_runs(runs)
     labels = run_labels(runs)
@@ -207,7 +209,14 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
+        trends=_trend_charts(trends),
     )
+
+
+def _trend_charts(trends: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    from harness.report.trend import trend_chart
+
+    return [{**t, "svg": Markup(trend_chart(t))} for t in trends or ()]
 
 
 def _total_counts(runs: list[RunResults]) -> dict[str, int]:
@@ -349,7 +358,8 @@ def csv_text(df: pd.DataFrame) -> str:
 
 
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
-                  baseline_label: str | None = None, gate_note: str | None = None) -> dict[str, Path]:
+                  baseline_label: str | None = None, gate_note: str | None = None,
+                  trends: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
     """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
 
     results.json is written by the caller (a run) or is the input (a report of stored runs).
@@ -359,7 +369,7 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
-    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note))
+    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
