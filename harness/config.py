@@ -16,6 +16,7 @@ from harness.results.schema import CaseId
 
 QUICK_TAG = "quick"
 EXPORTERS = ("dynamo", "legacy")
+WORKLOADS = ("forward", "generate")  # one forward pass per call; greedy generation with a KV cache
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -58,6 +59,9 @@ class RunConfig:
     history: str | None = None  # --history: the database URL the finished run is recorded in
     ray: str | None = None  # --ray: the Ray cluster address the matrix is sharded over (harness.execution.ray_shards)
     placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
+    workload: str = "forward"  # one of WORKLOADS (harness.generation for "generate")
+    prompt_lens: tuple[int, ...] = (128,)  # generate: prompt tokens per sequence
+    output_lens: tuple[int, ...] = (64,)  # generate: tokens generated per sequence
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -66,8 +70,11 @@ class RunConfig:
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order (harness.matrix.case_ids)."""
-        from harness.matrix import case_ids
+        from harness.matrix import case_ids, generation_case_ids
 
+        if self.workload == "generate":
+            return generation_case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes,
+                                       self.prompt_lens, self.output_lens)
         return case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes, self.seq_lens)
 
     def as_dict(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
-from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, RunConfig
+from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, WORKLOADS, RunConfig
 from harness.errors import UsageError
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
@@ -238,6 +238,14 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
                          "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
+    OptionDef("workload", "what a case measures: forward (one forward pass per call, default) or generate (greedy "
+                          "generation with the KV cache of causal LMs: TTFT, per-token decode, tokens/s, token "
+                          "agreement; docs/generation.md)", "NAME", field="workload", parse=choice(WORKLOADS, "workloads")),
+    OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "
+                             "--quick: 32)", "INTS", field="prompt_lens", parse=positive_ints, quick="32"),
+    OptionDef("output-lens", "--workload generate: comma-separated numbers of tokens to generate per sequence "
+                             "(default: 64; with --quick: 16)", "INTS", field="output_lens", parse=positive_ints,
+              quick="16"),
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
@@ -326,6 +334,8 @@ def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple
             get_model(m)
     elif user_names:
         models = ()
+    elif raw.get("workload") == "generate":  # the causal LMs of the zoo
+        models = tuple(s.name for s in all_models() if "decoder" in s.tags and "user" not in s.tags)
     else:
         models = tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
     return tuple(dict.fromkeys(models + user_names)), user_paths, shapes

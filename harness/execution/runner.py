@@ -83,6 +83,16 @@ class CaseRunner:
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
             options = runtime_options(spec, config)
+            if case.gen is not None:  # --workload generate: its own loop and metrics (harness.generation)
+                from harness.generation.case import run_generation_case
+
+                def gen_phase(p: str) -> None:
+                    nonlocal phase
+                    phase = p
+                    on_phase(p)
+
+                self._drop_active()
+                return run_generation_case(case, spec, cls(spec, precision, options), config, gen_phase)
             on_phase(phase)
             feed, fed = case_feed(spec, case.dims, config)
             # memory over activation (or, reused, from here), first inference, warm-up and timed loop

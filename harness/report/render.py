@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from markupsafe import Markup
 from harness.display import csv_cell, visible
 from harness.model import get_model
 from harness.report import charts
+from harness.report.generation import generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
                                    end_to_end_tables, run_labels, skip_reasons)
@@ -180,14 +182,16 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     runs = as_runs(runs)
     labels = run_labels(runs)
     refs = reference_runtimes(runs)
-    tables = comparison_tables(runs, refs)
-    _latency_charts(runs, labels, tables)
+    generation = generation_section(runs, labels)
+    forward = [dataclasses.replace(r, cases=[c for c in r.cases if c.case.gen is None]) for r in runs]
+    tables = comparison_tables(forward, refs)
+    _latency_charts(forward, labels, tables)
     by_model: dict[str, list[dict[str, Any]]] = {}
     for t in tables:
         by_model.setdefault(t["model"], []).append(t)
     df = cases_frame(runs)
     rows = [{**row, "id": c.case.id} for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
-    drift = {m: _records(d) for m, d in drift_tables(runs).items()}
+    drift = {m: _records(d) for m, d in drift_tables(forward).items()}
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
@@ -200,7 +204,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         "report.html.j2", strict=False,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
-        tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized,
+        tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
         end_to_end=end_to_end_tables(runs),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,

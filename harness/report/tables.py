@@ -21,6 +21,9 @@ CSV_COLUMNS = (
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
     "reference_runtime", "drift_note", "source",
     "e2e_p50_ms", "e2e_p99_ms", "pre_p50_ms", "post_p50_ms",
+    # --workload generate (harness.generation; seq is the prompt length): empty for forward cases
+    "gen", "ttft_p50_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tokens_per_s", "token_match_rate",
+    "first_divergence",
 )
 MEASURED = ("passed", "failed")
 
@@ -60,6 +63,7 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
         "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
         **end_to_end_cells(getattr(r, "end_to_end", None)),
+        **_generation_cells(r),
     }
 
 
@@ -91,6 +95,15 @@ def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list
     return out
 
 
+def _generation_cells(r: CaseResult) -> dict[str, Any]:
+    g = getattr(r, "generation", None) or {}
+    conf = g.get("conformance") or {}
+    return {"gen": r.case.gen, "ttft_p50_ms": (g.get("ttft") or {}).get("p50_ms"),
+            **{f"tpot_{p}_ms": (g.get("tpot") or {}).get(f"{p}_ms") for p in ("p50", "p90", "p99")},
+            "tokens_per_s": g.get("tokens_per_s"), "token_match_rate": conf.get("exact_match_rate"),
+            "first_divergence": conf.get("first_divergence")}
+
+
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
     """A drift figure as a table shows it: "reference" for the reference case itself, the figure marked
     "(nondeterministic ref)" when the reference's own runs disagreed, "-" when not measured."""
@@ -106,7 +119,8 @@ def cases_frame(runs: RunResults | Sequence[RunResults]) -> pd.DataFrame:
     runs = as_runs(runs)
     rows = [case_row(c, label) for run, label in zip(runs, run_labels(runs)) for c in run.cases]
     df = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
-    return df.astype({"batch": "Int64", "seq": "Int64", "iterations": "Int64"})
+    return df.astype({"batch": "Int64", "seq": "Int64", "iterations": "Int64", "gen": "Int64",
+                      "first_divergence": "Int64"})
 
 
 def _column_label(runtime: str, source: str, multi: bool) -> str:

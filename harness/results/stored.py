@@ -220,6 +220,7 @@ class CaseIdDoc(_Doc):
     precision: Literal["fp32", "fp16", "bf16", "int8"]
     batch: Annotated[int, Field(ge=1, le=MAX_SHAPE)]
     seq: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
+    gen: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
     device: Annotated[str, Field(min_length=1)]
 
 
@@ -262,6 +263,7 @@ class CaseDoc(_Doc):
     precision_recipe: Text | None = None
     localization: dict[str, Any] | None = None
     end_to_end: dict[str, Any] | None = None
+    generation: dict[str, Any] | None = None
 
 
 class RunDoc(_Doc):
@@ -365,7 +367,8 @@ def _check_blocks(blocks: list[BlockDoc], samples_ns: list[int], where: str) -> 
 
 def _case_id(c: CaseIdDoc) -> str:
     s = f"-s{c.seq}" if c.seq is not None else ""
-    return f"{c.model}-{c.runtime}-{c.precision}-b{c.batch}{s}@{c.device}"
+    g = f"-g{c.gen}" if c.gen is not None else ""
+    return f"{c.model}-{c.runtime}-{c.precision}-b{c.batch}{s}{g}@{c.device}"
 
 
 def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:

@@ -48,6 +48,8 @@ class Runtime(ABC):
     warmup_floor_s: ClassVar[float] = 0.0  # GPU runtimes: at least this much warm-up (clocks, autotuning)
     # Extra memory figures the case's sampler records: "nvml" (GPU used memory), "torch" (CUDA allocator peaks)
     memory_sources: ClassVar[frozenset[str]] = frozenset()
+    # --workload generate: the runtime can run a causal LM's greedy decode loop with a KV cache (`decoder`)
+    generates: ClassVar[bool] = False
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model
@@ -164,6 +166,14 @@ class Runtime(ABC):
         """(FP32 ONNX, the ONNX this runtime executes) for layer-wise drift localisation; None: not an ONNX
         runtime, or nothing to compare (it runs the FP32 file itself)."""
         return None
+
+    def decoder(self) -> Any:
+        """A harness.generation Decoder of this model at this precision, for --workload generate. It owns its
+        own module or session (this runtime need not be activated). Default: cannot generate (a skip)."""
+        from harness.errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"{self.name} cannot run the generation workload (no KV-cache decode loop "
+                                    "in its adapter)")
 
     @property
     def artifact_path(self) -> Path | None:

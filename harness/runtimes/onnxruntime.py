@@ -24,6 +24,8 @@ class OnnxRuntime(Runtime):
     provider: ClassVar[str]
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
+    generates: ClassVar[bool] = True
+    generation_io_device: ClassVar[str] = "cpu"  # where the KV cache's OrtValues live between decode steps
 
     @classmethod
     def availability(cls) -> Availability:
@@ -70,6 +72,17 @@ class OnnxRuntime(Runtime):
 
     def _deactivate(self) -> None:
         self._session = None
+
+    def decoder(self) -> Any:
+        """The model's KV-cache ONNX export (harness.generation.onnx_decoder) on this provider, fed by IO
+        binding on `generation_io_device`."""
+        from harness.generation.onnx_decoder import OrtDecoder
+
+        return OrtDecoder(self.model, self.precision, self.options.cache, self.options.threads,
+                          providers=self._generation_providers(), io_device=self.generation_io_device)
+
+    def _generation_providers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.provider, dict(self.provider_options))]
 
     def onnx_pair(self) -> tuple[Path, Path] | None:
         if self.artifact is None or self.precision is Precision.FP32:
@@ -196,6 +209,7 @@ class OrtAccelerator(OnnxRuntime):
     """An ONNX Runtime execution provider other than CPU: in the build, and a probe session keeps it."""
 
     install_hint: ClassVar[str] = ""
+    generates: ClassVar[bool] = False  # the generation workload is wired for CPU and CUDA devices only
 
     @classmethod
     def availability(cls) -> Availability:
@@ -228,6 +242,8 @@ class OrtCudaBase(OrtAccelerator):
     timing_scope: ClassVar[str] = DEVICE_RESIDENT
     warmup_floor_s: ClassVar[float] = 1.0
     memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml"})
+    generates: ClassVar[bool] = True
+    generation_io_device: ClassVar[str] = "cuda"
 
     @classmethod
     def availability(cls) -> Availability:
@@ -254,6 +270,9 @@ class OrtCudaBase(OrtAccelerator):
         if self._stream is not None:
             opts["user_compute_stream"] = str(self._stream.cuda_stream)
         return opts
+
+    def _generation_providers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.provider, {**self.provider_options, "device_id": "0"})]
 
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
         host = super()._prepare(feed)
@@ -315,6 +334,8 @@ class OrtTrt(OrtCudaBase):
     The optimisation profile covers the run's shapes (min/max over them, opt = the largest), so the engine
     is built at session creation, not in the first timed call. INT8 needs a QDQ model (explicit quantization).
     """
+
+    generates: ClassVar[bool] = False  # a KV cache growing every step would need a profile over its length
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "ort-trt"
