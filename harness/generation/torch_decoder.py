@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from harness.errors import UnsupportedModelError
+from harness.generation.hf import cache_layout, causal_lm
 from harness.model import ModelSpec
 from harness.precision import Precision
 
-
-def causal_lm(spec: ModelSpec) -> Any:
-    """The Hugging Face causal LM inside the model's torch module (the module itself, or the one submodule
-    that is one: the zoo wraps it to export a cache-free forward). UnsupportedModelError when there is none."""
-    if spec.build is None:
-        raise UnsupportedModelError(f"model {spec.name!r} is ONNX-only: the generation workload needs its "
-                                    "PyTorch causal LM (a Hugging Face *ForCausalLM)")
-    module = spec.build().eval()
-    for m in module.modules():
-        if hasattr(m, "get_output_embeddings") and hasattr(m, "config") and callable(getattr(m, "generate", None)):
-            return m
-    raise UnsupportedModelError(f"model {spec.name!r} is not a Hugging Face causal LM (no module with "
-                                "generate() and a config): the generation workload needs one")
+Quantize = Callable[[Any], tuple[Any, str]]  # module -> (quantised module, recipe)
 
 
 class TorchDecoder:
     """Eager PyTorch, inference mode: prefill builds a DynamicCache, each step feeds one token per sequence
-    and the cache the model returned. fp32; bf16 under torch.autocast; int8 with torch.ao dynamic Linear."""
+    and the cache the model returned. fp32; bf16 under torch.autocast; int8 by the `int8` recipe the runtime
+    passes (torch-cpu: torch.ao dynamic quantisation of nn.Linear)."""
 
-    def __init__(self, spec: ModelSpec, precision: Precision, threads: int, device: str = "cpu") -> None:
+    def __init__(self, spec: ModelSpec, precision: Precision, threads: int, device: str = "cpu",
+                 int8: Quantize | None = None) -> None:
         import torch
 
         torch.set_num_threads(threads)
@@ -43,23 +35,20 @@ class TorchDecoder:
             dev = device.split(":")[0]
             self._autocast = lambda: torch.autocast(dev, dtype=torch.bfloat16)
             self.recipe = f"bf16: torch.autocast({dev}, bfloat16) over the FP32 module"
-        elif precision is Precision.INT8:
-            from harness.runtimes.torch_eager import quantize_linear_dynamic
-
-            lm, self.recipe = quantize_linear_dynamic(lm)
+        elif precision is Precision.INT8 and int8 is not None:
+            lm, self.recipe = int8(lm)
         elif precision is not Precision.FP32:
             raise UnsupportedModelError(f"torch generation does not run {precision}")
         self._lm = lm
         self._cache: Any = None
-        from harness.generation.onnx_decoder import cache_layout
-
         layers, kv_heads, head_dim = cache_layout(lm)
         # per sequence and context token: keys and values of every layer (bf16 autocast keeps them in bf16)
         self.kv_bytes_per_token = 2 * layers * kv_heads * head_dim * (2 if precision is Precision.BF16 else 4)
 
     def _forward(self, ids: Any) -> np.ndarray:
         with self._torch.inference_mode(), self._autocast():
-            out = self._lm(input_ids=ids, past_key_values=self._cache, use_cache=True)
+            # logits of the last position only, as transformers' generate() asks at prefill
+            out = self._lm(input_ids=ids, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
         self._cache = out.past_key_values
         return out.logits[:, -1, :].float().cpu().numpy()
 

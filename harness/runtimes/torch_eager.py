@@ -82,7 +82,8 @@ class TorchEager(Runtime):
         """The model's Hugging Face causal LM stepped eagerly with its DynamicCache on `torch_device`."""
         from harness.generation.torch_decoder import TorchDecoder
 
-        return TorchDecoder(self.model, self.precision, self.options.threads, self.torch_device)
+        return TorchDecoder(self.model, self.precision, self.options.threads, self.torch_device,
+                            int8=quantize_linear_dynamic)
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "torch": self._torch.__version__ if hasattr(self, "_torch") else None}
