@@ -100,7 +100,7 @@ class OrtDecoder:
                  providers: list[Any], io_device: str = "cpu", device_id: int = 0) -> None:
         import onnxruntime as ort
 
-        art = kv_decoder_onnx(spec, cache)
+        art = fp32 = kv_decoder_onnx(spec, cache)
         self.recipe = "fp32"
         if precision is Precision.INT8:
             from harness.artifacts.int8 import Int8OnnxFromOnnx
@@ -121,7 +121,7 @@ class OrtDecoder:
         elif precision is not Precision.FP32:
             raise UnsupportedModelError(f"ONNX generation does not run {precision}")
         self.artifact = art
-        meta = kv_decoder_onnx(spec, cache).meta
+        meta = fp32.meta
         self._layers, self._kv_heads, self._head_dim = int(meta["layers"]), int(meta["kv_heads"]), int(meta["head_dim"])
         self._past_names, self._present_names, _ = io_names(self._layers)
         so = ort.SessionOptions()

@@ -8,6 +8,7 @@ import pytest
 
 import gen_fakes
 from harness.config import RunConfig
+from harness.errors import ResultsError
 from harness.execution import CaseRunner
 from harness.generation.case import timed_generations
 from harness.generation.loop import greedy_generate
@@ -78,6 +79,10 @@ def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(c
     run = RunResults("r", "now", {}, config.as_dict(), [ref, div], complete=True)
     back = results_from_doc(__import__("json").loads(run.to_json()))
     assert back.cases[1].case == cases[1] and back.cases[1].generation["conformance"]["first_divergence"] == 5
+    doc = __import__("json").loads(run.to_json())
+    doc["cases"][1]["generation"]["decode_ns"][0][2] += 1
+    with pytest.raises(ResultsError, match=r"cases\[1\]\.generation\.e2e_ns\[0\]: .* disagree"):
+        results_from_doc(doc, "results.json")
     df = cases_frame(back)
     assert list(df["first_divergence"].astype("object").where(df["first_divergence"].notna(), None)) == [None, 5]
     html = render_html(back)
