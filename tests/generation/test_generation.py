@@ -3,10 +3,10 @@ case through the runner whose tokens diverge at a known step."""
 
 from __future__ import annotations
 
+import gen_fakes
 import numpy as np
 import pytest
 
-import gen_fakes
 from harness.config import RunConfig
 from harness.errors import ResultsError
 from harness.execution import CaseRunner
