@@ -140,6 +140,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     shown = dataclasses.replace(hs.run, cases=[c for c in hs.run.cases if c.status != "skipped"])
     if shown.cases:  # skipped cases: grouped below, one line per unavailable runtime (the report lists each)
         tr.write_line(terminal_table(shown))
+    from harness.report.generation import generation_lines
+
+    for line in generation_lines(hs.run):  # --workload generate: TTFT, TPOT, tokens/s, token agreement
+        tr.write_line(line)
     for line in skipped_lines(hs.run):
         tr.write_line(line)
     for line in noise_lines(hs.run):

@@ -81,3 +81,43 @@ def _charts(cases: list[tuple[CaseResult, str]], multi: bool) -> list[Markup]:
                                           x_label="context length (tokens in the KV cache)",
                                           y_label="decode step p50 (ms)")))
     return out
+
+
+def _cell(v: Any, fmt: str = "{:.3g}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def generation_lines(run: RunResults) -> list[str]:
+    """One terminal line per measured generation case: TTFT, TPOT, tokens/s, token agreement."""
+    out = []
+    for c in run.cases:
+        if c.case.gen is None or not c.measured:
+            continue
+        r = generation_row(c)
+        match = "-" if r["token_match_rate"] is None else f"{100 * r['token_match_rate']:.1f}%"
+        first = "" if r["first_divergence"] is None else f" (first divergence at token {r['first_divergence']})"
+        out.append(f"{c.case.id}: TTFT {_cell(r['ttft_p50_ms'])} ms, TPOT p50/p90/p99 {_cell(r['tpot_p50_ms'])}/"
+                   f"{_cell(r['tpot_p90_ms'])}/{_cell(r['tpot_p99_ms'])} ms, {_cell(r['tokens_per_s'], '{:.1f}')} "
+                   f"tokens/s, tokens equal to the reference {match}{first}")
+    return out
+
+
+def generation_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: Any) -> list[str]:
+    """summary.md's generation section (`table`: the DataFrame -> Markdown function of the summary)."""
+    import pandas as pd
+
+    rows = [r for m in generation_section(runs, labels) for r in m["rows"] if r["status"] in ("passed", "failed")]
+    if not rows:
+        return []
+    cols = {"model": "model", "runtime": "runtime", "precision": "precision", "batch": "batch",
+            "prompt": "prompt", "gen": "tokens", "ttft_p50_ms": "TTFT ms", "tpot_p50_ms": "TPOT p50 ms",
+            "tpot_p99_ms": "TPOT p99 ms", "tokens_per_s": "tokens/s", "token_match_rate": "token match",
+            "first_divergence": "first divergence"}
+    if len(runs) > 1:
+        cols["source"] = "source"
+    for r in rows:  # as the report shows them: a percentage, "none" where no token differs
+        r["first_divergence"] = "none" if r["first_divergence"] is None else str(r["first_divergence"])
+        m = r["token_match_rate"]
+        r["token_match_rate"] = "-" if m is None else f"{100 * m:.1f}%"
+    df = pd.DataFrame(rows)[list(cols)].rename(columns=cols)
+    return ["### Generation", "", table(df), ""]

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from harness.display import csv_cell, visible
 from harness.model import get_model
 from harness.report import charts
-from harness.report.generation import generation_section
+from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
                                    end_to_end_tables, run_labels, skip_reasons)
@@ -277,6 +277,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         lines += [_md_table(view.head(max_rows)), ""]
         if len(view) > max_rows:
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
+    lines += generation_markdown(runs, labels, _md_table)
     problems = df[~df["status"].isin(["passed", "skipped"])]
     if not problems.empty:
         lines += ["### Problems", ""]

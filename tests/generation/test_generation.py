@@ -15,7 +15,8 @@ from harness.generation.loop import greedy_generate
 from harness.generation.metrics import summarize, token_agreement
 from harness.measure.timer import TimingPolicy
 from harness.options import parse_run_options
-from harness.report.render import render_html
+from harness.report.generation import generation_lines
+from harness.report.render import render_html, render_markdown
 from harness.report.tables import cases_frame
 from harness.results.schema import CaseId, RunResults, results_from_doc
 
@@ -85,6 +86,9 @@ def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(c
         results_from_doc(doc, "results.json")
     df = cases_frame(back)
     assert list(df["first_divergence"].astype("object").where(df["first_divergence"].notna(), None)) == [None, 5]
+    md = render_markdown(back)
+    assert "### Generation" in md and "first divergence" in md
+    assert any("first divergence at token 5" in line for line in generation_lines(back))
     html = render_html(back)
     assert "Generation" in html and "decode latency vs context" in html
 
