@@ -67,7 +67,11 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
     its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
     if not type(runtime).generates:
-        return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload",
+        from harness.runtimes import get_runtime, runtime_names
+
+        can = ", ".join(n for n in runtime_names() if get_runtime(n).generates)
+        return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
+                          f"KV-cache decode loop in its adapter; runtimes that can: {can})",
                           model_fingerprint=spec.fingerprint())
     batch, prompt_len, new_tokens = case.batch, int(case.seq or 1), int(case.gen or 1)
     prompt = prompt_ids(spec, batch, prompt_len, config.seed)
