@@ -240,7 +240,8 @@ OPTIONS: tuple[OptionDef, ...] = (
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
     OptionDef("workload", "what a case measures: forward (one forward pass per call, default) or generate (greedy "
                           "generation with the KV cache of causal LMs: TTFT, per-token decode, tokens/s, token "
-                          "agreement; docs/generation.md)", "NAME", field="workload", parse=choice(WORKLOADS, "workloads")),
+                          "agreement; docs/generation.md)", "NAME", field="workload",
+              parse=choice(WORKLOADS, "workloads")),
     OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "
                              "--quick: 32)", "INTS", field="prompt_lens", parse=positive_ints, quick="32"),
     OptionDef("output-lens", "--workload generate: comma-separated numbers of tokens to generate per sequence "

@@ -249,6 +249,9 @@ class CaseRunner:
         when `fresh`, else the current one if it is this case's), first call, warm-up, timed loop. No drift,
         memory or reference work: those came with the case's first block. Returns the raw samples; raises on
         failure (the caller keeps the case's earlier blocks and records why this one is missing)."""
+        if case.gen is not None:  # a later block would append samples the generation metrics do not hold
+            raise HarnessError("a generation case is measured in one block (--repeats and --confirm re-measure "
+                               "forward cases only)")
         ensure_user_models(config)
         spec = get_model(case.model)
         set_active_cache_dir(config.cache_dir)

@@ -93,6 +93,13 @@ def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(c
     assert "Generation" in html and "decode latency vs context" in html
 
 
+def test_a_later_block_of_a_generation_case_is_refused_with_the_reason(config):
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="measured in one block"):
+        CaseRunner().measure_block(config.cases()[0], config)
+
+
 def test_a_runtime_that_cannot_generate_is_a_skip_with_the_reason(config):
     r = CaseRunner().run(CaseId("fake-lm", "fake-no-gen", "fp32", 2, 6, "cpu", 12), config)
     assert r.status == "skipped" and "cannot run the generation workload" in r.reason
