@@ -19,11 +19,13 @@ CSV_COLUMNS = (
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
     "reason", "onnx_path",
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
-    "reference_runtime", "drift_note", "source",
+    "reference_runtime", "drift_note",
+    # models with pre/post steps (end-to-end latency, harness.measure.end_to_end): empty for the others
     "e2e_p50_ms", "e2e_p99_ms", "pre_p50_ms", "post_p50_ms",
     # --workload generate (harness.generation; seq is the prompt length): empty for forward cases
     "gen", "ttft_p50_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tokens_per_s", "token_match_rate",
     "first_divergence",
+    "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
 
