@@ -1,5 +1,5 @@
-"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history`:
-thin commands over the library and the pytest suites."""
+"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history |
+conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _gating_parsers(sub)
     _history_parsers(sub)
+    _conform_parser(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
@@ -67,6 +68,30 @@ def _parser() -> argparse.ArgumentParser:
         a.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
         a.add_argument("--kind", help="only entries of this kind (onnx, weights, ...)")
     return p
+
+
+def _conform_parser(sub: Any) -> None:
+    c = sub.add_parser("conform", help="operator conformance: ONNX's backend test cases on every runtime that "
+                                       "runs an ONNX model (docs/conformance.md)",
+                       description="Run ONNX's backend node cases (and light models) of the installed onnx on each "
+                                   "runtime and precision, each case in a supervised worker; write results.json "
+                                   "and conformance.html. Exit 0 when the run finished (gate with `harness "
+                                   "compare`), 2 on bad options, 130 when interrupted.")
+    c.add_argument("--runtimes", help="comma-separated (default: every runtime that runs an ONNX model here)")
+    c.add_argument("--precisions", default="fp32", help="comma-separated: fp32, fp16 (the harness's FP16 "
+                                                         "conversion of each case; default fp32)")
+    c.add_argument("--ops", help="comma-separated operators (exact, any case), e.g. Conv,Softmax")
+    c.add_argument("-k", action="append", dest="k", metavar="PATTERN",
+                   help="test names containing PATTERN (a glob with * ? [): repeatable or comma-separated")
+    c.add_argument("--case", action="append", dest="case", metavar="NAME", help="one test by exact name "
+                                                                                 "(repeatable)")
+    c.add_argument("--opset", metavar="BOUNDS", help="ai.onnx opset of the case's model: N, N:, :M or N:M")
+    c.add_argument("--no-expanded", action="store_true", help="leave out the *_expanded (function body) cases")
+    c.add_argument("--no-light", action="store_true", help="leave out the light models (data/light)")
+    c.add_argument("--case-timeout", type=float, default=60.0, metavar="S", help="per case (default 60 s)")
+    c.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads (default 1)")
+    c.add_argument("--list", action="store_true", help="list the selected cases (name, operator, opset) only")
+    c.add_argument("--out", metavar="DIR", help="run folder (default reports/conform-YYYYmmdd-HHMMSS)")
 
 
 def _gating_parsers(sub: Any) -> None:
@@ -151,7 +176,7 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify"}
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify", "conform"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify}[args.command](args)
+                "qualify": cmd_qualify, "conform": cmd_conform}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -466,6 +491,69 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
     return cert.exit_code
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from harness.conformance.cases import CaseFilter, collect, parse_opset
+    from harness.execution.conformance import ConformanceConfig, resolve_runtimes, run_conformance
+    from harness.precision import Precision
+    from harness.report.conformance import conformance_html, summary_text
+    from harness.results.store import atomic_write_text
+
+    def items(text: str | None) -> tuple[str, ...]:
+        return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+    try:
+        precisions = tuple(Precision(p) for p in items(args.precisions))
+    except ValueError:
+        raise UsageError(f"--precisions {args.precisions!r}: valid precisions are fp32, fp16") from None
+    lo, hi = parse_opset(args.opset)
+    keywords = tuple(k for text in args.k or () for k in items(text))
+    selected = CaseFilter(ops=items(args.ops), keywords=keywords, names=tuple(args.case or ()), opset_min=lo,
+                          opset_max=hi, expanded=not args.no_expanded, light=not args.no_light)
+    if args.case_timeout <= 0 or args.threads < 1:
+        raise UsageError("--case-timeout must be positive and --threads at least 1")
+    config = ConformanceConfig(items(args.runtimes), precisions or (Precision.FP32,), selected,
+                               args.case_timeout, args.threads)
+    runtimes, left_out = resolve_runtimes(config.runtimes, config.precisions)
+    cases = collect(selected)
+    if args.list:
+        for c in cases:
+            print(f"{c.name}  {c.op}  opset {c.opset}  {c.kind}")
+        print(f"{len(cases)} case(s)")
+        return EXIT_OK
+    if not cases:
+        raise UsageError("no conformance case matches the filters (try `harness conform --list` with them)")
+    for name, why in left_out.items():
+        print(f"left out {name}: {why}")
+    if not runtimes:
+        raise UsageError("no runtime to run: " + ("; ".join(f"{k}: {v}" for k, v in left_out.items()) or "none"))
+    out = Path(args.out) if args.out else Path("reports") / time.strftime("conform-%Y%m%d-%H%M%S")
+    if out.is_file():
+        raise UsageError(f"--out {out}: is a file")
+    out.mkdir(parents=True, exist_ok=True)
+    done = [0]
+    total = len(cases) * sum(len(set(config.precisions) & set(r.conformance_precisions)) for r in runtimes)
+    print(f"{len(cases)} case(s) x {', '.join(r.name for r in runtimes)} x {', '.join(map(str, precisions))}: "
+          f"{total} run(s) -> {out}")
+
+    def on_result(result: Any) -> None:
+        done[0] += 1
+        if result.status in ("crashed", "timeout", "oom"):
+            print(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
+        if done[0] % 250 == 0 or done[0] == total:
+            print(f"  {done[0]}/{total} done")
+
+    t0 = time.perf_counter()
+    run = run_conformance(cases, config, out, on_result, runtimes=runtimes)
+    run.config["runtimes_left_out"] = left_out
+    from harness.results.store import write_results
+
+    write_results(run, out)
+    atomic_write_text(out / "conformance.html", conformance_html(run))
+    print(summary_text(run))
+    print(f"wall {time.perf_counter() - t0:.0f} s; results: {out / 'results.json'}; page: {out / 'conformance.html'}")
+    return EXIT_INTERRUPTED if run.interrupted else EXIT_OK
 
 
 if __name__ == "__main__":

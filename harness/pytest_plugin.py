@@ -38,6 +38,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                             help=o.argparse_help)
 
 
+    conform = parser.getgroup("harness-conform", "operator conformance suite (suites/conformance, docs/conformance.md)")
+    conform.addoption("--conform-runtimes", default=None, metavar="R,R", help="runtimes (default: every one that "
+                                                                             "runs an ONNX model here)")
+    conform.addoption("--conform-precisions", default="fp32", metavar="P,P", help="fp32, fp16 (default fp32)")
+    conform.addoption("--conform-ops", default=None, metavar="OPS", help="comma-separated operators")
+    conform.addoption("--conform-opset", default=None, metavar="BOUNDS", help="N, N:, :M or N:M")
+    conform.addoption("--conform-case-timeout", default=60.0, type=float, metavar="S", help="per case (60 s)")
+
+
 def raw_options(config: pytest.Config) -> dict[str, Any]:
     return {o.dest: config.getoption(f"harness_{o.dest}") for o in OPTIONS}
 

@@ -379,4 +379,9 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
         atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
+        from harness.report.conformance import conformance_cases, conformance_html
+
+        if conformance_cases(runs[0]):  # a `harness conform` run: its operator page too
+            paths["conformance"] = out / "conformance.html"
+            atomic_write_text(paths["conformance"], conformance_html(runs[0]))
     return paths

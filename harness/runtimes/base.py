@@ -88,6 +88,23 @@ class Runtime(ABC):
     def _supports_model(cls, model: ModelSpec) -> Availability:
         return Availability(True)
 
+    # ------------------------------------------------------------------ operator conformance (harness conform)
+    # Precisions at which `onnx_runner` runs an arbitrary ONNX model (fp16: the harness's FP16 conversion of
+    # it, harness.artifacts.fp16). Empty: this runtime takes no arbitrary ONNX model, conformance leaves it out.
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset()
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        """The version of the library behind this runtime (recorded with conformance runs); None: unknown."""
+        return None
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Callable[[Mapping[str, Any]], list[Any]]:
+        """Load (and compile) one serialized ONNX model; returns feeds -> outputs in the graph's output order
+        (numpy arrays; a list for a sequence, None for an absent optional). Raising here is the runtime
+        refusing the model (operator, opset or type unsupported): conformance records it as unsupported."""
+        raise NotImplementedError(f"{cls.name} runs no arbitrary ONNX model")
+
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Runtime":
         if not self._active:

@@ -39,6 +39,34 @@ class OnnxRuntime(Runtime):
                                        f"was built with {', '.join(providers)}")
         return Availability(True)
 
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16})
+
+    @classmethod
+    def conformance_providers(cls) -> list[tuple[str, dict[str, Any]]]:
+        """Providers of a conformance session: `provider` (ONNX Runtime assigns nodes it lacks to CPU)."""
+        return [(cls.provider, dict(cls.provider_options))]
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import onnxruntime as ort
+
+        return str(ort.__version__)
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        session = ort.InferenceSession(model, so, providers=cls.conformance_providers())
+        active = session.get_providers()
+        if not active or active[0] != cls.provider:
+            raise RuntimeError(f"{cls.provider} not available: the session fell back to {active}")
+        names = [o.name for o in session.get_outputs()]
+        return lambda feeds: session.run(names, dict(feeds))
+
     def _activate(self) -> None:
         import onnxruntime as ort
 
@@ -361,6 +389,10 @@ class OrtTrt(OrtCudaBase):
         for i, key in enumerate(("trt_profile_min_shapes", "trt_profile_opt_shapes", "trt_profile_max_shapes")):
             opts[key] = ",".join(f"{name}:{'x'.join(map(str, r[i]))}" for name, r in ranges.items())
         return opts
+
+    @classmethod
+    def conformance_providers(cls) -> list[tuple[str, dict[str, Any]]]:
+        return [(cls.provider, {"device_id": "0"}), ("CUDAExecutionProvider", {"device_id": "0"})]
 
     def _providers(self) -> list[tuple[str, dict[str, Any]]]:
         """TensorRT first; nodes TensorRT cannot take run on CUDA (not CPU), as ONNX Runtime recommends."""

@@ -42,6 +42,40 @@ class OpenVinoCpu(Runtime):
             return Availability(False, f"openvino {ov.__version__} has no CPU device")
         return Availability(True)
 
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16})
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import openvino as ov
+
+        return str(ov.__version__)
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        """The ONNX frontend reads the model (from a temporary file), compiled for "CPU" at f32 precision."""
+        import os
+        import tempfile
+
+        import openvino as ov
+
+        core = ov.Core()
+        fd, path = tempfile.mkstemp(suffix=".onnx")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(model)
+            ov_model = core.read_model(path)
+        finally:
+            os.unlink(path)
+        compiled = core.compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                        "INFERENCE_NUM_THREADS": threads})
+        request = compiled.create_infer_request()
+        ports = list(compiled.outputs)
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            result = request.infer(dict(feeds))
+            return [np.array(result[p]) for p in ports]
+        return run
+
     @classmethod
     def supports(cls, model: ModelSpec, precision: Precision) -> Availability:
         verdict = super().supports(model, precision)
