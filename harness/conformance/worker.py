@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from harness.conformance.cases import compare_outputs
+from harness.errors import UnsupportedModelError
 from harness.precision import Precision
 
 # A refusal message is kept to its first lines: ONNX Runtime and OpenVINO append long dumps of the graph.
@@ -34,9 +35,15 @@ def run_case(payload: dict[str, Any]) -> dict[str, Any]:
         from harness.artifacts.fp16 import convert_to_fp16
 
         original = onnx.load_from_string(model)
+        if not _has_fp32(original):
+            return {**out, "status": "skipped", "phase": "convert",
+                    "reason": "no FP32 tensor in the model: FP16 conversion leaves it as it is"}
         try:
             proto = convert_to_fp16(onnx.load_from_string(model))
         except Exception as exc:  # noqa: BLE001 - the case's row says why
+            if "already converted to float16" in str(exc):  # a model with FP16 tensors: the converter declines
+                return {**out, "status": "skipped", "phase": "convert",
+                        "reason": f"the FP16 conversion declines a model that has FP16 tensors: {short(exc)}"}
             return {**out, "status": "error", "phase": "convert", "reason": f"FP16 conversion failed: {short(exc)}"}
         changed = _io_changes(original, proto)
         if changed:  # keep_io_types promised FP32 inputs and outputs: a fault of the conversion, not the runtime
@@ -56,6 +63,8 @@ def run_case(payload: dict[str, Any]) -> dict[str, Any]:
     t1 = time.perf_counter_ns()
     try:
         actual = run(payload["inputs"])
+    except UnsupportedModelError as exc:  # the adapter recognised a refusal (an input type its API lacks)
+        return {**out, "status": "unsupported", "phase": "run", "reason": short(exc)}
     except Exception as exc:  # noqa: BLE001 - loaded, then raised: an error of the runtime on this case
         return {**out, "status": "error", "phase": "run", "reason": short(exc)}
     out["infer_ns"] = max(1, time.perf_counter_ns() - t1)
@@ -75,3 +84,13 @@ def _io_changes(before: Any, after: Any) -> str:
     name = TensorProto.DataType.Name
     return ", ".join(f"{k}: {name(a[k]) if a[k] else '?'} -> {name(b[k]) if b.get(k) else '?'}"
                      for k in a if b.get(k) != a[k])
+
+
+def _has_fp32(model: Any) -> bool:
+    """Any FP32 tensor the conversion would turn into FP16: graph inputs, outputs, values, initializers."""
+    from onnx import TensorProto
+
+    g = model.graph
+    values = (*g.input, *g.output, *g.value_info)
+    return (any(v.type.tensor_type.elem_type == TensorProto.FLOAT for v in values)
+            or any(t.data_type == TensorProto.FLOAT for t in g.initializer))

@@ -102,7 +102,8 @@ class Runtime(ABC):
     def onnx_runner(cls, model: bytes, threads: int) -> Callable[[Mapping[str, Any]], list[Any]]:
         """Load (and compile) one serialized ONNX model; returns feeds -> outputs in the graph's output order
         (numpy arrays; a list for a sequence, None for an absent optional). Raising here is the runtime
-        refusing the model (operator, opset or type unsupported): conformance records it as unsupported."""
+        refusing the model (operator, opset or type unsupported): conformance records it as unsupported, as
+        it does an UnsupportedModelError from the callable (e.g. an input type the runtime's API refuses)."""
         raise NotImplementedError(f"{cls.name} runs no arbitrary ONNX model")
 
     # ------------------------------------------------------------------ lifecycle

@@ -65,7 +65,15 @@ class OnnxRuntime(Runtime):
         if not active or active[0] != cls.provider:
             raise RuntimeError(f"{cls.provider} not available: the session fell back to {active}")
         names = [o.name for o in session.get_outputs()]
-        return lambda feeds: session.run(names, dict(feeds))
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            try:
+                return session.run(names, dict(feeds))
+            except RuntimeError as exc:  # the Python binding takes no ml_dtypes array (bfloat16, float8, int4)
+                if "can't be converted to MLDataType" in str(exc):
+                    raise UnsupportedModelError(f"onnxruntime's Python API refuses this input type: {exc}") from exc
+                raise
+        return run
 
     def _activate(self) -> None:
         import onnxruntime as ort
@@ -144,7 +152,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness.errors import ModelError  # noqa: E402
+from harness.errors import ModelError, UnsupportedModelError  # noqa: E402
 from harness.measure.cuda import (DEVICE_RESIDENT, HOST_TO_HOST, CudaEventTimer,  # noqa: E402
                                   nvidia_driver_reason, torch_cuda_reason)
 from harness.precision import Precision  # noqa: E402
