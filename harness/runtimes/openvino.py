@@ -10,6 +10,7 @@ import numpy as np
 from harness.artifacts import onnx_for_model
 from harness.model import ModelSpec
 from harness.precision import Precision
+from harness.errors import UnsupportedModelError
 from harness.runtimes.base import Availability, Runtime
 
 INSTALL = 'pip install -e ".[openvino]"'
@@ -70,9 +71,15 @@ class OpenVinoCpu(Runtime):
                                                         "INFERENCE_NUM_THREADS": threads})
         request = compiled.create_infer_request()
         ports = list(compiled.outputs)
+        inputs = list(compiled.inputs)
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            result = request.infer(dict(feeds))
+            packed = [f"{k} ({v.dtype})" for k, v in feeds.items() if getattr(v, "dtype", None) is not None
+                      and v.dtype.name in _PACKED_4BIT]
+            if packed:
+                raise UnsupportedModelError(f"OpenVINO's Python API takes 4-bit inputs packed, not as the "
+                                            f"unpacked numpy arrays ONNX's cases hold: {', '.join(packed)}")
+            result = request.infer(_by_port(inputs, feeds))
             return [np.array(result[p]) for p in ports]
         return run
 
@@ -147,6 +154,23 @@ class OpenVinoCpu(Runtime):
         if hasattr(self, "_ov"):
             out["openvino"] = self._ov.__version__
         return out
+
+
+_PACKED_4BIT = ("int4", "uint4", "float4_e2m1fn")
+
+
+def _by_port(inputs: list[Any], feeds: Mapping[str, Any]) -> dict[int, Any]:
+    """Feeds keyed by input index: by tensor name where a port has it, else by position. OpenVINO may drop a
+    model input it folded away (CastLike's `like`) or move a name that also names an output (Identity)."""
+    names = list(feeds)
+    out: dict[int, Any] = {}
+    for i, port in enumerate(inputs):
+        found = next((n for n in names if n in port.get_names()), None)
+        if found is None and len(inputs) == len(names):
+            found = names[i]
+        if found is not None:
+            out[i] = feeds[found]
+    return out
 
 
 def _cpu_capabilities() -> list[str] | None:
