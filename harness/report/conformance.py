@@ -96,6 +96,10 @@ def conformance_html(run: RunResults) -> str:
 
     columns, rows = operator_matrix(run)
     cfg = run.config
+    filters = cfg.get("filters") if isinstance(cfg.get("filters"), dict) else {}
+    shown = "; ".join(f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in filters.items()
+                      if v not in (None, [], True)) or "none"
     return render_template("conformance.html.j2", run=run, cfg=cfg, summary=summary_rows(run), columns=columns,
+                           filters=shown,
                            rows=rows, failures=failures(run), order=ORDER,
                            machine=run.environment.get("machine") or run.environment.get("hostname") or "")
