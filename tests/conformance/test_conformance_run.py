@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,3 +113,21 @@ def test_plain_pytest_suite(pytester, cases):
     result = pytester.runpytest_inprocess(str(suite), "-p", "no:cacheprovider", "--conform-runtimes", "ort-cpu",
                                           "--conform-ops", "Abs,Neg", "-k", "not expanded", "-q")
     result.assert_outcomes(passed=sum(c.op in ("Abs", "Neg") and c.kind == "node" for c in cases))
+
+
+def test_cli_lists_filters_and_refuses_bad_options(cases, capsys):
+    assert main(["conform", "--ops", "abs,neg", "--no-light", "-k", "test_neg_*", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "test_neg_example  Neg" in out and "test_abs " not in out and "1 case(s)" in out
+    assert main(["conform", "--opset", "18:13", "--list"]) == 2
+    assert main(["conform", "--runtimes", "torch-cpu", "--list"]) == 2  # runs no arbitrary ONNX model
+    assert "no conformance" in capsys.readouterr().err
+
+
+def test_harness_report_renders_the_conformance_page(fake_run, tmp_path):
+    from harness.report import write_outputs
+
+    run, _ = fake_run
+    paths = write_outputs([run], tmp_path)
+    assert paths["conformance"].read_text().count('class="cell ') == len(OPS)
+    assert paths["html"].is_file()
