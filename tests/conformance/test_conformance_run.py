@@ -24,7 +24,8 @@ WANT = {"Abs": "failed", "Neg": "crashed", "Relu": "timeout", "Sigmoid": "unsupp
 
 @pytest.fixture(scope="module")
 def cases():
-    return collect(CaseFilter(ops=OPS, light=False))  # ONNX's own node cases of the installed onnx
+    # ONNX's own node cases of the installed onnx (not the *_expanded ones: one hang, one timeout to wait for)
+    return collect(CaseFilter(ops=OPS, light=False, expanded=False))
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def fake_run(cases, tmp_path_factory):
     from conform_fakes import FakeConform
 
     out = tmp_path_factory.mktemp("conform")
-    run = run_conformance(cases, ConformanceConfig(case_timeout_s=2.0), out, runtimes=[FakeConform])
+    run = run_conformance(cases, ConformanceConfig(case_timeout_s=5.0), out, runtimes=[FakeConform])
     return run, out
 
 
