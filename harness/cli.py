@@ -1,5 +1,5 @@
-"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify`: thin
-commands over the library and the pytest suites."""
+"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history |
+conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
             run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.argparse_help)
         elif o.multiple:
             run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
+        elif o.bare is not None:
+            run.add_argument(f"--{o.name}", nargs="?", const=o.bare, dest=o.dest, metavar=o.metavar.strip("[]"),
+                             help=o.argparse_help)
         else:
             run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
@@ -47,8 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--gate", action="append", metavar="SPEC", help="gate for --baseline, e.g. median:10%% "
                                                                       "(repeatable; default median:10%%)")
     rep.add_argument("--gate-config", metavar="FILE", help="TOML gate configuration for --baseline")
+    rep.add_argument("--history", metavar="URL", help="add the trend section: each case's p50/p99 over the runs "
+                                                      "recorded in this history database (one results file)")
 
     _gating_parsers(sub)
+    _history_parsers(sub)
+    _conform_parser(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
@@ -61,6 +68,30 @@ def _parser() -> argparse.ArgumentParser:
         a.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
         a.add_argument("--kind", help="only entries of this kind (onnx, weights, ...)")
     return p
+
+
+def _conform_parser(sub: Any) -> None:
+    c = sub.add_parser("conform", help="operator conformance: ONNX's backend test cases on every runtime that "
+                                       "runs an ONNX model (docs/conformance.md)",
+                       description="Run ONNX's backend node cases (and light models) of the installed onnx on each "
+                                   "runtime and precision, each case in a supervised worker; write results.json "
+                                   "and conformance.html. Exit 0 when the run finished (gate with `harness "
+                                   "compare`), 2 on bad options, 130 when interrupted.")
+    c.add_argument("--runtimes", help="comma-separated (default: every runtime that runs an ONNX model here)")
+    c.add_argument("--precisions", default="fp32", help="comma-separated: fp32, fp16 (the harness's FP16 "
+                                                         "conversion of each case; default fp32)")
+    c.add_argument("--ops", help="comma-separated operators (exact, any case), e.g. Conv,Softmax")
+    c.add_argument("-k", action="append", dest="k", metavar="PATTERN",
+                   help="test names containing PATTERN (a glob with * ? [): repeatable or comma-separated")
+    c.add_argument("--case", action="append", dest="case", metavar="NAME", help="one test by exact name "
+                                                                                 "(repeatable)")
+    c.add_argument("--opset", metavar="BOUNDS", help="ai.onnx opset of the case's model: N, N:, :M or N:M")
+    c.add_argument("--no-expanded", action="store_true", help="leave out the *_expanded (function body) cases")
+    c.add_argument("--no-light", action="store_true", help="leave out the light models (data/light)")
+    c.add_argument("--case-timeout", type=float, default=60.0, metavar="S", help="per case (default 60 s)")
+    c.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads (default 1)")
+    c.add_argument("--list", action="store_true", help="list the selected cases (name, operator, opset) only")
+    c.add_argument("--out", metavar="DIR", help="run folder (default reports/conform-YYYYmmdd-HHMMSS)")
 
 
 def _gating_parsers(sub: Any) -> None:
@@ -114,8 +145,38 @@ def _gating_parsers(sub: Any) -> None:
     q.add_argument("--results", help="judge this results.json instead of running the cases")
 
 
+def _history_parsers(sub: Any) -> None:
+    """`history add|ls|show|changes` (harness.history: docs/history.md)."""
+    h = sub.add_parser("history", help="record runs in a database and list their history and change points")
+    hsub = h.add_subparsers(dest="history_command", required=True, metavar="ACTION")
+    actions = {
+        "add": hsub.add_parser("add", help="record stored runs (results.json files or their folders)"),
+        "ls": hsub.add_parser("ls", help="list recorded runs, oldest first"),
+        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine"),
+        "changes": hsub.add_parser("changes", help="change points in every case's history (ruptures PELT + "
+                                                   "Welch t-test), with the runs and commits around them"),
+    }
+    actions["add"].add_argument("results", nargs="+", help="results.json files (or folders holding one)")
+    actions["show"].add_argument("case", help="a case id, e.g. mlp-ort-cpu-fp32-b1")
+    for name in ("show", "changes"):
+        actions[name].add_argument("--metric", default="p50", choices=("p50", "p99", "throughput"),
+                                   help="the figure (default: p50 latency)")
+    ch = actions["changes"]
+    ch.add_argument("--last", type=int, metavar="N", help="only change points whose first run after the change "
+                                                          "is among the newest N runs of its series (nightly: new "
+                                                          "ones)")
+    ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
+    ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
+    ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
+    for a in actions.values():
+        a.add_argument("--history", metavar="URL", help="SQLAlchemy database URL or SQLite file (default: "
+                                                         "$HARNESS_HISTORY, else history.db in the user data "
+                                                         "folder)")
+        a.add_argument("--json", action="store_true", help="print JSON") if a is not actions["add"] else None
+
+
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify"}
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify", "conform"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,8 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env, "cache": cmd_cache, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify}[args.command](args)
+                "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "qualify": cmd_qualify, "conform": cmd_conform}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -165,6 +226,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
     if not config.cases():
         raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
+    if config.ray:
+        from harness.execution.ray_shards import ray_run
+
+        return ray_run(config)
     code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)
@@ -205,7 +270,19 @@ def cmd_report(args: argparse.Namespace) -> int:
             verdicts += verdict_dicts(cmp, label if multi else None)
             print(f"verdicts vs {args.baseline}: {cmp.summary()}")
         gate_note = gates.measured_line()
-    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note).items():
+    trends = None
+    if args.history:
+        from harness.history import open_history
+        from harness.history.record import trend_rows
+
+        if len(runs) > 1:
+            raise UsageError("--history draws the trend of one run: give one results file")
+        history = open_history(args.history)
+        try:
+            trends = trend_rows(history, runs[0])
+        finally:
+            history.close()
+    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note, trends=trends).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:
@@ -381,6 +458,17 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness.history import open_history
+    from harness.history.text import history_command
+
+    history = open_history(args.history)
+    try:
+        return history_command(history, args)
+    finally:
+        history.close()
+
+
 def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
@@ -403,6 +491,69 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
     return cert.exit_code
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from harness.conformance.cases import CaseFilter, collect, parse_opset
+    from harness.execution.conformance import ConformanceConfig, resolve_runtimes, run_conformance
+    from harness.precision import Precision
+    from harness.report.conformance import conformance_html, summary_text
+    from harness.results.store import atomic_write_text
+
+    def items(text: str | None) -> tuple[str, ...]:
+        return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+    try:
+        precisions = tuple(Precision(p) for p in items(args.precisions))
+    except ValueError:
+        raise UsageError(f"--precisions {args.precisions!r}: valid precisions are fp32, fp16") from None
+    lo, hi = parse_opset(args.opset)
+    keywords = tuple(k for text in args.k or () for k in items(text))
+    selected = CaseFilter(ops=items(args.ops), keywords=keywords, names=tuple(args.case or ()), opset_min=lo,
+                          opset_max=hi, expanded=not args.no_expanded, light=not args.no_light)
+    if args.case_timeout <= 0 or args.threads < 1:
+        raise UsageError("--case-timeout must be positive and --threads at least 1")
+    config = ConformanceConfig(items(args.runtimes), precisions or (Precision.FP32,), selected,
+                               args.case_timeout, args.threads)
+    runtimes, left_out = resolve_runtimes(config.runtimes, config.precisions)
+    cases = collect(selected)
+    if args.list:
+        for c in cases:
+            print(f"{c.name}  {c.op}  opset {c.opset}  {c.kind}")
+        print(f"{len(cases)} case(s)")
+        return EXIT_OK
+    if not cases:
+        raise UsageError("no conformance case matches the filters (try `harness conform --list` with them)")
+    for name, why in left_out.items():
+        print(f"left out {name}: {why}")
+    if not runtimes:
+        raise UsageError("no runtime to run: " + ("; ".join(f"{k}: {v}" for k, v in left_out.items()) or "none"))
+    out = Path(args.out) if args.out else Path("reports") / time.strftime("conform-%Y%m%d-%H%M%S")
+    if out.is_file():
+        raise UsageError(f"--out {out}: is a file")
+    out.mkdir(parents=True, exist_ok=True)
+    done = [0]
+    total = len(cases) * sum(len(set(config.precisions) & set(r.conformance_precisions)) for r in runtimes)
+    print(f"{len(cases)} case(s) x {', '.join(r.name for r in runtimes)} x {', '.join(map(str, precisions))}: "
+          f"{total} run(s) -> {out}")
+
+    def on_result(result: Any) -> None:
+        done[0] += 1
+        if result.status in ("crashed", "timeout", "oom"):
+            print(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
+        if done[0] % 250 == 0 or done[0] == total:
+            print(f"  {done[0]}/{total} done")
+
+    t0 = time.perf_counter()
+    run = run_conformance(cases, config, out, on_result, runtimes=runtimes)
+    run.config["runtimes_left_out"] = left_out
+    from harness.results.store import write_results
+
+    write_results(run, out)
+    atomic_write_text(out / "conformance.html", conformance_html(run))
+    print(summary_text(run))
+    print(f"wall {time.perf_counter() - t0:.0f} s; results: {out / 'results.json'}; page: {out / 'conformance.html'}")
+    return EXIT_INTERRUPTED if run.interrupted else EXIT_OK
 
 
 if __name__ == "__main__":

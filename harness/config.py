@@ -16,6 +16,7 @@ from harness.results.schema import CaseId
 
 QUICK_TAG = "quick"
 EXPORTERS = ("dynamo", "legacy")
+WORKLOADS = ("forward", "generate")  # one forward pass per call; greedy generation with a KV cache
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -32,6 +33,9 @@ class RunConfig:
     timing: TimingPolicy = field(default_factory=TimingPolicy)
     threads: int = field(default_factory=default_threads)  # intra-op threads of every runtime
     seed: int = 0  # of the input feeds
+    feeds: str | None = None  # --feeds: an .npz or a folder of arrays (absolute path), harness.feeds
+    input_values: tuple[Any, ...] = ()  # --input-value NAME=V: harness.feeds.InputOverride
+    input_ranges: tuple[Any, ...] = ()  # --input-range NAME=LO:HI: harness.feeds.InputOverride
     quick: bool = False
     isolation: bool = True  # cases in supervised worker processes
     case_timeout_s: float = 600.0
@@ -59,6 +63,12 @@ class RunConfig:
     server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
     server_latency_ms: float | None = None  # the Server p99 bound (None: 10 x the runtime's call time then)
     server_tries: int = 4  # Server search: LoadGen tests tried
+    history: str | None = None  # --history: the database URL the finished run is recorded in
+    ray: str | None = None  # --ray: the Ray cluster address the matrix is sharded over (harness.execution.ray_shards)
+    placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
+    workload: str = "forward"  # one of WORKLOADS (harness.generation for "generate")
+    prompt_lens: tuple[int, ...] = (128,)  # generate: prompt tokens per sequence
+    output_lens: tuple[int, ...] = (64,)  # generate: tokens generated per sequence
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
@@ -67,8 +77,11 @@ class RunConfig:
 
     def cases(self) -> list[CaseId]:
         """The matrix in execution order (harness.matrix.case_ids)."""
-        from harness.matrix import case_ids
+        from harness.matrix import case_ids, generation_case_ids
 
+        if self.workload == "generate":
+            return generation_case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes,
+                                       self.prompt_lens, self.output_lens)
         return case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes, self.seq_lens)
 
     def as_dict(self) -> dict[str, Any]:
@@ -76,4 +89,8 @@ class RunConfig:
         d["precisions"] = [p.value for p in self.precisions]
         d["out_dir"] = str(self.out_dir)
         d["cache_dir"] = str(self.cache_dir)
+        if self.history:  # results.json never holds a database password
+            from harness.history.store import masked
+
+            d["history"] = masked(self.history)
         return d

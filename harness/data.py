@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -53,3 +54,47 @@ def feed_digest(feed: Mapping[str, np.ndarray]) -> str:
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def case_feed(spec: ModelSpec, dims: Mapping[str, int], config: Any) -> tuple[Feed, dict[str, Any]]:
+    """One case's feed under the run's input options: `--feeds` arrays cut to the case's batch, or the
+    seeded feed; then `--input-value` / `--input-range` overrides. Also returns what was used (for details)."""
+    overrides = {o.name: o for o in input_overrides(config)}
+    info: dict[str, Any] = {}
+    if getattr(config, "feeds", None):
+        from harness.feeds import cut, feeds_for_run
+
+        feed, info["feeds"] = cut(feeds_for_run(config.feeds), spec, dims, generated=overrides)
+    else:
+        feed = make_feed(spec, dims, config.seed)
+    used = []
+    for t in spec.inputs:
+        o = overrides.get(t.name)
+        if o is not None:
+            feed[t.name] = np.ascontiguousarray(o.fill(t.concrete_shape(dims), t.dtype, config.seed))
+            used.append(o.describe(t.dtype))
+    if used:
+        info["input_overrides"] = used
+    return feed, info
+
+
+def input_overrides(config: Any) -> tuple[Any, ...]:
+    """The run's --input-value and --input-range overrides (none for configs without them)."""
+    return tuple(getattr(config, "input_values", ())) + tuple(getattr(config, "input_ranges", ()))
+
+
+def inputs_fed(spec: ModelSpec, config: Any) -> list[str]:
+    """How each integer input of `spec` is fed in this run, e.g. `token_type_ids: int64 in [0, 2)`."""
+    overrides = {o.name: o for o in input_overrides(config)}
+    feeds = getattr(config, "feeds", None)
+    out = []
+    for t in spec.inputs:
+        if not (t.dtype == "bool" or "int" in t.dtype):
+            continue
+        if t.name in overrides:
+            out.append(overrides[t.name].describe(t.dtype))
+        elif feeds:
+            out.append(f"{t.name}: {t.dtype} from {feeds}")
+        else:
+            out.append(t.describe())
+    return out

@@ -30,3 +30,26 @@ def case_ids(models: Iterable[str], runtimes: Iterable[str], precisions: Iterabl
                     for s in (seq_lens if spec.has_seq else (None,)):
                         out.append(CaseId(spec.name, cls.name, p, b, s, cls.device))
     return out
+
+
+def generation_case_ids(models: Iterable[str], runtimes: Iterable[str], precisions: Iterable[Precision | str],
+                        batch_sizes: Iterable[int], prompt_lens: Iterable[int],
+                        output_lens: Iterable[int]) -> list[CaseId]:
+    """The generation workload's cases: models x runtimes x precisions x batch x prompt length (CaseId.seq) x
+    output length (CaseId.gen). A runtime that cannot generate still gets its cases: skips with the reason."""
+    from harness.model import get_model
+    from harness.plugins import load_plugins
+    from harness.runtimes import get_runtime
+
+    load_plugins()
+    out = []
+    for m in models:
+        spec = get_model(m)
+        for r in runtimes:
+            cls = get_runtime(r)
+            for p in dict.fromkeys(cls.case_precision(Precision(p)) for p in precisions):
+                for b in spec.batch_sizes(tuple(batch_sizes)):
+                    for s in prompt_lens:
+                        for g in output_lens:
+                            out.append(CaseId(spec.name, cls.name, p, b, s, cls.device, g))
+    return out

@@ -65,6 +65,22 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    """A model's pre- and post-processing, for end-to-end latency (harness.measure.end_to_end).
+
+    raw(dims, seed): what a client sends for one call of the case's shape (encoded images, text);
+    pre(raw, dims): the model's feed {input name: array} at the case's shape (pad, resize); post(outputs, feed):
+    what the client gets back (labels, an embedding); steps: one line naming them, e.g. "decode PGM, scale to
+    [0, 1] -> model -> argmax".
+    """
+
+    raw: Callable[[Mapping[str, int], int], Any]
+    pre: Callable[[Any, Mapping[str, int]], Mapping[str, Any]]
+    post: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]
+    steps: str
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model the harness can build, feed and judge. Nothing heavy at import time: `build` imports torch.
 
@@ -82,6 +98,8 @@ class ModelSpec:
       records its task accuracy (top-1) beside the FP32 reference's and fails below Tolerance.min_task_ratio.
     unavailable: optional () -> reason or None: why the model cannot be built on this machine (an optional
       package that is not installed). A reason makes every case of the model a skip, not an error.
+    pipeline: optional () -> Pipeline: pre- and post-processing steps; every measured case then also reports
+      end-to-end latency (raw input -> pre -> the runtime -> post) beside the model-only figures.
     """
 
     name: str
@@ -101,6 +119,7 @@ class ModelSpec:
     problem: str | None = None  # why this model cannot be used (a refused user file): its cases are errors
     eval_split: Callable[[], Any] | None = None
     unavailable: Callable[[], str | None] | None = None
+    pipeline: Callable[[], Pipeline] | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

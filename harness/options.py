@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
-from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, RunConfig
+from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, WORKLOADS, RunConfig
 from harness.errors import UsageError
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
@@ -101,8 +101,42 @@ def scenario_names(text: Any, what: str) -> tuple[str, ...]:
     return given
 
 
+def feeds_file(text: Any, what: str) -> str:
+    from harness.feeds import load_feeds
+
+    path = Path(str(text)).expanduser().absolute()
+    load_feeds(path)  # a file nothing can read is a usage error before the run starts
+    return str(path)
+
+
+def overrides(ranged: bool) -> Parser:
+    def parse(text: Any, what: str) -> tuple[Any, ...]:
+        from harness.feeds import parse_overrides
+
+        return parse_overrides(text, what, ranged)
+    return parse
+
+
 def folder(text: Any, what: str) -> Path:
     return Path(text).expanduser()
+
+
+def history_db(text: Any, what: str) -> str:
+    """--history [URL]: a SQLAlchemy URL or SQLite file; alone, $HARNESS_HISTORY or the default database."""
+    from harness.history.store import history_url
+
+    return history_url(str(text) or None)
+
+
+def placement_rules(text: Any, what: str) -> tuple[tuple[str, str], ...]:
+    """`GLOB=RESOURCE,...` (e.g. `ort-cuda*=GPU`): runtimes matching GLOB run on Ray nodes having RESOURCE."""
+    rules = []
+    for part in (p.strip() for p in str(text).split(",")):
+        glob, sep, resource = part.partition("=")
+        if not sep or not glob.strip() or not resource.strip():
+            raise UsageError(f"--{what} {part!r}: expected RUNTIME-GLOB=RESOURCE, e.g. ort-cuda*=GPU")
+        rules.append((glob.strip(), resource.strip()))
+    return tuple(rules)
 
 
 def switch(on: Any) -> Callable[[Any, str], Any]:
@@ -124,6 +158,7 @@ class OptionDef:
     metavar: str | None = None
     flag: bool = False  # a switch without a value
     multiple: bool = False  # may be given several times
+    bare: str | None = None  # the value when the option is given without one (`--history` alone); None: required
     field: str | None = None
     parse: Parser | None = None
     quick: str | None = None
@@ -170,6 +205,16 @@ OPTIONS: tuple[OptionDef, ...] = (
               field="threads", parse=int_at_least(1)),
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N",
               field="seed", parse=int_at_least(0)),
+    OptionDef("feeds", "real inputs for every model: an .npz keyed by input name (samples on axis 0; an array "
+                       "'labels' adds task accuracy), or a folder of INPUT.npy files or of one-sample .npz files; "
+                       "each case takes its batch from the first samples (repeated when fewer); drift uses the "
+                       "same inputs (docs/inputs.md)", "NPZ|DIR", field="feeds", parse=feeds_file),
+    OptionDef("input-value", "feed input NAME with the value V everywhere, e.g. sr=16000 (repeatable, "
+                             "comma-separated)", "NAME=V", multiple=True, field="input_values",
+              parse=overrides(False)),
+    OptionDef("input-range", "feed input NAME from [LO, HI): integers uniform in LO..HI-1, floats uniform, e.g. "
+                             "token_type_ids=0:2 (repeatable, comma-separated)", "NAME=LO:HI", multiple=True,
+              field="input_ranges", parse=overrides(True)),
     OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
               "DIR"),
     OptionDef("quick", "a small default matrix for a smoke run", flag=True, field="quick", parse=switch(True)),
@@ -205,6 +250,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
                          "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
+    OptionDef("workload", "what a case measures: forward (one forward pass per call, default) or generate (greedy "
+                          "generation with the KV cache of causal LMs: TTFT, per-token decode, tokens/s, token "
+                          "agreement; docs/generation.md)", "NAME", field="workload",
+              parse=choice(WORKLOADS, "workloads")),
+    OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "
+                             "--quick: 32)", "INTS", field="prompt_lens", parse=positive_ints, quick="32"),
+    OptionDef("output-lens", "--workload generate: comma-separated numbers of tokens to generate per sequence "
+                             "(default: 64; with --quick: 16)", "INTS", field="output_lens", parse=positive_ints,
+              quick="16"),
     OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
@@ -226,6 +280,17 @@ OPTIONS: tuple[OptionDef, ...] = (
               field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
+    OptionDef("history", "record the run in the history database as it finishes and add a trend section (p50 and "
+                         "p99 over the recorded runs, change points marked) to the report: a SQLAlchemy URL or a "
+                         "SQLite file; alone: $HARNESS_HISTORY, else history.db in the user data folder "
+                         "(docs/history.md)", "[URL]", bare="", field="history", parse=history_db),
+    OptionDef("ray", "shard the matrix over a Ray cluster's nodes (`auto`: the cluster this machine belongs to; "
+                     "or HOST:PORT, ray://HOST:PORT), one shard per node under the harness's own isolation, every "
+                     "node's run in OUT/NODE/ and one merged report (needs the [ray] extra; docs/fleet.md)",
+              "ADDRESS|auto", field="ray", parse=lambda text, _what: str(text)),
+    OptionDef("placement", "with --ray: which runtimes need which node resource, RUNTIME-GLOB=RESOURCE,... e.g. "
+                           "ort-cuda*=GPU,tensorrt=accelerator_type:H100 (default: GPU for CUDA runtimes, else CPU)",
+              "GLOB=RES,...", field="placement", parse=placement_rules),
 )
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
@@ -260,7 +325,7 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
         if o.field is None:
             continue
         text = raw.get(o.dest)
-        given = bool(text) if o.flag else text is not None and text != ""
+        given = bool(text) if o.flag else text is not None and (text != "" or o.bare is not None)
         if not given and quick and o.quick is not None:
             text, given = o.quick, True
         if given:
@@ -271,6 +336,7 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
     out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / run_id
     check_out_dir(out_dir)
     values.setdefault("case_memory_gb", default_case_memory_gb())
+    values.update(_input_options(values, models, raw))
     return RunConfig(models=models, runtimes=_runtimes(raw, quick), out_dir=out_dir, run_id=run_id,
                      timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
                      **_gating_options(raw), **values)
@@ -299,9 +365,31 @@ def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple
             get_model(m)
     elif user_names:
         models = ()
+    elif raw.get("workload") == "generate":  # the causal LMs of the zoo
+        models = tuple(s.name for s in all_models() if "decoder" in s.tags and "user" not in s.tags)
     else:
         models = tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
     return tuple(dict.fromkeys(models + user_names)), user_paths, shapes
+
+
+def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """--input-value / --input-range checked against the run's models; without --seq-lens, the sequence
+    lengths of --feeds."""
+    from harness.feeds import check_overrides, feeds_for_run, seq_lens
+    from harness.model import get_model
+
+    specs = [get_model(m) for m in models]
+    given = tuple(values.get("input_values", ())) + tuple(values.get("input_ranges", ()))
+    both = {o.name for o in values.get("input_values", ())} & {o.name for o in values.get("input_ranges", ())}
+    if both:
+        raise UsageError(f"--input-value and --input-range both name {', '.join(sorted(both))}; give one")
+    check_overrides(given, specs)
+    out: dict[str, Any] = {}
+    if values.get("feeds") and not raw.get("seq_lens"):
+        lens = seq_lens(feeds_for_run(values["feeds"]), specs)
+        if lens:
+            out["seq_lens"] = lens
+    return out
 
 
 def _runtimes(raw: Mapping[str, Any], quick: bool) -> tuple[str, ...]:

@@ -30,9 +30,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         elif o.multiple:
             group.addoption(f"--harness-{o.name}", action="append", default=None, dest=f"harness_{o.dest}",
                             metavar=o.metavar, help=o.argparse_help)
+        elif o.bare is not None:
+            group.addoption(f"--harness-{o.name}", nargs="?", const=o.bare, default=None, dest=f"harness_{o.dest}",
+                            metavar=(o.metavar or "VALUE").strip("[]"), help=o.argparse_help)
         else:
             group.addoption(f"--harness-{o.name}", default=None, dest=f"harness_{o.dest}", metavar=o.metavar,
                             help=o.argparse_help)
+
+
+    conform = parser.getgroup("harness-conform", "operator conformance suite (suites/conformance, docs/conformance.md)")
+    conform.addoption("--conform-runtimes", default=None, metavar="R,R", help="runtimes (default: every one that "
+                                                                             "runs an ONNX model here)")
+    conform.addoption("--conform-precisions", default="fp32", metavar="P,P", help="fp32, fp16 (default fp32)")
+    conform.addoption("--conform-ops", default=None, metavar="OPS", help="comma-separated operators")
+    conform.addoption("--conform-opset", default=None, metavar="BOUNDS", help="N, N:, :M or N:M")
+    conform.addoption("--conform-case-timeout", default=60.0, type=float, metavar="S", help="per case (60 s)")
 
 
 def raw_options(config: pytest.Config) -> dict[str, Any]:
@@ -137,6 +149,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     shown = dataclasses.replace(hs.run, cases=[c for c in hs.run.cases if c.status != "skipped"])
     if shown.cases:  # skipped cases: grouped below, one line per unavailable runtime (the report lists each)
         tr.write_line(terminal_table(shown))
+    from harness.report.generation import generation_lines
+
+    for line in generation_lines(hs.run):  # --workload generate: TTFT, TPOT, tokens/s, token agreement
+        tr.write_line(line)
     for line in skipped_lines(hs.run):
         tr.write_line(line)
     for line in noise_lines(hs.run):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from harness.model import ModelSpec
-from harness_zoo._text import encoder_io
+from harness_zoo._text import encoder_io, text_pipeline
 from harness.precision import Precision, Tolerance
 
 # google/bert_uncased_L-4_H-256_A-4 ("BERT-mini", Turc et al. 2019) sizes, BERT's WordPiece vocabulary.
@@ -45,6 +45,7 @@ BERT_MINI = ModelSpec(
     inputs=INPUTS,
     outputs=("last_hidden_state", "pooler_output"),
     make_feed=make_feed,
+    pipeline=lambda: text_pipeline("last_hidden_state"),
     task="embedding",
     # Hidden states of padded positions are computed but meaningless; elementwise FP32 bounds still hold.
     # Reduced precisions: LayerNorm and softmax amplify rounding, so allow a looser rel_l2 than the default.

@@ -117,6 +117,56 @@ def make_feed(dims: Mapping[str, int], seed: int) -> dict[str, np.ndarray]:
     return {"image": np.ascontiguousarray(x_ev[idx])}
 
 
+def encode_pgm(image: np.ndarray, maxval: int = 16) -> bytes:
+    """One 8x8 image (values 0..maxval) as a binary PGM (Netpbm P5): what a client would send."""
+    h, w = image.shape
+    return f"P5\n{w} {h}\n{maxval}\n".encode() + np.asarray(image, dtype=np.uint8).tobytes()
+
+
+def decode_pgm(data: bytes) -> np.ndarray:
+    """A binary PGM (P5, maxval < 256) as float32 [1, H, W] scaled to [0, 1] by its maxval."""
+    fields: list[bytes] = []
+    pos = 0
+    while len(fields) < 4:  # magic, width, height, maxval; '#' comments to the end of the line
+        while data[pos:pos + 1].isspace():
+            pos += 1
+        if data[pos:pos + 1] == b"#":
+            pos = data.index(b"\n", pos)
+            continue
+        end = pos
+        while end < len(data) and not data[end:end + 1].isspace():
+            end += 1
+        fields.append(data[pos:end])
+        pos = end
+    if fields[0] != b"P5":
+        raise ValueError(f"not a binary PGM (magic {fields[0]!r})")
+    w, h, maxval = (int(f) for f in fields[1:])
+    pixels = np.frombuffer(data, dtype=np.uint8, count=w * h, offset=pos + 1)
+    return (pixels.reshape(1, h, w).astype(np.float32) / np.float32(maxval))
+
+
+def _raw_images(dims: Mapping[str, int], seed: int) -> list[bytes]:
+    """The same held-out digits make_feed draws, PGM-encoded (values 0..16, as the data set stores them)."""
+    _, _, x_ev, _ = _split()
+    idx = np.random.default_rng([seed, 8]).integers(0, len(x_ev), size=int(dims["batch"]))
+    return [encode_pgm(np.rint(x_ev[i, 0] * 16)) for i in idx]
+
+
+def _preprocess(images: list[bytes], dims: Mapping[str, int]) -> dict[str, np.ndarray]:
+    return {"image": np.stack([decode_pgm(b) for b in images])}
+
+
+def _postprocess(outputs: Mapping[str, Any], feed: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.asarray(outputs["logits"]).argmax(axis=-1)
+
+
+def pipeline():
+    from harness.model import Pipeline
+
+    return Pipeline(raw=_raw_images, pre=_preprocess, post=_postprocess,
+                    steps="decode PGM bytes, scale to [0, 1] -> model -> argmax")
+
+
 def eval_split():
     from harness.accuracy.task import EvalSplit
 
@@ -132,6 +182,7 @@ DIGITS_CNN = ModelSpec(
     make_feed=make_feed,
     task="classification",
     eval_split=eval_split,
+    pipeline=pipeline,
     config=CONFIG,
     tags=frozenset({"vision", "trained"}),
     description="2-conv CNN trained on sklearn digits (8x8, 10 classes), top-1 on a held-out split",

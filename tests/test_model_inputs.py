@@ -94,7 +94,54 @@ def test_an_error_that_blames_input_values_names_the_inputs_and_their_ranges(fak
 
     spec = spec_from_onnx(bert_like(tmp_path / "enc.onnx"), name="enc-note")
     register_model(spec, replace=True)
-    note = fed_inputs_note("Fail in phase warmup: indices element out of data bounds, idx=7", "enc-note")
+    cfg = type("Cfg", (), {})()  # a run without --feeds or overrides
+    note = fed_inputs_note("Fail in phase warmup: indices element out of data bounds, idx=7", "enc-note", cfg)
     assert "input_ids: int64 in [0, 3000)" in note and "token_type_ids: int32 in [0, 2)" in note
     assert "position_ids: int64 positions 0..n-1" in note and "attention_mask: int64 = 1" in note
-    assert fed_inputs_note("RuntimeError: something else", "enc-note") == ""
+    assert fed_inputs_note("RuntimeError: something else", "enc-note", cfg) == ""
+
+
+@pytest.mark.slow
+def test_a_real_bert_encoder_with_token_types_and_a_4000_row_vocabulary_runs_with_no_options(tmp_path):
+    """transformers' BertModel (vocabulary 4,000, 2 token types) exported by torch.onnx: with no feeds and
+    no options both its ids and its token types are fed inside their tables, and the case is measured."""
+    import subprocess
+    import sys
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from harness.results import load_results
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=4000, type_vocab_size=2, hidden_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    bert = BertModel(cfg).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state, out.pooler_output
+
+    ids = torch.ones(2, 16, dtype=torch.int64)
+    path = tmp_path / "bert.onnx"
+    torch.onnx.export(Encoder().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(path),
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state", "pooler_output"], dynamo=False,
+                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in ("input_ids", "attention_mask",
+                                                                         "token_type_ids")})
+    spec = spec_from_onnx(path)
+    assert {t.name: (t.low, t.high) for t in spec.inputs if t.value is None} == {
+        "input_ids": (0, 4000), "token_type_ids": (0, 2)}
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(path), "--runtimes",
+                           "ort-cpu", "--batch-sizes", "2", "--seq-lens", "16", "--min-time", "0.02",
+                           "--min-iters", "3", "--repeats", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (case,) = load_results(out).cases
+    assert case.status == "passed" and case.latency["p50_ms"] > 0

@@ -56,16 +56,25 @@ class Fp16OnnxFromOnnx:
 
     def _convert(self, path: Path) -> dict[str, Any]:
         import onnx
-        from onnxconverter_common import float16
 
         model = onnx.load(str(self.source.path))
-        block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(self.block_list))
         try:
-            converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
-            onnx.checker.check_model(converted)
+            converted = convert_to_fp16(model, self.block_list)
         except Exception as exc:  # noqa: BLE001 - any converter failure is one clear error
             raise ModelError(f"{self.source.path}: FP16 conversion failed: {type(exc).__name__}: {exc}") from exc
         onnx.save(converted, str(path))
         kept = sorted({n.op_type for n in converted.graph.node if n.op_type in set(self.block_list)})
         return {"recipe": self.recipe, "source": str(self.source.path), "fp32_kept_ops": kept,
                 "casts": sum(n.op_type == "Cast" for n in converted.graph.node)}
+
+
+def convert_to_fp16(model: Any, block_list: tuple[str, ...] = FP16_BLOCK_LIST) -> Any:
+    """The harness's FP16 conversion of an onnx.ModelProto (what Fp16OnnxFromOnnx caches; conformance runs it on
+    each case): keep_io_types, `block_list` and the converter's own block list left in FP32, then checked."""
+    import onnx
+    from onnxconverter_common import float16
+
+    block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(block_list))
+    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+    onnx.checker.check_model(converted)
+    return converted

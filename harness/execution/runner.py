@@ -15,9 +15,10 @@ import numpy as np
 from harness.accuracy import compare
 from harness.accuracy.task import judge, top1_accuracy
 from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
-from harness.data import feed_digest, make_feed
+from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError, UnsupportedModelError
 from harness.execution.scenarios import run_scenarios
+from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -83,8 +84,18 @@ class CaseRunner:
                 if not verdict:
                     return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
             options = runtime_options(spec, config)
+            if case.gen is not None:  # --workload generate: its own loop and metrics (harness.generation)
+                from harness.generation.case import run_generation_case
+
+                def gen_phase(p: str) -> None:
+                    nonlocal phase
+                    phase = p
+                    on_phase(p)
+
+                self._drop_active()
+                return run_generation_case(case, spec, cls(spec, precision, options), config, gen_phase)
             on_phase(phase)
-            feed = make_feed(spec, case.dims, config.seed)
+            feed, fed = case_feed(spec, case.dims, config)
             # memory over activation (or, reused, from here), first inference, warm-up and timed loop
             sampler = MemorySampler(gpu="nvml" in cls.memory_sources,
                                     torch_allocator="torch" in cls.memory_sources).start()
@@ -107,6 +118,13 @@ class CaseRunner:
                                                           policy, config.repeats, measuring)
             device_timer = runtime.device_timer()
             memory = sampler.stop(MEMORY_COVERS[reused])
+            end_to_end = None
+            if spec.pipeline is not None:
+                phase = "end-to-end"
+                on_phase(phase)
+                end_to_end = measure_end_to_end(spec.pipeline(), runtime.infer, spec.inputs, case.dims,
+                                                config.seed, self.timer, block_policy(policy, config.repeats),
+                                                runtime.synchronize, config.noise_cv)
             phase = "accuracy"
             on_phase(phase)
             reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
@@ -118,8 +136,9 @@ class CaseRunner:
                 f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
                 f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
             reasons += [] if accuracy else [accuracy.message]
-            if spec.eval_split is not None:
-                task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio)
+            split = task_split(spec, config)
+            if split is not None:
+                task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio, split)
                 accuracy_dict["task"] = task.as_dict()
                 if not task:
                     passed = False
@@ -142,7 +161,7 @@ class CaseRunner:
                 setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
                 artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
                 feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
-                details={**runtime.details(), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+                details={**runtime.details(), **fed, "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
                          "model_has_torch_module": spec.build is not None,
                          "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                          if math.isfinite(ref_check["repeat_max_abs"]) else None,
@@ -152,6 +171,7 @@ class CaseRunner:
                 precision_recipe=runtime.recipe or str(precision), localization=localization,
                 is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
                 scenarios=scenarios,
+                end_to_end=end_to_end,
             )
         except MemoryError as exc:
             self.close()
@@ -168,7 +188,7 @@ class CaseRunner:
                 return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}")
             self._drop_active()
             reason = f"{type(exc).__name__} in phase {phase}: {exc}"
-            return CaseResult(case, "error", reason=reason + fed_inputs_note(reason, case.model),
+            return CaseResult(case, "error", reason=reason + fed_inputs_note(reason, case.model, config),
                               phase=phase, stderr_tail=_tail(traceback.format_exc()))
         finally:
             if sampler is not None:
@@ -232,13 +252,16 @@ class CaseRunner:
         when `fresh`, else the current one if it is this case's), first call, warm-up, timed loop. No drift,
         memory or reference work: those came with the case's first block. Returns the raw samples; raises on
         failure (the caller keeps the case's earlier blocks and records why this one is missing)."""
+        if case.gen is not None:  # a later block would append samples the generation metrics do not hold
+            raise HarnessError("a generation case is measured in one block (--repeats and --confirm re-measure "
+                               "forward cases only)")
         ensure_user_models(config)
         spec = get_model(case.model)
         set_active_cache_dir(config.cache_dir)
         cls = get_runtime(case.runtime)
         precision = case.precision
         options = runtime_options(spec, config)
-        feed = make_feed(spec, case.dims, config.seed)
+        feed, _ = case_feed(spec, case.dims, config)
         if fresh:
             self._drop_active()
         runtime, reused = self._activate(case, spec, cls, precision, options)
@@ -257,13 +280,12 @@ class CaseRunner:
                 "warmup_iters": t.warmup_iters, "reactivated": not reused}
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
-                       min_ratio: float | None) -> Any:
+                       min_ratio: float | None, split: Any) -> Any:
         """Top-1 accuracy of this case's runtime on the eval split (at the case's batch size, outside the
-        timed loop) beside the FP32 reference runtime's (computed once per model and batch size)."""
-        split = spec.eval_split()
+        timed loop) beside the FP32 reference runtime's (computed once per model, split and batch size)."""
         output = split.output or spec.outputs[0]
         acc = top1_accuracy(runtime.infer, split, case.batch, output)
-        key = (spec.name, spec.fingerprint(), case.batch, options.threads, options.exporter)
+        key = (spec.name, spec.fingerprint(), split.description, case.batch, options.threads, options.exporter)
         if key not in self._reference_task:
             if runtime.name == spec.reference and runtime.precision is Precision.FP32:
                 self._reference_task[key] = acc
@@ -425,7 +447,7 @@ _VALUE_ERRORS = re.compile(r"out of (data )?bounds|out of range|index .* is out 
                            r"indices element", re.IGNORECASE)
 
 
-def fed_inputs_note(reason: str, model: str) -> str:
+def fed_inputs_note(reason: str, model: str, config: Any) -> str:
     """For an error that blames input values: which integer inputs were fed, with what range (else "")."""
     if not _VALUE_ERRORS.search(reason):
         return ""
@@ -433,8 +455,21 @@ def fed_inputs_note(reason: str, model: str) -> str:
         spec = get_model(model)
     except HarnessError:
         return ""
-    fed = [t.describe() for t in spec.inputs if t.dtype == "bool" or "int" in t.dtype]
-    return f" [integer inputs fed: {'; '.join(fed)}; give real inputs or ranges]" if fed else ""
+    fed = inputs_fed(spec, config)
+    return (f" [integer inputs fed: {'; '.join(fed)}; give real inputs (--feeds FILE.npz) or ranges "
+            f"(--input-range NAME=LO:HI, --input-value NAME=V)]") if fed else ""
+
+
+def task_split(spec: ModelSpec, config: Any) -> Any:
+    """The labelled split a case's task accuracy is judged on: the run's --feeds when they hold labels for
+    this model, else the model's own eval split, else None (no task accuracy)."""
+    if getattr(config, "feeds", None):
+        from harness.feeds import feeds_for_run, labelled_split
+
+        split = labelled_split(feeds_for_run(config.feeds), spec)
+        if split is not None:
+            return split
+    return spec.eval_split() if spec.eval_split is not None else None
 
 
 def ensure_user_models(config: Any) -> None:

@@ -134,13 +134,20 @@ class HarnessSession:
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             self._save()
+            trends = None
+            if self.config.history:
+                from harness.history.record import record_run
+
+                trends = record_run(self.run, self.config.history, str(self.config.out_dir / "results.json"),
+                                    progress.note)
             from harness.report import write_outputs
             from harness.report.verdicts import verdict_dicts
 
             verdicts = verdict_dicts(self.comparison) if self.comparison is not None else None
             note = self.comparison.gates.measured_line() if self.comparison is not None else None
             self.outputs = {"json": self.config.out_dir / "results.json",
-                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline, note)}
+                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline, note,
+                                          trends=trends)}
             self.outputs.update(self.gate_outputs)
             _point_latest(self.config.out_dir)
 

@@ -116,6 +116,11 @@ class IsolatedExecutor:
             self._reap()
         return result
 
+    def call(self, target: str, payload: Any, case: CaseId, config: Any) -> dict[str, Any] | CaseResult:
+        """`module:function`(payload) in the worker, supervised like a case (conformance cases use it): its
+        reply dict, or the CaseResult of a worker that crashed or timed out (the worker is then replaced)."""
+        return self._exchange(("call", target, payload), case, config)
+
     def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
         """A later measurement block of `case` in the worker (CaseRunner.measure_block), supervised like a case:
         a crash, timeout or OOM costs this block ({"error": reason}), never the case's earlier blocks."""
@@ -252,6 +257,20 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
             conn.send(("result", block))
             if block.get("status") == "oom":
                 break
+            continue
+        if msg[0] == "call":  # a function the worker imports by name: conformance cases
+            _, target, payload = msg
+            conn.send(("phase", "run"))
+            try:
+                module, _, func = target.partition(":")
+                import importlib
+
+                reply = getattr(importlib.import_module(module), func)(payload)
+            except Exception as exc:  # noqa: BLE001 - the error goes back to the caller
+                reply = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+            sys.stdout.flush()
+            sys.stderr.flush()
+            conn.send(("result", reply))
             continue
         if msg[0] != "case":
             break

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.gating.conformance import conformance_info, conformance_verdict
 from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
@@ -390,6 +391,9 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         return one(Verdict.NOT_COMPARABLE, "not in the current run")
     if b is None:
         return one(Verdict.NEW, f"not in the baseline (now {_status_text(c)})")
+    if conformance_info(b) is not None or conformance_info(c) is not None:  # correctness: any machine, no timing
+        verdict, reason = conformance_verdict(b, c)
+        return [VerdictRecord(key, "conformance", verdict, reason=reason)]
     if run_reason and (b.measured or c.measured):
         return one(Verdict.NOT_COMPARABLE, run_reason)
     if not b.measured and not c.measured:

@@ -189,3 +189,19 @@ def scatter_chart(points: list[dict[str, object]], *, title: str, x_label: str, 
                     f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" {FONT} fill="#444">{escape(str(p["label"]))}</text>')
     body += _legend(groups, right + 16, top + 10, [color(i) for i in range(len(groups))])
     return _svg(width, height, body, title)
+
+
+def xy_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str, y_label: str,
+             width: int = 560, height: int = 260) -> str:
+    """Lines of y over a numeric x (e.g. decode latency over context length), one line per series."""
+    legend_w = 10 + 7 * max((len(n) for n in series), default=0)
+    left, top, right, bottom = 56, 12, width - min(legend_w, width // 2) - 16, height - 40
+    xs = Scale.fit([x for pts in series.values() for x, _ in pts], left + 8, right - 8, log=False)
+    ys = Scale.fit([y for pts in series.values() for _, y in pts], bottom, top, zero=True)
+    body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
+    for i, (name, pts) in enumerate(series.items()):
+        path = " ".join(f"{xs(x):.1f},{ys(y):.1f}" for x, y in sorted(pts))
+        body.append(f'<polyline fill="none" stroke="{color(i)}" stroke-width="1.5" points="{path}">'
+                    f'<title>{escape(name)}</title></polyline>')
+    body += _legend(list(series), right + 16, top + 10, [color(i) for i in range(len(series))])
+    return _svg(width, height, body, title)

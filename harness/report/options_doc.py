@@ -40,6 +40,8 @@ def option_row(o: OptionDef) -> str:
     value = "switch" if o.flag else _cell(o.metavar or "VALUE")
     if o.multiple:
         value += " (repeatable)"
+    if o.bare is not None:
+        value += " (the value may be left out)"
     return f"| `--{o.name}` | `--harness-{o.name}` | {value} | {_cell(o.help)} |"
 
 

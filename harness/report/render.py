@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,9 +14,10 @@ from markupsafe import Markup
 from harness.display import csv_cell, visible
 from harness.model import get_model
 from harness.report import charts
+from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   run_labels, skip_reasons)
+                                   end_to_end_tables, run_labels, skip_reasons)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.store import atomic_write_text
@@ -168,24 +170,28 @@ def _onnx_only(model: str, cases: list[Any]) -> bool:
 
 
 def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
-                baseline_label: str | None = None, gate_note: str | None = None) -> str:
+                baseline_label: str | None = None, gate_note: str | None = None,
+                trends: Sequence[dict[str, Any]] | None = None) -> str:
     """The self-contained HTML report of one run or several (side by side, labelled by machine).
 
     `verdicts`: optional gating records against a baseline (dicts with case, metric, verdict, baseline,
     current, ratio, reason), shown in the summary; `gate_note`: what gate-check measured of the gate
-    (`GateConfig.measured_line()`), shown above them.
+    (`GateConfig.measured_line()`), shown above them; `trends`: the recorded history of the run's cases
+    (harness.history.record.trend_rows), drawn in the trend section.
     """
     runs = as_runs(runs)
     labels = run_labels(runs)
     refs = reference_runtimes(runs)
-    tables = comparison_tables(runs, refs)
-    _latency_charts(runs, labels, tables)
+    generation = generation_section(runs, labels)
+    forward = [dataclasses.replace(r, cases=[c for c in r.cases if c.case.gen is None]) for r in runs]
+    tables = comparison_tables(forward, refs)
+    _latency_charts(forward, labels, tables)
     by_model: dict[str, list[dict[str, Any]]] = {}
     for t in tables:
         by_model.setdefault(t["model"], []).append(t)
     df = cases_frame(runs)
     rows = [{**row, "id": c.case.id} for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
-    drift = {m: _records(d) for m, d in drift_tables(runs).items()}
+    drift = {m: _records(d) for m, d in drift_tables(forward).items()}
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
@@ -198,7 +204,9 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         "report.html.j2", strict=False,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
-        tradeoff=_tradeoff_charts(runs, refs), drift=drift, localized=localized, scenarios=scenario_rows(all_cases),
+        tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
+        end_to_end=end_to_end_tables(runs),
+        scenarios=scenario_rows(all_cases),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,
         dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),
@@ -206,6 +214,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
+        trends=_trend_charts(trends),
     )
 
 
@@ -243,6 +252,12 @@ def _headline(r: ScenarioRun, tries: int) -> str:
     if r.valid:
         return f"{_fmt(r.target_qps)} QPS at {bound}"
     return f"no VALID QPS in {tries} tries ({bound})" if tries > 1 else f"{_fmt(r.target_qps)} QPS: INVALID"
+
+
+def _trend_charts(trends: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    from harness.report.trend import trend_chart
+
+    return [{**t, "svg": Markup(trend_chart(t))} for t in trends or ()]
 
 
 def _total_counts(runs: list[RunResults]) -> dict[str, int]:
@@ -305,6 +320,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
             for rows in scenario_rows(all_cases).values() for r in rows]
     if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
         lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
+    lines += generation_markdown(runs, labels, _md_table)
     problems = df[~df["status"].isin(["passed", "skipped"])]
     if not problems.empty:
         lines += ["### Problems", ""]
@@ -390,7 +406,8 @@ def csv_text(df: pd.DataFrame) -> str:
 
 
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
-                  baseline_label: str | None = None, gate_note: str | None = None) -> dict[str, Path]:
+                  baseline_label: str | None = None, gate_note: str | None = None,
+                  trends: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
     """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
 
     results.json is written by the caller (a run) or is the input (a report of stored runs).
@@ -400,9 +417,14 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
-    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note))
+    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
         atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
+        from harness.report.conformance import conformance_cases, conformance_html
+
+        if conformance_cases(runs[0]):  # a `harness conform` run: its operator page too
+            paths["conformance"] = out / "conformance.html"
+            atomic_write_text(paths["conformance"], conformance_html(runs[0]))
     return paths

@@ -19,7 +19,13 @@ CSV_COLUMNS = (
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
     "reason", "onnx_path",
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
-    "reference_runtime", "drift_note", "source",
+    "reference_runtime", "drift_note",
+    # models with pre/post steps (end-to-end latency, harness.measure.end_to_end): empty for the others
+    "e2e_p50_ms", "e2e_p99_ms", "pre_p50_ms", "post_p50_ms",
+    # --workload generate (harness.generation; seq is the prompt length): empty for forward cases
+    "gen", "ttft_p50_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tokens_per_s", "token_match_rate",
+    "first_divergence",
+    "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
 
@@ -58,7 +64,46 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "p99_abs": acc.get("p99_abs"), "task_accuracy": task.get("accuracy"),
         "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
         "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
+        **end_to_end_cells(getattr(r, "end_to_end", None)),
+        **_generation_cells(r),
     }
+
+
+def end_to_end_cells(e2e: dict[str, Any] | None) -> dict[str, Any]:
+    """The end-to-end figures of a case (empty cells for a model without pre/post steps)."""
+    lat = (e2e or {}).get("latency") or {}
+    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": lat.get("p99_ms"),
+            "pre_p50_ms": (e2e or {}).get("pre_p50_ms"), "post_p50_ms": (e2e or {}).get("post_p50_ms")}
+
+
+def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list[dict[str, Any]]]:
+    """Per model with pre/post steps: model-only and end-to-end latency side by side, one row per case."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    runs = as_runs(runs)
+    for run, label in zip(runs, run_labels(runs)):
+        for c in run.cases:
+            e2e = getattr(c, "end_to_end", None)
+            if not e2e or c.status not in MEASURED:
+                continue
+            model_p50 = (c.latency or {}).get("p50_ms")
+            cells = end_to_end_cells(e2e)
+            share = None
+            if model_p50 and cells["e2e_p50_ms"]:
+                share = 100.0 * (cells["e2e_p50_ms"] - model_p50) / cells["e2e_p50_ms"]
+            out.setdefault(c.case.model, []).append({
+                **c.case.as_dict(), "source": label, "steps": e2e.get("steps", ""), "model_p50_ms": model_p50,
+                "infer_p50_ms": e2e.get("model_p50_ms"), "outside_model_pct": share,
+                "e2e_throughput_sps": e2e.get("throughput_sps"), **cells})
+    return out
+
+
+def _generation_cells(r: CaseResult) -> dict[str, Any]:
+    g = getattr(r, "generation", None) or {}
+    conf = g.get("conformance") or {}
+    return {"gen": r.case.gen, "ttft_p50_ms": (g.get("ttft") or {}).get("p50_ms"),
+            **{f"tpot_{p}_ms": (g.get("tpot") or {}).get(f"{p}_ms") for p in ("p50", "p90", "p99")},
+            "tokens_per_s": g.get("tokens_per_s"), "token_match_rate": conf.get("exact_match_rate"),
+            "first_divergence": conf.get("first_divergence")}
 
 
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
@@ -76,7 +121,8 @@ def cases_frame(runs: RunResults | Sequence[RunResults]) -> pd.DataFrame:
     runs = as_runs(runs)
     rows = [case_row(c, label) for run, label in zip(runs, run_labels(runs)) for c in run.cases]
     df = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
-    return df.astype({"batch": "Int64", "seq": "Int64", "iterations": "Int64"})
+    return df.astype({"batch": "Int64", "seq": "Int64", "iterations": "Int64", "gen": "Int64",
+                      "first_divergence": "Int64"})
 
 
 def _column_label(runtime: str, source: str, multi: bool) -> str:

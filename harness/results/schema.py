@@ -36,6 +36,7 @@ class CaseId:
     batch: int
     seq: int | None
     device: str
+    gen: int | None = None  # generation workload: tokens generated per sequence (seq is then the prompt length)
 
     def __post_init__(self) -> None:
         if not isinstance(self.precision, Precision):
@@ -44,13 +45,16 @@ class CaseId:
     @property
     def id(self) -> str:
         s = f"-s{self.seq}" if self.seq is not None else ""
-        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}"
+        g = f"-g{self.gen}" if self.gen is not None else ""
+        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}{g}"
 
     @property
     def dims(self) -> dict[str, int]:
         d = {"batch": self.batch}
         if self.seq is not None:
             d["seq"] = self.seq
+        if self.gen is not None:
+            d["gen"] = self.gen
         return d
 
     @property
@@ -59,13 +63,16 @@ class CaseId:
         return (self.model, self.runtime, self.precision)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "precision": self.precision.value}
+        d = {**asdict(self), "precision": self.precision.value}
+        if self.gen is None:  # forward cases are stored as before the generation workload
+            del d["gen"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseId":
         return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
                    batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
-                   device=str(d["device"]))
+                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]))
 
 
 BLOCK_KINDS = ("case", "round", "confirm")
@@ -212,6 +219,8 @@ class CaseResult:
     device_samples_ns: list[int] = field(default_factory=list)
     precision_recipe: str | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
     localization: dict[str, Any] | None = None  # layer-wise drift findings (harness.accuracy.localize)
+    # generation workload (harness.generation): TTFT, per-token decode samples, tokens/s, greedy-token agreement
+    generation: dict[str, Any] | None = None
     # True when this case is its model's FP32 reference runtime: its drift compares two of its own runs, so
     # reports show "reference" in the drift cells, not a measured drift of 0
     is_reference: bool = False
@@ -220,6 +229,9 @@ class CaseResult:
     reference_deterministic: bool | None = None
     # --scenarios: MLPerf LoadGen tests run on this case's activated runtime after its timed loop, in order
     scenarios: list[ScenarioRun] = field(default_factory=list)
+    # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
+    # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
+    end_to_end: dict[str, Any] | None = None
 
     @property
     def drift_note(self) -> str:

@@ -220,6 +220,7 @@ class CaseIdDoc(_Doc):
     precision: Literal["fp32", "fp16", "bf16", "int8"]
     batch: Annotated[int, Field(ge=1, le=MAX_SHAPE)]
     seq: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
+    gen: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
     device: Annotated[str, Field(min_length=1)]
 
 
@@ -291,6 +292,8 @@ class CaseDoc(_Doc):
     precision_recipe: Text | None = None
     localization: dict[str, Any] | None = None
     scenarios: list[ScenarioDoc] = []
+    end_to_end: dict[str, Any] | None = None
+    generation: dict[str, Any] | None = None
 
 
 class RunDoc(_Doc):
@@ -366,6 +369,30 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Non
         if c.throughput_sps is not None and c.throughput_sps <= 0:
             raise ResultsError(f"{where}.throughput_sps: {c.throughput_sps}: must be positive for a measured case")
         _check_latency(c.latency or {}, c.samples_ns, f"{where}.latency")
+        if c.generation is not None:
+            _check_generation(c.generation, c.samples_ns, f"{where}.generation")
+
+
+def _check_generation(g: dict[str, Any], samples_ns: list[int], where: str) -> None:
+    """A generation case's raw samples (harness.generation): positive integers, one TTFT and one list of
+    decode steps per generation, each generation's end-to-end time their sum, and those times the case's
+    samples_ns."""
+    def ints(v: Any, at: str) -> list[int]:
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            raise ResultsError(f"{where}.{at}: {_short(v)}: expected a list of positive integer nanoseconds")
+        return v
+
+    ttft, e2e = ints(g.get("ttft_ns"), "ttft_ns"), ints(g.get("e2e_ns"), "e2e_ns")
+    decode = g.get("decode_ns")
+    if not isinstance(decode, list) or len(decode) != len(ttft) or len(e2e) != len(ttft):
+        raise ResultsError(f"{where}: ttft_ns, decode_ns and e2e_ns must hold one entry per generation")
+    for i, (t, steps, total) in enumerate(zip(ttft, decode, e2e)):
+        if t + sum(ints(steps, f"decode_ns[{i}]")) != total:
+            raise ResultsError(f"{where}.e2e_ns[{i}]: {total} ns but TTFT + decode steps give "
+                               f"{t + sum(steps)} ns: samples that disagree")
+    if e2e != samples_ns:
+        raise ResultsError(f"{where}.e2e_ns: not the case's samples_ns (a generation's end-to-end times are its "
+                           "latency samples)")
 
 
 def _check_blocks(blocks: list[BlockDoc], samples_ns: list[int], where: str) -> None:
@@ -394,7 +421,8 @@ def _check_blocks(blocks: list[BlockDoc], samples_ns: list[int], where: str) -> 
 
 def _case_id(c: CaseIdDoc) -> str:
     s = f"-s{c.seq}" if c.seq is not None else ""
-    return f"{c.model}-{c.runtime}-{c.precision}-b{c.batch}{s}@{c.device}"
+    g = f"-g{c.gen}" if c.gen is not None else ""
+    return f"{c.model}-{c.runtime}-{c.precision}-b{c.batch}{s}{g}@{c.device}"
 
 
 def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:

@@ -48,6 +48,8 @@ class Runtime(ABC):
     warmup_floor_s: ClassVar[float] = 0.0  # GPU runtimes: at least this much warm-up (clocks, autotuning)
     # Extra memory figures the case's sampler records: "nvml" (GPU used memory), "torch" (CUDA allocator peaks)
     memory_sources: ClassVar[frozenset[str]] = frozenset()
+    # --workload generate: the runtime can run a causal LM's greedy decode loop with a KV cache (`decoder`)
+    generates: ClassVar[bool] = False
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model
@@ -85,6 +87,24 @@ class Runtime(ABC):
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:
         return Availability(True)
+
+    # ------------------------------------------------------------------ operator conformance (harness conform)
+    # Precisions at which `onnx_runner` runs an arbitrary ONNX model (fp16: the harness's FP16 conversion of
+    # it, harness.artifacts.fp16). Empty: this runtime takes no arbitrary ONNX model, conformance leaves it out.
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset()
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        """The version of the library behind this runtime (recorded with conformance runs); None: unknown."""
+        return None
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Callable[[Mapping[str, Any]], list[Any]]:
+        """Load (and compile) one serialized ONNX model; returns feeds -> outputs in the graph's output order
+        (numpy arrays; a list for a sequence, None for an absent optional). Raising here is the runtime
+        refusing the model (operator, opset or type unsupported): conformance records it as unsupported, as
+        it does an UnsupportedModelError from the callable (e.g. an input type the runtime's API refuses)."""
+        raise NotImplementedError(f"{cls.name} runs no arbitrary ONNX model")
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Runtime":
@@ -164,6 +184,14 @@ class Runtime(ABC):
         """(FP32 ONNX, the ONNX this runtime executes) for layer-wise drift localisation; None: not an ONNX
         runtime, or nothing to compare (it runs the FP32 file itself)."""
         return None
+
+    def decoder(self) -> Any:
+        """A harness.generation Decoder of this model at this precision, for --workload generate. It owns its
+        own module or session (this runtime need not be activated). Default: cannot generate (a skip)."""
+        from harness.errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"{self.name} cannot run the generation workload (no KV-cache decode loop "
+                                    "in its adapter)")
 
     @property
     def artifact_path(self) -> Path | None:

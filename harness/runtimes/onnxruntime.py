@@ -24,6 +24,8 @@ class OnnxRuntime(Runtime):
     provider: ClassVar[str]
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
+    generates: ClassVar[bool] = True
+    generation_io_device: ClassVar[str] = "cpu"  # where the KV cache's OrtValues live between decode steps
 
     @classmethod
     def availability(cls) -> Availability:
@@ -36,6 +38,42 @@ class OnnxRuntime(Runtime):
             return Availability(False, f"{cls.provider} not available: onnxruntime {ort.__version__} "
                                        f"was built with {', '.join(providers)}")
         return Availability(True)
+
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16})
+
+    @classmethod
+    def conformance_providers(cls) -> list[tuple[str, dict[str, Any]]]:
+        """Providers of a conformance session: `provider` (ONNX Runtime assigns nodes it lacks to CPU)."""
+        return [(cls.provider, dict(cls.provider_options))]
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import onnxruntime as ort
+
+        return str(ort.__version__)
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        session = ort.InferenceSession(model, so, providers=cls.conformance_providers())
+        active = session.get_providers()
+        if not active or active[0] != cls.provider:
+            raise RuntimeError(f"{cls.provider} not available: the session fell back to {active}")
+        names = [o.name for o in session.get_outputs()]
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            try:
+                return session.run(names, dict(feeds))
+            except RuntimeError as exc:  # the Python binding takes no ml_dtypes array (bfloat16, float8, int4)
+                if "can't be converted to MLDataType" in str(exc):
+                    raise UnsupportedModelError(f"onnxruntime's Python API refuses this input type: {exc}") from exc
+                raise
+        return run
 
     def _activate(self) -> None:
         import onnxruntime as ort
@@ -71,6 +109,17 @@ class OnnxRuntime(Runtime):
     def _deactivate(self) -> None:
         self._session = None
 
+    def decoder(self) -> Any:
+        """The model's KV-cache ONNX export (harness.generation.onnx_decoder) on this provider, fed by IO
+        binding on `generation_io_device`."""
+        from harness.generation.onnx_decoder import OrtDecoder
+
+        return OrtDecoder(self.model, self.precision, self.options.cache, self.options.threads,
+                          providers=self._generation_providers(), io_device=self.generation_io_device)
+
+    def _generation_providers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.provider, dict(self.provider_options))]
+
     def onnx_pair(self) -> tuple[Path, Path] | None:
         if self.artifact is None or self.precision is Precision.FP32:
             return None
@@ -103,7 +152,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from harness.errors import ModelError  # noqa: E402
+from harness.errors import ModelError, UnsupportedModelError  # noqa: E402
 from harness.measure.cuda import (DEVICE_RESIDENT, HOST_TO_HOST, CudaEventTimer,  # noqa: E402
                                   nvidia_driver_reason, torch_cuda_reason)
 from harness.precision import Precision  # noqa: E402
@@ -196,6 +245,7 @@ class OrtAccelerator(OnnxRuntime):
     """An ONNX Runtime execution provider other than CPU: in the build, and a probe session keeps it."""
 
     install_hint: ClassVar[str] = ""
+    generates: ClassVar[bool] = False  # the generation workload is wired for CPU and CUDA devices only
 
     @classmethod
     def availability(cls) -> Availability:
@@ -228,6 +278,8 @@ class OrtCudaBase(OrtAccelerator):
     timing_scope: ClassVar[str] = DEVICE_RESIDENT
     warmup_floor_s: ClassVar[float] = 1.0
     memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml"})
+    generates: ClassVar[bool] = True
+    generation_io_device: ClassVar[str] = "cuda"
 
     @classmethod
     def availability(cls) -> Availability:
@@ -254,6 +306,9 @@ class OrtCudaBase(OrtAccelerator):
         if self._stream is not None:
             opts["user_compute_stream"] = str(self._stream.cuda_stream)
         return opts
+
+    def _generation_providers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.provider, {**self.provider_options, "device_id": "0"})]
 
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
         host = super()._prepare(feed)
@@ -316,6 +371,8 @@ class OrtTrt(OrtCudaBase):
     is built at session creation, not in the first timed call. INT8 needs a QDQ model (explicit quantization).
     """
 
+    generates: ClassVar[bool] = False  # a KV cache growing every step would need a profile over its length
+
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "ort-trt"
     provider: ClassVar[str] = "TensorrtExecutionProvider"
@@ -340,6 +397,10 @@ class OrtTrt(OrtCudaBase):
         for i, key in enumerate(("trt_profile_min_shapes", "trt_profile_opt_shapes", "trt_profile_max_shapes")):
             opts[key] = ",".join(f"{name}:{'x'.join(map(str, r[i]))}" for name, r in ranges.items())
         return opts
+
+    @classmethod
+    def conformance_providers(cls) -> list[tuple[str, dict[str, Any]]]:
+        return [(cls.provider, {"device_id": "0"}), ("CUDAExecutionProvider", {"device_id": "0"})]
 
     def _providers(self) -> list[tuple[str, dict[str, Any]]]:
         """TensorRT first; nodes TensorRT cannot take run on CUDA (not CPU), as ONNX Runtime recommends."""

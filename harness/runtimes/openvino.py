@@ -10,6 +10,7 @@ import numpy as np
 from harness.artifacts import onnx_for_model
 from harness.model import ModelSpec
 from harness.precision import Precision
+from harness.errors import UnsupportedModelError
 from harness.runtimes.base import Availability, Runtime
 
 INSTALL = 'pip install -e ".[openvino]"'
@@ -41,6 +42,46 @@ class OpenVinoCpu(Runtime):
         if "CPU" not in ov.Core().available_devices:
             return Availability(False, f"openvino {ov.__version__} has no CPU device")
         return Availability(True)
+
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16})
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import openvino as ov
+
+        return str(ov.__version__)
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        """The ONNX frontend reads the model (from a temporary file), compiled for "CPU" at f32 precision."""
+        import os
+        import tempfile
+
+        import openvino as ov
+
+        core = ov.Core()
+        fd, path = tempfile.mkstemp(suffix=".onnx")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(model)
+            ov_model = core.read_model(path)
+        finally:
+            os.unlink(path)
+        compiled = core.compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                        "INFERENCE_NUM_THREADS": threads})
+        request = compiled.create_infer_request()
+        ports = list(compiled.outputs)
+        inputs = list(compiled.inputs)
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            packed = [f"{k} ({v.dtype})" for k, v in feeds.items() if getattr(v, "dtype", None) is not None
+                      and v.dtype.name in _PACKED_4BIT]
+            if packed:
+                raise UnsupportedModelError(f"OpenVINO's Python API takes 4-bit inputs packed, not as the "
+                                            f"unpacked numpy arrays ONNX's cases hold: {', '.join(packed)}")
+            result = request.infer(_by_port(inputs, feeds))
+            return [np.array(result[p]) for p in ports]
+        return run
 
     @classmethod
     def supports(cls, model: ModelSpec, precision: Precision) -> Availability:
@@ -113,6 +154,23 @@ class OpenVinoCpu(Runtime):
         if hasattr(self, "_ov"):
             out["openvino"] = self._ov.__version__
         return out
+
+
+_PACKED_4BIT = ("int4", "uint4", "float4_e2m1fn")
+
+
+def _by_port(inputs: list[Any], feeds: Mapping[str, Any]) -> dict[int, Any]:
+    """Feeds keyed by input index: by tensor name where a port has it, else by position. OpenVINO may drop a
+    model input it folded away (CastLike's `like`) or move a name that also names an output (Identity)."""
+    names = list(feeds)
+    out: dict[int, Any] = {}
+    for i, port in enumerate(inputs):
+        found = next((n for n in names if n in port.get_names()), None)
+        if found is None and len(inputs) == len(names):
+            found = names[i]
+        if found is not None:
+            out[i] = feeds[found]
+    return out
 
 
 def _cpu_capabilities() -> list[str] | None:

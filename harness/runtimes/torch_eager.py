@@ -28,6 +28,7 @@ class TorchEager(Runtime):
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "PyTorch eager, torch.inference_mode()"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.BF16, Precision.INT8})
+    generates: ClassVar[bool] = True
 
     @classmethod
     def availability(cls) -> Availability:
@@ -76,6 +77,13 @@ class TorchEager(Runtime):
 
     def _deactivate(self) -> None:
         self._module = None
+
+    def decoder(self) -> Any:
+        """The model's Hugging Face causal LM stepped eagerly with its DynamicCache on `torch_device`."""
+        from harness.generation.torch_decoder import TorchDecoder
+
+        return TorchDecoder(self.model, self.precision, self.options.threads, self.torch_device,
+                            int8=quantize_linear_dynamic)
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "torch": self._torch.__version__ if hasattr(self, "_torch") else None}

@@ -1,0 +1,244 @@
+"""`harness run --ray`: the matrix sharded over a Ray cluster's nodes, one shard per node, merged into one folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig
+from harness.errors import UsageError
+from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.store import write_results
+
+ENV_PREFIXES = ("HARNESS_",)  # the driver's HARNESS_* variables (plugins, cache) travel to every shard
+
+
+def required_resource(runtime: str, rules: Sequence[tuple[str, str]]) -> str:
+    """The resource a runtime's cases need: the first matching --placement rule, else GPU for a runtime whose
+    device is cuda, else CPU."""
+    for glob, resource in rules:
+        if fnmatch.fnmatchcase(runtime, glob):
+            return resource
+    from harness.runtimes import get_runtime
+
+    try:
+        return "GPU" if get_runtime(runtime).device == "cuda" else "CPU"
+    except UsageError:  # an unknown runtime: its cases report that themselves, on any node
+        return "CPU"
+
+
+@dataclass
+class Node:
+    node_id: str
+    address: str
+    resources: dict[str, float]
+
+    @property
+    def label(self) -> str:
+        return f"{self.address}-{self.node_id[:8]}"
+
+
+@dataclass
+class Shard:
+    node: Node
+    cases: list[CaseId] = field(default_factory=list)
+
+
+def plan_shards(cases: Sequence[CaseId], nodes: Sequence[Node], rules: Sequence[tuple[str, str]],
+                ) -> tuple[list[Shard], list[CaseResult]]:
+    """Cases grouped by activation (model, runtime, precision: they share one session), each group on the
+    least-loaded node that has the resource it needs; cases no node can take are skips with the reason."""
+    shards = [Shard(n) for n in nodes]
+    groups: dict[tuple[Any, ...], list[CaseId]] = {}
+    for c in cases:
+        groups.setdefault(c.activation_key, []).append(c)
+    unplaced = []
+    for group in groups.values():
+        need = required_resource(group[0].runtime, rules)
+        fit = [s for s in shards if s.node.resources.get(need, 0) > 0]
+        if not fit:
+            unplaced += [CaseResult(c, "skipped", reason=f"no node in the Ray cluster has the resource {need!r} "
+                                                       f"that runtime {c.runtime} needs (--placement)")
+                         for c in group]
+            continue
+        min(fit, key=lambda s: len(s.cases)).cases.extend(group)
+    return [s for s in shards if s.cases], unplaced
+
+
+def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = ()
+                 ) -> Iterator[tuple[str, Any]]:
+    """On a node: the shard under the harness's own session (supervised workers, rounds), yielding
+    ("env", snapshot) first, ("case", CaseResult dict) as each case finishes, then ("run", results JSON).
+    `node_defaults`: fields the driver left at its own machine's default (threads, case_memory_gb), taken
+    from this node's instead."""
+    import tempfile
+
+    from harness.execution.session import HarnessSession
+
+    local = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
+    out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
+    session = HarnessSession(dataclasses.replace(config, out_dir=out, baseline=None, history=None, **local))
+    session.start()
+    assert session.run is not None
+    yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
+    for case in cases:
+        yield "case", session.execute(case).as_dict()
+    session.finish(interrupted=False)
+    yield "run", session.run.to_json()
+
+
+def _machine_defaults() -> dict[str, Callable[[], Any]]:
+    from harness.measure.memory import default_case_memory_gb
+    from harness.results.environment import default_threads
+
+    return {"threads": default_threads, "case_memory_gb": default_case_memory_gb}
+
+
+def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str]
+                ) -> Iterator[tuple[str, Any]]:
+    yield from shard_events(config, cases, node_defaults)
+
+
+def _ray_task() -> Any:
+    import ray
+
+    return ray.remote(num_returns="streaming", max_retries=0)(_shard_task)
+
+
+def cluster_nodes() -> list[Node]:
+    import ray
+
+    return [Node(n["NodeID"], str(n.get("NodeManagerAddress", "?")), dict(n.get("Resources") or {}))
+            for n in ray.nodes() if n.get("Alive")]
+
+
+class ShardRun:
+    """One node's shard as it arrives: its run (environment from the node), finished cases, and what a dead
+    node costs (the cases it had not finished, status crashed with the reason)."""
+
+    def __init__(self, config: RunConfig, shard: Shard, out_dir: Path) -> None:
+        self.shard, self.out_dir = shard, out_dir / shard.node.label
+        self.config = dataclasses.replace(config, run_id=f"{config.run_id}-{shard.node.label}")
+        self.run = RunResults(run_id=self.config.run_id, started_at="", config={
+            **config.as_dict(), "ray_node": shard.node.node_id}, environment={
+            "hostname": shard.node.address, "machine": f"ray node {shard.node.label}"})
+        self.error: str | None = None
+
+    def consume(self, events: Iterator[Any], get: Callable[[Any], Any], note: Callable[[str], None]) -> None:
+        from harness.report.progress import case_line
+        from harness.results.schema import load_results
+
+        try:
+            for ref in events:
+                kind, payload = get(ref)
+                if kind == "env":
+                    self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
+                    self.run.started_at = payload["started_at"]
+                elif kind == "case":
+                    result = CaseResult.from_dict(payload)
+                    self.run.cases.append(result)
+                    note(f"[{self.shard.node.label}] {case_line(result)}")
+                else:
+                    write = self.out_dir / "results.json"
+                    self.out_dir.mkdir(parents=True, exist_ok=True)
+                    write.write_text(payload)
+                    final = load_results(write)  # through the one strict reader, like any stored run
+                    final.environment["ray_node"] = self.shard.node.node_id
+                    self.run = final
+                self._save()
+        except Exception as exc:  # noqa: BLE001 - a dead node, a lost worker, a failed task, a refused results
+            # file: whatever it is, it costs this shard's unfinished cases only, never the run
+            text = str(exc).strip().splitlines()
+            self.error = f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+            done = {c.case for c in self.run.cases}
+            for case in self.shard.cases:
+                if case not in done:
+                    self.run.cases.append(CaseResult(case, "crashed", phase="shard", reason=(
+                        f"ray node {self.shard.node.label} lost before this case finished: {self.error}")))
+            self.run.complete = False
+            self._save()
+            note(f"[{self.shard.node.label}] shard lost ({self.error}): "
+                 f"{len(self.shard.cases) - len(done)} case(s) marked crashed")
+
+    def _save(self) -> None:
+        write_results(self.run, self.out_dir)
+
+
+def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
+    """Connect to the cluster at config.ray, shard the matrix over its alive nodes (one task per node, holding
+    all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
+    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install -e \".[ray]\"") from None
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    ray.init(address=config.ray, ignore_reinit_error=True, log_to_driver=False,
+             runtime_env={"env_vars": env} if env else None)
+    nodes = cluster_nodes()
+    if not nodes:
+        raise UsageError(f"--ray {config.ray}: the cluster has no alive node")
+    shards, unplaced = plan_shards(config.cases(), nodes, config.placement)
+    note(f"ray: {len(config.cases())} case(s) over {len(shards)} of {len(nodes)} node(s): "
+         + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
+         + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+    task = _ray_task()
+    runs = [ShardRun(config, s, config.out_dir) for s in shards]
+    lock = threading.Lock()
+
+    def locked_note(line: str) -> None:
+        with lock:
+            note(line)
+
+    node_defaults = [k for k, v in _machine_defaults().items() if getattr(config, k) == v()]
+    threads = []
+    for sr in runs:
+        res = sr.shard.node.resources
+        events = task.options(
+            num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
+        ).remote(sr.config, sr.shard.cases, node_defaults)
+        t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    out = [sr.run for sr in runs]
+    if unplaced:
+        extra = RunResults(run_id=config.run_id, started_at="", config=config.as_dict(),
+                           environment={"hostname": "unplaced", "machine": "no node with the resource"},
+                           cases=unplaced, complete=True)
+        write_results(extra, config.out_dir / "unplaced")
+        out.append(extra)
+    return out
+
+
+def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
+    """`harness run --ray`: the sharded run, then one merged report of every node side by side in out_dir (and
+    each node's run recorded with --history). Exit status as `harness run`: 1 when a case failed or broke."""
+    from harness.report import write_outputs
+
+    if config.baseline:
+        raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    runs = run_on_ray(config, note)
+    trends = None
+    if config.history:
+        from harness.history.record import record_run
+
+        trends = []
+        for run in runs:
+            if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
+                trends += record_run(run, config.history, str(config.out_dir), note) or []
+    for name, path in write_outputs(runs, config.out_dir, trends=trends).items():
+        note(f"{name:>9}: {path}")
+    counts = {k: sum(r.counts()[k] for r in runs) for k in runs[0].counts()}
+    note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    return 1 if any(counts[k] for k in ("failed", "error", "crashed", "timeout", "oom")) else 0

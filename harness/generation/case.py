@@ -1,0 +1,124 @@
+"""One generation case end to end: prompt, warm-up, timed greedy generations, reference tokens, drift."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from harness.accuracy import compare
+from harness.data import feed_digest, make_feed
+from harness.errors import UnsupportedModelError
+from harness.generation.loop import Clock, Decoder, Generation, greedy_generate
+from harness.generation.metrics import summarize, token_agreement
+from harness.measure.memory import MemorySampler
+from harness.measure.stats import latency_stats
+from harness.model import ModelSpec
+from harness.precision import Precision
+from harness.results.schema import CaseId, CaseResult
+
+MIN_GENERATIONS = 3
+# (model, fingerprint, batch, prompt, new tokens, seed, threads) -> (tokens, first logits) of the reference
+_REFERENCES: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, seed: int) -> np.ndarray:
+    """The seeded prompt: the model's own feed at (batch, seq = prompt_len), its integer token input."""
+    feed = make_feed(spec, {"batch": batch, "seq": prompt_len}, seed)
+    ints = [t.name for t in spec.inputs if "int" in t.dtype]
+    if not ints:
+        raise UnsupportedModelError(f"model {spec.name!r} has no integer token input to prompt with")
+    return np.ascontiguousarray(feed[ints[0]], dtype=np.int64)
+
+
+def timed_generations(decoder: Decoder, prompt: np.ndarray, new_tokens: int, min_time_s: float, max_runs: int,
+                      clock: Clock = time.perf_counter_ns) -> list[Generation]:
+    """At least MIN_GENERATIONS timed generations, more until `min_time_s` has passed, at most `max_runs`
+    (never fewer than MIN_GENERATIONS)."""
+    runs: list[Generation] = []
+    start = clock()
+    cap = max(MIN_GENERATIONS, max_runs)
+    while len(runs) < MIN_GENERATIONS or (clock() - start < min_time_s * 1e9 and len(runs) < cap):
+        runs.append(greedy_generate(decoder, prompt, new_tokens, clock))
+    return runs
+
+
+def reference_generation(spec: ModelSpec, runtime: Any, prompt: np.ndarray, new_tokens: int,
+                         key: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy tokens and first-step logits of the model's reference runtime at FP32, once per key."""
+    if key not in _REFERENCES:
+        from harness.runtimes import get_runtime
+
+        if any(k[0] != key[0] for k in _REFERENCES):
+            _REFERENCES.clear()  # one model's references at a time
+        ref = get_runtime(spec.reference)(spec, Precision.FP32, runtime.options).decoder()
+        try:
+            g = greedy_generate(ref, prompt, new_tokens, keep_logits=True)
+        finally:
+            ref.close()
+        assert g.first_logits is not None
+        _REFERENCES[key] = (g.tokens, g.first_logits)
+    return _REFERENCES[key]
+
+
+def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any,
+                        on_phase: Any = lambda phase: None, clock: Clock = time.perf_counter_ns) -> CaseResult:
+    """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
+    its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
+    if not type(runtime).generates:
+        from harness.runtimes import get_runtime, runtime_names
+
+        can = ", ".join(n for n in runtime_names() if get_runtime(n).generates)
+        return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
+                          f"KV-cache decode loop in its adapter; runtimes that can: {can})",
+                          model_fingerprint=spec.fingerprint())
+    batch, prompt_len, new_tokens = case.batch, int(case.seq or 1), int(case.gen or 1)
+    prompt = prompt_ids(spec, batch, prompt_len, config.seed)
+    cls = type(runtime)
+    sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources).start()
+    try:
+        on_phase("load")
+        t0 = time.perf_counter()
+        decoder = runtime.decoder()
+        setup_s = time.perf_counter() - t0
+        try:
+            on_phase("warmup")
+            first = greedy_generate(decoder, prompt, new_tokens, clock, keep_logits=True)
+            on_phase("run")
+            runs = timed_generations(decoder, prompt, new_tokens, config.timing.min_time_s,
+                                     config.timing.min_iters, clock)
+            details = decoder.details()
+            recipe = decoder.recipe
+            kv_per_token = getattr(decoder, "kv_bytes_per_token", None)
+        finally:
+            decoder.close()
+        memory = sampler.stop("decoder build or export, warm-up generation and timed generations")
+    finally:
+        sampler.close()
+    on_phase("accuracy")
+    key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, config.seed, config.threads)
+    own = runtime.name == spec.reference and runtime.precision is Precision.FP32
+    ref_tokens, ref_logits = reference_generation(spec, runtime, prompt, new_tokens, key)
+    tolerance = spec.tolerance(runtime.precision, config.tolerance_override(runtime.precision)
+                               if hasattr(config, "tolerance_override") else None)
+    assert first.first_logits is not None
+    accuracy = compare({"logits": ref_logits}, {"logits": first.first_logits}, tolerance)
+    generation = summarize(runs, batch, prompt_len)
+    generation["conformance"] = {"reference": f"{spec.reference} fp32", "first_step_logits": accuracy.as_dict(),
+                                 **token_agreement(first.tokens, ref_tokens)}
+    if kv_per_token:
+        generation["kv_cache_mb"] = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
+    samples = [r.e2e_ns for r in runs]
+    stats = latency_stats(samples, config.noise_cv)
+    return CaseResult(
+        case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
+        samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
+        latency=stats.as_dict(), throughput_sps=batch * 1000.0 / stats.mean_ms if stats.mean_ms > 0 else None,
+        accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=setup_s,
+        artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
+        feed_sha256=feed_digest({"input_ids": prompt}), model_fingerprint=spec.fingerprint(),
+        details={**details, "threads": config.threads, "workload": "generate"},
+        host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
+        precision_recipe=recipe, is_reference=own, generation=generation,
+    )

@@ -1,0 +1,219 @@
+"""Open the history database (migrated to head with Alembic on first use), record runs, read series back."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from harness.errors import UsageError
+from harness.history.changes import ChangePoint, change_points
+from harness.history.models import Case, CaseStat, Run
+from harness.results.schema import RunResults
+
+ENV_VAR = "HARNESS_HISTORY"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+METRICS = {"p50": ("p50_ms", "ms", True), "p99": ("p99_ms", "ms", True),
+           "throughput": ("throughput_sps", "samples/s", False)}  # name -> (column, unit, lower is better)
+
+
+class HistoryError(UsageError):
+    """The history database cannot be opened or holds something we refuse (a run recorded twice)."""
+
+
+def default_url() -> str:
+    """SQLite in the user's data folder: platformdirs' user_data_dir('harness')/history.db
+    (~/.local/share/harness/history.db on Linux)."""
+    from platformdirs import user_data_dir
+
+    return f"sqlite:///{Path(user_data_dir('harness')) / 'history.db'}"
+
+
+def history_url(url: str | None = None) -> str:
+    """The database to use: `url`, else $HARNESS_HISTORY, else default_url(). A bare path means SQLite."""
+    url = url or os.environ.get(ENV_VAR) or default_url()
+    if "://" not in url:
+        url = f"sqlite:///{Path(url).expanduser().absolute()}"
+    return url
+
+
+def masked(url: str) -> str:
+    """The URL with any password hidden, for messages and stored configurations."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's figure for a case on a machine."""
+
+    run_id: str
+    started_at: str
+    commit: str | None
+    value: float
+
+
+@dataclass
+class Series:
+    """A case's figures on one machine, oldest first, with the change points found in them."""
+
+    case: str
+    machine: str
+    fingerprint: str
+    metric: str
+    unit: str
+    points: list[Point] = field(default_factory=list)
+    changes: list[ChangePoint] = field(default_factory=list)
+
+
+def upgrade(engine: Engine) -> None:
+    """Alembic `upgrade head` with the migration scripts shipped in this package (creates an empty database's
+    tables; later versions add their migrations)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def open_history(url: str | None = None) -> History:
+    """The history at `url` (see history_url), migrated to the current schema."""
+    resolved = history_url(url)
+    try:
+        if resolved.startswith("sqlite:///"):
+            Path(resolved.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(resolved)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", lambda c, _r: c.execute("PRAGMA foreign_keys=ON"))
+        upgrade(engine)
+    except ImportError as exc:  # the URL's driver is not installed
+        raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)} (PostgreSQL: pip install "
+                           "-e \".[postgres]\", the psycopg driver)") from None
+    except (ArgumentError, SQLAlchemyError, OSError) as exc:
+        raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)}") from None
+    return History(engine, resolved)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+class History:
+    """Runs and their per-case statistics in one database."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine, self.url = engine, url
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def add(self, run: RunResults, source: str = "") -> int:
+        """Record `run` (its measured cases' p50/p99/mean/throughput, every case's status); returns how many
+        cases it recorded. A run already recorded (same run id on the same machine) is refused."""
+        env = run.environment or {}
+        fingerprint = str(env.get("machine_fingerprint") or env.get("hostname") or "unknown")
+        git = env.get("git") if isinstance(env.get("git"), dict) else {}
+        with Session(self.engine) as s, s.begin():
+            dup = s.scalar(select(Run.id).where(Run.run_id == run.run_id, Run.machine_fingerprint == fingerprint))
+            if dup is not None:
+                raise HistoryError(f"history {masked(self.url)}: run {run.run_id} on machine {fingerprint} is "
+                                   "already recorded")
+            row = Run(run_id=run.run_id, started_at=run.started_at, finished_at=run.finished_at,
+                      commit=git.get("commit"), dirty=git.get("dirty"), machine_fingerprint=fingerprint,
+                      machine=str(env.get("machine") or env.get("hostname") or fingerprint)[:500],
+                      harness_version=run.harness_version[:64], complete=run.complete, source=source[:1000],
+                      added_at=_now())
+            s.add(row)
+            cases = {c.key: c for c in s.scalars(select(Case).where(Case.key.in_([c.case.id for c in run.cases])))}
+            for c in run.cases:
+                case = cases.get(c.case.id)
+                if case is None:
+                    cid = c.case
+                    case = cases[cid.id] = Case(key=cid.id, model=cid.model, runtime=cid.runtime,
+                                                precision=str(cid.precision), batch=cid.batch, seq=cid.seq,
+                                                device=cid.device)
+                    s.add(case)
+                lat = c.latency if c.measured and c.latency else {}
+                row.results.append(CaseStat(case=case, status=c.status, p50_ms=lat.get("p50_ms"),
+                                            p99_ms=lat.get("p99_ms"), mean_ms=lat.get("mean_ms"),
+                                            throughput_sps=c.throughput_sps if c.measured else None,
+                                            samples=len(c.samples_ns), noisy=lat.get("noisy")))
+        return len(run.cases)
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every recorded run, oldest first, with its case counts."""
+        with Session(self.engine) as s:
+            out = []
+            for r in s.scalars(select(Run).order_by(Run.started_at, Run.id)):
+                statuses = [x.status for x in r.results]
+                out.append({"run_id": r.run_id, "started_at": r.started_at, "commit": r.commit,
+                            "machine": r.machine, "fingerprint": r.machine_fingerprint, "complete": r.complete,
+                            "cases": len(statuses), "measured": sum(st in ("passed", "failed") for st in statuses),
+                            "source": r.source})
+            return out
+
+    def case_keys(self) -> list[str]:
+        with Session(self.engine) as s:
+            return list(s.scalars(select(Case.key).order_by(Case.key)))
+
+    def series(self, cases: Iterable[str] | None = None, metric: str = "p50", *,
+               max_pvalue: float | None = None, min_magnitude: float | None = None) -> list[Series]:
+        """Per case and machine, the metric over the recorded runs (measured cases only, oldest first) and its
+        change points. `cases`: case ids (default: all)."""
+        if metric not in METRICS:
+            raise HistoryError(f"--metric {metric!r}: valid metrics: {', '.join(METRICS)}")
+        column, unit, _ = METRICS[metric]
+        q = (select(Case.key, Run.machine_fingerprint, Run.machine, Run.run_id, Run.started_at, Run.commit,
+                    getattr(CaseStat, column))
+             .join(CaseStat.case).join(CaseStat.run)
+             .where(getattr(CaseStat, column).is_not(None))
+             .order_by(Case.key, Run.machine_fingerprint, Run.started_at, Run.id))
+        wanted = list(cases) if cases is not None else None
+        if wanted is not None:
+            q = q.where(Case.key.in_(wanted))
+        out: dict[tuple[str, str], Series] = {}
+        with Session(self.engine) as s:
+            for key, fp, machine, run_id, started, commit, value in s.execute(q):
+                ser = out.setdefault((key, fp), Series(key, machine, fp, metric, unit))
+                ser.machine = machine  # the newest label
+                ser.points.append(Point(run_id, started, commit, float(value)))
+        kwargs = {k: v for k, v in (("max_pvalue", max_pvalue), ("min_magnitude", min_magnitude)) if v is not None}
+        for ser in out.values():
+            ser.changes = change_points([p.value for p in ser.points], **kwargs)
+        return list(out.values())
+
+
+def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
+    """A change point with the runs around it: the last run before and the first run after."""
+    before, after = ser.points[cp.index - 1], ser.points[cp.index]
+    _, _, lower_better = METRICS[ser.metric]
+    worse = cp.change > 0 if lower_better else cp.change < 0
+    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit,
+            "before_run": before.run_id, "before_commit": before.commit, "after_run": after.run_id,
+            "after_commit": after.commit, "after_started_at": after.started_at, "runs_after": len(ser.points) - cp.index,
+            "mean_before": cp.before, "mean_after": cp.after, "change_percent": 100.0 * cp.change,
+            "pvalue": cp.pvalue, "direction": "regression" if worse else "improvement"}
+
+
+def recent(rows: Sequence[dict[str, Any]], last: int | None) -> list[dict[str, Any]]:
+    """Change points whose first run after the change is among the newest `last` runs of its series."""
+    return [r for r in rows if last is None or r["runs_after"] <= last]

@@ -1,0 +1,83 @@
+"""`harness history add|ls|show|changes` as text and JSON over a History (the CLI is a thin shell over this)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from harness.display import visible
+from harness.history.store import History, HistoryError, describe_change, masked, recent
+
+
+def history_command(history: History, args: argparse.Namespace) -> int:
+    action = args.history_command
+    if action == "add":
+        from harness.results.schema import load_results
+
+        runs = [(str(p), load_results(p)) for p in args.results]  # every file checked before any is recorded
+        for path, run in runs:
+            n = history.add(run, path)
+            print(f"recorded run {visible(run.run_id)} ({n} cases, machine "
+                  f"{visible(str(run.environment.get('machine', '?')))}) in {masked(history.url)}")
+        return 0
+    if action == "ls":
+        rows = history.runs()
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        elif not rows:
+            print(f"{masked(history.url)}: no runs recorded")
+        for r in rows if not args.json else ():
+            print(f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
+                  f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
+                  f"{visible(r['machine'])}")
+        return 0
+    if action == "show":
+        series = history.series([args.case], args.metric)
+        if not series:
+            raise HistoryError(f"history {masked(history.url)}: no measured figures of case {args.case!r} "
+                               "(`harness history ls` lists the runs)")
+        if args.json:
+            print(json.dumps([{"case": s.case, "machine": s.machine, "metric": s.metric, "unit": s.unit,
+                               "points": [p.__dict__ for p in s.points],
+                               "changes": [describe_change(s, c) for c in s.changes]} for s in series], indent=1))
+            return 0
+        for s in series:
+            marks = {c.index: c for c in s.changes}
+            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs")
+            for i, p in enumerate(s.points):
+                note = f"  <- change {100 * marks[i].change:+.1f}%" if i in marks else ""
+                print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
+                      f"{p.value:>12.4g}{note}")
+        return 0
+    rows = changes_rows(history, args)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(changes_markdown(rows, args.metric), end="")
+    if args.markdown:
+        from harness.results.store import atomic_write_text
+
+        atomic_write_text(args.markdown, changes_markdown(rows, args.metric))
+    return 0
+
+
+def changes_rows(history: History, args: argparse.Namespace) -> list[dict[str, Any]]:
+    min_change = None if args.min_change is None else args.min_change / 100.0
+    rows = [describe_change(s, c) for s in history.series(None, args.metric, max_pvalue=args.max_pvalue,
+                                                            min_magnitude=min_change) for c in s.changes]
+    return recent(rows, args.last)
+
+
+def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
+    """A Markdown table of change points (one line saying there are none when there are none)."""
+    if not rows:
+        return f"No change points in the {metric} history.\n"
+    lines = [f"Change points in the {metric} history: {len(rows)}", "",
+             "| case | machine | change | before (last run, commit) | after (first run, commit) | p |",
+             "| --- | --- | ---: | --- | --- | ---: |"]
+    for r in rows:
+        lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {r['change_percent']:+.1f}% "
+                     f"({r['direction']}) | {visible(r['before_run'])} {(r['before_commit'] or '-')[:10]} | "
+                     f"{visible(r['after_run'])} {(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,136 @@
+"""`harness run --ray` against a real local Ray cluster (head + workers with custom resources): sharding by
+resources, a killed node costs only its cases, one merged results folder. Needs the [ray] extra."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.execution.ray_shards import Node, plan_shards
+from harness.options import placement_rules
+from harness.results import load_results
+from harness.results.schema import CaseId
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _require_ray():
+    if os.environ.get("HARNESS_REQUIRE_RAY"):  # .ci/extras: a skip here would hide the Ray path
+        import ray
+
+        return ray
+    return pytest.importorskip("ray", reason="Ray is the [ray] extra: pip install -e \".[ray]\"")
+
+
+def test_plan_shards_by_resources_and_activation():
+    nodes = [Node("a" * 16, "10.0.0.1", {"CPU": 2}), Node("b" * 16, "10.0.0.2", {"CPU": 2, "edge": 1})]
+    cases = [CaseId("m", rt, "fp32", b, None, "cpu") for rt in ("r1", "r2", "r3", "slow", "gpu-x")
+             for b in (1, 2)]
+    shards, unplaced = plan_shards(cases, nodes, placement_rules("slow=edge,gpu-*=GPU", "placement"))
+    by_node = {s.node.address: {c.runtime for c in s.cases} for s in shards}
+    assert "slow" in by_node["10.0.0.2"] and "slow" not in by_node["10.0.0.1"]
+    assert sum(len(s.cases) for s in shards) == 8 and {len(s.cases) for s in shards} == {4}
+    assert all(len({c.runtime for c in s.cases if c.runtime == rt}) <= 1 for s in shards for rt in ("r1",))
+    assert [c.case.runtime for c in unplaced] == ["gpu-x", "gpu-x"] and all(c.status == "skipped" for c in unplaced)
+    assert "no node in the Ray cluster has the resource 'GPU'" in unplaced[0].reason
+    with pytest.raises(Exception, match="expected RUNTIME-GLOB=RESOURCE"):
+        placement_rules("ort-cuda*", "placement")
+
+
+@pytest.fixture(scope="module")
+def cluster(fakes):
+    _require_ray()
+    from ray.cluster_utils import Cluster
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HARNESS_PLUGINS", "fakes")  # the raylets and their workers inherit these
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), *sys.path]))
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c.add_node(num_cpus=1, resources={"edge": 1})
+    c.wait_for_nodes()
+    yield c
+    import ray
+
+    ray.shutdown()
+    c.shutdown()
+    mp.undo()
+
+
+ARGS = ["run", "--models", "fake-linear", "--min-time", "0.01", "--min-iters", "3", "--repeats", "1"]
+
+
+def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
+    from harness.cli import main
+
+    out = tmp_path / "run"
+    code = main([*ARGS, "--runtimes", "fake-ok,fake-ok-b,fake-slow,fake-ok-c", "--batch-sizes", "1,2",
+                 "--ray", cluster.address, "--placement", "fake-slow=edge,fake-ok-c=accelerator_type:H100",
+                 "--out", str(out), "--history", f"sqlite:///{tmp_path / 'h.db'}"])
+    captured = capsys.readouterr()
+    text = captured.out
+    assert code == 0, text + captured.err
+    folders = sorted(p.parent for p in out.glob("*/results.json"))
+    runs = {p.name: load_results(p) for p in folders}
+    edge = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+    edge_run = next(r for name, r in runs.items() if r.environment["ray_node"] == edge.node_id)
+    assert {c.case.runtime for c in edge_run.cases} >= {"fake-slow"}
+    for name, run in runs.items():
+        if run.environment.get("ray_node") != edge.node_id:
+            assert "fake-slow" not in {c.case.runtime for c in run.cases}, name
+    unplaced = runs.pop("unplaced")
+    assert {c.case.runtime for c in unplaced.cases} == {"fake-ok-c"} and unplaced.counts()["skipped"] == 2
+    measured = [c for r in runs.values() for c in r.cases]
+    assert len(measured) == 6 and all(c.status == "passed" for c in measured)
+    assert len(runs) == 2 and all(r.complete and r.environment.get("machine_fingerprint") for r in runs.values())
+    html = (out / "report.html").read_text()  # one merged report: every node's column side by side
+    assert html.count("fake-slow @") >= 1 and "no node in the Ray cluster has the resource" in html
+    assert (out / "results.csv").read_text().count("\n") == 1 + 8
+    assert text.count("history: recorded") == 2 and html.count("over 1 recorded runs</title>") == 6  # trend
+
+
+def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):
+    from harness.cli import main
+    from harness.execution import ray_shards
+
+    doomed = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    cluster.wait_for_nodes()
+    killed = threading.Event()
+    real_note = print
+
+    def note(line: str) -> None:  # kill the node as soon as its first case has come back
+        real_note(line)
+        if "fake-slow" in line and "passed" in line and not killed.is_set():
+            killed.set()
+            cluster.remove_node(doomed, allow_graceful=False)
+
+    orig = ray_shards.ray_run
+    out = tmp_path / "run"
+    try:
+        ray_shards.ray_run = lambda config, _note=print: orig(config, note)
+        code = main([*ARGS, "--runtimes", "fake-ok,fake-slow", "--batch-sizes", "1,2,3,4", "--min-time", "0.5",
+                     "--ray", cluster.address, "--placement", "fake-slow=doomed", "--out", str(out)])
+    finally:
+        ray_shards.ray_run = orig
+    text = capsys.readouterr().out
+    assert killed.is_set(), text
+    assert code == 1  # crashed cases: the run still finished, with a report
+    runs = [load_results(p) for p in out.glob("*/results.json")]
+    lost = next(r for r in runs if r.environment.get("ray_node") == doomed.node_id)
+    statuses = [c.status for c in lost.cases]
+    assert statuses[0] == "passed" and statuses.count("crashed") == 3 and not lost.complete
+    assert "lost before this case finished" in lost.cases[-1].reason
+    others = [c for r in runs if r is not lost for c in r.cases]
+    assert len(others) == 4 and all(c.status == "passed" and c.case.runtime == "fake-ok" for c in others)
+    assert (out / "report.html").is_file() and "shard lost" in text
+
+
+def test_without_ray_the_option_is_a_one_line_usage_error(monkeypatch, tmp_path, capsys, fakes):
+    from harness.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the [ray] extra were not installed
+    assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "auto", "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -e ".[ray]"'

@@ -1,0 +1,118 @@
+"""The history database on SQLite and a real PostgreSQL server: migrations, add, list, series, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+from gating_synth import CASES, ENV, make_run
+
+from harness.cli import main
+from harness.history import open_history
+from harness.history.store import HistoryError, default_url, history_url
+from harness.results import write_results
+
+
+def _run(i: int, factor: float = 1.0, machine: str = "m1"):
+    run = make_run(i, n=60, scale={"ort-cpu": factor})
+    run.run_id = f"run-{i:02d}"
+    run.started_at = f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00"
+    run.environment = {**ENV, "machine_fingerprint": machine, "git": {"commit": f"c{i:039d}", "dirty": False}}
+    return run
+
+
+def test_migrations_create_the_schema_on_an_empty_database(db_url: str) -> None:
+    h = open_history(db_url)
+    try:
+        insp = sa.inspect(h.engine)
+        assert {"runs", "cases", "case_results", "alembic_version"} <= set(insp.get_table_names())
+        with h.engine.connect() as c:
+            assert c.execute(sa.text("select version_num from alembic_version")).scalar() == "0001"
+        assert h.runs() == []
+    finally:
+        h.close()
+    open_history(db_url).close()  # a second open finds the database at head and changes nothing
+
+
+def test_add_list_and_series(db_url: str) -> None:
+    h = open_history(db_url)
+    try:
+        for i in range(3):
+            assert h.add(_run(i), f"r{i}.json") == len(CASES)
+        h.add(_run(0, machine="m2"), "other.json")  # the same run id on another machine is another run
+        runs = h.runs()
+        assert [r["run_id"] for r in runs] == ["run-00", "run-00", "run-01", "run-02"]
+        assert runs[-1]["commit"] == f"c{2:039d}" and runs[-1]["measured"] == len(CASES)
+        series = h.series([CASES[0].id], "p50")
+        assert {s.fingerprint for s in series} == {"m1", "m2"}
+        m1 = next(s for s in series if s.fingerprint == "m1")
+        assert [p.run_id for p in m1.points] == ["run-00", "run-01", "run-02"]
+        assert m1.points[0].value == pytest.approx(_run(0).cases[0].latency["p50_ms"])
+        thr = h.series([CASES[0].id], "throughput")[0]
+        assert thr.points[0].value == pytest.approx(_run(0).cases[0].throughput_sps)
+        with pytest.raises(HistoryError, match="already recorded"):
+            h.add(_run(1), "again.json")
+        assert len(h.runs()) == 4  # the refused run left nothing behind
+    finally:
+        h.close()
+
+
+def test_broken_cases_are_recorded_without_figures(db_url: str) -> None:
+    from gating_synth import case_result
+
+    run = _run(5)
+    run.cases[1] = case_result(CASES[1], status="crashed")
+    h = open_history(db_url)
+    try:
+        h.add(run)
+        assert h.runs()[0]["measured"] == len(CASES) - 1
+        assert h.series([CASES[1].id]) == []
+    finally:
+        h.close()
+
+
+def test_urls(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.delenv("HARNESS_HISTORY", raising=False)
+    assert default_url().startswith("sqlite:///") and default_url().endswith("/harness/history.db")
+    assert history_url(None) == default_url()
+    monkeypatch.setenv("HARNESS_HISTORY", "postgresql+psycopg://u:secret@db/h")
+    assert history_url(None) == "postgresql+psycopg://u:secret@db/h"
+    assert history_url(str(tmp_path / "h.db")) == f"sqlite:///{tmp_path / 'h.db'}"
+    with pytest.raises(HistoryError, match=r"u:\*\*\*@127.0.0.1:1/h: cannot open") as err:
+        open_history("postgresql+psycopg://u:secret@127.0.0.1:1/h")  # nothing listens: one line, no password
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_add_ls_show_changes(db_url: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = []
+    for i in range(24):
+        write_results(_run(i, 1.10 if i >= 12 else 1.0), tmp_path / f"r{i}")
+        paths.append(str(tmp_path / f"r{i}" / "results.json"))
+    assert main(["history", "add", *paths, "--history", db_url]) == 0
+    assert capsys.readouterr().out.count("recorded run") == 24
+    assert main(["history", "ls", "--history", db_url, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 24
+    case = next(c for c in CASES if c.runtime == "ort-cpu").id
+    assert main(["history", "show", case, "--history", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "24 runs" in out and "<- change +" in out
+    assert main(["history", "changes", "--history", db_url, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["case"] for r in rows} == {c.id for c in CASES if c.runtime == "ort-cpu"}
+    for r in rows:
+        assert (r["before_run"], r["after_run"]) == ("run-11", "run-12")
+        assert r["change_percent"] == pytest.approx(10.0, abs=2.0) and r["direction"] == "regression"
+    assert main(["report", paths[-1], "--history", db_url, "-o", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert html.count("p50 and p99 over 24 recorded runs</title>") == len(CASES)
+    assert html.count("change point: +") == len(rows)
+    md = tmp_path / "changes.md"
+    assert main(["history", "changes", "--history", db_url, "--last", "3", "--markdown", str(md)]) == 0
+    assert "No change points" in capsys.readouterr().out and "No change points" in md.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 2, "run_id": "x"')
+    assert main(["history", "add", paths[0], str(bad), "--history", db_url]) == 2  # checked before recording
+    assert f"harness history: error: {bad}:" in capsys.readouterr().err
+    assert main(["history", "show", "nope-b1", "--history", db_url]) == 2
+    assert "no measured figures of case 'nope-b1'" in capsys.readouterr().err
