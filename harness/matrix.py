@@ -9,17 +9,21 @@ from harness.results.schema import CaseId
 
 
 def case_ids(models: Iterable[str], runtimes: Iterable[str], precisions: Iterable[Precision | str],
-             batch_sizes: Iterable[int], seq_lens: Iterable[int]) -> list[CaseId]:
+             batch_sizes: Iterable[int], seq_lens: Iterable[int],
+             output_lens: Iterable[int] | None = None) -> list[CaseId]:
     """The cases of models x runtimes x precisions x batch sizes (x seq lens for models with a sequence axis),
     in execution order: cases sharing a runtime activation are adjacent. A runtime may run a requested
     precision as another (torch-cpu: fp16 -> bf16; `case_precision`), once each; a model keeps the batch sizes
-    its batch axis allows (`batch_sizes`)."""
+    its batch axis allows (`batch_sizes`). With `output_lens` (the generation workload) `seq_lens` are prompt
+    lengths for every model and each case also has an output length (CaseId.gen); a runtime that cannot
+    generate still gets its cases (skips with the reason)."""
     from harness.model import get_model
     from harness.plugins import load_plugins
     from harness.runtimes import get_runtime
 
     load_plugins()  # the zoo and plugin models/runtimes, before any name is resolved
     precisions, batch_sizes, seq_lens = tuple(precisions), tuple(batch_sizes), tuple(seq_lens)
+    gens: tuple[int | None, ...] = tuple(output_lens) if output_lens is not None else (None,)
     out = []
     for m in models:
         spec = get_model(m)
@@ -27,29 +31,14 @@ def case_ids(models: Iterable[str], runtimes: Iterable[str], precisions: Iterabl
             cls = get_runtime(r)
             for p in dict.fromkeys(cls.case_precision(Precision(p)) for p in precisions):
                 for b in spec.batch_sizes(batch_sizes):
-                    for s in (seq_lens if spec.has_seq else (None,)):
-                        out.append(CaseId(spec.name, cls.name, p, b, s, cls.device))
+                    for s in (seq_lens if spec.has_seq or output_lens is not None else (None,)):
+                        for g in gens:
+                            out.append(CaseId(spec.name, cls.name, p, b, s, cls.device, g))
     return out
 
 
 def generation_case_ids(models: Iterable[str], runtimes: Iterable[str], precisions: Iterable[Precision | str],
                         batch_sizes: Iterable[int], prompt_lens: Iterable[int],
                         output_lens: Iterable[int]) -> list[CaseId]:
-    """The generation workload's cases: models x runtimes x precisions x batch x prompt length (CaseId.seq) x
-    output length (CaseId.gen). A runtime that cannot generate still gets its cases: skips with the reason."""
-    from harness.model import get_model
-    from harness.plugins import load_plugins
-    from harness.runtimes import get_runtime
-
-    load_plugins()
-    out = []
-    for m in models:
-        spec = get_model(m)
-        for r in runtimes:
-            cls = get_runtime(r)
-            for p in dict.fromkeys(cls.case_precision(Precision(p)) for p in precisions):
-                for b in spec.batch_sizes(tuple(batch_sizes)):
-                    for s in prompt_lens:
-                        for g in output_lens:
-                            out.append(CaseId(spec.name, cls.name, p, b, s, cls.device, g))
-    return out
+    """The generation workload's cases (`case_ids` with prompt lengths as CaseId.seq and output lengths)."""
+    return case_ids(models, runtimes, precisions, batch_sizes, prompt_lens, tuple(output_lens))
