@@ -73,7 +73,7 @@ class TvmCpu(Runtime):
         main = vm["main"]
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            out = main(*[tvm.runtime.tensor(np.ascontiguousarray(feeds[n]), device) for n in names])
+            out = main(*[tvm.runtime.tensor(np.asarray(feeds[n], order="C"), device) for n in names])  # keeps 0-d
             return [_to_host(out)] if hasattr(out, "numpy") else [_to_host(o) for o in out]
         return run
 

@@ -207,10 +207,11 @@ def test_fp16_drops_initializer_inputs_of_ir3_models():
     from harness.artifacts.fp16 import convert_to_fp16
 
     w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Softmax", ["h"], ["y"])],
-                              "ir3", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
-                                      helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Softmax", ["h"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 4])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])]
+    graph = helper.make_graph(nodes, "ir3", inputs, outputs, [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)], ir_version=3)
     converted = convert_to_fp16(model)
     assert [i.name for i in converted.graph.input] == ["x"] and converted.ir_version == 4

@@ -153,6 +153,16 @@ def test_tvm_conformance_runs_a_one_node_case_and_reports_refusals_as_unsupporte
     assert case("Relu", [2, 2], x, np.maximum(x, 0))["status"] == "passed"
     wrong = case("Relu", [2, 2], x, np.maximum(x, 0) + 1)
     assert wrong["status"] == "failed" and wrong["max_abs"] == 1.0
+    clip = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], "test_clip",
+                             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in
+                              (("x", [2, 2]), ("lo", []), ("hi", []))],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    scalars = {"x": x, "lo": np.array(-1.5, np.float32), "hi": np.array(1.0, np.float32)}  # 0-d feeds stay 0-d
+    clipped = run_case({"runtime": cls, "precision": "fp32", "inputs": scalars, "expected": [np.clip(x, -1.5, 1)],
+                        "model": helper.make_model(clip, opset_imports=[helper.make_opsetid("", 17)],
+                                                   ir_version=8).SerializeToString(),
+                        "rtol": 1e-3, "atol": 1e-7, "threads": 1})
+    assert clipped["status"] == "passed", clipped
     refused = case("Det", [2, 2], x, np.array(np.linalg.det(x), dtype=np.float32))
     assert refused["status"] == "unsupported" and refused["phase"] == "load"
     assert "not supported for frontend ONNX: Det" in refused["reason"]
