@@ -90,8 +90,9 @@ def failures(run: RunResults) -> list[dict[str, Any]]:
                                       f["test"]))
 
 
-def conformance_html(run: RunResults) -> str:
-    """conformance.html: pass rate per runtime, the operator x runtime matrix, the failures with commands."""
+def conformance_html(run: RunResults, report_page: str | None = None) -> str:
+    """conformance.html: pass rate per runtime, the operator x runtime matrix, the failures with commands;
+    `report_page`: the relative address of the run's report.html beside it, linked under the title."""
     from harness.report.templating import render_template
 
     columns, rows = operator_matrix(run)
@@ -100,6 +101,6 @@ def conformance_html(run: RunResults) -> str:
     shown = "; ".join(f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in filters.items()
                       if v not in (None, [], True)) or "none"
     return render_template("conformance.html.j2", run=run, cfg=cfg, summary=summary_rows(run), columns=columns,
-                           filters=shown,
+                           filters=shown, report_page=report_page,
                            rows=rows, failures=failures(run), order=ORDER,
                            machine=run.environment.get("machine") or run.environment.get("hostname") or "")

@@ -171,13 +171,14 @@ def _onnx_only(model: str, cases: list[Any]) -> bool:
 
 def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
                 baseline_label: str | None = None, gate_note: str | None = None,
-                trends: Sequence[dict[str, Any]] | None = None) -> str:
+                trends: Sequence[dict[str, Any]] | None = None, conformance_page: str | None = None) -> str:
     """The self-contained HTML report of one run or several (side by side, labelled by machine).
 
     `verdicts`: optional gating records against a baseline (dicts with case, metric, verdict, baseline,
     current, ratio, reason), shown in the summary; `gate_note`: what gate-check measured of the gate
     (`GateConfig.measured_line()`), shown above them; `trends`: the recorded history of the run's cases
-    (harness.history.record.trend_rows), drawn in the trend section.
+    (harness.history.record.trend_rows), drawn in the trend section; `conformance_page`: the relative address
+    of the operator conformance page beside it (linked under the title).
     """
     runs = as_runs(runs)
     labels = run_labels(runs)
@@ -214,7 +215,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
-        trends=_trend_charts(trends),
+        trends=_trend_charts(trends), conformance_page=conformance_page,
     )
 
 
@@ -417,14 +418,16 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
-    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends))
-    atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
+    conformance = out / "conformance.html"
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
         atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
         from harness.report.conformance import conformance_cases, conformance_html
 
         if conformance_cases(runs[0]):  # a `harness conform` run: its operator page too
-            paths["conformance"] = out / "conformance.html"
-            atomic_write_text(paths["conformance"], conformance_html(runs[0]))
+            paths["conformance"] = conformance
+            atomic_write_text(conformance, conformance_html(runs[0], report_page=paths["html"].name))
+    page = conformance.name if conformance.is_file() else None  # this run's page, or one already in the folder
+    atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends, page))
+    atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
     return paths

@@ -10,6 +10,7 @@ import numpy as np
 
 from harness.artifacts import onnx_for_model
 from harness.model import ModelSpec
+from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
 INSTALL = 'pip install -e ".[tvm]" (apache-tvm; not in the same environment as the litert extra)'
@@ -39,6 +40,42 @@ class TvmCpu(Runtime):
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:
         return Availability(True)  # anything with an ONNX form; an op TVM lacks is an error row naming it
+
+    conformance_precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32})
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import tvm
+
+        return str(tvm.__version__)
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        """Relax ONNX frontend (the graph's own input shapes and types) -> tvm.compile(llvm, host mcpu) ->
+        relax.VirtualMachine, all in memory (no artifact: one-node models are compiled once and dropped). An
+        import or compile that raises is TVM refusing the model (unsupported, with TVM's message)."""
+        os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # before the pool starts
+        import onnx
+        import tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
+        if config is not None:
+            config(1, threads)
+        proto = onnx.load_from_string(model)
+        weights = {t.name for t in proto.graph.initializer}
+        names = [i.name for i in proto.graph.input if i.name not in weights]
+        mod = from_onnx(proto, keep_params_in_input=False)
+        target = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
+        device = tvm.cpu(0)
+        vm = relax.VirtualMachine(tvm.compile(mod, target=target), device)
+        main = vm["main"]
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            out = main(*[tvm.runtime.tensor(np.asarray(feeds[n], order="C"), device) for n in names])  # keeps 0-d
+            return [_to_host(out)] if hasattr(out, "numpy") else [_to_host(o) for o in out]
+        return run
 
     def _activate(self) -> None:
         os.environ.setdefault("TVM_NUM_THREADS", str(self.options.threads))  # before the pool starts
@@ -91,3 +128,12 @@ class TvmCpu(Runtime):
         if hasattr(self, "_tvm"):
             out["tvm"] = self._tvm.__version__
         return out
+
+
+def _to_host(value: Any) -> Any:
+    """A VM result as numpy: a tensor's array, a tuple's (a sequence output) a list of them, a shape a tuple."""
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    if isinstance(value, (int, float, bool, np.generic)):
+        return np.asarray(value)
+    return [_to_host(v) for v in value]

@@ -132,3 +132,9 @@ def test_harness_report_renders_the_conformance_page(fake_run, tmp_path):
     paths = write_outputs([run], tmp_path)
     assert paths["conformance"].read_text().count('class="cell ') == len(OPS)
     assert paths["html"].is_file()
+    # the two pages of one run folder link to each other
+    assert '<a href="conformance.html">' in paths["html"].read_text()
+    assert '<a href="report.html">' in paths["conformance"].read_text()
+    from harness.report.render import render_html
+
+    assert "conformance.html" not in render_html([run])  # no page beside it: no link

@@ -132,6 +132,42 @@ def test_tvm_caches_one_compiled_library_per_shape_and_says_untuned(cache):
     assert paths[0][0] == paths[1][0] and paths[0][0].suffix == ".so" and paths[1][1]
 
 
+def test_tvm_conformance_runs_a_one_node_case_and_reports_refusals_as_unsupported():
+    """`harness conform --runtimes tvm-cpu`'s per-case step: compiled in memory, an op TVM's Relax ONNX frontend
+    lacks is unsupported with TVM's own message."""
+    cls = _available("tvm-cpu")
+    from onnx import TensorProto, helper
+
+    from harness.conformance.worker import run_case
+
+    def case(op: str, shape: list[int], x: np.ndarray, y: np.ndarray) -> dict:
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], f"test_{op.lower()}",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape[:len(y.shape)])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        return run_case({"runtime": cls, "precision": "fp32", "model": model.SerializeToString(),
+                         "inputs": {"x": x}, "expected": [y], "rtol": 1e-3, "atol": 1e-7, "threads": 1})
+
+    assert cls.conformance_precisions == {Precision.FP32} and cls.library_version()
+    x = np.array([[-1.0, 0.5], [2.0, -3.0]], dtype=np.float32)
+    assert case("Relu", [2, 2], x, np.maximum(x, 0))["status"] == "passed"
+    wrong = case("Relu", [2, 2], x, np.maximum(x, 0) + 1)
+    assert wrong["status"] == "failed" and wrong["max_abs"] == 1.0
+    clip = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], "test_clip",
+                             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in
+                              (("x", [2, 2]), ("lo", []), ("hi", []))],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    scalars = {"x": x, "lo": np.array(-1.5, np.float32), "hi": np.array(1.0, np.float32)}  # 0-d feeds stay 0-d
+    clipped = run_case({"runtime": cls, "precision": "fp32", "inputs": scalars, "expected": [np.clip(x, -1.5, 1)],
+                        "model": helper.make_model(clip, opset_imports=[helper.make_opsetid("", 17)],
+                                                   ir_version=8).SerializeToString(),
+                        "rtol": 1e-3, "atol": 1e-7, "threads": 1})
+    assert clipped["status"] == "passed", clipped
+    refused = case("Det", [2, 2], x, np.array(np.linalg.det(x), dtype=np.float32))
+    assert refused["status"] == "unsupported" and refused["phase"] == "load"
+    assert "not supported for frontend ONNX: Det" in refused["reason"]
+
+
 def test_compile_mode_is_a_validated_run_option(tmp_path):
     from harness.options import parse_run_options
     from harness.errors import UsageError
