@@ -262,7 +262,8 @@ def cut(feeds: FeedSet, spec: ModelSpec, dims: Mapping[str, int], generated: Ite
             if d == SEQ and a.shape[axis] != dims.get("seq"):
                 raise UnsupportedModelError(
                     f"{feeds.path} gives input {t.name!r} {a.shape[axis]} positions on its sequence axis; "
-                    f"--seq-lens {dims.get('seq')} does not apply (run with --seq-lens {a.shape[axis]})")
+                    f"sequence length {dims.get('seq')} does not apply (give --seq-lens {a.shape[axis]}, or "
+                    f"--prompt-lens {a.shape[axis]} for --workload generate)")
         feed[t.name] = np.ascontiguousarray(a.astype(np.dtype(t.dtype), copy=False))
     info = {"path": feeds.path, "samples": n, "repeated": bool(n is not None and batch > n)}
     return feed, info

@@ -385,10 +385,12 @@ def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapp
         raise UsageError(f"--input-value and --input-range both name {', '.join(sorted(both))}; give one")
     check_overrides(given, specs)
     out: dict[str, Any] = {}
-    if values.get("feeds") and not raw.get("seq_lens"):
+    if values.get("feeds"):
         lens = seq_lens(feeds_for_run(values["feeds"]), specs)
-        if lens:
-            out["seq_lens"] = lens
+        # the generation workload's prompts are its sequence axis
+        axis = "prompt_lens" if values.get("workload") == "generate" else "seq_lens"
+        if lens and not raw.get(axis):
+            out[axis] = lens
     return out
 
 

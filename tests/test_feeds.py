@@ -103,8 +103,8 @@ def test_a_case_takes_its_batch_from_the_first_samples_repeated_when_fewer(tmp_p
     assert info == {"path": str(tmp_path / "f.npz"), "samples": 3, "repeated": False}
     feed, info = cut(fs, TEXT, {"batch": 5, "seq": 8})
     assert feed["input_ids"][:, 0].tolist() == [0, 8, 16, 0, 8] and info["repeated"]
-    with pytest.raises(UnsupportedModelError, match=r"8 positions on its sequence axis; --seq-lens 16 does not "
-                                                    r"apply \(run with --seq-lens 8\)"):
+    with pytest.raises(UnsupportedModelError, match=r"8 positions on its sequence axis; sequence length 16 does "
+                                                    r"not apply \(give --seq-lens 8, or --prompt-lens 8"):
         cut(fs, TEXT, {"batch": 1, "seq": 16})
     assert seq_lens(fs, [TEXT, IMAGE]) == (8,)
     np.savez(tmp_path / "bad.npz", input_ids=ids)
@@ -251,3 +251,20 @@ def test_a_torch_factory_runs_on_feeds_with_their_sequence_length_and_labels(tmp
                                                                         ("ort-cpu", 20, "passed")]
     for c in cases:
         assert c.details["feeds"]["samples"] == 6 and "text.npz" in c.accuracy["task"]["split"]
+
+
+def test_generation_prompts_come_from_the_feeds(fakes, tmp_path):
+    """--workload generate with --feeds: the prompt is the feeds' first rows, and without --prompt-lens
+    the run takes the prompt length from them."""
+    from harness.generation.case import prompt_ids
+    from harness.options import parse_run_options
+
+    ids = np.arange(30, dtype=np.int64).reshape(3, 10)
+    np.savez(tmp_path / "prompts.npz", input_ids=ids)
+    cfg = parse_run_options({"models": "deepseek-tiny", "runtimes": "torch-cpu", "workload": "generate",
+                             "feeds": str(tmp_path / "prompts.npz"), "out": str(tmp_path / "o")})
+    assert cfg.prompt_lens == (10,)
+    from harness.model import get_model
+
+    prompt = prompt_ids(get_model("deepseek-tiny"), 2, 10, cfg)
+    assert (prompt == ids[:2]).all()

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from harness.accuracy import compare
-from harness.data import feed_digest, make_feed
+from harness.data import case_feed, feed_digest
 from harness.errors import UnsupportedModelError
 from harness.generation.loop import Clock, Decoder, Generation, greedy_generate
 from harness.generation.metrics import summarize, token_agreement
@@ -19,13 +19,15 @@ from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult
 
 MIN_GENERATIONS = 3
-# (model, fingerprint, batch, prompt, new tokens, seed, threads) -> (tokens, first logits) of the reference
+# (model, fingerprint, batch, prompt length, new tokens, prompt digest, threads) -> (tokens, first logits) of
+# the reference
 _REFERENCES: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, seed: int) -> np.ndarray:
-    """The seeded prompt: the model's own feed at (batch, seq = prompt_len), its integer token input."""
-    feed = make_feed(spec, {"batch": batch, "seq": prompt_len}, seed)
+def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, config: Any) -> np.ndarray:
+    """The prompt: the case's feed at (batch, seq = prompt_len) under the run's input options (`--feeds`
+    rows, `--input-value`/`--input-range`, else the model's seeded feed), its integer token input."""
+    feed, _ = case_feed(spec, {"batch": batch, "seq": prompt_len}, config)
     ints = [t.name for t in spec.inputs if "int" in t.dtype]
     if not ints:
         raise UnsupportedModelError(f"model {spec.name!r} has no integer token input to prompt with")
@@ -74,7 +76,7 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
                           f"KV-cache decode loop in its adapter; runtimes that can: {can})",
                           model_fingerprint=spec.fingerprint())
     batch, prompt_len, new_tokens = case.batch, int(case.seq or 1), int(case.gen or 1)
-    prompt = prompt_ids(spec, batch, prompt_len, config.seed)
+    prompt = prompt_ids(spec, batch, prompt_len, config)
     cls = type(runtime)
     sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources).start()
     try:
@@ -97,7 +99,8 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     finally:
         sampler.close()
     on_phase("accuracy")
-    key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, config.seed, config.threads)
+    key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, feed_digest({"p": prompt}),
+           config.threads)
     own = runtime.name == spec.reference and runtime.precision is Precision.FP32
     ref_tokens, ref_logits = reference_generation(spec, runtime, prompt, new_tokens, key)
     tolerance = spec.tolerance(runtime.precision, config.tolerance_override(runtime.precision)

@@ -25,6 +25,9 @@ CSV_COLUMNS = (
     # --workload generate (harness.generation; seq is the prompt length): empty for forward cases
     "gen", "ttft_p50_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "tokens_per_s", "token_match_rate",
     "first_divergence",
+    # --scenarios (MLPerf LoadGen): each scenario's figure and LoadGen's verdict; the Server peak of a search
+    "single_stream_p90_ms", "single_stream_result", "multi_stream_p99_ms", "multi_stream_result",
+    "offline_sps", "offline_result", "server_qps", "server_result",
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -66,6 +69,25 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
         **end_to_end_cells(getattr(r, "end_to_end", None)),
         **_generation_cells(r),
+        **scenario_cells(getattr(r, "scenarios", None) or []),
+    }
+
+
+def scenario_cells(runs: list[Any]) -> dict[str, Any]:
+    """A case's LoadGen figures for the CSV: single-stream p90, multi-stream p99 per query, offline samples/s,
+    the Server search's peak target QPS (the highest VALID, else the last try), each with LoadGen's result."""
+    from harness.results.schema import peak_server
+
+    by = {r.scenario: r for r in runs if r.scenario != "server"}
+    server = peak_server(list(runs))
+    ss, ms, off = by.get("single-stream"), by.get("multi-stream"), by.get("offline")
+    return {
+        "single_stream_p90_ms": ss.latency_ms.get("p90") if ss else None,
+        "single_stream_result": ss.result if ss else None,
+        "multi_stream_p99_ms": ms.query_latency_ms.get("p99") if ms else None,
+        "multi_stream_result": ms.result if ms else None,
+        "offline_sps": off.samples_per_s if off else None, "offline_result": off.result if off else None,
+        "server_qps": server.target_qps if server else None, "server_result": server.result if server else None,
     }
 
 

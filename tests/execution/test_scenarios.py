@@ -243,3 +243,19 @@ def test_every_try_of_a_server_search_is_judged_against_one_bound(config):
     bounds = {t.target_latency_ms for t in tries}
     assert len(bounds) == 1 and 10 * DELAY_MS <= bounds.pop() <= 10 * 4 * DELAY_MS  # 10 x the calibrated call
     assert all(t.result == "INVALID" and t.checks["early_stopping"] is False for t in tries)  # 20 < 459 queries
+
+
+def test_the_csv_carries_each_scenarios_figure_and_verdict():
+    from harness.report.tables import case_row
+    from harness.results.schema import CaseId, CaseResult, ScenarioRun
+
+    runs = [ScenarioRun("single-stream", "VALID", latency_ms={"p90": 2.5}),
+            ScenarioRun("offline", "VALID", samples_per_s=480.0),
+            ScenarioRun("server", "VALID", target_qps=200.0, search_step=1),
+            ScenarioRun("server", "INVALID", target_qps=400.0, search_step=2),
+            ScenarioRun("server", "VALID", target_qps=300.0, search_step=3)]
+    r = CaseResult(CaseId("m", "fake-ok", "fp32", 1, None, "cpu"), "passed", scenarios=runs)
+    row = case_row(r)
+    assert (row["single_stream_p90_ms"], row["single_stream_result"]) == (2.5, "VALID")
+    assert (row["offline_sps"], row["server_qps"], row["server_result"]) == (480.0, 300.0, "VALID")
+    assert row["multi_stream_p99_ms"] is None and row["multi_stream_result"] is None
