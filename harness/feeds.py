@@ -77,8 +77,9 @@ def _read_npz(p: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(p, allow_pickle=False) as z:  # a zip (checked above): an NpzFile
             out = {}
+            members = set(z.zip.namelist())
             for k in z.files:
-                info = z.zip.getinfo(k + ".npy") if (k + ".npy") in z.zip.namelist() else None
+                info = z.zip.getinfo(k + ".npy") if (k + ".npy") in members else None
                 if info is not None and info.file_size > MAX_FEED_BYTES:
                     raise UsageError(f"--feeds {p}: array {k!r} unpacks to {info.file_size} bytes; refused")
                 out[k] = z[k]

@@ -40,28 +40,27 @@ def positive_ints(text: Any, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def int_at_least(minimum: int) -> Parser:
-    def parse(text: Any, what: str) -> int:
-        try:
-            v = int(text)
-        except (TypeError, ValueError):
-            raise UsageError(f"--{what}: {text!r} is not an integer") from None
-        if v < minimum:
-            raise UsageError(f"--{what}: {v} is below the minimum {minimum}")
-        return v
-    return parse
+def at_least(minimum: float, kind: type = float) -> Parser:
+    """A number of `kind` (int or float) not below `minimum` (NaN is refused)."""
+    noun = "an integer" if kind is int else "a number"
 
-
-def float_at_least(minimum: float) -> Parser:
-    def parse(text: Any, what: str) -> float:
+    def parse(text: Any, what: str) -> Any:
         try:
-            v = float(text)
+            v = kind(text)
         except (TypeError, ValueError):
-            raise UsageError(f"--{what}: {text!r} is not a number") from None
+            raise UsageError(f"--{what}: {text!r} is not {noun}") from None
         if not v >= minimum:
             raise UsageError(f"--{what}: {v} is below the minimum {minimum}")
         return v
     return parse
+
+
+def int_at_least(minimum: int) -> Parser:
+    return at_least(minimum, int)
+
+
+def float_at_least(minimum: float) -> Parser:
+    return at_least(minimum, float)
 
 
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:

@@ -23,7 +23,6 @@ TARGET = "harness.conformance.worker:run_case"
 # refusal as its reason, an exception at inference an error; crashed and timeout come from the supervisor
 HARNESS_STATUS = {"passed": "passed", "failed": "failed", "unsupported": "skipped", "skipped": "skipped",
                   "error": "error", "crashed": "crashed", "timeout": "timeout", "oom": "oom"}
-CONFORMANCE_STATUSES = ("passed", "failed", "unsupported", "error", "crashed", "timeout", "oom", "skipped")
 
 
 @dataclass

@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.config import RunConfig
 from harness.errors import UsageError
-from harness.results.schema import CaseId, CaseResult, RunResults
-from harness.results.store import write_results
+from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults
+from harness.results.store import atomic_write_text, write_results
 
 ENV_PREFIXES = ("HARNESS_",)  # the driver's HARNESS_* variables (plugins, cache) travel to every shard
 
@@ -147,7 +147,7 @@ class ShardRun:
                 else:
                     write = self.out_dir / "results.json"
                     self.out_dir.mkdir(parents=True, exist_ok=True)
-                    write.write_text(payload)
+                    atomic_write_text(write, payload)  # a killed driver never leaves half a file
                     final = load_results(write)  # through the one strict reader, like any stored run
                     final.environment["ray_node"] = self.shard.node.node_id
                     self.run = final
@@ -241,4 +241,4 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
         note(f"{name:>9}: {path}")
     counts = {k: sum(r.counts()[k] for r in runs) for k in runs[0].counts()}
     note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
-    return 1 if any(counts[k] for k in ("failed", "error", "crashed", "timeout", "oom")) else 0
+    return 1 if any(counts[k] for k in ("failed", *BROKEN)) else 0

@@ -309,7 +309,6 @@ def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
     if checks.get("early_stopping") is False and d.get("early_stopping_result"):
         reasons.append(" ".join(str(d["early_stopping_result"]).split()))
     reasons += errors
-    ms = _ms
     spq = d.get("effective_samples_per_query")
     if scenario == "offline":
         sps = d.get("result_samples_per_second")
@@ -320,11 +319,11 @@ def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
         sps = qps * spq if isinstance(qps, (int, float)) and isinstance(spq, int) else None
     early = d.get("early_stopping_latency_ss") if scenario == "single-stream" else (
         d.get("early_stopping_latency_ms") if scenario == "multi-stream" else None)
-    latency = {name: ms(d.get(f"result_{pct}_percentile_latency_ns")) for pct, name in _PCTS}
-    latency.update(mean=ms(d.get("result_mean_latency_ns")), min=ms(d.get("result_min_latency_ns")),
-                   max=ms(d.get("result_max_latency_ns")))
-    per_query = {name: ms(d.get(f"result_{pct}_percentile_per_query_latency_ns")) for pct, name in _PCTS}
-    per_query.update(mean=ms(d.get("result_mean_query_latency_ns")))
+    latency = {name: _ms(d.get(f"result_{pct}_percentile_latency_ns")) for pct, name in _PCTS}
+    latency.update(mean=_ms(d.get("result_mean_latency_ns")), min=_ms(d.get("result_min_latency_ns")),
+                   max=_ms(d.get("result_max_latency_ns")))
+    per_query = {name: _ms(d.get(f"result_{pct}_percentile_per_query_latency_ns")) for pct, name in _PCTS}
+    per_query.update(mean=_ms(d.get("result_mean_query_latency_ns")))
     server = scenario == "server"
     return ScenarioRun(
         scenario, str(validity), reasons=reasons, checks=checks,
@@ -333,9 +332,9 @@ def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
         samples_per_query=_int(spq), samples_per_s=_num(sps),
         latency_ms={k: v for k, v in latency.items() if v is not None},
         query_latency_ms={k: v for k, v in per_query.items() if v is not None},
-        early_stopping_ms=ms(early),
+        early_stopping_ms=_ms(early),
         target_qps=_num(d.get("effective_target_qps")) if server else None,
-        target_latency_ms=ms(d.get("effective_target_latency_ns")) if server else None,
+        target_latency_ms=_ms(d.get("effective_target_latency_ns")) if server else None,
         target_latency_percentile=_num(d.get("effective_target_latency_percentile")) if server else None,
         overlatency_queries=_int(d.get("result_overlatency_query_count")) if server else None)
 

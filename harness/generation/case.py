@@ -13,7 +13,7 @@ from harness.errors import UnsupportedModelError
 from harness.generation.loop import Clock, Decoder, Generation, greedy_generate
 from harness.generation.metrics import summarize, token_agreement
 from harness.measure.memory import MemorySampler
-from harness.measure.stats import latency_stats
+from harness.measure.stats import latency_stats, throughput_sps
 from harness.model import ModelSpec
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult
@@ -99,7 +99,8 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     finally:
         sampler.close()
     on_phase("accuracy")
-    key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, feed_digest({"p": prompt}),
+    digest = feed_digest({"input_ids": prompt})
+    key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, digest,
            config.threads)
     own = runtime.name == spec.reference and runtime.precision is Precision.FP32
     ref_tokens, ref_logits = reference_generation(spec, runtime, prompt, new_tokens, key)
@@ -117,10 +118,10 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     return CaseResult(
         case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
         samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
-        latency=stats.as_dict(), throughput_sps=batch * 1000.0 / stats.mean_ms if stats.mean_ms > 0 else None,
+        latency=stats.as_dict(), throughput_sps=throughput_sps(batch, stats.mean_ms) or None,
         accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=setup_s,
         artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
-        feed_sha256=feed_digest({"input_ids": prompt}), model_fingerprint=spec.fingerprint(),
+        feed_sha256=digest, model_fingerprint=spec.fingerprint(),
         details={**details, "threads": config.threads, "workload": "generate"},
         host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
         precision_recipe=recipe, is_reference=own, generation=generation,

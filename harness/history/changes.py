@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.measure.stats import MAD_TO_SIGMA
+
 # Otava's (Hunter's) default is p < 0.001 with segments of at least 3 runs. Here the t-test follows a search
 # that picked the best split, which biases p down: 0.001 gave 8 false change points in 300 flat histories of
 # 24 runs (1% noise), 0.0001 gave 1 and still found every 10% step (docs/history.md).
@@ -58,7 +60,7 @@ def change_points(values: Sequence[float], *, max_pvalue: float = DEFAULT_MAX_PV
         return []
     y = x / med
     diffs = np.diff(y)
-    sigma = max(1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2), NOISE_FLOOR)
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2), NOISE_FLOOR)
     bkps = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(y).predict(pen=3 * sigma**2 * math.log(x.size))
     cuts = [b for b in bkps if b < x.size]
     while True:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from harness.errors import UsageError
 from harness.history.changes import ChangePoint, change_points
 from harness.history.models import Case, CaseStat, Run
-from harness.results.schema import RunResults
+from harness.results.schema import MEASURED, RunResults
 
 ENV_VAR = "HARNESS_HISTORY"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -167,7 +167,7 @@ class History:
                 statuses = [x.status for x in r.results]
                 out.append({"run_id": r.run_id, "started_at": r.started_at, "commit": r.commit,
                             "machine": r.machine, "fingerprint": r.machine_fingerprint, "complete": r.complete,
-                            "cases": len(statuses), "measured": sum(st in ("passed", "failed") for st in statuses),
+                            "cases": len(statuses), "measured": sum(st in MEASURED for st in statuses),
                             "source": r.source})
             return out
 
