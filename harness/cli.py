@@ -13,7 +13,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.options import OPTIONS, parse_run_options
+from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING, OptionGroup,
+                             add_options, parse_run_options)
 from harness.display import visible
 from harness.errors import HarnessError, UsageError
 
@@ -26,16 +27,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the matrix (pytest on the bundled suites) and write results + report",
                          description="Run the matrix. Arguments after `--` go to pytest unchanged.")
-    for o in OPTIONS:
-        if o.flag:
-            run.add_argument(f"--{o.name}", action="store_true", dest=o.dest, help=o.argparse_help)
-        elif o.multiple:
-            run.add_argument(f"--{o.name}", action="append", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
-        elif o.bare is not None:
-            run.add_argument(f"--{o.name}", nargs="?", const=o.bare, dest=o.dest, metavar=o.metavar.strip("[]"),
-                             help=o.argparse_help)
-        else:
-            run.add_argument(f"--{o.name}", dest=o.dest, metavar=o.metavar, help=o.argparse_help)
+    _add_groups(run, RUN_GROUPS)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
 
     rep = sub.add_parser("report", help="render report.html, summary.md, results.csv (and benchmark.json) from "
@@ -70,28 +62,38 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_groups(parser: argparse.ArgumentParser, groups: tuple[OptionGroup, ...]) -> None:
+    """A command's options: the option groups it composes (harness.options), one argparse group each."""
+    made: dict[str, Any] = {}
+
+    def add(group: OptionGroup, *flags: str, **kw: Any) -> None:
+        if group.name not in made:
+            made[group.name] = parser.add_argument_group(group.title)
+        made[group.name].add_argument(*flags, **kw)
+
+    add_options(add, groups)
+
+
+# `harness conform`: the conformance workload's groups, with its own defaults (one thread, 60 s per case)
+CONFORM_GROUPS = (RUNTIMES, CONFORMANCE, PROCESS.with_defaults(threads="1", case_timeout="60"), OUTPUTS)
+# `harness gate-check`: a small matrix measured many times
+GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_lens="32").only(
+                         "models", "batch_sizes", "seq_lens"),
+                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
+                     TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
+                     PROCESS.only("threads"))
+
+
 def _conform_parser(sub: Any) -> None:
     c = sub.add_parser("conform", help="operator conformance: ONNX's backend test cases on every runtime that "
                                        "runs an ONNX model (docs/conformance.md)",
                        description="Run ONNX's backend node cases (and light models) of the installed onnx on each "
-                                   "runtime and precision, each case in a supervised worker; write results.json "
-                                   "and conformance.html. Exit 0 when the run finished (gate with `harness "
-                                   "compare`), 2 on bad options, 130 when interrupted.")
-    c.add_argument("--runtimes", help="comma-separated (default: every runtime that runs an ONNX model here)")
-    c.add_argument("--precisions", default="fp32", help="comma-separated: fp32, fp16 (the harness's FP16 "
-                                                         "conversion of each case; default fp32)")
-    c.add_argument("--ops", help="comma-separated operators (exact, any case), e.g. Conv,Softmax")
-    c.add_argument("-k", action="append", dest="k", metavar="PATTERN",
-                   help="test names containing PATTERN (a glob with * ? [): repeatable or comma-separated")
-    c.add_argument("--case", action="append", dest="case", metavar="NAME", help="one test by exact name "
-                                                                                 "(repeatable)")
-    c.add_argument("--opset", metavar="BOUNDS", help="ai.onnx opset of the case's model: N, N:, :M or N:M")
-    c.add_argument("--no-expanded", action="store_true", help="leave out the *_expanded (function body) cases")
-    c.add_argument("--no-light", action="store_true", help="leave out the light models (data/light)")
-    c.add_argument("--case-timeout", type=float, default=60.0, metavar="S", help="per case (default 60 s)")
-    c.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads (default 1)")
+                                   "runtime and precision, each case in a supervised worker (the run session of "
+                                   "`harness run --workload conform`); write results.json after every case and "
+                                   "conformance.html. Exit 0 when the run finished (gate with `harness compare`), 2 "
+                                   "on bad options, 130/143 when interrupted (finished cases kept).")
+    _add_groups(c, CONFORM_GROUPS)
     c.add_argument("--list", action="store_true", help="list the selected cases (name, operator, opset) only")
-    c.add_argument("--out", metavar="DIR", help="run folder (default reports/conform-YYYYmmdd-HHMMSS)")
 
 
 def _gating_parsers(sub: Any) -> None:
@@ -125,17 +127,10 @@ def _gating_parsers(sub: Any) -> None:
 
     gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
                                            "slowdowns (self-test)")
-    for name, default, what in (("models", "mlp", "zoo models"), ("runtimes", "torch-cpu,ort-cpu", "runtimes"),
-                                ("precisions", "fp32", "precisions"), ("batch-sizes", "1", "batch sizes"),
-                                ("seq-lens", "32", "sequence lengths")):
-        gc.add_argument(f"--{name}", default=default, help=f"comma-separated {what} (default: {default})")
+    _add_groups(gc, GATE_CHECK_GROUPS)  # the matrix and timing options of `harness run`, with gate-check's defaults
     gc.add_argument("--rounds", type=int, default=6, help="simulated runs per case (A/A pairs; default 6)")
-    gc.add_argument("--repeats", default="3", help="blocks per simulated run, as `harness run --repeats` (default 3)")
     gc.add_argument("--levels", default="5,10,15,20,30",
                     help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
-    gc.add_argument("--min-time", default="0.5", help="measured seconds per run, split over its blocks (default: 0.5, as --quick)")
-    gc.add_argument("--min-iters", default="20", help="measured iterations per run (default: 20)")
-    gc.add_argument("--threads", help="intra-op threads (default: the CPUs this process may use)")
     gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
     gate_args(gc)
 
@@ -223,10 +218,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.pytest_plugin import RunConfigCarrier
 
-    config = parse_run_options({o.dest: getattr(args, o.dest) for o in OPTIONS})
-    if not config.cases():
-        raise UsageError("the matrix is empty: no model matches (check --models / --quick)")
-    if config.ray:
+    from harness.workloads import get_workload
+
+    config = parse_run_options(vars(args), RUN_GROUPS)
+    if not get_workload(config.workload).cases(config):
+        raise UsageError("the matrix is empty: no case matches (check --models / --quick, or the conformance "
+                         "filters)")
+    if config.fleet.ray:
         from harness.execution.ray_shards import ray_run
 
         return ray_run(config)
@@ -403,11 +401,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
-    from harness.gating import load_gate_config
     from harness.execution.gatecheck_run import SupervisedRuns
+    from harness.gating import load_gate_config
     from harness.gating.gatecheck import gate_check
     from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
+    from harness.results.environment import snapshot
     from harness.results.store import atomic_write_text
+    from harness.workloads import get_workload
 
     gates = load_gate_config(args.gate_config, args.gate or ())
     try:
@@ -418,34 +418,21 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--levels {args.levels!r}: each level must lie between 0 and 1000 percent")
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
-    from harness.config import RunConfig
-    from harness.measure.timer import TimingPolicy
-    from harness.options import float_at_least, int_at_least, names, positive_ints, precisions
-
-    from harness.results.environment import default_threads
-
-    config = RunConfig(  # its own flags, parsed with the run options' parsers (and their messages)
-        models=names(args.models, "models"), runtimes=names(args.runtimes, "runtimes"),
-        precisions=precisions(args.precisions, "precisions"),
-        batch_sizes=positive_ints(args.batch_sizes, "batch-sizes"), seq_lens=positive_ints(args.seq_lens, "seq-lens"),
-        timing=TimingPolicy(min_time_s=float_at_least(0.0)(args.min_time, "min-time"),
-                            min_iters=int_at_least(1)(args.min_iters, "min-iters")),
-        threads=int_at_least(1)(args.threads, "threads") if args.threads else default_threads(),
-        repeats=int_at_least(1)(args.repeats, "repeats"), out_dir=Path(args.out or "reports/gate-check"))
-    cases = config.cases()
-    print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.repeats} block(s) x (1 + {len(levels)} "
-          f"slowdown levels); {gates.describe()}")
-    runs = SupervisedRuns(config)  # each simulated run in its own supervised worker, as each `harness run`
+    out = Path(args.out) if args.out else None
+    # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
+    # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
+    config = parse_run_options({**vars(args), "out": str(out / "runs") if out else None}, GATE_CHECK_GROUPS)
+    cases = get_workload(config.workload).cases(config)
+    print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.measure.repeats} block(s) x (1 + "
+          f"{len(levels)} slowdown levels); {gates.describe()}")
+    runs = SupervisedRuns(config)  # each simulated run a session with its own supervised worker
     result = gate_check(cases, gates, runs.measure, rounds=args.rounds, levels=levels,
-                        repeats=config.repeats, progress=print, execute=runs.execute)
-    from harness.results.environment import snapshot
-
-    result.machine = str(snapshot(threads=config.threads).get("machine", "?"))
+                        repeats=config.measure.repeats, progress=print, execute=runs.execute)
+    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = gatecheck_markdown(result)
     print(md, end="")
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
         from harness.gating.gatecheck import suggested_config
 
@@ -494,66 +481,52 @@ def cmd_qualify(args: argparse.Namespace) -> int:
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
-    from harness.conformance.cases import CaseFilter, collect, parse_opset
-    from harness.execution.conformance import ConformanceConfig, resolve_runtimes, run_conformance
-    from harness.precision import Precision
-    from harness.report.conformance import conformance_html, summary_text
-    from harness.results.store import atomic_write_text
+    """`harness conform`: the conformance workload through the run session (as `harness run --workload conform`,
+    without pytest): each case in the supervised worker, results.json after every case, conformance.html."""
+    from harness.execution.session import HarnessSession
+    from harness.report.progress import RunProgress
+    from harness.workloads import get_workload
+    from harness.workloads.conform.cases import collect
+    from harness.workloads.conform.workload import resolve_runtimes
 
-    def items(text: str | None) -> tuple[str, ...]:
-        return tuple(x.strip() for x in (text or "").split(",") if x.strip())
-
-    try:
-        precisions = tuple(Precision(p) for p in items(args.precisions))
-    except ValueError:
-        raise UsageError(f"--precisions {args.precisions!r}: valid precisions are fp32, fp16") from None
-    lo, hi = parse_opset(args.opset)
-    keywords = tuple(k for text in args.k or () for k in items(text))
-    selected = CaseFilter(ops=items(args.ops), keywords=keywords, names=tuple(args.case or ()), opset_min=lo,
-                          opset_max=hi, expanded=not args.no_expanded, light=not args.no_light)
-    if args.case_timeout <= 0 or args.threads < 1:
-        raise UsageError("--case-timeout must be positive and --threads at least 1")
-    config = ConformanceConfig(items(args.runtimes), precisions or (Precision.FP32,), selected,
-                               args.case_timeout, args.threads)
-    runtimes, left_out = resolve_runtimes(config.runtimes, config.precisions)
-    cases = collect(selected)
+    config = parse_run_options({**vars(args), "workload": "conform"}, CONFORM_GROUPS, out_prefix="conform-")
+    config = config.replace(workload="conform")
     if args.list:
+        cases = collect(config.conformance)
         for c in cases:
             print(f"{c.name}  {c.op}  opset {c.opset}  {c.kind}")
         print(f"{len(cases)} case(s)")
         return EXIT_OK
-    if not cases:
-        raise UsageError("no conformance case matches the filters (try `harness conform --list` with them)")
+    runtimes, left_out = resolve_runtimes(config.matrix.runtimes, config.matrix.precisions)
     for name, why in left_out.items():
         print(f"left out {name}: {why}")
     if not runtimes:
         raise UsageError("no runtime to run: " + ("; ".join(f"{k}: {v}" for k, v in left_out.items()) or "none"))
-    out = Path(args.out) if args.out else Path("reports") / time.strftime("conform-%Y%m%d-%H%M%S")
-    if out.is_file():
-        raise UsageError(f"--out {out}: is a file")
-    out.mkdir(parents=True, exist_ok=True)
-    done = [0]
-    total = len(cases) * sum(len(set(config.precisions) & set(r.conformance_precisions)) for r in runtimes)
-    print(f"{len(cases)} case(s) x {', '.join(r.name for r in runtimes)} x {', '.join(map(str, precisions))}: "
-          f"{total} run(s) -> {out}")
-
-    def on_result(result: Any) -> None:
-        done[0] += 1
-        if result.status in ("crashed", "timeout", "oom"):
-            print(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
-        if done[0] % 250 == 0 or done[0] == total:
-            print(f"  {done[0]}/{total} done")
-
+    workload = get_workload("conform")
+    cases = workload.cases(config)
+    if not cases:
+        raise UsageError("no conformance case matches the filters (try `harness conform --list` with them)")
+    out = config.outputs.out_dir
+    print(f"{len(cases)} run(s): {', '.join(r.name for r in runtimes)} x "
+          f"{', '.join(map(str, config.matrix.precisions))} -> {out}")
+    session = HarnessSession(config, progress=RunProgress(case_lines=False))
+    session.progress.start("case", len(cases))
+    interrupted = False
     t0 = time.perf_counter()
-    run = run_conformance(cases, config, out, on_result, runtimes=runtimes)
-    run.config["runtimes_left_out"] = left_out
-    from harness.results.store import write_results
-
-    write_results(run, out)
-    atomic_write_text(out / "conformance.html", conformance_html(run))
-    print(summary_text(run))
+    try:
+        for case in cases:
+            result = session.execute(case)
+            if result.status in ("crashed", "timeout", "oom"):
+                session.progress.note(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.finish(interrupted=interrupted)
+    assert session.run is not None
+    for line in workload.terminal_lines(session.run):
+        print(line)
     print(f"wall {time.perf_counter() - t0:.0f} s; results: {out / 'results.json'}; page: {out / 'conformance.html'}")
-    return EXIT_INTERRUPTED if run.interrupted else EXIT_OK
+    return session.exit_status() or (EXIT_INTERRUPTED if interrupted else EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""RunConfig: the typed, frozen run configuration with its defaults; constructing one does nothing else."""
+"""RunConfig: the typed, frozen run configuration, one section per concern; constructing one does nothing else."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,85 +13,223 @@ from harness.measure.stats import DEFAULT_NOISE_CV
 from harness.measure.timer import TimingPolicy
 from harness.precision import Precision, Tolerance
 from harness.results.environment import default_threads
-from harness.results.schema import CaseId
 
 QUICK_TAG = "quick"
 EXPORTERS = ("dynamo", "legacy")
-WORKLOADS = ("forward", "generate")  # one forward pass per call; greedy generation with a KV cache
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    """A matrix and measurement policy. Frozen, picklable; strings become one in harness.options."""
+class MatrixConfig:
+    """Which cases: models x runtimes x precisions x batch sizes (x sequence lengths)."""
 
-    models: tuple[str, ...]
-    runtimes: tuple[str, ...]
-    out_dir: Path
+    models: tuple[str, ...] = ()
+    runtimes: tuple[str, ...] = ()
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     batch_sizes: tuple[int, ...] = (1, 8)
     seq_lens: tuple[int, ...] = (128,)  # ignored by models without a sequence axis
+    quick: bool = False
+    user_models: tuple[str, ...] = ()  # --model files (absolute paths) or factories, registered in every worker
+    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureConfig:
+    """How a case is timed: the timing policy, threads, blocks and the noise threshold."""
+
     timing: TimingPolicy = field(default_factory=TimingPolicy)
     threads: int = field(default_factory=default_threads)  # intra-op threads of every runtime
-    seed: int = 0  # of the input feeds
-    feeds: str | None = None  # --feeds: an .npz or a folder of arrays (absolute path), harness.feeds
-    input_values: tuple[Any, ...] = ()  # --input-value NAME=V: harness.feeds.InputOverride
-    input_ranges: tuple[Any, ...] = ()  # --input-range NAME=LO:HI: harness.feeds.InputOverride
-    quick: bool = False
+    repeats: int = 3  # measurement blocks per case
+    noise_cv: float = DEFAULT_NOISE_CV
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessConfig:
+    """Where a case runs: a supervised worker process (the default), with its limits."""
+
     isolation: bool = True  # cases in supervised worker processes
     case_timeout_s: float = 600.0
     case_memory_gb: float = 8.0  # address-space cap per worker (harness run: half the machine's memory)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputsConfig:
+    """What every runtime is fed: the seed of generated feeds, real inputs, per-input overrides."""
+
+    seed: int = 0
+    feeds: str | None = None  # --feeds: an .npz or a folder of arrays (absolute path), harness.feeds
+    input_values: tuple[Any, ...] = ()  # --input-value NAME=V: harness.feeds.InputOverride
+    input_ranges: tuple[Any, ...] = ()  # --input-range NAME=LO:HI: harness.feeds.InputOverride
+
+    @property
+    def overrides(self) -> tuple[Any, ...]:
+        return tuple(self.input_values) + tuple(self.input_ranges)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactsConfig:
+    """How artifacts are built: the cache, the ONNX exporter, INT8 recipes, torch.compile's mode."""
+
     cache_dir: Path = field(default_factory=default_cache_dir)
     exporter: str = "dynamo"  # one of EXPORTERS
-    noise_cv: float = DEFAULT_NOISE_CV
-    run_id: str = ""
-    user_models: tuple[str, ...] = ()  # --model files (absolute paths) or factories, registered in every worker
-    shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
     int8_method: str = "auto"  # harness.artifacts.int8.INT8_METHODS
     calibration_method: str = DEFAULT_CALIBRATION_METHOD  # one of harness.artifacts.int8.CALIBRATION_METHODS
+    compile_mode: str = "default"  # one of COMPILE_MODES, for the torch-compile-* runtimes
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccuracyConfig:
+    """How drift is judged: tolerance overrides per precision, layer-wise localisation."""
+
     tolerance_overrides: dict[str, dict[str, float]] = field(default_factory=dict)  # {"fp16": {"max_rel_l2": .05}}
     localize: bool = False
-    baseline: str | None = None  # resolved path of the baseline results
-    gates: tuple[str, ...] = ()  # gate strings (median:10%)
-    gate_config: str | None = None  # gate TOML file (absolute path)
-    compile_mode: str = "default"  # one of COMPILE_MODES, for the torch-compile-* runtimes
-    repeats: int = 3  # measurement blocks per case
-    confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
-    # MLPerf LoadGen scenarios per measured case (harness.execution.scenarios); () runs none
-    scenarios: tuple[str, ...] = ()
-    scenario_duration_s: float = 1.0  # LoadGen's min duration of each test
-    scenario_queries: int | None = None  # LoadGen's min query count (None: the fewest its early stopping accepts)
-    server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
-    server_latency_ms: float | None = None  # the Server p99 bound (None: 10 x the runtime's call time then)
-    server_tries: int = 4  # Server search: LoadGen tests tried
-    history: str | None = None  # --history: the database URL the finished run is recorded in
-    ray: str | None = None  # --ray: the Ray cluster address the matrix is sharded over (harness.execution.ray_shards)
-    placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
-    workload: str = "forward"  # one of WORKLOADS (harness.generation for "generate")
-    prompt_lens: tuple[int, ...] = (128,)  # generate: prompt tokens per sequence
-    output_lens: tuple[int, ...] = (64,)  # generate: tokens generated per sequence
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""
         bounds = self.tolerance_overrides.get(str(Precision(precision)))
         return Tolerance(**bounds) if bounds else None
 
-    def cases(self) -> list[CaseId]:
-        """The matrix in execution order (harness.matrix.case_ids)."""
-        from harness.matrix import case_ids, generation_case_ids
 
-        if self.workload == "generate":
-            return generation_case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes,
-                                       self.prompt_lens, self.output_lens)
-        return case_ids(self.models, self.runtimes, self.precisions, self.batch_sizes, self.seq_lens)
+@dataclass(frozen=True, kw_only=True)
+class LoadgenConfig:
+    """MLPerf LoadGen scenarios run on every measured forward case (harness.workloads.forward.scenarios)."""
+
+    scenarios: tuple[str, ...] = ()  # () runs none
+    scenario_duration_s: float = 1.0  # LoadGen's min duration of each test
+    scenario_queries: int | None = None  # LoadGen's min query count (None: the fewest its early stopping accepts)
+    server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
+    server_latency_ms: float | None = None  # the Server p99 bound (None: derived from the measured latency)
+    server_tries: int = 4  # Server search: LoadGen tests tried
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationConfig:
+    """The generation workload's axes: prompt and output lengths in tokens."""
+
+    prompt_lens: tuple[int, ...] = (128,)
+    output_lens: tuple[int, ...] = (64,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConformanceConfig:
+    """The conformance workload's case filter: ONNX backend test cases by operator, name, opset, kind."""
+
+    ops: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()  # -k: name substrings or globs
+    names: tuple[str, ...] = ()  # --case: exact test names
+    opset_min: int | None = None
+    opset_max: int | None = None
+    expanded: bool = True  # the *_expanded (function body) cases
+    light: bool = True  # the light models of onnx/backend/test/data/light
+
+    def filters(self) -> dict[str, Any]:
+        return {"ops": list(self.ops), "k": list(self.keywords), "cases": list(self.names),
+                "opset_min": self.opset_min, "opset_max": self.opset_max, "expanded": self.expanded,
+                "light": self.light}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatingConfig:
+    """Judging the run against a baseline as it finishes."""
+
+    baseline: str | None = None  # resolved path of the baseline results
+    gates: tuple[str, ...] = ()  # gate strings (median:10%)
+    gate_config: str | None = None  # gate TOML file (absolute path)
+    confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputsConfig:
+    """Where the run goes: its folder, its id, the history database it is recorded in."""
+
+    out_dir: Path = Path("reports")
+    run_id: str = ""
+    history: str | None = None  # --history: the database URL the finished run is recorded in
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetConfig:
+    """Sharding the matrix over a Ray cluster (harness.execution.ray_shards)."""
+
+    ray: str | None = None  # --ray: the cluster address
+    placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
+
+
+SECTIONS: dict[str, type] = {
+    "matrix": MatrixConfig, "measure": MeasureConfig, "process": ProcessConfig, "inputs": InputsConfig,
+    "artifacts": ArtifactsConfig, "accuracy": AccuracyConfig, "loadgen": LoadgenConfig,
+    "generation": GenerationConfig, "conformance": ConformanceConfig, "gating": GatingConfig,
+    "outputs": OutputsConfig, "fleet": FleetConfig,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """A run: its workload and one typed section per concern. Frozen and picklable; strings become one in
+    harness.options (the CLI and the pytest plugin), code builds one with `RunConfig.build(**fields)`."""
+
+    workload: str = "forward"  # a harness.workloads name: forward, generate, conform
+    matrix: MatrixConfig = field(default_factory=MatrixConfig)
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    process: ProcessConfig = field(default_factory=ProcessConfig)
+    inputs: InputsConfig = field(default_factory=InputsConfig)
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
+    accuracy: AccuracyConfig = field(default_factory=AccuracyConfig)
+    loadgen: LoadgenConfig = field(default_factory=LoadgenConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    conformance: ConformanceConfig = field(default_factory=ConformanceConfig)
+    gating: GatingConfig = field(default_factory=GatingConfig)
+    outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
+
+    @classmethod
+    def build(cls, workload: str = "forward", **values: Any) -> RunConfig:  # type: ignore[override]
+        """A RunConfig from field values by their names (`threads=1, models=("mlp",)`), each routed to the
+        section that declares it; a name no section declares is a TypeError."""
+        return cls(workload=workload).replace(**values)
+
+    def replace(self, **values: Any) -> RunConfig:
+        """A copy with these fields changed, by their names (section fields, or whole sections)."""
+        sections: dict[str, dict[str, Any]] = {}
+        top: dict[str, Any] = {}
+        for name, value in values.items():
+            if name in SECTIONS or name == "workload":
+                top[name] = value
+            else:
+                sections.setdefault(section_of(name), {})[name] = value
+        out = dataclasses.replace(self, **top) if top else self
+        changed = {s: dataclasses.replace(getattr(out, s), **v) for s, v in sections.items()}
+        return dataclasses.replace(out, **changed) if changed else out
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["precisions"] = [p.value for p in self.precisions]
-        d["out_dir"] = str(self.out_dir)
-        d["cache_dir"] = str(self.cache_dir)
-        if self.history:  # results.json never holds a database password
+        """The configuration as results.json stores it: one flat object (field names are unique across sections)."""
+        d: dict[str, Any] = {"workload": self.workload}
+        for name in SECTIONS:
+            d.update(dataclasses.asdict(getattr(self, name)))
+        d["precisions"] = [p.value for p in self.matrix.precisions]
+        d["out_dir"] = str(self.outputs.out_dir)
+        d["cache_dir"] = str(self.artifacts.cache_dir)
+        if self.outputs.history:  # results.json never holds a database password
             from harness.history.store import masked
 
-            d["history"] = masked(self.history)
+            d["history"] = masked(self.outputs.history)
         return d
+
+
+def section_of(name: str) -> str:
+    """The section that declares field `name` (TypeError for a name none declares)."""
+    for section, cls in SECTIONS.items():
+        if name in {f.name for f in dataclasses.fields(cls)}:
+            return section
+    raise TypeError(f"RunConfig has no field {name!r}")
+
+
+def _check_unique() -> None:
+    seen: dict[str, str] = {}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            assert f.name not in seen, f"{f.name} in both {seen[f.name]} and {section}"
+            seen[f.name] = section
+
+
+_check_unique()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.model import ModelSpec
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
 
 Feed = dict[str, np.ndarray]
 
@@ -56,37 +59,33 @@ def feed_digest(feed: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def case_feed(spec: ModelSpec, dims: Mapping[str, int], config: Any) -> tuple[Feed, dict[str, Any]]:
+def case_feed(spec: ModelSpec, dims: Mapping[str, int], config: RunConfig) -> tuple[Feed, dict[str, Any]]:
     """One case's feed under the run's input options: `--feeds` arrays cut to the case's batch, or the
     seeded feed; then `--input-value` / `--input-range` overrides. Also returns what was used (for details)."""
-    overrides = {o.name: o for o in input_overrides(config)}
+    inputs = config.inputs
+    overrides = {o.name: o for o in inputs.overrides}
     info: dict[str, Any] = {}
-    if getattr(config, "feeds", None):
+    if inputs.feeds:
         from harness.feeds import cut, feeds_for_run
 
-        feed, info["feeds"] = cut(feeds_for_run(config.feeds), spec, dims, generated=overrides)
+        feed, info["feeds"] = cut(feeds_for_run(inputs.feeds), spec, dims, generated=overrides)
     else:
-        feed = make_feed(spec, dims, config.seed)
+        feed = make_feed(spec, dims, inputs.seed)
     used = []
     for t in spec.inputs:
         o = overrides.get(t.name)
         if o is not None:
-            feed[t.name] = np.ascontiguousarray(o.fill(t.concrete_shape(dims), t.dtype, config.seed))
+            feed[t.name] = np.ascontiguousarray(o.fill(t.concrete_shape(dims), t.dtype, inputs.seed))
             used.append(o.describe(t.dtype))
     if used:
         info["input_overrides"] = used
     return feed, info
 
 
-def input_overrides(config: Any) -> tuple[Any, ...]:
-    """The run's --input-value and --input-range overrides (none for configs without them)."""
-    return tuple(getattr(config, "input_values", ())) + tuple(getattr(config, "input_ranges", ()))
-
-
-def inputs_fed(spec: ModelSpec, config: Any) -> list[str]:
+def inputs_fed(spec: ModelSpec, config: RunConfig) -> list[str]:
     """How each integer input of `spec` is fed in this run, e.g. `token_type_ids: int64 in [0, 2)`."""
-    overrides = {o.name: o for o in input_overrides(config)}
-    feeds = getattr(config, "feeds", None)
+    overrides = {o.name: o for o in config.inputs.overrides}
+    feeds = config.inputs.feeds
     out = []
     for t in spec.inputs:
         if not (t.dtype == "bool" or "int" in t.dtype):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
-from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, WORKLOADS, RunConfig
+from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, RunConfig, section_of
 from harness.errors import UsageError
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
@@ -138,19 +139,33 @@ def placement_rules(text: Any, what: str) -> tuple[tuple[str, str], ...]:
     return tuple(rules)
 
 
+def workload_name(text: Any, what: str) -> str:
+    from harness.workloads import workload_names
+
+    return choice(workload_names(), "workloads")(text, what)
+
+
+def pattern_list(text: Any, what: str) -> tuple[str, ...]:
+    """A repeatable option's values, each comma-separated: one tuple of stripped, non-empty items."""
+    items = text if isinstance(text, (list, tuple)) else [text]
+    return tuple(dict.fromkeys(x.strip() for t in items for x in str(t).split(",") if x.strip()))
+
+
 def switch(on: Any) -> Callable[[Any, str], Any]:
     """A flag's value when given (`--no-isolation` sets isolation=False)."""
     return lambda _text, _what: on
 
 
-# ------------------------------------------------------------------ the table
+# ------------------------------------------------------------------ option groups, one per concern
 @dataclass(frozen=True)
 class OptionDef:
     """One run option: the CLI spells it `--NAME`, pytest `--harness-NAME`.
 
-    `field`: the RunConfig field it sets ("timing.X": a TimingPolicy field); `parse(text, name)`: its value, or
-    a UsageError; `quick`: the text used with --quick when the option is not given. An option without `field`
-    is read by parse_run_options itself (the matrix, --out and the gating options)."""
+    `field`: the RunConfig field it sets, by name (RunConfig.replace routes it to its section; "timing.X": a
+    TimingPolicy field); `parse(text, name)`: its value, or a UsageError; `quick`: the text used with --quick when
+    the option is not given; `default`: the text used when it is not given (a command's own default; None: the
+    RunConfig's). An option without `field` is read by parse_run_options itself (the matrix, --out, --opset and
+    the gating options)."""
 
     name: str
     help: str
@@ -161,6 +176,8 @@ class OptionDef:
     field: str | None = None
     parse: Parser | None = None
     quick: str | None = None
+    default: str | None = None
+    short: str | None = None  # a one-letter CLI alias (`-k`), never for pytest
 
     @property
     def dest(self) -> str:
@@ -172,7 +189,28 @@ class OptionDef:
         return self.help.replace("%", "%%")
 
 
-OPTIONS: tuple[OptionDef, ...] = (
+@dataclass(frozen=True)
+class OptionGroup:
+    """The options of one concern (Polygraphy's argument groups): each command and the pytest plugin compose
+    the groups they need; `with_defaults` gives a command its own defaults without a copy of the options."""
+
+    name: str
+    title: str
+    options: tuple[OptionDef, ...]
+
+    def with_defaults(self, **texts: str) -> OptionGroup:
+        """The group with other default texts (by option dest), e.g. gate-check's models="mlp"."""
+        unknown = set(texts) - {o.dest for o in self.options}
+        assert not unknown, f"{self.name}: no options {unknown}"
+        return dataclasses.replace(self, options=tuple(
+            dataclasses.replace(o, default=texts[o.dest]) if o.dest in texts else o for o in self.options))
+
+    def only(self, *names: str) -> OptionGroup:
+        """The group with only these options (by dest), e.g. a command that needs the threads but no timing."""
+        return dataclasses.replace(self, options=tuple(o for o in self.options if o.dest in names))
+
+
+MODELS = OptionGroup("models", "models and shapes", (
     OptionDef("models", "comma-separated zoo model names (default: all; with --quick: models tagged quick)",
               "NAMES"),
     OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
@@ -180,15 +218,20 @@ OPTIONS: tuple[OptionDef, ...] = (
               multiple=True),
     OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
-    OptionDef("runtimes", "comma-separated runtime names (default: every runtime that can run on this machine, "
-                          "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
-    OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES",
-              field="precisions", parse=precisions),
     OptionDef("batch-sizes", "comma-separated batch sizes (default: 1,8; with --quick: 1,4)", "INTS",
               field="batch_sizes", parse=positive_ints, quick="1,4"),
     OptionDef("seq-lens", "comma-separated sequence lengths for text models, ignored by models without a "
                           "sequence axis (default: 128; with --quick: 32)", "INTS",
               field="seq_lens", parse=positive_ints, quick="32"),
+    OptionDef("quick", "a small default matrix for a smoke run", flag=True, field="quick", parse=switch(True)),
+))
+RUNTIMES = OptionGroup("runtimes", "runtimes and precisions", (
+    OptionDef("runtimes", "comma-separated runtime names (default: every runtime that can run on this machine, "
+                          "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
+    OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES",
+              field="precisions", parse=precisions),
+))
+TIMING = OptionGroup("timing", "timing", (
     OptionDef("min-time", "minimum measured seconds per case (default: 1.0; with --quick: 0.5)", "SECONDS",
               field="timing.min_time_s", parse=float_at_least(0.0), quick="0.5"),
     OptionDef("min-iters", "minimum measured iterations per case (default: 20; with --quick: 10)", "N",
@@ -200,8 +243,22 @@ OPTIONS: tuple[OptionDef, ...] = (
                          "end (runtimes whose activation is a compile: all N back to back); the gate reads each "
                          "case in its least-disturbed block (default: 3)", "N",
               field="repeats", parse=int_at_least(1)),
+    OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
+                          "MAD / median (default: 0.10)", "FLOAT",
+              field="noise_cv", parse=float_at_least(0.0)),
+))
+PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
               field="threads", parse=int_at_least(1)),
+    OptionDef("no-isolation", "run cases in the harness's own process (debugging: a crash ends the run)",
+              flag=True, field="isolation", parse=switch(False)),
+    OptionDef("case-timeout", "wall-clock limit per case in seconds, covering load/compile, warm-up and "
+                              "measurement (default: 600)", "SECONDS",
+              field="case_timeout_s", parse=float_at_least(0.001)),
+    OptionDef("case-memory", "address-space cap per worker in GiB (default: half the machine's memory)", "GB",
+              field="case_memory_gb", parse=float_at_least(0.01)),
+))
+INPUTS = OptionGroup("inputs", "inputs", (
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N",
               field="seed", parse=int_at_least(0)),
     OptionDef("feeds", "real inputs for every model: an .npz keyed by input name (samples on axis 0; an array "
@@ -214,33 +271,29 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("input-range", "feed input NAME from [LO, HI): integers uniform in LO..HI-1, floats uniform, e.g. "
                              "token_type_ids=0:2 (repeatable, comma-separated)", "NAME=LO:HI", multiple=True,
               field="input_ranges", parse=overrides(True)),
-    OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
-              "DIR"),
-    OptionDef("quick", "a small default matrix for a smoke run", flag=True, field="quick", parse=switch(True)),
-    OptionDef("no-isolation", "run cases in the harness's own process (debugging: a crash ends the run)",
-              flag=True, field="isolation", parse=switch(False)),
-    OptionDef("case-timeout", "wall-clock limit per case in seconds, covering load/compile, warm-up and "
-                              "measurement (default: 600)", "SECONDS",
-              field="case_timeout_s", parse=float_at_least(0.001)),
-    OptionDef("case-memory", "address-space cap per worker in GiB (default: half the machine's memory)", "GB",
-              field="case_memory_gb", parse=float_at_least(0.01)),
+))
+BUILD = OptionGroup("build", "artifacts and recipes", (
     OptionDef("cache-dir", "artifact cache (default: $HARNESS_CACHE_DIR or ~/.cache/harness)", "DIR",
               field="cache_dir", parse=folder),
     OptionDef("exporter", "torch.onnx exporter for zoo models: dynamo (default) or legacy", "NAME",
               field="exporter", parse=choice(EXPORTERS, "exporters")),
-    OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
-                          "MAD / median (default: 0.10)", "FLOAT",
-              field="noise_cv", parse=float_at_least(0.0)),
     OptionDef("int8-method", "INT8 recipe of ONNX runtimes: static (QDQ, calibrated), dynamic, or auto (default: "
                              "dynamic for MatMul graphs without Conv and without calibration data, else static)",
               "NAME", field="int8_method", parse=choice(INT8_METHODS, "methods", fold=True)),
     OptionDef("calibration-method", "activation calibration of static INT8: minmax (default), entropy, percentile",
               "NAME", field="calibration_method", parse=choice(tuple(CALIBRATION_METHODS), "methods", fold=True)),
+    OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
+                              "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
+              field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+))
+ACCURACY = OptionGroup("accuracy", "drift", (
     OptionDef("tolerance", "override drift tolerances, e.g. fp16.max_rel_l2=0.05,int8.min_cosine=0.98 (bounds: "
                            "atol, rtol, max_rel_l2, min_cosine, min_top1)", "P.BOUND=V,...",
               field="tolerance_overrides", parse=tolerances),
     OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
                           "that fail their tolerance", flag=True, field="localize", parse=switch(True)),
+))
+GATING = OptionGroup("gating", "gating against a baseline", (
     OptionDef("baseline", "compare the run with this baseline (a stored name or a results.json path) and gate "
                           "on it: verdicts.md beside the results, exit status 1 on a regression", "NAME|PATH"),
     OptionDef("gate", "a regression gate STAT:PERCENT, e.g. median:10% or p99:20% (repeatable; default "
@@ -249,18 +302,36 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
                          "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
-    OptionDef("workload", "what a case measures: forward (one forward pass per call, default) or generate (greedy "
+))
+WORKLOAD = OptionGroup("workload", "workload", (
+    OptionDef("workload", "what a case measures: forward (one forward pass per call, default), generate (greedy "
                           "generation with the KV cache of causal LMs: TTFT, per-token decode, tokens/s, token "
-                          "agreement; docs/generation.md)", "NAME", field="workload",
-              parse=choice(WORKLOADS, "workloads")),
+                          "agreement; docs/generation.md) or conform (ONNX backend operator cases on every runtime "
+                          "that runs an ONNX model; docs/conformance.md)", "NAME", field="workload",
+              parse=workload_name),
+))
+GENERATION = OptionGroup("generation", "generation workload", (
     OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "
                              "--quick: 32)", "INTS", field="prompt_lens", parse=positive_ints, quick="32"),
     OptionDef("output-lens", "--workload generate: comma-separated numbers of tokens to generate per sequence "
                              "(default: 64; with --quick: 16)", "INTS", field="output_lens", parse=positive_ints,
               quick="16"),
-    OptionDef("compile-mode", "torch.compile mode for the torch-compile-* runtimes: default, reduce-overhead, "
-                              "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
-              field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
+))
+CONFORMANCE = OptionGroup("conformance", "conformance workload (case filter)", (
+    OptionDef("ops", "--workload conform: comma-separated operators (exact, any case), e.g. Conv,Softmax", "OPS",
+              field="ops", parse=names),
+    OptionDef("match", "--workload conform: test names containing PATTERN (a glob with * ? [): repeatable or "
+                       "comma-separated", "PATTERN", multiple=True, field="keywords", parse=pattern_list,
+              short="-k"),
+    OptionDef("case", "--workload conform: one test by exact name (repeatable)", "NAME", multiple=True,
+              field="names", parse=pattern_list),
+    OptionDef("opset", "--workload conform: ai.onnx opset of the case's model: N, N:, :M or N:M", "BOUNDS"),
+    OptionDef("no-expanded", "--workload conform: leave out the *_expanded (function body) cases", flag=True,
+              field="expanded", parse=switch(False)),
+    OptionDef("no-light", "--workload conform: leave out the light models (data/light)", flag=True,
+              field="light", parse=switch(False)),
+))
+SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
     OptionDef("scenarios", "MLPerf LoadGen scenarios to run on every measured case after its timed loop: "
                            "single-stream (p90 latency), multi-stream (p99 per 8-sample query), server (Poisson "
                            "arrivals, p99 bound; searches the highest VALID QPS unless --server-qps) and offline "
@@ -279,10 +350,16 @@ OPTIONS: tuple[OptionDef, ...] = (
               field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
+))
+OUTPUTS = OptionGroup("outputs", "outputs", (
+    OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",
+              "DIR"),
     OptionDef("history", "record the run in the history database as it finishes and add a trend section (p50 and "
                          "p99 over the recorded runs, change points marked) to the report: a SQLAlchemy URL or a "
                          "SQLite file; alone: $HARNESS_HISTORY, else history.db in the user data folder "
                          "(docs/history.md)", "[URL]", bare="", field="history", parse=history_db),
+))
+FLEET = OptionGroup("fleet", "Ray cluster", (
     OptionDef("ray", "shard the matrix over a Ray cluster's nodes (`auto`: the cluster this machine belongs to; "
                      "or HOST:PORT, ray://HOST:PORT), one shard per node under the harness's own isolation, every "
                      "node's run in OUT/NODE/ and one merged report (needs the [ray] extra; docs/fleet.md)",
@@ -290,37 +367,69 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("placement", "with --ray: which runtimes need which node resource, RUNTIME-GLOB=RESOURCE,... e.g. "
                            "ort-cuda*=GPU,tensorrt=accelerator_type:H100 (default: GPU for CUDA runtimes, else CPU)",
               "GLOB=RES,...", field="placement", parse=placement_rules),
-)
+))
+
+# `harness run` and the pytest plugin: every group
+RUN_GROUPS: tuple[OptionGroup, ...] = (MODELS, RUNTIMES, WORKLOAD, TIMING, PROCESS, INPUTS, BUILD, ACCURACY,
+                                       SCENARIOS, GENERATION, CONFORMANCE, GATING, OUTPUTS, FLEET)
+OPTIONS: tuple[OptionDef, ...] = tuple(o for g in RUN_GROUPS for o in g.options)
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 
 
-def _check_table() -> None:
-    names_ = {f.name for f in fields(RunConfig)}
-    timing = {f.name for f in fields(TimingPolicy)}
+def _check_groups() -> None:
+    """Every option sets a RunConfig field (routed to its section) or is read by parse_run_options."""
+    timing = {f.name for f in dataclasses.fields(TimingPolicy)}
+    assert len(set(OPTION_NAMES)) == len(OPTION_NAMES), "an option in two groups"
     for o in OPTIONS:
         if o.field is not None:
             top, _, sub = o.field.partition(".")
-            assert top in names_ and (not sub or (top == "timing" and sub in timing)), o.field
+            if sub:
+                assert top == "timing" and sub in timing, o.field
+            elif top != "workload":
+                section_of(top)  # TypeError for a field no section declares
             assert o.parse is not None, o.name
 
 
-_check_table()
+_check_groups()
+
+
+def add_options(add: Callable[..., Any], groups: tuple[OptionGroup, ...], prefix: str = "--") -> None:
+    """Declare the groups' options through `add(group, *flags, **argparse_kwargs)` (argparse or pytest)."""
+    for g in groups:
+        for o in g.options:
+            flags = [f"{prefix}{o.name}"] + ([o.short] if o.short and prefix == "--" else [])
+            dest = o.dest if prefix == "--" else f"harness_{o.dest}"
+            if o.flag:
+                kw: dict[str, Any] = {"action": "store_true", "default": False}
+            elif o.multiple:
+                kw = {"action": "append", "default": None, "metavar": o.metavar}
+            elif o.bare is not None:
+                kw = {"nargs": "?", "const": o.bare, "default": None, "metavar": (o.metavar or "VALUE").strip("[]")}
+            else:
+                kw = {"default": None, "metavar": o.metavar}
+            add(g, *flags, dest=dest, help=o.argparse_help, **kw)
 
 
 # ------------------------------------------------------------------ strings -> RunConfig
-def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
-    """Parse raw option values (strings, None when not given; keys are OptionDef.dest) into a RunConfig.
+def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = RUN_GROUPS,
+                      out_prefix: str = "") -> RunConfig:
+    """Parse raw option values (strings, None when not given; keys are OptionDef.dest) of the options in `groups`
+    into a RunConfig; an option not given takes its group's default text (a command's own), else the RunConfig's.
 
-    What the type cannot default is decided here: the run id and output folder (the clock), the case memory
-    cap (half this machine's memory), the default runtimes (availability probes), --model files (checked and
-    registered to build the matrix) and the gating files (read once, so a bad one is a usage error)."""
+    What the type cannot default is decided here: the run id and output folder (the clock; `out_prefix` names
+    the default folder, e.g. "conform-"), the case memory cap (half this machine's memory), the default runtimes
+    (availability probes), --model files (checked and registered to build the matrix) and the gating files
+    (read once, so a bad one is a usage error)."""
     from harness.plugins import load_plugins
 
     load_plugins()  # the zoo and plugin models/runtimes, before any name is resolved
+    present = {o.dest: o for g in groups for o in g.options}
+    raw = {**{d: o.default for d, o in present.items() if o.default is not None and raw.get(d) in (None, False)},
+           **{k: v for k, v in raw.items() if k in present and v not in (None, False)}}
     quick = bool(raw.get("quick"))
     values: dict[str, Any] = {}
     timing: dict[str, Any] = {}
-    for o in OPTIONS:
+    for o in present.values():
         if o.field is None:
             continue
         text = raw.get(o.dest)
@@ -330,18 +439,41 @@ def parse_run_options(raw: Mapping[str, Any]) -> RunConfig:
         if given:
             top, _, sub = o.field.partition(".")
             (timing if sub else values)[sub or top] = o.parse(text, o.name)  # type: ignore[misc]
-    models, user_paths, shapes = _models(raw, quick)
+    workload = values.pop("workload", "forward")
+    models, user_paths, shapes = _models(raw, quick, workload) if "models" in present else ((), (), ())
     run_id = time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / run_id
+    out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / f"{out_prefix}{run_id}"
     check_out_dir(out_dir)
     values.setdefault("case_memory_gb", default_case_memory_gb())
-    values.update(_input_options(values, models, raw))
-    return RunConfig(models=models, runtimes=_runtimes(raw, quick), out_dir=out_dir, run_id=run_id,
-                     timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
-                     **_gating_options(raw), **values)
+    values.update(_input_options(values, models, raw, workload))
+    if "opset" in present:
+        values["opset_min"], values["opset_max"] = opset_bounds(raw.get("opset"))
+    if "gate" in present:
+        values.update(_gating_options(raw))
+    return RunConfig.build(workload, models=models, runtimes=_runtimes(raw, quick, workload), out_dir=out_dir,
+                           run_id=run_id, timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
+                           **values)
 
 
-def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
+def opset_bounds(text: str | None) -> tuple[int | None, int | None]:
+    """`--opset` bounds: "13" (exactly), "13:" (at least), ":17" (at most), "13:17" (between, inclusive)."""
+    if not text:
+        return None, None
+    lo, sep, hi = str(text).partition(":")
+    try:
+        a = int(lo) if lo.strip() else None
+        b = int(hi) if hi.strip() else None
+    except ValueError:
+        raise UsageError(f"--opset {text!r}: expected N, N:, :M or N:M (integers)") from None
+    if not sep:
+        b = a
+    if a is not None and b is not None and a > b:
+        raise UsageError(f"--opset {text!r}: the lower bound is over the upper one")
+    return a, b
+
+
+def _models(raw: Mapping[str, Any], quick: bool, workload: str
+            ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
     """--models / --model / --shape: the model names, the user model references and the shape sizes."""
     from harness.model import all_models, get_model
     from harness.model_files import (check_shape_names, is_factory_ref, normalize_user_model, parse_shapes,
@@ -364,14 +496,17 @@ def _models(raw: Mapping[str, Any], quick: bool) -> tuple[tuple[str, ...], tuple
             get_model(m)
     elif user_names:
         models = ()
-    elif raw.get("workload") == "generate":  # the causal LMs of the zoo
+    elif workload == "conform":  # the cases are ONNX's backend tests, not models
+        models = ()
+    elif workload == "generate":  # the causal LMs of the zoo
         models = tuple(s.name for s in all_models() if "decoder" in s.tags and "user" not in s.tags)
     else:
         models = tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
     return tuple(dict.fromkeys(models + user_names)), user_paths, shapes
 
 
-def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapping[str, Any]) -> dict[str, Any]:
+def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapping[str, Any], workload: str
+                   ) -> dict[str, Any]:
     """--input-value / --input-range checked against the run's models; without --seq-lens, the sequence
     lengths of --feeds."""
     from harness.feeds import check_overrides, feeds_for_run, seq_lens
@@ -387,13 +522,13 @@ def _input_options(values: Mapping[str, Any], models: tuple[str, ...], raw: Mapp
     if values.get("feeds"):
         lens = seq_lens(feeds_for_run(values["feeds"]), specs)
         # the generation workload's prompts are its sequence axis
-        axis = "prompt_lens" if values.get("workload") == "generate" else "seq_lens"
+        axis = "prompt_lens" if workload == "generate" else "seq_lens"
         if lens and not raw.get(axis):
             out[axis] = lens
     return out
 
 
-def _runtimes(raw: Mapping[str, Any], quick: bool) -> tuple[str, ...]:
+def _runtimes(raw: Mapping[str, Any], quick: bool, workload: str) -> tuple[str, ...]:
     from harness.runtimes import get_runtime
 
     if raw.get("runtimes"):
@@ -401,6 +536,8 @@ def _runtimes(raw: Mapping[str, Any], quick: bool) -> tuple[str, ...]:
         for r in runtimes:
             get_runtime(r)
         return runtimes
+    if workload == "conform":
+        return ()  # every runtime that runs an ONNX model here (harness.workloads.conform)
     return ("torch-cpu", "ort-cpu") if quick else available_runtimes()
 
 

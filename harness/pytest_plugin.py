@@ -10,7 +10,7 @@ import pytest
 
 from harness.config import RunConfig
 from harness.errors import UsageError
-from harness.options import OPTIONS, parse_run_options
+from harness.options import OPTIONS, RUN_GROUPS, add_options, parse_run_options
 from harness.plugins import load_plugins
 from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
 from harness.results.schema import CaseResult
@@ -22,29 +22,16 @@ CARRIED_KEY = pytest.StashKey[RunConfig]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("harness", "inference harness matrix (the same options as `harness run`)")
-    for o in OPTIONS:
-        if o.flag:
-            group.addoption(f"--harness-{o.name}", action="store_true", default=False, dest=f"harness_{o.dest}",
-                            help=o.argparse_help)
-        elif o.multiple:
-            group.addoption(f"--harness-{o.name}", action="append", default=None, dest=f"harness_{o.dest}",
-                            metavar=o.metavar, help=o.argparse_help)
-        elif o.bare is not None:
-            group.addoption(f"--harness-{o.name}", nargs="?", const=o.bare, default=None, dest=f"harness_{o.dest}",
-                            metavar=(o.metavar or "VALUE").strip("[]"), help=o.argparse_help)
-        else:
-            group.addoption(f"--harness-{o.name}", default=None, dest=f"harness_{o.dest}", metavar=o.metavar,
-                            help=o.argparse_help)
+    """The run options of `harness run`, group by group (harness.options.RUN_GROUPS), spelled --harness-NAME."""
+    groups: dict[str, Any] = {}
 
+    def add(group: Any, *flags: str, **kw: Any) -> None:
+        if group.name not in groups:
+            groups[group.name] = parser.getgroup(f"harness-{group.name}", f"inference harness: {group.title} "
+                                                 "(the same options as `harness run`)")
+        groups[group.name].addoption(*flags, **kw)
 
-    conform = parser.getgroup("harness-conform", "operator conformance suite (suites/conformance, docs/conformance.md)")
-    conform.addoption("--conform-runtimes", default=None, metavar="R,R", help="runtimes (default: every one that "
-                                                                             "runs an ONNX model here)")
-    conform.addoption("--conform-precisions", default="fp32", metavar="P,P", help="fp32, fp16 (default fp32)")
-    conform.addoption("--conform-ops", default=None, metavar="OPS", help="comma-separated operators")
-    conform.addoption("--conform-opset", default=None, metavar="BOUNDS", help="N, N:, :M or N:M")
-    conform.addoption("--conform-case-timeout", default=60.0, type=float, metavar="S", help="per case (60 s)")
+    add_options(add, RUN_GROUPS, prefix="--harness-")
 
 
 def raw_options(config: pytest.Config) -> dict[str, Any]:
@@ -103,7 +90,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "harness_case" in metafunc.fixturenames:
         try:
-            cases = _session(metafunc.config).config.cases()
+            session = _session(metafunc.config)
+            cases = session.workload.cases(session.config)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         metafunc.parametrize("harness_case", cases, ids=[c.id for c in cases])
@@ -149,9 +137,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     shown = dataclasses.replace(hs.run, cases=[c for c in hs.run.cases if c.status != "skipped"])
     if shown.cases:  # skipped cases: grouped below, one line per unavailable runtime (the report lists each)
         tr.write_line(terminal_table(shown))
-    from harness.report.generation import generation_lines
-
-    for line in generation_lines(hs.run):  # --workload generate: TTFT, TPOT, tokens/s, token agreement
+    for line in hs.workload.terminal_lines(hs.run):  # e.g. TTFT/TPOT of generation, conformance pass rates
         tr.write_line(line)
     for line in skipped_lines(hs.run):
         tr.write_line(line)

@@ -1,57 +1,68 @@
-"""What `harness gate-check` measures with: each simulated run in its own supervised worker, slowed runtimes."""
+"""What `harness gate-check` measures with: each simulated run a run session of its own, slowed runtimes."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from harness.config import RunConfig
 from harness.errors import HarnessError
-from harness.execution.runner import block_policy
-from harness.execution.supervisor import IsolatedExecutor
+from harness.execution.session import HarnessSession
 from harness.gating.gatecheck import RunData
 from harness.results.schema import CaseId
 from harness.runtimes import get_runtime
 from harness.runtimes.selftest import slowed_name
+from harness.workloads.common import block_policy
 
 
 class SupervisedRuns:
-    """Gate-check's measurement, through the machinery of `harness run`: each simulated run (`execute`) gets a
-    fresh supervised worker (IsolatedExecutor, from the forkserver), as each `harness run` does, so process-level
-    states (thread placement, memory layout) vary between runs as between nightly runs; each block
-    (`measure`) is a fresh activation in it. A block with `delay_s` runs the case's runtime slowed by that busy
-    wait per inference (harness.runtimes.selftest). `config.repeats` blocks make a run, so each block gets
-    1/repeats of the minimum time and iterations."""
+    """Gate-check's measurement, through the machinery of `harness run`: each simulated run (`execute`) is a
+    HarnessSession with its own supervised worker, as each `harness run` is, so process-level states (thread
+    placement, memory layout) vary between runs as between nightly runs, and its results are written like a
+    run's (OUT/runs/N/results.json); each block (`measure`) is a fresh activation in it. A block with `delay_s`
+    runs the case's runtime slowed by that busy wait per inference (harness.runtimes.selftest).
+    `config.measure.repeats` blocks make a run, so each block gets 1/repeats of the minimum time and
+    iterations."""
 
-    def __init__(self, config: Any, executor_factory: Callable[[], Any] = IsolatedExecutor) -> None:
-        self.config = replace(config, repeats=1, timing=block_policy(config.timing, config.repeats))
-        self.executor_factory = executor_factory
-        self.executor: Any = None
+    def __init__(self, config: RunConfig, session_factory: Callable[[RunConfig], Any] | None = None) -> None:
+        self.config = config.replace(repeats=1, timing=block_policy(config.measure.timing, config.measure.repeats))
+        self.session_factory = session_factory or HarnessSession  # its default progress shows nothing
+        self.session: Any = None
         self.workers = 0  # simulated runs started, one worker each
         self._seen: set[CaseId] = set()
+        self._root = Path(config.outputs.out_dir) if config.outputs.out_dir else Path(tempfile.mkdtemp())
 
     def measure(self, case: CaseId, delay_s: float) -> Sequence[int]:
-        if self.executor is None:
+        if self.session is None:
             raise RuntimeError("SupervisedRuns.measure outside a run (call it through execute)")
         if delay_s > 0:
             case = replace(case, runtime=get_runtime(slowed_name(case.runtime, delay_s)).name)
-        if case not in self._seen:  # the case's first block in this worker: the whole case path
-            result = self.executor.run(case, self.config)
+        if case not in self._seen:  # the case's first block in this run: the whole case path
+            result = self.session.execute(case)
             if not result.measured:
                 raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
             self._seen.add(case)
             return result.samples_ns
-        block = self.executor.measure_block(case, self.config, fresh=True)
+        block = self.session.measure_block(case, fresh=True)
         if "error" in block:
             raise HarnessError(f"gate-check: a block of {case.id} failed: {block['error']}")
         return block["samples_ns"]
 
     def execute(self, fn: Callable[..., RunData], *args: Any) -> RunData:
-        """One simulated run, `fn(*args)` measuring through a fresh worker that is stopped afterwards."""
-        self.executor, self._seen = self.executor_factory(), set()
+        """One simulated run, `fn(*args)` measuring through a fresh session that is finished afterwards."""
         self.workers += 1
+        config = self.config.replace(out_dir=self._root / f"{self.workers:03d}",
+                                     run_id=f"gate-check-{self.workers:03d}")
+        self.session, self._seen = self.session_factory(config), set()
+        interrupted = False
         try:
             return fn(*args)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
-            self.executor.close()
-            self.executor = None
+            self.session.finish(interrupted=interrupted)
+            self.session = None

@@ -33,11 +33,11 @@ def spec_run_config(spec: QualifySpec, out_dir: Path) -> RunConfig:
     timing = {dest.removeprefix("timing."): v for dest, v in given.items() if dest.startswith("timing.")}
     settings = {dest: v for dest, v in given.items() if not dest.startswith("timing.")}
     settings.setdefault("case_memory_gb", default_case_memory_gb())
-    return RunConfig(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
-                     precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
-                     seq_lens=uniq([c.seq for c in cs if c.seq is not None]) or (128,), out_dir=Path(out_dir),
-                     run_id=_dt.datetime.now().strftime("%Y%m%d-%H%M%S"), timing=TimingPolicy(**timing),
-                     **settings)
+    return RunConfig.build(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
+                           precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
+                           seq_lens=uniq([c.seq for c in cs if c.seq is not None]) or (128,), out_dir=Path(out_dir),
+                           run_id=_dt.datetime.now().strftime("%Y%m%d-%H%M%S"), timing=TimingPolicy(**timing),
+                           **settings)
 
 
 def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import os
 import threading
@@ -15,6 +14,7 @@ from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults
 from harness.results.store import atomic_write_text, write_results
+from harness.workloads import get_workload
 
 ENV_PREFIXES = ("HARNESS_",)  # the driver's HARNESS_* variables (plugins, cache) travel to every shard
 
@@ -83,7 +83,7 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
 
     local = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
     out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
-    session = HarnessSession(dataclasses.replace(config, out_dir=out, baseline=None, history=None, **local))
+    session = HarnessSession(config.replace(out_dir=out, baseline=None, history=None, **local))
     session.start()
     assert session.run is not None
     yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
@@ -124,8 +124,8 @@ class ShardRun:
 
     def __init__(self, config: RunConfig, shard: Shard, out_dir: Path) -> None:
         self.shard, self.out_dir = shard, out_dir / shard.node.label
-        self.config = dataclasses.replace(config, run_id=f"{config.run_id}-{shard.node.label}")
-        self.run = RunResults(run_id=self.config.run_id, started_at="", config={
+        self.config = config.replace(run_id=f"{config.outputs.run_id}-{shard.node.label}")
+        self.run = RunResults(run_id=self.config.outputs.run_id, started_at="", config={
             **config.as_dict(), "ray_node": shard.node.node_id}, environment={
             "hostname": shard.node.address, "machine": f"ray node {shard.node.label}"})
         self.error: str | None = None
@@ -171,7 +171,7 @@ class ShardRun:
 
 
 def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
-    """Connect to the cluster at config.ray, shard the matrix over its alive nodes (one task per node, holding
+    """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
     all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
     out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
     try:
@@ -180,24 +180,27 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
     except ImportError:
         raise UsageError("--ray needs Ray: pip install -e \".[ray]\"") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-    ray.init(address=config.ray, ignore_reinit_error=True, log_to_driver=False,
+    ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,
              runtime_env={"env_vars": env} if env else None)
     nodes = cluster_nodes()
     if not nodes:
-        raise UsageError(f"--ray {config.ray}: the cluster has no alive node")
-    shards, unplaced = plan_shards(config.cases(), nodes, config.placement)
-    note(f"ray: {len(config.cases())} case(s) over {len(shards)} of {len(nodes)} node(s): "
+        raise UsageError(f"--ray {config.fleet.ray}: the cluster has no alive node")
+    cases = get_workload(config.workload).cases(config)
+    shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
+    note(f"ray: {len(cases)} case(s) over {len(shards)} of {len(nodes)} node(s): "
          + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
          + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
     task = _ray_task()
-    runs = [ShardRun(config, s, config.out_dir) for s in shards]
+    out_dir = config.outputs.out_dir
+    runs = [ShardRun(config, s, out_dir) for s in shards]
     lock = threading.Lock()
 
     def locked_note(line: str) -> None:
         with lock:
             note(line)
 
-    node_defaults = [k for k, v in _machine_defaults().items() if getattr(config, k) == v()]
+    current = {"threads": config.measure.threads, "case_memory_gb": config.process.case_memory_gb}
+    node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
     threads = []
     for sr in runs:
         res = sr.shard.node.resources
@@ -212,10 +215,10 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
         t.join()
     out = [sr.run for sr in runs]
     if unplaced:
-        extra = RunResults(run_id=config.run_id, started_at="", config=config.as_dict(),
+        extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
                            environment={"hostname": "unplaced", "machine": "no node with the resource"},
                            cases=unplaced, complete=True)
-        write_results(extra, config.out_dir / "unplaced")
+        write_results(extra, out_dir / "unplaced")
         out.append(extra)
     return out
 
@@ -225,19 +228,19 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
     each node's run recorded with --history). Exit status as `harness run`: 1 when a case failed or broke."""
     from harness.report import write_outputs
 
-    if config.baseline:
+    if config.gating.baseline:
         raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
-    config.out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     runs = run_on_ray(config, note)
     trends = None
-    if config.history:
+    if config.outputs.history:
         from harness.history.record import record_run
 
         trends = []
         for run in runs:
             if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
-                trends += record_run(run, config.history, str(config.out_dir), note) or []
-    for name, path in write_outputs(runs, config.out_dir, trends=trends).items():
+                trends += record_run(run, config.outputs.history, str(out_dir), note) or []
+    for name, path in write_outputs(runs, out_dir, trends=trends).items():
         note(f"{name:>9}: {path}")
     counts = {k: sum(r.counts()[k] for r in runs) for k in runs[0].counts()}
     note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.config import RunConfig
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.results.schema import Block, CaseResult, RunResults
 
@@ -15,7 +16,7 @@ def pending_rounds(run: RunResults) -> int:
     return max((r.blocks_pending for r in run.cases), default=0)
 
 
-def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Callable[[], None] = lambda: None,
+def later_rounds(run: RunResults, executor: Any, config: RunConfig, after_block: Callable[[], None] = lambda: None,
                  progress: Any = None, stop: Callable[[], bool] = lambda: False) -> int:
     """Measure the pending blocks of `run`'s cases in rounds; returns the blocks added.
 
@@ -40,14 +41,14 @@ def later_rounds(run: RunResults, executor: Any, config: Any, after_block: Calla
             block = executor.measure_block(result.case, config, fresh=key != previous_key)
             previous_key = key if "error" not in block else None
             result.blocks_pending -= 1
-            merge_block(result, block, config.noise_cv, "round")
+            merge_block(result, block, config.measure.noise_cv, "round")
             added += "error" not in block
             after_block()
             progress.end(block_line(result, block, f"round {k + 2}/{rounds + 1}"))
     return added
 
 
-def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: Any, rounds: int,
+def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: RunConfig, rounds: int,
                    after_block: Callable[[], None] = lambda: None, progress: Any = None,
                    stop: Callable[[], bool] = lambda: False) -> int:
     """`rounds` more blocks of the cases in `case_ids` (a gate's suspects), in rounds over those cases, each
@@ -62,7 +63,7 @@ def confirm_rounds(run: RunResults, case_ids: set[str], executor: Any, config: A
                 return added
             progress.begin(f"{result.case.id} (confirmation {k + 1}/{rounds})")
             block = executor.measure_block(result.case, config, fresh=True)
-            merge_block(result, block, config.noise_cv, "confirm")
+            merge_block(result, block, config.measure.noise_cv, "confirm")
             added += "error" not in block
             after_block()
             progress.end(block_line(result, block, f"confirmation {k + 1}/{rounds}"))

@@ -1,4 +1,4 @@
-"""HarnessSession: one run's state: config, executor, results written after every case, outputs at the end."""
+"""HarnessSession: the one driver of every workload: config, executor, results written after every case, outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
-from harness.execution.runner import InProcessExecutor
+from harness.execution.worker import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
 from harness.execution.supervisor import IsolatedExecutor
 from harness.measure.cpu import OthersCpu
@@ -20,6 +20,7 @@ from harness.report.progress import RunProgress, case_line, write_case_log
 from harness.results.environment import gpu_end_snapshot, snapshot
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.store import write_results
+from harness.workloads import Workload, get_workload
 
 
 def _now() -> str:
@@ -27,10 +28,13 @@ def _now() -> str:
 
 
 class HarnessSession:
-    """Created lazily by the pytest plugin when the first matrix case runs; finished at session end."""
+    """One run of one workload: `harness run` and plain pytest (created lazily by the plugin when the first case
+    runs), `harness conform`, qualify, gate-check and each Ray shard drive their cases through it, so every case
+    gets the same isolation, progress, atomic write of results.json, signal handling, rounds and report."""
 
     def __init__(self, config: RunConfig, progress: RunProgress | None = None) -> None:
         self.config = config
+        self.workload: Workload = get_workload(config.workload)
         self.progress = progress if progress is not None else RunProgress(io.StringIO(), live=False)
         self.run: RunResults | None = None
         self.executor: Any = None
@@ -48,14 +52,16 @@ class HarnessSession:
 
     def start(self) -> None:
         cfg = self.config
-        cfg.out_dir.mkdir(parents=True, exist_ok=True)
-        env = snapshot(threads=cfg.threads)
+        out_dir = cfg.outputs.out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        env = snapshot(threads=cfg.measure.threads)
         env["harness_overhead"] = measure_overhead()
-        self.run = RunResults(run_id=cfg.run_id, started_at=_now(), environment=env, config=cfg.as_dict(),
-                              harness_version=__version__)
-        defer = cfg.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
-        self.executor = IsolatedExecutor(defer_blocks=defer) if cfg.isolation else InProcessExecutor(defer_blocks=defer)
-        write_results(self.run, cfg.out_dir)
+        self.run = RunResults(run_id=cfg.outputs.run_id, started_at=_now(), environment=env,
+                              config={**cfg.as_dict(), **self.workload.run_record(cfg)}, harness_version=__version__)
+        defer = cfg.measure.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
+        self.executor = (IsolatedExecutor(defer_blocks=defer) if cfg.process.isolation
+                         else InProcessExecutor(defer_blocks=defer))
+        write_results(self.run, out_dir)
         self._cpu = OthersCpu()
         # SIGINT and SIGTERM: the first stops the run (no new case, no new round), keeps what finished and
         # writes the report; any further signal during that stop is absorbed.
@@ -89,12 +95,19 @@ class HarnessSession:
             raise KeyboardInterrupt("the run is stopping")
         self.progress.begin(case.id)
         cpu = OthersCpu()
-        result = self.executor.run(case, self.config)
+        payload = self.workload.payload(case, self.config)
+        result = self.workload.annotate(case, self.executor.run(case, self.config, payload))
         result.details["cpu_others_percent"] = cpu.percent()
         self.run.cases.append(result)
         self._save()
-        self.progress.end(case_line(result, write_case_log(result, self.config.out_dir)))
+        self.progress.end(case_line(result, write_case_log(result, self.config.outputs.out_dir)))
         return result
+
+    def measure_block(self, case: CaseId, fresh: bool = True) -> dict[str, Any]:
+        """One more measurement block of a case this session ran (gate-check's later blocks), supervised."""
+        if not self.started:
+            self.start()
+        return self.executor.measure_block(case, self.config, fresh)
 
     def finish(self, interrupted: bool) -> None:
         """Later rounds (unless stopped), the gate, results.json and the report. Interrupted when pytest was, or
@@ -106,7 +119,7 @@ class HarnessSession:
         interrupted = interrupted or self.stopping
         try:
             if self.executor is not None and not interrupted and pending_rounds(self.run):
-                progress.note(f"--repeats {self.config.repeats}: {pending_rounds(self.run)} more measurement "
+                progress.note(f"--repeats {self.config.measure.repeats}: {pending_rounds(self.run)} more measurement "
                               "round(s) over the matrix (one block per case each, after a fresh activation)")
                 try:
                     later_rounds(self.run, self.executor, self.config, after_block=self._save, progress=progress,
@@ -134,26 +147,27 @@ class HarnessSession:
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             self._save()
+            out_dir, history = self.config.outputs.out_dir, self.config.outputs.history
             trends = None
-            if self.config.history:
+            if history:
                 from harness.history.record import record_run
 
-                trends = record_run(self.run, self.config.history, str(self.config.out_dir / "results.json"),
-                                    progress.note)
-            from harness.report import write_outputs
+                trends = record_run(self.run, history, str(out_dir / "results.json"), progress.note)
             from harness.report.verdicts import verdict_dicts
 
             verdicts = verdict_dicts(self.comparison) if self.comparison is not None else None
             note = self.comparison.gates.measured_line() if self.comparison is not None else None
-            self.outputs = {"json": self.config.out_dir / "results.json",
-                            **write_outputs(self.run, self.config.out_dir, verdicts, self.config.baseline, note,
-                                          trends=trends)}
+            self.outputs = {"json": out_dir / "results.json",
+                            **self.workload.render(self.run, out_dir, verdicts=verdicts,
+                                                   baseline=self.config.gating.baseline, gate_note=note,
+                                                   trends=trends)}
+            self._save()  # what rendering added to the run's record (e.g. conformance wall times)
             self.outputs.update(self.gate_outputs)
-            _point_latest(self.config.out_dir)
+            _point_latest(out_dir)
 
     def _save(self) -> None:
         assert self.run is not None
-        write_results(self.run, self.config.out_dir)  # atomic: a killed run keeps every finished case
+        write_results(self.run, self.config.outputs.out_dir)  # atomic: a killed run keeps every finished case
 
     def _gate(self) -> None:
         """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it.
@@ -163,7 +177,8 @@ class HarnessSession:
         """
         cfg = self.config
         progress = self.progress
-        if not cfg.baseline or self.run is None or self.run.interrupted:
+        gating, out_dir = cfg.gating, cfg.outputs.out_dir
+        if not gating.baseline or self.run is None or self.run.interrupted:
             return
         from harness.errors import HarnessError
         from harness.gating import compare_runs, load_gate_config
@@ -173,18 +188,18 @@ class HarnessSession:
         from harness.results.store import atomic_write_text
 
         try:
-            baseline, gates = load_baseline_runs(cfg.baseline), load_gate_config(cfg.gate_config, cfg.gates)
+            baseline, gates = load_baseline_runs(gating.baseline), load_gate_config(gating.gate_config, gating.gates)
         except HarnessError as exc:
             self.gate_error = str(exc)
             return
 
         def judge() -> Any:
-            return compare_runs(baseline, self.run, gates, baseline_label=cfg.baseline,
-                                current_label=str(cfg.out_dir / "results.json"))
+            return compare_runs(baseline, self.run, gates, baseline_label=gating.baseline,
+                                current_label=str(out_dir / "results.json"))
 
         self.comparison = judge()
         suspects = self.comparison.regressed_timings()
-        confirm = cfg.confirm
+        confirm = gating.confirm
         if suspects and confirm and self.executor is not None:
             progress.note(f"--confirm {confirm}: {len(suspects)} case(s) judged regressed on latency; measuring "
                           f"{confirm} more block(s) each, then judging again")
@@ -200,8 +215,8 @@ class HarnessSession:
                 f"{len(still & suspects)} still regressed" + (
                     f"; not reproduced: {', '.join(sorted(suspects - still))}" if suspects - still else ""))
         self.gate_outputs = {
-            "verdicts": atomic_write_text(cfg.out_dir / "verdicts.md", verdicts_markdown(self.comparison)),
-            "gate_json": atomic_write_text(cfg.out_dir / "verdicts.json", comparison_json(self.comparison))}
+            "verdicts": atomic_write_text(out_dir / "verdicts.md", verdicts_markdown(self.comparison)),
+            "gate_json": atomic_write_text(out_dir / "verdicts.json", comparison_json(self.comparison))}
 
     def gate_status(self) -> int:
         """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared."""

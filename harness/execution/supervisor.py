@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from harness.measure.memory import ALLOCATION_MARKERS, allocation_failure, oom_reason
+from harness.config import RunConfig
 from harness.results.schema import CaseId, CaseResult
 
 _PR_SET_PDEATHSIG = 1
@@ -24,7 +25,7 @@ def worker_context() -> Any:
     """The multiprocessing context every harness worker starts from: a forkserver that preloads the worker's
     modules (a clean process: nothing of the parent's state, threads or user code is inherited)."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["harness.execution.runner"])
+    ctx.set_forkserver_preload(["harness.execution.worker"])
     return ctx
 
 
@@ -54,14 +55,15 @@ class IsolatedExecutor:
         self._last_tail = ""  # the worker's stderr tail for the last reply that reported an OOM
 
     # ------------------------------------------------------------------ worker lifecycle
-    def _ensure_worker(self, config: Any) -> None:
+    def _ensure_worker(self, config: RunConfig) -> None:
         if self._proc is not None and self._proc.is_alive():
             return
         self._reap()
         fd, self._log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")
         os.close(fd)
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        cap_bytes = int(config.case_memory_gb * 2**30) if config.case_memory_gb else None
+        memory_gb = config.process.case_memory_gb
+        cap_bytes = int(memory_gb * 2**30) if memory_gb else None
         sys.stdout.flush()
         sys.stderr.flush()
         proc = self._ctx.Process(target=_worker_main,
@@ -106,8 +108,10 @@ class IsolatedExecutor:
         stop_forkserver()
 
     # ------------------------------------------------------------------ one case
-    def run(self, case: CaseId, config: Any) -> CaseResult:
-        reply = self._exchange(("case", case, config), case, config)
+    def run(self, case: CaseId, config: RunConfig, payload: Any = None) -> CaseResult:
+        """`case` of the run's workload in the worker (with the workload's `payload` for it), supervised: a crash,
+        hang or memory-cap hit costs this case's row and the worker is replaced."""
+        reply = self._exchange(("case", case, config, payload), case, config)
         if isinstance(reply, CaseResult):
             return reply
         result = CaseResult.from_dict(reply)
@@ -116,12 +120,7 @@ class IsolatedExecutor:
             self._reap()
         return result
 
-    def call(self, target: str, payload: Any, case: CaseId, config: Any) -> dict[str, Any] | CaseResult:
-        """`module:function`(payload) in the worker, supervised like a case (conformance cases use it): its
-        reply dict, or the CaseResult of a worker that crashed or timed out (the worker is then replaced)."""
-        return self._exchange(("call", target, payload), case, config)
-
-    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+    def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """A later measurement block of `case` in the worker (CaseRunner.measure_block), supervised like a case:
         a crash, timeout or OOM costs this block ({"error": reason}), never the case's earlier blocks."""
         reply = self._exchange(("block", case, config, fresh), case, config)
@@ -131,7 +130,7 @@ class IsolatedExecutor:
             self._reap()
         return reply
 
-    def _exchange(self, msg: tuple[Any, ...], case: CaseId, config: Any) -> dict[str, Any] | CaseResult:
+    def _exchange(self, msg: tuple[Any, ...], case: CaseId, config: RunConfig) -> dict[str, Any] | CaseResult:
         """Send one request to the worker and wait for its reply (a dict); a CaseResult when the worker could
         not be started, timed out or died (the worker is then replaced on the next request)."""
         self._last_tail = ""
@@ -148,7 +147,8 @@ class IsolatedExecutor:
             return CaseResult(case, "crashed", phase="load", reason="the worker process could not be started")
         phase = "load"
         t0 = time.monotonic()
-        deadline = t0 + config.case_timeout_s
+        timeout_s = config.process.case_timeout_s
+        deadline = t0 + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             # Blocks in select(): the parent uses no CPU while the worker measures.
@@ -157,7 +157,7 @@ class IsolatedExecutor:
                 tail = self._stderr_tail(log_offset)
                 self._reap()
                 return CaseResult(case, "timeout", phase=phase, stderr_tail=tail,
-                                  reason=f"exceeded --case-timeout {config.case_timeout_s:g} s in phase {phase}",
+                                  reason=f"exceeded --case-timeout {timeout_s:g} s in phase {phase}",
                                   duration_s=round(time.monotonic() - t0, 3))
             try:
                 reply = self._conn.recv()
@@ -169,7 +169,7 @@ class IsolatedExecutor:
                 self._last_tail = self._stderr_tail(log_offset) if reply[1].get("status") == "oom" else ""
                 return reply[1]
 
-    def _worker_died(self, case: CaseId, phase: str, log_offset: int, config: Any, elapsed: float) -> CaseResult:
+    def _worker_died(self, case: CaseId, phase: str, log_offset: int, config: RunConfig, elapsed: float) -> CaseResult:
         proc = self._proc
         if proc is not None:
             proc.join(5)
@@ -187,7 +187,7 @@ class IsolatedExecutor:
         if failure is not None:
             line = next((ln for ln in reversed(tail.splitlines()) if any(m in ln for m in ALLOCATION_MARKERS)), "")
             return CaseResult(case, "oom", phase=phase, signal=signame, stderr_tail=tail,
-                              reason=f"{oom_reason(failure, phase, config.case_memory_gb, line)}; {how}",
+                              reason=f"{oom_reason(failure, phase, config.process.case_memory_gb, line)}; {how}",
                               details={"oom_requested_bytes": failure.requested_bytes}, duration_s=round(elapsed, 3))
         if signame:
             return CaseResult(case, "crashed", phase=phase, signal=signame, stderr_tail=tail,
@@ -235,7 +235,7 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
         limit = cap_bytes if hard == resource.RLIM_INFINITY else min(cap_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
-    from harness.execution.runner import CaseRunner
+    from harness.execution.worker import CaseRunner
 
     runner = CaseRunner(defer_blocks=defer_blocks)
     while True:
@@ -258,24 +258,10 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
             if block.get("status") == "oom":
                 break
             continue
-        if msg[0] == "call":  # a function the worker imports by name: conformance cases
-            _, target, payload = msg
-            conn.send(("phase", "run"))
-            try:
-                module, _, func = target.partition(":")
-                import importlib
-
-                reply = getattr(importlib.import_module(module), func)(payload)
-            except Exception as exc:  # noqa: BLE001 - the error goes back to the caller
-                reply = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-            sys.stdout.flush()
-            sys.stderr.flush()
-            conn.send(("result", reply))
-            continue
         if msg[0] != "case":
             break
-        _, case, config = msg
-        result = runner.run(case, config, on_phase=lambda p: conn.send(("phase", p)))
+        _, case, config, payload = msg
+        result = runner.run(case, config, payload, on_phase=lambda p: conn.send(("phase", p)))
         sys.stdout.flush()
         sys.stderr.flush()
         conn.send(("result", result.as_dict()))

@@ -191,27 +191,19 @@ def write_case_log(result: CaseResult, out_dir: Path) -> str | None:
 # ---------------------------------------------------------------------------------------------- summaries
 
 def skipped_lines(run: RunResults) -> list[str]:
-    """Skipped cases grouped: one line per runtime that cannot run here, one per other reason (with counts),
-    instead of a row per case."""
-    from harness.runtimes import get_runtime
-
-    def unavailable(runtime: str) -> str | None:
-        """Why `runtime` cannot run here (None when it can, or is unknown here)."""
-        try:
-            avail = get_runtime(runtime).availability()
-        except Exception:  # noqa: BLE001 - an unknown runtime in stored results
-            return None
-        return None if avail else first_line(avail.reason)
-
-    why: dict[str, str | None] = {}  # one availability look-up per runtime
+    """Skipped cases grouped: one line per runtime whose every case was skipped for one reason (a runtime that
+    cannot run here), one per other reason (with counts), instead of a row per case. Read from the stored rows
+    alone: a report never asks the runtimes again."""
+    per_runtime: dict[str, set[str]] = {}
+    for r in run.cases:
+        per_runtime.setdefault(r.case.runtime, set()).add(first_line(r.reason) if r.status == "skipped" else "")
     groups: dict[tuple[str, str], int] = {}
     for r in run.cases:
         if r.status != "skipped":
             continue
-        rt = r.case.runtime
-        if rt not in why:
-            why[rt] = unavailable(rt)
-        key = (rt, why[rt]) if why[rt] is not None else ("", first_line(r.reason))
+        reasons = per_runtime[r.case.runtime]
+        whole = len(reasons) == 1  # every case of this runtime skipped, for one reason
+        key = (r.case.runtime, first_line(r.reason)) if whole else ("", first_line(r.reason))
         groups[key] = groups.get(key, 0) + 1
     out = []
     for (runtime, reason), n in groups.items():

@@ -186,7 +186,7 @@ class Runtime(ABC):
         return None
 
     def decoder(self) -> Any:
-        """A harness.generation Decoder of this model at this precision, for --workload generate. It owns its
+        """A Decoder (harness.runtimes.decoding.base) of this model at this precision, for --workload generate. It owns its
         own module or session (this runtime need not be activated). Default: cannot generate (a skip)."""
         from harness.errors import UnsupportedModelError
 

@@ -110,9 +110,9 @@ class OnnxRuntime(Runtime):
         self._session = None
 
     def decoder(self) -> Any:
-        """The model's KV-cache ONNX export (harness.generation.onnx_decoder) on this provider, fed by IO
+        """The model's KV-cache ONNX export (harness.runtimes.decoding.ort_kv) on this provider, fed by IO
         binding on `generation_io_device`."""
-        from harness.generation.onnx_decoder import OrtDecoder
+        from harness.runtimes.decoding.ort_kv import OrtDecoder
 
         return OrtDecoder(self.model, self.precision, self.options.cache, self.options.threads,
                           providers=self._generation_providers(), io_device=self.generation_io_device)

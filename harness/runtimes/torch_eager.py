@@ -80,7 +80,7 @@ class TorchEager(Runtime):
 
     def decoder(self) -> Any:
         """The model's Hugging Face causal LM stepped eagerly with its DynamicCache on `torch_device`."""
-        from harness.generation.torch_decoder import TorchDecoder
+        from harness.runtimes.decoding.torch_kv import TorchDecoder
 
         return TorchDecoder(self.model, self.precision, self.options.threads, self.torch_device,
                             int8=quantize_linear_dynamic)

@@ -64,24 +64,26 @@ def main(argv: list[str] | None = None) -> int:
     from harness.measure.memory import default_case_memory_gb
     from harness.measure.timer import TimingPolicy
 
-    config = RunConfig(models=tuple(m.strip() for m in args.models.split(",") if m.strip()), runtimes=("ort-cpu",),
-                       batch_sizes=(1,), timing=TimingPolicy(warmup_iters=20, min_time_s=args.seconds),
-                       **({"threads": args.threads} if args.threads else {}), isolation=not args.no_isolation,
-                       case_memory_gb=default_case_memory_gb(), out_dir=Path("/tmp/harness-fidelity"))
+    config = RunConfig.build(models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+                             runtimes=("ort-cpu",), batch_sizes=(1,),
+                             timing=TimingPolicy(warmup_iters=20, min_time_s=args.seconds),
+                             **({"threads": args.threads} if args.threads else {}), isolation=not args.no_isolation,
+                             case_memory_gb=default_case_memory_gb(), out_dir=Path("/tmp/harness-fidelity"))
+    m = config.matrix
     executor = InProcessExecutor() if args.no_isolation else IsolatedExecutor()
     print(f"CPU busy before the benchmark: {cpu_busy_percent(1.0):.1f}% (other jobs; rerun if high)")
-    print(f"threads={config.threads} isolation={'off' if args.no_isolation else 'on'} rounds={args.rounds} "
+    print(f"threads={config.measure.threads} isolation={'off' if args.no_isolation else 'on'} rounds={args.rounds} "
           f"seconds/round/side={args.seconds}")
     ok = True
     try:
-        for name in config.models:
+        for name in m.models:
             spec = get_model(name)
-            path = str(onnx_for_model(spec, ArtifactCache(config.cache_dir), config.exporter).path)
-            feed = make_feed(spec, {"batch": 1}, config.seed)
-            (case,) = case_ids((name,), config.runtimes, config.precisions, config.batch_sizes, config.seq_lens[:1])
+            path = str(onnx_for_model(spec, ArtifactCache(config.artifacts.cache_dir), config.artifacts.exporter).path)
+            feed = make_feed(spec, {"batch": 1}, config.inputs.seed)
+            (case,) = case_ids((name,), m.runtimes, m.precisions, m.batch_sizes, m.seq_lens[:1])
             bare, harness = [], []
             for _ in range(args.rounds):
-                bare.append(bare_p50_ms(path, feed, config.threads, args.seconds))
+                bare.append(bare_p50_ms(path, feed, config.measure.threads, args.seconds))
                 result = executor.run(case, config)
                 if result.status != "passed":
                     print(f"{name}: harness case {result.status}: {result.reason}")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.config import RunConfig
 from harness.results.schema import CaseId, ScenarioRun
 
 # LoadGen's names of the scenarios
@@ -37,19 +38,19 @@ _PCTS = (("50.00", "p50"), ("90.00", "p90"), ("95.00", "p95"), ("97.00", "p97"),
 Phase = Callable[[str], None]
 
 
-def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any, timed_p50_ms: float,
+def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: RunConfig, timed_p50_ms: float,
                   on_phase: Phase = lambda phase: None) -> list[ScenarioRun]:
-    """Every scenario the run asks for (config.scenarios; none: []) on `runtime`, already activated and warm,
+    """Every scenario the run asks for (config.loadgen.scenarios; none: []) on `runtime`, already activated and warm,
     with `feed` (the case's batch) as the query sample library. A scenario that fails is a record with
     result "error", never the case's failure. Offline runs before Server, whose search starts from it."""
-    wanted = tuple(getattr(config, "scenarios", ()) or ())
+    wanted = tuple(config.loadgen.scenarios)
     if not wanted:
         return []
     on_phase("scenarios")
     order = sorted(wanted, key=RUN_ORDER.index)
     p50_s = max(timed_p50_ms, 1e-3) / 1e3
     # the tests get half the case's time limit, so that a slow model's scenarios never cost its measured row
-    budget_s = 0.5 * float(getattr(config, "case_timeout_s", 600.0))
+    budget_s = 0.5 * float(config.process.case_timeout_s)
     try:
         sut = RuntimeSut(runtime.bind(feed), runtime.synchronize, case.batch,
                          deadline=time.perf_counter() + budget_s)
@@ -71,18 +72,18 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: Any,
     return out
 
 
-def server_search(sut: RuntimeSut, config: Any, p50_s: float, offline_sps: float | None,
+def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps: float | None,
                   logs: Path | None) -> list[ScenarioRun]:
     """--server-qps: one Server test at that rate. Otherwise a bisection of (0, capacity] over
-    config.server_tries tests, capacity being the Offline samples/s (else batch / call time): each test's
+    config.loadgen.server_tries tests, capacity being the Offline samples/s (else batch / call time): each test's
     VALID raises the floor, INVALID lowers the ceiling; every try is kept, numbered by search_step."""
-    fixed = getattr(config, "server_qps", None)
+    fixed = config.loadgen.server_qps
     if fixed:
         return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
     capacity = offline_sps or sut.batch / sut.pace_s(p50_s)
     lo, hi = 0.0, capacity
     tries: list[ScenarioRun] = []
-    for step in range(1, max(1, int(getattr(config, "server_tries", 4))) + 1):
+    for step in range(1, max(1, int(config.loadgen.server_tries)) + 1):
         qps = _round(hi / 2 if step == 1 else (lo + hi) / 2)
         r = sut.test("server", config, p50_s, logs / f"server-try{step}" if logs else None, qps=qps)
         r.search_step = step
@@ -193,7 +194,7 @@ class RuntimeSut:
         recent = sorted(self.call_ns[-101:])
         return max(recent[len(recent) // 2] / 1e9, 1e-6) if recent else fallback_s
 
-    def test(self, scenario: str, config: Any, p50_s: float, log_dir: Path | None,
+    def test(self, scenario: str, config: RunConfig, p50_s: float, log_dir: Path | None,
              qps: float | None = None) -> ScenarioRun:
         """One LoadGen performance test; its verdict and figures as LoadGen's detail log gives them."""
         import mlperf_loadgen as lg
@@ -235,23 +236,23 @@ class RuntimeSut:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
         record.wall_s = round(time.perf_counter() - t0, 3)
-        if log_dir is not None and getattr(config, "out_dir", None):
+        if log_dir is not None and config.outputs.out_dir:
             try:
-                record.log_dir = str(log_dir.relative_to(Path(config.out_dir)))
+                record.log_dir = str(log_dir.relative_to(Path(config.outputs.out_dir)))
             except ValueError:
                 record.log_dir = str(log_dir)
         return record
 
-    def expected_s(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> float:
+    def expected_s(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None) -> float:
         """About how long a test takes: its min duration, or its min queries at the timed loop's pace."""
-        duration = float(getattr(config, "scenario_duration_s", 1.0))
-        queries = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
+        duration = float(config.loadgen.scenario_duration_s)
+        queries = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES[scenario])
         pace = self.pace_s(p50_s)
         per_query = {"single-stream": pace, "multi-stream": math.ceil(MULTI_STREAM_SAMPLES / self.batch) * pace,
                      "offline": 0.0, "server": 1.0 / qps if qps else pace}[scenario]
         return max(duration * (1.1 if scenario == "offline" else 1.0), queries * per_query)
 
-    def settings(self, scenario: str, config: Any, p50_s: float, qps: float | None) -> Any:
+    def settings(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None) -> Any:
         """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies
         and throughput from the runtime's present pace (latencies halved and throughput doubled, so that
         LoadGen generates enough queries to fill the min duration); the Server p99 bound is
@@ -262,8 +263,8 @@ class RuntimeSut:
         s = lg.TestSettings()
         s.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
         s.mode = lg.TestMode.PerformanceOnly
-        s.min_duration_ms = max(1, round(float(getattr(config, "scenario_duration_s", 1.0)) * 1000))
-        s.min_query_count = int(getattr(config, "scenario_queries", None) or EARLY_STOPPING_QUERIES[scenario])
+        s.min_duration_ms = max(1, round(float(config.loadgen.scenario_duration_s) * 1000))
+        s.min_query_count = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES[scenario])
         calls_per_query = math.ceil(MULTI_STREAM_SAMPLES / self.batch)
         pace = self.pace_s(p50_s)
         s.single_stream_expected_latency_ns = max(1, int(pace * 0.5e9))
@@ -272,7 +273,7 @@ class RuntimeSut:
         s.offline_expected_qps = 2.0 * self.batch / pace
         if qps is not None:
             s.server_target_qps = float(qps)
-        bound_ms = (getattr(config, "server_latency_ms", None) or self.default_bound_ms
+        bound_ms = (config.loadgen.server_latency_ms or self.default_bound_ms
                     or SERVER_LATENCY_FACTOR * pace * 1e3)
         s.server_target_latency_ns = max(1, int(bound_ms * 1e6))
         s.server_target_latency_percentile = 0.99
@@ -360,7 +361,7 @@ def _round(qps: float) -> float:
     return round(qps, max(0, 2 - math.floor(math.log10(qps))))
 
 
-def _log_root(config: Any, case: CaseId) -> Path | None:
+def _log_root(config: RunConfig, case: CaseId) -> Path | None:
     """Where LoadGen's logs of this case go: RUN_FOLDER/loadgen/CASE_ID (None: no run folder; a temporary one)."""
-    out = getattr(config, "out_dir", None)
+    out = config.outputs.out_dir
     return Path(out) / "loadgen" / case.id if out else None

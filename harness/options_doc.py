@@ -1,4 +1,4 @@
-"""docs/options.md, generated from the run options in harness/options.py (`python -m harness.report.options_doc`)."""
+"""docs/options.md, generated from the run options in harness/options.py (`python -m harness.options_doc`)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.options import OPTIONS, OptionDef
+from harness.options import RUN_GROUPS, OptionDef, OptionGroup
 
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "docs" / "options.md"
 
 HEADER = """\
 # Run options
 
-<!-- Generated from OPTIONS in harness/options.py by `python -m harness.report.options_doc`: do not edit by hand
+<!-- Generated from the option groups in harness/options.py by `python -m harness.options_doc`: do not edit by hand
 (tests/report/test_options_doc.py fails when this page is stale). -->
 
 `harness run` is a thin wrapper over `pytest` on the bundled suites: every option below has a pytest twin with
@@ -26,9 +26,10 @@ harness run --quick --threads 1 --out /tmp/one-thread
 pytest suites --harness-quick --harness-threads=1 --harness-out=/tmp/one-thread   # the same run through pytest
 ```
 
-| `harness run` | pytest | value | meaning |
-| --- | --- | --- | --- |
+The options come in groups, one per concern (`harness/options.py`); `harness conform` and `harness gate-check`
+compose some of the same groups with their own defaults.
 """
+TABLE = "| `harness run` | pytest | value | meaning |\n| --- | --- | --- | --- |\n"
 
 
 def _cell(text: str) -> str:
@@ -45,9 +46,10 @@ def option_row(o: OptionDef) -> str:
     return f"| `--{o.name}` | `--harness-{o.name}` | {value} | {_cell(o.help)} |"
 
 
-def render_options_markdown(options: Iterable[OptionDef] = OPTIONS) -> str:
-    """The whole options page as Markdown, one row per option in definition order."""
-    return HEADER + "\n".join(option_row(o) for o in options) + "\n"
+def render_options_markdown(groups: Iterable[OptionGroup] = RUN_GROUPS) -> str:
+    """The whole options page as Markdown: a table per option group, one row per option in definition order."""
+    return HEADER + "".join(f"\n## {g.title[:1].upper()}{g.title[1:]}\n\n" + TABLE
+                            + "\n".join(option_row(o) for o in g.options) + "\n" for g in groups)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if check:
         current = path.read_text() if path.is_file() else ""
         if current != text:
-            print(f"{path}: stale; regenerate with: python -m harness.report.options_doc", file=sys.stderr)
+            print(f"{path}: stale; regenerate with: python -m harness.options_doc", file=sys.stderr)
             return 1
         return 0
     path.write_text(text)

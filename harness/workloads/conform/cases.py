@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.config import ConformanceConfig
 from harness.errors import UsageError
 from harness.precision import Precision
 
@@ -131,55 +132,43 @@ def _value(v: Any) -> Any:
     return None if v is None else _array(v)
 
 
-@dataclass(frozen=True)
-class CaseFilter:
-    """Which cases run: operators (exact, case-insensitive), name patterns (-k: substrings or globs, any of
-    them), exact names, opset bounds, node / light models."""
-
-    ops: tuple[str, ...] = ()
-    keywords: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    opset_min: int | None = None
-    opset_max: int | None = None
-    expanded: bool = True
-    light: bool = True
-
-    def __call__(self, c: ConformanceCase) -> bool:
-        if self.ops and c.op.lower() not in {o.lower() for o in self.ops}:
-            return False
-        if self.names and c.name not in self.names:
-            return False
-        if self.keywords and not any((fnmatch.fnmatchcase(c.name, k) if any(ch in k for ch in "*?[") else
-                                      k in c.name) for k in self.keywords):
-            return False
-        if self.opset_min is not None and c.opset < self.opset_min:
-            return False
-        if self.opset_max is not None and c.opset > self.opset_max:
-            return False
-        return self.expanded or c.kind != "expanded"
+def keeps(selected: ConformanceConfig, c: ConformanceCase) -> bool:
+    """Whether the filter keeps case `c`: operators (exact, case-insensitive), name patterns (-k: substrings or
+    globs, any of them), exact names, opset bounds, node / expanded / light models."""
+    if selected.ops and c.op.lower() not in {o.lower() for o in selected.ops}:
+        return False
+    if selected.names and c.name not in selected.names:
+        return False
+    if selected.keywords and not any((fnmatch.fnmatchcase(c.name, k) if any(ch in k for ch in "*?[") else
+                                      k in c.name) for k in selected.keywords):
+        return False
+    if selected.opset_min is not None and c.opset < selected.opset_min:
+        return False
+    if selected.opset_max is not None and c.opset > selected.opset_max:
+        return False
+    return selected.expanded or c.kind != "expanded"
 
 
-def parse_opset(text: str | None) -> tuple[int | None, int | None]:
-    """`--opset` bounds: "13" (exactly), "13:" (at least), ":17" (at most), "13:17" (between, inclusive)."""
-    if not text:
-        return None, None
-    lo, sep, hi = text.partition(":")
-    try:
-        a = int(lo) if lo.strip() else None
-        b = int(hi) if hi.strip() else None
-    except ValueError:
-        raise UsageError(f"--opset {text!r}: expected N, N:, :M or N:M (integers)") from None
-    if not sep:
-        b = a
-    if a is not None and b is not None and a > b:
-        raise UsageError(f"--opset {text!r}: the lower bound is over the upper one")
-    return a, b
-
-
-def collect(selected: CaseFilter) -> list[ConformanceCase]:
+def collect(selected: ConformanceConfig) -> list[ConformanceCase]:
     """The node cases (and light models) of the installed onnx that `selected` keeps, in ONNX's order."""
     cases = [*node_cases(), *(light_cases() if selected.light else [])]
-    return [c for c in cases if selected(c)]
+    return [c for c in cases if keeps(selected, c)]
+
+
+def case_by_name(name: str) -> ConformanceCase:
+    """One case by its test name (node cases first, then light models), once collected per process."""
+    index = _index()
+    if name not in index:
+        raise UsageError(f"no ONNX backend conformance case named {name!r} (see `harness conform --list`)")
+    return index[name]
+
+
+@functools.cache
+def _index() -> dict[str, ConformanceCase]:
+    out: dict[str, ConformanceCase] = {}
+    for c in (*node_cases(), *light_cases()):
+        out.setdefault(c.name, c)
+    return out
 
 
 # ------------------------------------------------------------------ comparison, as ONNX's backend runner does

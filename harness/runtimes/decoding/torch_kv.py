@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import UnsupportedModelError
-from harness.generation.hf import cache_layout, causal_lm
+from harness.runtimes.decoding.hf import cache_layout, causal_lm
 from harness.model import ModelSpec
 from harness.precision import Precision
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.generation.loop import Generation
+from harness.workloads.generate.loop import Generation
 
 PERCENTILES = (50, 90, 99)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.conformance.cases import compare_outputs
+from harness.workloads.conform.cases import compare_outputs
 from harness.errors import UnsupportedModelError
 from harness.precision import Precision
 

@@ -1,33 +1,17 @@
-"""The timed greedy decode loop over a Decoder (prefill, then one step per token), clock injectable."""
+"""The timed greedy decode loop over a runtime's Decoder (prefill, then one step per token), clock injectable."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from harness.runtimes.decoding.base import Decoder
+
 Clock = Callable[[], int]  # nanoseconds
-
-
-class Decoder(Protocol):
-    """A causal LM with its KV cache, as the loop drives it (one per runtime x precision; harness.generation).
-
-    prefill(prompt int64 [batch, prompt]) -> logits of the last position [batch, vocab] (the cache now holds
-    the prompt); step(tokens int64 [batch]) -> logits [batch, vocab] for those tokens (the cache grows by
-    one). Both return host arrays: the loop picks the next token on the host, as a user's loop does."""
-
-    recipe: str
-
-    def prefill(self, prompt: np.ndarray) -> np.ndarray: ...
-
-    def step(self, tokens: np.ndarray) -> np.ndarray: ...
-
-    def details(self) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass

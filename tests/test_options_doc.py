@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from harness.options import OPTIONS
-from harness.report.options_doc import DEFAULT_PATH, main, option_row, render_options_markdown
+from harness.options_doc import DEFAULT_PATH, main, option_row, render_options_markdown
 
 
 def test_options_page_is_not_stale():
     assert DEFAULT_PATH.read_text() == render_options_markdown(), (
-        "docs/options.md is stale: regenerate it with `python -m harness.report.options_doc`")
+        "docs/options.md is stale: regenerate it with `python -m harness.options_doc`")
 
 
 def test_every_option_has_one_row_with_both_spellings_metavar_and_help():

@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.artifacts.cache import Artifact, ArtifactCache
 from harness.errors import ModelError, UnsupportedModelError
-from harness.generation.hf import cache_layout, causal_lm
+from harness.runtimes.decoding.hf import cache_layout, causal_lm
 from harness.model import ModelSpec
 from harness.precision import Precision
 

@@ -1,12 +1,11 @@
-"""CaseRunner: one case end to end (feed, reference, activation, warm-up, timed loop, drift) in this process."""
+"""The forward-pass matrix workload: one case end to end (feed, reference, activation, warm-up, timed loop, drift),
+then its parts on the same activation: end-to-end steps (models with pre/post steps) and LoadGen scenarios."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
-import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -14,26 +13,46 @@ import numpy as np
 
 from harness.accuracy import compare
 from harness.accuracy.task import judge, top1_accuracy
-from harness.artifacts.cache import ArtifactCache, set_active_cache_dir
+from harness.artifacts.cache import set_active_cache_dir
+from harness.config import RunConfig
 from harness.data import case_feed, feed_digest, inputs_fed
-from harness.errors import HarnessError, UnsupportedModelError
-from harness.execution.scenarios import run_scenarios
+from harness.errors import HarnessError
+from harness.matrix import case_ids
 from harness.measure.end_to_end import measure_end_to_end
-from harness.measure.memory import AllocationFailure, MemorySampler, allocation_failure, oom_reason
+from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
-from harness.model_files import register_user_model, user_model_name
-from harness.plugins import load_plugins
 from harness.precision import Precision
 from harness.results.schema import Block, CaseId, CaseResult
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
+from harness.workloads.base import PhaseCallback, WorkerState, Workload
+from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
+from harness.workloads.forward.scenarios import run_scenarios
 
-PhaseCallback = Callable[[str], None]
+
+class ForwardWorkload(Workload):
+    """models x runtimes x precisions x shapes; each timed call is one forward pass on a fixed feed. The LoadGen
+    scenarios (--scenarios) and end-to-end steps (ModelSpec.pipeline) are parts of this workload, not workloads
+    of their own: they run on the case's activated runtime and feed after its timed loop, so a case is activated,
+    fed and judged once."""
+
+    name = "forward"
+    title = "forward pass"
+
+    def cases(self, config: RunConfig) -> list[CaseId]:
+        m = config.matrix
+        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, m.seq_lens)
+
+    def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
+        return ForwardState(timer, defer_blocks)
 
 
-class CaseRunner:
-    """Runs cases one after another, keeping what later cases can reuse.
+FORWARD = ForwardWorkload()
+
+
+class ForwardState(WorkerState):
+    """A worker's forward cases one after another, keeping what later cases can reuse.
 
     - one runtime activation per (model, runtime, precision): cases differing only in shape reuse it;
     - reference outputs per (model, shape, seed), from the model's FP32 reference runtime;
@@ -41,158 +60,110 @@ class CaseRunner:
     """
 
     def __init__(self, timer: Timer | None = None, defer_blocks: bool = False) -> None:
-        load_plugins()  # a worker process starts with empty registries
         self.timer = timer or Timer()
         # a session that measures later blocks in rounds over the whole matrix (measure_block) sets this: run()
         # then measures one block of a case whose runtime re-activates cheaply and leaves the rest for later
         self.defer_blocks = defer_blocks
         self._active: tuple[tuple[Any, ...], Runtime] | None = None
         self._reference_runtime: tuple[tuple[Any, ...], Runtime] | None = None
-        self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._references: dict[tuple[Any, ...], Any] = {}
         self._availability: dict[type[Runtime], Availability] = {}
         self._reference_task: dict[tuple[Any, ...], float] = {}
 
-    def run(self, case: CaseId, config: Any, on_phase: PhaseCallback = lambda phase: None) -> CaseResult:
-        t0 = time.perf_counter()
-        result = self._run(case, config, on_phase)
-        result.duration_s = round(time.perf_counter() - t0, 3)
-        return result
+    def explain(self, reason: str, case: CaseId, config: RunConfig) -> str:
+        return fed_inputs_note(reason, case.model, config)
 
-    def _run(self, case: CaseId, config: Any, on_phase: PhaseCallback) -> CaseResult:
-        phase = "load"
-        sampler: MemorySampler | None = None
+    def drop(self) -> None:
+        self._drop_active()
+
+    def run(self, case: CaseId, config: RunConfig, payload: Any, on_phase: PhaseCallback) -> CaseResult:
+        ensure_user_models(config)
+        spec = get_model(case.model)
+        set_active_cache_dir(config.artifacts.cache_dir)
+        cls = get_runtime(case.runtime)
+        refused = check_case(case, spec, cls, config, self._availability)
+        if refused is not None:
+            return refused
+        sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources)
         try:
-            ensure_user_models(config)
-            spec = get_model(case.model)
-            if spec.problem:
-                if allocation_failure(spec.problem):  # a factory's forward that ran out of memory at registration
-                    return oom_result(case, "load", config, spec.problem)
-                return CaseResult(case, "error", reason=spec.problem, phase="load")
-            unavailable = spec.unavailable_reason()
-            if unavailable:
-                return CaseResult(case, "skipped", reason=f"model {spec.name!r} unavailable: {unavailable}",
-                                  model_fingerprint=spec.fingerprint())
-            refusal = spec.batch_refusal(case.batch)
-            if refusal:
-                return CaseResult(case, "skipped", reason=refusal, model_fingerprint=spec.fingerprint())
-            set_active_cache_dir(config.cache_dir)
-            cls = get_runtime(case.runtime)
-            precision = case.precision
-            if cls not in self._availability:
-                self._availability[cls] = cls.availability()
-            for verdict in (self._availability[cls], cls.supports(spec, precision)):
-                if not verdict:
-                    return CaseResult(case, "skipped", reason=verdict.reason, model_fingerprint=spec.fingerprint())
-            options = runtime_options(spec, config)
-            if case.gen is not None:  # --workload generate: its own loop and metrics (harness.generation)
-                from harness.generation.case import run_generation_case
-
-                def gen_phase(p: str) -> None:
-                    nonlocal phase
-                    phase = p
-                    on_phase(p)
-
-                self._drop_active()
-                return run_generation_case(case, spec, cls(spec, precision, options), config, gen_phase)
-            on_phase(phase)
-            feed, fed = case_feed(spec, case.dims, config)
-            # memory over activation (or, reused, from here), first inference, warm-up and timed loop
-            sampler = MemorySampler(gpu="nvml" in cls.memory_sources,
-                                    torch_allocator="torch" in cls.memory_sources).start()
-            runtime, reused = self._activate(case, spec, cls, precision, options)
-            phase = "warmup"
-            on_phase(phase)
-            outputs = runtime.infer(feed)
-            call = runtime.bind(feed)
-
-            def measuring() -> None:
-                nonlocal phase
-                phase = "run"
-                on_phase(phase)
-
-            policy = config.timing
-            if runtime.warmup_floor_s > policy.warmup_time_s:
-                policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
-            setup_s = runtime.setup_s
-            timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
-                                                          policy, config.repeats, measuring)
-            device_timer = runtime.device_timer()
-            memory = sampler.stop(MEMORY_COVERS[reused])
-            end_to_end = None
-            if spec.pipeline is not None:
-                phase = "end-to-end"
-                on_phase(phase)
-                end_to_end = measure_end_to_end(spec.pipeline(), runtime.infer, spec.inputs, case.dims,
-                                                config.seed, self.timer, block_policy(policy, config.repeats),
-                                                runtime.synchronize, config.noise_cv)
-            phase = "accuracy"
-            on_phase(phase)
-            reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
-            override = config.tolerance_override(precision) if hasattr(config, "tolerance_override") else None
-            tolerance = spec.tolerance(precision, override)
-            accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
-            accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
-            reasons = [] if ref_check["deterministic"] else [(
-                f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
-                f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
-            reasons += [] if accuracy else [accuracy.message]
-            split = task_split(spec, config)
-            if split is not None:
-                task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio, split)
-                accuracy_dict["task"] = task.as_dict()
-                if not task:
-                    passed = False
-                    reasons.append(task.message)
-                accuracy_dict["passed"] = passed
-            localization = None
-            if not accuracy or config.localize:
-                phase = "localize"
-                on_phase(phase)
-                localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
-                                             config.threads, budget_s=min(120.0, 0.25 * config.case_timeout_s))
-            stats = latency_stats(timed.samples_ns, config.noise_cv)
-            scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase)  # --scenarios
-            return CaseResult(
-                case, "passed" if passed else "failed", reason="; ".join(reasons),
-                samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
-                timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
-                latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.mean_ms),
-                accuracy=accuracy_dict, reference_runtime=spec.reference,
-                setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
-                artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
-                feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
-                details={**runtime.details(), **fed, "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
-                         "model_has_torch_module": spec.build is not None,
-                         "reference_repeat_max_abs": ref_check["repeat_max_abs"]
-                         if math.isfinite(ref_check["repeat_max_abs"]) else None,
-                         **device_timing_details(timed.device_samples_ns, device_timer, config.noise_cv)},
-                host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
-                device_samples_ns=list(timed.device_samples_ns),
-                precision_recipe=runtime.recipe or str(precision), localization=localization,
-                is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
-                scenarios=scenarios,
-                end_to_end=end_to_end,
-            )
-        except MemoryError as exc:
-            self.close()
-            return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}", MemoryError.__name__)
-        except UnsupportedModelError as exc:
-            self._drop_active()
-            return CaseResult(case, "skipped", reason=str(exc), phase=phase)
-        except HarnessError as exc:
-            self._drop_active()
-            return CaseResult(case, "error", reason=str(exc), phase=phase)
-        except Exception as exc:  # noqa: BLE001 - a broken case is a row, never the end of the run
-            if allocation_failure(f"{type(exc).__name__}: {exc}"):  # torch / ORT / CUDA allocators raise these
-                self.close()
-                return oom_result(case, phase, config, f"{type(exc).__name__}: {exc}")
-            self._drop_active()
-            reason = f"{type(exc).__name__} in phase {phase}: {exc}"
-            return CaseResult(case, "error", reason=reason + fed_inputs_note(reason, case.model, config),
-                              phase=phase, stderr_tail=_tail(traceback.format_exc()))
+            return self._measure(case, spec, cls, config, on_phase, sampler)
         finally:
-            if sampler is not None:
-                sampler.close()
+            sampler.close()
+
+    def _measure(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
+                 on_phase: PhaseCallback, sampler: MemorySampler) -> CaseResult:
+        precision = case.precision
+        options = runtime_options(spec, config)
+        on_phase("load")
+        feed, fed = case_feed(spec, case.dims, config)
+        # memory over activation (or, reused, from here), first inference, warm-up and timed loop
+        sampler.start()
+        runtime, reused = self._activate(case, spec, cls, precision, options)
+        on_phase("warmup")
+        outputs = runtime.infer(feed)
+        call = runtime.bind(feed)
+        policy = config.measure.timing
+        if runtime.warmup_floor_s > policy.warmup_time_s:
+            policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+        setup_s = runtime.setup_s
+        repeats = config.measure.repeats
+        timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
+                                                      policy, repeats, lambda: on_phase("run"))
+        device_timer = runtime.device_timer()
+        memory = sampler.stop(MEMORY_COVERS[reused])
+        noise_cv = config.measure.noise_cv
+        end_to_end = None
+        if spec.pipeline is not None:
+            on_phase("end-to-end")
+            end_to_end = measure_end_to_end(spec.pipeline(), runtime.infer, spec.inputs, case.dims,
+                                            config.inputs.seed, self.timer, block_policy(policy, repeats),
+                                            runtime.synchronize, noise_cv)
+        on_phase("accuracy")
+        reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
+        tolerance = spec.tolerance(precision, config.accuracy.tolerance_override(precision))
+        accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
+        accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
+        reasons = [] if ref_check["deterministic"] else [(
+            f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
+            f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
+        reasons += [] if accuracy else [accuracy.message]
+        split = task_split(spec, config)
+        if split is not None:
+            task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio, split)
+            accuracy_dict["task"] = task.as_dict()
+            if not task:
+                passed = False
+                reasons.append(task.message)
+            accuracy_dict["passed"] = passed
+        localization = None
+        if not accuracy or config.accuracy.localize:
+            on_phase("localize")
+            localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
+                                         config.measure.threads,
+                                         budget_s=min(120.0, 0.25 * config.process.case_timeout_s))
+        stats = latency_stats(timed.samples_ns, noise_cv)
+        scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase)  # --scenarios
+        return CaseResult(
+            case, "passed" if passed else "failed", reason="; ".join(reasons),
+            samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
+            timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
+            latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.mean_ms),
+            accuracy=accuracy_dict, reference_runtime=spec.reference,
+            setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
+            artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
+            feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
+            details={**runtime.details(), **fed, "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+                     "model_has_torch_module": spec.build is not None,
+                     "reference_repeat_max_abs": ref_check["repeat_max_abs"]
+                     if math.isfinite(ref_check["repeat_max_abs"]) else None,
+                     **device_timing_details(timed.device_samples_ns, device_timer, noise_cv)},
+            host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
+            device_samples_ns=list(timed.device_samples_ns),
+            precision_recipe=runtime.recipe or str(precision), localization=localization,
+            is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
+            scenarios=scenarios,
+            end_to_end=end_to_end,
+        )
 
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                   options: RuntimeOptions) -> tuple[Runtime, bool]:
@@ -247,17 +218,14 @@ class CaseRunner:
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
 
-    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
+    def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """One more measurement block of an already-run case (a later round of --repeats): activation (fresh
         when `fresh`, else the current one if it is this case's), first call, warm-up, timed loop. No drift,
         memory or reference work: those came with the case's first block. Returns the raw samples; raises on
         failure (the caller keeps the case's earlier blocks and records why this one is missing)."""
-        if case.gen is not None:  # a later block would append samples the generation metrics do not hold
-            raise HarnessError("a generation case is measured in one block (--repeats and --confirm re-measure "
-                               "forward cases only)")
         ensure_user_models(config)
         spec = get_model(case.model)
-        set_active_cache_dir(config.cache_dir)
+        set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
         precision = case.precision
         options = runtime_options(spec, config)
@@ -268,10 +236,10 @@ class CaseRunner:
         try:
             runtime.infer(feed)
             call = runtime.bind(feed)
-            policy = config.timing
+            policy = config.measure.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
-            t = self.timer.run(call, block_policy(policy, config.repeats), runtime.synchronize,
+            t = self.timer.run(call, block_policy(policy, config.measure.repeats), runtime.synchronize,
                                device_timer=runtime.device_timer())
         except BaseException:
             self._drop_active()
@@ -354,15 +322,6 @@ MEMORY_COVERS = {
 }
 
 
-def runtime_options(spec: ModelSpec, config: Any) -> RuntimeOptions:
-    """What a runtime activation takes from the run's configuration (threads, cache, exporter, shapes, ...)."""
-    return RuntimeOptions(config.threads, ArtifactCache(config.cache_dir), config.exporter,
-                          shapes=run_shapes(spec, config),
-                          int8_method=config.int8_method,
-                          calibration_method=config.calibration_method,
-                          compile_mode=config.compile_mode)
-
-
 def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
     """Largest difference between two runs' outputs: 0.0 when identical (NaN matching NaN, inf matching inf),
     inf when names, shapes or dtypes differ or a value is NaN in one run only."""
@@ -386,22 +345,6 @@ def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
         d = np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
         worst = max(worst, float(d.max()))
     return worst
-
-
-def block_policy(policy: TimingPolicy, repeats: int) -> TimingPolicy:
-    """One of `repeats` measurement blocks: 1/repeats of the minimum time and iterations (warm-up unchanged)."""
-    if repeats <= 1:
-        return policy
-    return dataclasses.replace(policy, min_iters=max(1, math.ceil(policy.min_iters / repeats)),
-                               min_time_s=policy.min_time_s / repeats)
-
-
-def run_shapes(spec: ModelSpec, config: Any) -> tuple[dict[str, int], ...]:
-    """Every shape the run gives this model (engines with optimisation profiles cover them at activation)."""
-    seqs = config.seq_lens if spec.has_seq else (None,)
-    fixed = spec.fixed_batch()
-    batches = (fixed[0],) if fixed else config.batch_sizes
-    return tuple({"batch": b, **({"seq": s} if s is not None else {})} for b in batches for s in seqs)
 
 
 def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_cv: float) -> dict[str, Any]:
@@ -447,7 +390,7 @@ _VALUE_ERRORS = re.compile(r"out of (data )?bounds|out of range|index .* is out 
                            r"indices element", re.IGNORECASE)
 
 
-def fed_inputs_note(reason: str, model: str, config: Any) -> str:
+def fed_inputs_note(reason: str, model: str, config: RunConfig) -> str:
     """For an error that blames input values: which integer inputs were fed, with what range (else "")."""
     if not _VALUE_ERRORS.search(reason):
         return ""
@@ -460,57 +403,13 @@ def fed_inputs_note(reason: str, model: str, config: Any) -> str:
             f"(--input-range NAME=LO:HI, --input-value NAME=V)]") if fed else ""
 
 
-def task_split(spec: ModelSpec, config: Any) -> Any:
+def task_split(spec: ModelSpec, config: RunConfig) -> Any:
     """The labelled split a case's task accuracy is judged on: the run's --feeds when they hold labels for
     this model, else the model's own eval split, else None (no task accuracy)."""
-    if getattr(config, "feeds", None):
+    if config.inputs.feeds:
         from harness.feeds import feeds_for_run, labelled_split
 
-        split = labelled_split(feeds_for_run(config.feeds), spec)
+        split = labelled_split(feeds_for_run(config.inputs.feeds), spec)
         if split is not None:
             return split
     return spec.eval_split() if spec.eval_split is not None else None
-
-
-def ensure_user_models(config: Any) -> None:
-    """Register the run's `--model` files and factories here (a worker may not have inherited them)."""
-    from harness.model import _MODELS
-
-    for path in config.user_models:
-        if user_model_name(path) not in _MODELS:
-            register_user_model(path, config.shapes)
-
-
-def oom_result(case: CaseId, phase: str, config: Any, message: str, marker: str = "") -> CaseResult:
-    """An `oom` row for an allocation failure raised in this process, with the size asked for when said."""
-    failure = allocation_failure(message) or AllocationFailure(marker or "allocation", None)
-    return CaseResult(case, "oom", reason=oom_reason(failure, phase, config.case_memory_gb,
-                                                     message),
-                      phase=phase, stderr_tail=_tail(traceback.format_exc()),
-                      details={"oom_requested_bytes": failure.requested_bytes})
-
-
-def _tail(text: str, lines: int = 20, chars: int = 4000) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
-
-
-class InProcessExecutor:
-    """--no-isolation: cases run in the harness's own process (no timeout or memory cap; for debugging)."""
-
-    isolated = False
-
-    def __init__(self, defer_blocks: bool = False) -> None:
-        self.runner = CaseRunner(defer_blocks=defer_blocks)
-
-    def run(self, case: CaseId, config: Any) -> CaseResult:
-        return self.runner.run(case, config)
-
-    def measure_block(self, case: CaseId, config: Any, fresh: bool = True) -> dict[str, Any]:
-        """A later block of `case` (see CaseRunner.measure_block); {"error": reason} when it failed."""
-        try:
-            return self.runner.measure_block(case, config, fresh)
-        except Exception as exc:  # noqa: BLE001 - a failed block costs that block, never the case or the run
-            return {"error": f"{type(exc).__name__}: {exc}"}
-
-    def close(self) -> None:
-        self.runner.close()

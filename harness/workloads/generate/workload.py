@@ -1,4 +1,4 @@
-"""One generation case end to end: prompt, warm-up, timed greedy generations, reference tokens, drift."""
+"""The generation workload: a case is prompt, warm-up, timed greedy generations, reference tokens, drift."""
 
 from __future__ import annotations
 
@@ -8,15 +8,23 @@ from typing import Any
 import numpy as np
 
 from harness.accuracy import compare
+from harness.artifacts.cache import set_active_cache_dir
+from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UnsupportedModelError
-from harness.generation.loop import Clock, Decoder, Generation, greedy_generate
-from harness.generation.metrics import summarize, token_agreement
+from harness.matrix import case_ids
 from harness.measure.memory import MemorySampler
 from harness.measure.stats import latency_stats, throughput_sps
-from harness.model import ModelSpec
+from harness.measure.timer import Timer
+from harness.model import ModelSpec, get_model
 from harness.precision import Precision
-from harness.results.schema import CaseId, CaseResult
+from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.runtimes import Availability, Runtime, get_runtime
+from harness.runtimes.decoding.base import Decoder
+from harness.workloads.base import PhaseCallback, WorkerState, Workload
+from harness.workloads.common import check_case, ensure_user_models, runtime_options
+from harness.workloads.generate.loop import Clock, Generation, greedy_generate
+from harness.workloads.generate.metrics import summarize, token_agreement
 
 MIN_GENERATIONS = 3
 # (model, fingerprint, batch, prompt length, new tokens, prompt digest, threads) -> (tokens, first logits) of
@@ -24,7 +32,7 @@ MIN_GENERATIONS = 3
 _REFERENCES: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, config: Any) -> np.ndarray:
+def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, config: RunConfig) -> np.ndarray:
     """The prompt: the case's feed at (batch, seq = prompt_len) under the run's input options (`--feeds`
     rows, `--input-value`/`--input-range`, else the model's seeded feed), its integer token input."""
     feed, _ = case_feed(spec, {"batch": batch, "seq": prompt_len}, config)
@@ -50,8 +58,6 @@ def reference_generation(spec: ModelSpec, runtime: Any, prompt: np.ndarray, new_
                          key: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Greedy tokens and first-step logits of the model's reference runtime at FP32, once per key."""
     if key not in _REFERENCES:
-        from harness.runtimes import get_runtime
-
         if any(k[0] != key[0] for k in _REFERENCES):
             _REFERENCES.clear()  # one model's references at a time
         ref = get_runtime(spec.reference)(spec, Precision.FP32, runtime.options).decoder()
@@ -64,12 +70,12 @@ def reference_generation(spec: ModelSpec, runtime: Any, prompt: np.ndarray, new_
     return _REFERENCES[key]
 
 
-def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any,
+def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: RunConfig,
                         on_phase: Any = lambda phase: None, clock: Clock = time.perf_counter_ns) -> CaseResult:
     """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
     its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
     if not type(runtime).generates:
-        from harness.runtimes import get_runtime, runtime_names
+        from harness.runtimes import runtime_names
 
         can = ", ".join(n for n in runtime_names() if get_runtime(n).generates)
         return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
@@ -88,8 +94,8 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
             on_phase("warmup")
             first = greedy_generate(decoder, prompt, new_tokens, clock, keep_logits=True)
             on_phase("run")
-            runs = timed_generations(decoder, prompt, new_tokens, config.timing.min_time_s,
-                                     config.timing.min_iters, clock)
+            runs = timed_generations(decoder, prompt, new_tokens, config.measure.timing.min_time_s,
+                                     config.measure.timing.min_iters, clock)
             details = decoder.details()
             recipe = decoder.recipe
             kv_per_token = getattr(decoder, "kv_bytes_per_token", None)
@@ -101,11 +107,10 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     on_phase("accuracy")
     digest = feed_digest({"input_ids": prompt})
     key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, digest,
-           config.threads)
+           config.measure.threads)
     own = runtime.name == spec.reference and runtime.precision is Precision.FP32
     ref_tokens, ref_logits = reference_generation(spec, runtime, prompt, new_tokens, key)
-    tolerance = spec.tolerance(runtime.precision, config.tolerance_override(runtime.precision)
-                               if hasattr(config, "tolerance_override") else None)
+    tolerance = spec.tolerance(runtime.precision, config.accuracy.tolerance_override(runtime.precision))
     assert first.first_logits is not None
     accuracy = compare({"logits": ref_logits}, {"logits": first.first_logits}, tolerance)
     generation = summarize(runs, batch, prompt_len)
@@ -114,7 +119,7 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
     if kv_per_token:
         generation["kv_cache_mb"] = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
     samples = [r.e2e_ns for r in runs]
-    stats = latency_stats(samples, config.noise_cv)
+    stats = latency_stats(samples, config.measure.noise_cv)
     return CaseResult(
         case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
         samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
@@ -122,7 +127,48 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Any
         accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=setup_s,
         artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
         feed_sha256=digest, model_fingerprint=spec.fingerprint(),
-        details={**details, "threads": config.threads, "workload": "generate"},
+        details={**details, "threads": config.measure.threads, "workload": "generate"},
         host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
         precision_recipe=recipe, is_reference=own, generation=generation,
     )
+
+
+class GenerateWorkload(Workload):
+    """Causal LMs x runtimes x precisions x batch sizes x prompt lengths x output lengths: greedy generation
+    with the runtime's KV-cache decoder (Runtime.decoder()), TTFT and each decode step timed."""
+
+    name = "generate"
+    title = "LLM generation"
+
+    def cases(self, config: RunConfig) -> list[CaseId]:
+        m, g = config.matrix, config.generation
+        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, g.prompt_lens, g.output_lens)
+
+    def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
+        return GenerateState()
+
+    def terminal_lines(self, run: RunResults) -> list[str]:
+        from harness.report.generation import generation_lines
+
+        return generation_lines(run)
+
+
+class GenerateState(WorkerState):
+    """A worker's generation cases: each builds its decoder (no activation is kept between cases)."""
+
+    def __init__(self) -> None:
+        self._availability: dict[type[Runtime], Availability] = {}
+
+    def run(self, case: CaseId, config: RunConfig, payload: Any, on_phase: PhaseCallback) -> CaseResult:
+        ensure_user_models(config)
+        spec = get_model(case.model)
+        set_active_cache_dir(config.artifacts.cache_dir)
+        cls = get_runtime(case.runtime)
+        refused = check_case(case, spec, cls, config, self._availability)
+        if refused is not None:
+            return refused
+        return run_generation_case(case, spec, cls(spec, case.precision, runtime_options(spec, config)), config,
+                                   on_phase)
+
+
+GENERATE = GenerateWorkload()

@@ -1,0 +1,1 @@
+"""The decoder capability of runtimes: a causal LM stepped with its KV cache (torch eager, ONNX Runtime)."""

@@ -1,0 +1,1 @@
+"""The forward-pass matrix workload: one forward pass per timed call; LoadGen scenarios and end-to-end steps are its parts."""
