@@ -489,15 +489,14 @@ def cmd_conform(args: argparse.Namespace) -> int:
     from harness.workloads.conform.cases import collect
     from harness.workloads.conform.workload import resolve_runtimes
 
-    config = parse_run_options({**vars(args), "workload": "conform"}, CONFORM_GROUPS, out_prefix="conform-")
-    config = config.replace(workload="conform")
+    config = parse_run_options(vars(args), CONFORM_GROUPS, out_prefix="conform-", workload="conform")
+    runtimes, left_out = resolve_runtimes(config.matrix.runtimes, config.matrix.precisions)
     if args.list:
         cases = collect(config.conformance)
         for c in cases:
             print(f"{c.name}  {c.op}  opset {c.opset}  {c.kind}")
         print(f"{len(cases)} case(s)")
         return EXIT_OK
-    runtimes, left_out = resolve_runtimes(config.matrix.runtimes, config.matrix.precisions)
     for name, why in left_out.items():
         print(f"left out {name}: {why}")
     if not runtimes:

@@ -412,14 +412,14 @@ def add_options(add: Callable[..., Any], groups: tuple[OptionGroup, ...], prefix
 
 # ------------------------------------------------------------------ strings -> RunConfig
 def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = RUN_GROUPS,
-                      out_prefix: str = "") -> RunConfig:
+                      out_prefix: str = "", workload: str | None = None) -> RunConfig:
     """Parse raw option values (strings, None when not given; keys are OptionDef.dest) of the options in `groups`
     into a RunConfig; an option not given takes its group's default text (a command's own), else the RunConfig's.
 
     What the type cannot default is decided here: the run id and output folder (the clock; `out_prefix` names
     the default folder, e.g. "conform-"), the case memory cap (half this machine's memory), the default runtimes
     (availability probes), --model files (checked and registered to build the matrix) and the gating files
-    (read once, so a bad one is a usage error)."""
+    (read once, so a bad one is a usage error). `workload`: a command's own (`harness conform`)."""
     from harness.plugins import load_plugins
 
     load_plugins()  # the zoo and plugin models/runtimes, before any name is resolved
@@ -439,7 +439,7 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
         if given:
             top, _, sub = o.field.partition(".")
             (timing if sub else values)[sub or top] = o.parse(text, o.name)  # type: ignore[misc]
-    workload = values.pop("workload", "forward")
+    workload = workload or values.pop("workload", "forward")
     models, user_paths, shapes = _models(raw, quick, workload) if "models" in present else ((), (), ())
     run_id = time.strftime("%Y%m%d-%H%M%S")
     out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / f"{out_prefix}{run_id}"

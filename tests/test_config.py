@@ -11,6 +11,7 @@ from harness.config import RunConfig
 from harness.options import OPTIONS, parse_run_options
 from harness.errors import UsageError
 from harness.precision import Precision
+from harness.workloads import get_workload
 
 
 def raw(**kw):
@@ -66,7 +67,7 @@ def test_a_config_is_built_from_typed_values_with_defaults_on_the_type(tmp_path,
     monkeypatch.setattr(psutil, "virtual_memory", boom)
     monkeypatch.setattr(model_files, "register_user_model", boom)
     monkeypatch.setattr("time.strftime", boom)
-    c = RunConfig(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path)
+    c = RunConfig.build(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path)
     assert c.precisions == (Precision.FP32,) and c.batch_sizes == (1, 8) and c.seq_lens == (128,)
     assert c.timing.min_iters == 20 and c.repeats == 3 and c.confirm == 2 and c.isolation
     assert c.calibration_method == "minmax" and c.int8_method == "auto" and c.baseline is None and c.run_id == ""
@@ -90,10 +91,10 @@ def test_parsed_defaults_come_from_the_machine_and_the_clock(tmp_path):
 
 
 def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes, tmp_path):
-    c = RunConfig(models=("fake-linear", "mlp"), runtimes=("fake-ok", "ort-cpu"),
+    c = RunConfig.build(models=("fake-linear", "mlp"), runtimes=("fake-ok", "ort-cpu"),
                   precisions=(Precision.FP32, Precision.FP16), batch_sizes=(1, 8), seq_lens=(32, 128),
                   out_dir=tmp_path)
-    cases = c.cases()
+    cases = get_workload(c.workload).cases(c)
     assert len(cases) == 2 * 2 * 2 * 2  # models x runtimes x precisions x batches; no seq axis here
     assert all(case.seq is None for case in cases)
     # cases sharing an activation are adjacent
@@ -162,9 +163,9 @@ def test_precision_options_reject_bad_values(kw, message):
 
 
 def test_fp16_on_torch_cpu_is_a_bf16_case_once(tmp_path):
-    c = RunConfig(models=("mlp",), runtimes=("torch-cpu", "ort-cpu"), precisions=tuple(Precision), batch_sizes=(1,),
+    c = RunConfig.build(models=("mlp",), runtimes=("torch-cpu", "ort-cpu"), precisions=tuple(Precision), batch_sizes=(1,),
                   out_dir=tmp_path)
-    got = [(x.runtime, x.precision) for x in c.cases()]
-    assert all(isinstance(x.precision, Precision) for x in c.cases())
+    got = [(x.runtime, x.precision) for x in get_workload(c.workload).cases(c)]
+    assert all(isinstance(x.precision, Precision) for x in get_workload(c.workload).cases(c))
     assert got == [("torch-cpu", "fp32"), ("torch-cpu", "bf16"), ("torch-cpu", "int8"),
                    ("ort-cpu", "fp32"), ("ort-cpu", "fp16"), ("ort-cpu", "bf16"), ("ort-cpu", "int8")]

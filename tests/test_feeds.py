@@ -24,7 +24,7 @@ IMAGE = ModelSpec("image", inputs=(TensorSpec("image", (BATCH, 1, 8, 8)),), outp
 
 
 def config(tmp_path, **kw):
-    return RunConfig(models=("text",), runtimes=("ort-cpu",), out_dir=tmp_path / "o", **kw)
+    return RunConfig.build(models=("text",), runtimes=("ort-cpu",), out_dir=tmp_path / "o", **kw)
 
 
 # ------------------------------------------------------------------ reading
@@ -212,7 +212,7 @@ def test_labels_in_the_feeds_make_task_accuracy_run_on_them(fakes, tmp_path):
     labels = x.argmax(axis=1)
     labels[:3] = (labels[:3] + 1) % 8  # three wrong labels: accuracy 0.75
     np.savez(tmp_path / "f.npz", x=x, labels=labels)
-    cfg = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), repeats=1, feeds=str(tmp_path / "f.npz"),
+    cfg = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), repeats=1, feeds=str(tmp_path / "f.npz"),
                     timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1),
                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "o")
     r = CaseRunner().run(CaseId("fake-linear", "fake-ok", "fp32", 5, None, "cpu"), cfg)
@@ -256,7 +256,7 @@ def test_a_torch_factory_runs_on_feeds_with_their_sequence_length_and_labels(tmp
 def test_generation_prompts_come_from_the_feeds(fakes, tmp_path):
     """--workload generate with --feeds: the prompt is the feeds' first rows, and without --prompt-lens
     the run takes the prompt length from them."""
-    from harness.generation.case import prompt_ids
+    from harness.workloads.generate.workload import prompt_ids
     from harness.options import parse_run_options
 
     ids = np.arange(30, dtype=np.int64).reshape(3, 10)

@@ -89,7 +89,7 @@ def test_a_bert_style_encoder_with_a_large_vocabulary_runs_with_no_feeds_and_no_
 def test_an_error_that_blames_input_values_names_the_inputs_and_their_ranges(fakes, tmp_path):
     """An error whose text blames input values (ORT's Gather bound check) gets a note naming each integer
     input and how it was fed; other errors get none."""
-    from harness.execution.runner import fed_inputs_note
+    from harness.workloads.forward.workload import fed_inputs_note
     from harness.model import register_model
 
     spec = spec_from_onnx(bert_like(tmp_path / "enc.onnx"), name="enc-note")

@@ -24,7 +24,7 @@ WEIGHT = "net.2.weight"  # the mlp's second Linear
 
 
 def config(tmp_path, **kw):
-    return RunConfig(models=("mlp",), runtimes=("ort-cpu", "torch-cpu"), threads=1,
+    return RunConfig.build(models=("mlp",), runtimes=("ort-cpu", "torch-cpu"), threads=1,
                      timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", **kw)
 

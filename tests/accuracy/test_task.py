@@ -90,7 +90,7 @@ def task_config(fakes, tmp_path):
         tolerances={Precision.FP32: Tolerance(atol=10.0, rtol=10.0, max_rel_l2=10.0, min_cosine=-1.0,
                                               min_top1=0.0)},
     ), replace=True)
-    return RunConfig(models=("fake-task",), runtimes=("task-ok",), timing=FAST, cache_dir=tmp_path / "cache",
+    return RunConfig.build(models=("fake-task",), runtimes=("task-ok",), timing=FAST, cache_dir=tmp_path / "cache",
                      out_dir=tmp_path / "out")
 
 
@@ -116,5 +116,5 @@ def test_models_without_an_eval_split_record_no_task(config_plain):
 
 @pytest.fixture
 def config_plain(fakes, tmp_path):
-    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), timing=FAST, cache_dir=tmp_path / "cache",
+    return RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), timing=FAST, cache_dir=tmp_path / "cache",
                      out_dir=tmp_path / "out")

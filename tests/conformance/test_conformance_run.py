@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.conformance.cases import CaseFilter, collect, compare_outputs, parse_opset
+from harness.config import ConformanceConfig, RunConfig
 from harness.errors import UsageError
-from harness.execution.conformance import ConformanceConfig, run_conformance
+from harness.execution.session import HarnessSession
+from harness.options import opset_bounds
+from harness.workloads import get_workload
+from harness.workloads.conform.cases import collect, compare_outputs
 from harness.gating.compare import compare_runs
 from harness.gating.conformance import conformance_status
 from harness.gating.verdicts import Verdict
@@ -25,16 +28,36 @@ WANT = {"Abs": "failed", "Neg": "crashed", "Relu": "timeout", "Sigmoid": "unsupp
 @pytest.fixture(scope="module")
 def cases():
     # ONNX's own node cases of the installed onnx (not the *_expanded ones: one hang, one timeout to wait for)
-    return collect(CaseFilter(ops=OPS, light=False, expanded=False))
+    return collect(ConformanceConfig(ops=OPS, light=False, expanded=False))
 
 
 @pytest.fixture(scope="module")
 def fake_run(cases, tmp_path_factory):
+    """The conformance workload through the run session, as `harness conform` drives it: the fake runtime is
+    registered here and, through HARNESS_PLUGINS, in the worker."""
+    import os
+
     from conform_fakes import FakeConform
 
+    from harness.runtimes import register_runtime
+
+    register_runtime(FakeConform, replace=True)
+    old = os.environ.get("HARNESS_PLUGINS")
+    os.environ["HARNESS_PLUGINS"] = "conform_fakes"
     out = tmp_path_factory.mktemp("conform")
-    run = run_conformance(cases, ConformanceConfig(case_timeout_s=5.0), out, runtimes=[FakeConform])
-    return run, out
+    config = RunConfig.build("conform", runtimes=("fake-conform",), ops=OPS, light=False, expanded=False,
+                             case_timeout_s=5.0, threads=1, out_dir=out, run_id="conform-test")
+    session = HarnessSession(config)
+    try:
+        for case in get_workload("conform").cases(config):
+            session.execute(case)
+    finally:
+        session.finish(interrupted=False)
+        if old is None:
+            os.environ.pop("HARNESS_PLUGINS", None)
+        else:
+            os.environ["HARNESS_PLUGINS"] = old
+    return session.run, out
 
 
 def test_each_misbehaviour_costs_exactly_its_rows(cases, fake_run):
@@ -99,21 +122,23 @@ def test_compare_outputs_rules():
 
 
 def test_filters():
-    assert parse_opset("13:17") == (13, 17) and parse_opset("13") == (13, 13) and parse_opset(":9") == (None, 9)
+    assert opset_bounds("13:17") == (13, 17) and opset_bounds("13") == (13, 13) and opset_bounds(":9") == (None, 9)
     with pytest.raises(UsageError):
-        parse_opset("x")
+        opset_bounds("x")
     with pytest.raises(UsageError):
-        parse_opset("18:13")
+        opset_bounds("18:13")
 
 
-def test_plain_pytest_suite(pytester, cases):
-    """suites/conformance by path with plain pytest: one test per case; -k and --conform-ops filter."""
+def test_plain_pytest_suite(pytester, cases, tmp_path):
+    """The same workload through plain pytest and the plugin's option groups: one test per case."""
     from harness.cli import suites_dir
 
-    suite = suites_dir() / "conformance" / "conform_onnx_backend.py"
-    result = pytester.runpytest_inprocess(str(suite), "-p", "no:cacheprovider", "--conform-runtimes", "ort-cpu",
-                                          "--conform-ops", "Abs,Neg", "-k", "not expanded", "-q")
+    result = pytester.runpytest_inprocess(str(suites_dir()), "-p", "no:cacheprovider", "--harness-workload",
+                                          "conform", "--harness-runtimes", "ort-cpu", "--harness-ops", "Abs,Neg",
+                                          "--harness-no-expanded", "--harness-no-light", "--harness-out",
+                                          str(tmp_path / "out"), "-q")
     result.assert_outcomes(passed=sum(c.op in ("Abs", "Neg") and c.kind == "node" for c in cases))
+    assert (tmp_path / "out" / "conformance.html").is_file() and (tmp_path / "out" / "results.json").is_file()
 
 
 def test_cli_lists_filters_and_refuses_bad_options(cases, capsys):
@@ -138,3 +163,41 @@ def test_harness_report_renders_the_conformance_page(fake_run, tmp_path):
     from harness.report.render import render_html
 
     assert "conformance.html" not in render_html([run])  # no page beside it: no link
+
+
+def test_a_terminated_conform_keeps_every_finished_case(tmp_path, fake_env):
+    """SIGTERM mid-run: every finished case is in results.json, which says interrupted, and the page is
+    rendered, as for `harness run` (the session is the one driver)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    env = {**fake_env, "HARNESS_PLUGINS": "conform_fakes"}
+    # Abs answers wrong at once; each Relu case hangs until its 60 s timeout: the run is stopped inside one
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "conform", "--runtimes", "fake-conform",
+                             "--ops", "Abs,Relu,Tanh", "--no-expanded", "--no-light", "--case-timeout", "60",
+                             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    results = out / "results.json"
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline:
+        try:
+            done = len(json.loads(results.read_text())["cases"])
+        except (OSError, ValueError, KeyError):
+            done = 0
+        if done >= 1:
+            break
+        time.sleep(0.2)
+    assert done >= 1, proc.stdout.read().decode() if proc.poll() is not None else "no case finished in 120 s"
+    time.sleep(1.0)  # inside the hanging Relu case
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 143, output
+    stored = load_results(out)
+    assert stored.interrupted and not stored.complete
+    assert len(stored.cases) >= done and all(r.case.model.startswith("test_abs") for r in stored.cases[:done])
+    assert (out / "conformance.html").is_file()

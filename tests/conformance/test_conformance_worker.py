@@ -1,4 +1,4 @@
-"""One conformance case in-process (harness.conformance.worker.run_case) on ort-cpu: FP16 path, refusals."""
+"""One conformance case in-process (harness.workloads.conform.worker.run_case) on ort-cpu: FP16 path, refusals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from harness.conformance.worker import run_case
+from harness.workloads.conform.worker import run_case
 from harness.runtimes.onnxruntime import OrtCpu
 
 

@@ -41,7 +41,7 @@ PIPE = Pipeline(raw=lambda dims, seed: np.ones((int(dims["batch"]), 8), np.float
 def config(fakes, tmp_path):
     register_model(ModelSpec("fake-e2e", build=lambda: None, inputs=(TensorSpec("x", (BATCH, 8)),),
                              outputs=("y",), pipeline=lambda: PIPE, reference_runtime="fake-ok"), replace=True)
-    return RunConfig(models=("fake-e2e",), runtimes=("fake-ok",), repeats=1,
+    return RunConfig.build(models=("fake-e2e",), runtimes=("fake-ok",), repeats=1,
                      timing=TimingPolicy(min_time_s=0.05, min_iters=10, warmup_iters=1, warmup_time_s=0.0),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 

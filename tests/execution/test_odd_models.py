@@ -45,7 +45,7 @@ def _run_all(tmp_path, path: Path, batch_sizes: str = "1,4") -> dict[int, object
     config = _config(tmp_path, path, batch_sizes=batch_sizes)
     runner = CaseRunner()
     try:
-        return {c.batch: runner.run(c, config) for c in config.cases()}
+        return {c.batch: runner.run(c, config) for c in get_workload(config.workload).cases(config)}
     finally:
         runner.close()
 
@@ -199,6 +199,7 @@ def test_a_worker_that_dies_of_an_allocation_is_oom(tmp_path):
 
 ODD_FACTORIES = '''
 import torch
+from harness.workloads import get_workload
 from torch import nn
 
 
@@ -230,7 +231,7 @@ def _run_factory(tmp_path, monkeypatch, name: str, module: str = "odd_factories"
     raw.update(model=[f"{module}:{name}"], runtimes="torch-cpu", batch_sizes="2", min_time="0.02",
                min_iters="3", warmup="1", repeats="1", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"))
     config = parse_run_options(raw)
-    (case,) = config.cases()
+    (case,) = get_workload(config.workload).cases(config)
     runner = CaseRunner()
     try:
         return runner.run(case, config)
@@ -263,7 +264,7 @@ def greedy_probe():
 
 
 def test_repeat_difference_matches_nan_and_inf_and_flags_the_rest():
-    from harness.execution.runner import repeat_max_abs
+    from harness.execution.worker import repeat_max_abs
 
     a = {"y": np.array([1.0, np.nan, np.inf], np.float32)}
     assert repeat_max_abs(a, {"y": a["y"].copy()}) == 0.0

@@ -13,6 +13,7 @@ from harness.measure.timer import TimingPolicy
 from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, pending_rounds
 from harness.execution.session import HarnessSession
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
+from harness.workloads import get_workload
 
 
 def _config(tmp_path, **kw: Any) -> RunConfig:
@@ -20,7 +21,7 @@ def _config(tmp_path, **kw: Any) -> RunConfig:
                                     timing=TimingPolicy(min_time_s=0.01, min_iters=6, warmup_iters=1),
                                     cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", repeats=3,
                                     isolation=False)
-    return RunConfig(**{**settings, **kw})
+    return RunConfig.build(**{**settings, **kw})
 
 
 class Recorder:
@@ -39,7 +40,7 @@ class Recorder:
 
 def _run_session(config: RunConfig) -> HarnessSession:
     session = HarnessSession(config)
-    for case in config.cases():
+    for case in get_workload(config.workload).cases(config):
         session.execute(case)
     session.finish(interrupted=False)
     return session
@@ -48,7 +49,7 @@ def _run_session(config: RunConfig) -> HarnessSession:
 def test_later_blocks_come_in_rounds_over_the_matrix(fakes, tmp_path):
     config = _config(tmp_path)
     session = HarnessSession(config)
-    cases = config.cases()
+    cases = get_workload(config.workload).cases(config)
     for case in cases:
         r = session.execute(case)
         assert r.status == "passed" and r.blocks_pending == 2 and len(r.blocks) == 1
@@ -201,7 +202,7 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
     env = {"cpu_model": "x", "cpu_cores_logical": 2}
     base = RunResults("base", "t", env, {}, cases=[result(20_000)], complete=True)
     write_results(base, tmp_path / "base")
-    session = HarnessSession(RunConfig(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path / "cur",
+    session = HarnessSession(RunConfig.build(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path / "cur",
                                        baseline=str(tmp_path / "base"), confirm=confirm,
                                        isolation=False))
     session.run = RunResults("cur", "t", env, {}, cases=[result(26_000)], complete=True)

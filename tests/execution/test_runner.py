@@ -12,7 +12,7 @@ from harness.results.schema import CaseId
 
 @pytest.fixture
 def config(fakes, tmp_path):
-    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), repeats=1,
+    return RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), repeats=1,
                      timing=TimingPolicy(min_time_s=0.01, min_iters=5, warmup_iters=1),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 
@@ -85,7 +85,7 @@ def test_repeats_measure_in_blocks_each_after_a_fresh_activation(config, fakes):
 
     cls._activate = counting
     try:
-        r = CaseRunner().run(case("fake-ok-d", batch=2), dataclasses.replace(config, repeats=3))
+        r = CaseRunner().run(case("fake-ok-d", batch=2), config.replace(repeats=3))
     finally:
         cls._activate = original
     assert r.status == "passed", r.reason

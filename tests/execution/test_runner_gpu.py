@@ -56,7 +56,7 @@ def gpu_like(fakes):
 
 @pytest.fixture
 def config(fakes, tmp_path):
-    return RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1, 4),
+    return RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1, 4),
                      timing=TimingPolicy(min_time_s=0.01, min_iters=5, warmup_iters=1),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 

@@ -11,7 +11,7 @@ import pytest
 from harness.config import RunConfig
 from harness.errors import ResultsError, UsageError
 from harness.execution import CaseRunner
-from harness.execution.scenarios import RuntimeSut, server_search
+from harness.workloads.forward.scenarios import RuntimeSut, server_search
 from harness.measure.timer import TimingPolicy
 from harness.results.schema import CaseId, RunResults, ScenarioRun, peak_server, results_from_doc
 
@@ -20,7 +20,7 @@ DELAY_MS = 2.0  # fake-2ms sleeps this long per call
 
 @pytest.fixture
 def config(fakes, tmp_path):
-    return RunConfig(models=("fake-linear",), runtimes=("fake-2ms",), repeats=1,
+    return RunConfig.build(models=("fake-linear",), runtimes=("fake-2ms",), repeats=1,
                      timing=TimingPolicy(min_time_s=0.05, min_iters=5, warmup_iters=1),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", scenario_duration_s=0.25)
 
@@ -36,7 +36,7 @@ def near_calls(loadgen_ms: float, r: ScenarioRun) -> bool:
 
 
 def test_single_stream_and_offline_match_the_fake_latency(config, tmp_path):
-    cfg = dataclasses.replace(config, scenarios=("offline", "single-stream"))
+    cfg = config.replace(scenarios=("offline", "single-stream"))
     phases: list[str] = []
     r = CaseRunner().run(case(4), cfg, on_phase=phases.append)
     assert r.status == "passed", r.reason
@@ -60,7 +60,7 @@ def test_single_stream_and_offline_match_the_fake_latency(config, tmp_path):
 
 
 def test_multi_stream_queries_of_eight_samples_take_one_batch_8_call(config):
-    cfg = dataclasses.replace(config, scenarios=("multi-stream",), scenario_duration_s=0.1)
+    cfg = config.replace(scenarios=("multi-stream",), scenario_duration_s=0.1)
     (ms,) = CaseRunner().run(case(8), cfg).scenarios
     assert ms.scenario == "multi-stream" and ms.samples_per_query == 8 and ms.query_count >= 662
     assert ms.result == "VALID", ms.reasons
@@ -70,7 +70,7 @@ def test_multi_stream_queries_of_eight_samples_take_one_batch_8_call(config):
 
 def test_server_at_an_impossible_qps_is_invalid_with_loadgens_reason(config):
     # 2,000 queries/s of one sample against a 2 ms call at batch 1 (500/s at most), p99 bound 10 ms
-    cfg = dataclasses.replace(config, scenarios=("server",), server_qps=2000.0, server_latency_ms=10.0,
+    cfg = config.replace(scenarios=("server",), server_qps=2000.0, server_latency_ms=10.0,
                               scenario_duration_s=0.1, scenario_queries=100)
     (sv,) = CaseRunner().run(case(1), cfg).scenarios
     assert sv.result == "INVALID" and sv.target_qps == 2000 and sv.target_latency_ms == 10.0
@@ -99,7 +99,7 @@ class _Verdicts:
 
 def test_server_search_bisects_below_the_offline_throughput_and_keeps_every_try(config):
     sut = _Verdicts(peak=300.0)
-    cfg = dataclasses.replace(config, server_tries=4)
+    cfg = config.replace(server_tries=4)
     tries = server_search(sut, cfg, p50_s=0.002, offline_sps=400.0, logs=None)
     assert sut.asked == [200.0, 300.0, 350.0, 325.0]
     assert [t.search_step for t in tries] == [1, 2, 3, 4]
@@ -107,7 +107,7 @@ def test_server_search_bisects_below_the_offline_throughput_and_keeps_every_try(
     assert peak_server(tries).target_qps == 300.0
     # without an Offline figure the search starts from batch / timed-loop p50
     sut = _Verdicts(peak=0.0)
-    tries = server_search(sut, dataclasses.replace(cfg, server_tries=2), p50_s=0.01, offline_sps=None, logs=None)
+    tries = server_search(sut, cfg.replace(server_tries=2), p50_s=0.01, offline_sps=None, logs=None)
     assert sut.asked == [50.0, 25.0] and peak_server(tries).result == "INVALID"
 
 
@@ -115,7 +115,7 @@ def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(c
     def boom():
         raise RuntimeError("device lost")
 
-    r = RuntimeSut(boom, lambda: None, 1).test("single-stream", dataclasses.replace(config, scenario_duration_s=0.01),
+    r = RuntimeSut(boom, lambda: None, 1).test("single-stream", config.replace(scenario_duration_s=0.01),
                                                0.001, None)
     assert r.result == "error" and "RuntimeError: device lost" in r.error
 
@@ -131,12 +131,12 @@ def test_the_runtime_is_called_on_the_thread_that_activated_it_while_loadgen_run
         time.sleep(0.0005)
 
     sut = RuntimeSut(call, lambda: None, 2)
-    r = sut.test("offline", dataclasses.replace(config, scenario_duration_s=0.05), 0.0005, None)
+    r = sut.test("offline", config.replace(scenario_duration_s=0.05), 0.0005, None)
     assert r.result == "VALID" and r.calls >= 2 and threads == {threading.get_ident()}
 
 
 def test_a_runtime_that_fails_before_the_tests_gives_error_records_in_run_order(config):
-    from harness.execution.scenarios import run_scenarios
+    from harness.workloads.forward.scenarios import run_scenarios
 
     class Broken:
         def bind(self, feed):
@@ -147,14 +147,14 @@ def test_a_runtime_that_fails_before_the_tests_gives_error_records_in_run_order(
         def synchronize(self):
             pass
 
-    cfg = dataclasses.replace(config, scenarios=("server", "single-stream"))
+    cfg = config.replace(scenarios=("server", "single-stream"))
     runs = run_scenarios(Broken(), {}, case(1), cfg, 2.0)
     assert [(r.scenario, r.result) for r in runs] == [("single-stream", "error"), ("server", "error")]
     assert "timing calls before the tests: RuntimeError: no device" in runs[0].error
 
 
 def test_scenario_records_survive_results_json_and_the_reader_checks_them(config, tmp_path):
-    cfg = dataclasses.replace(config, scenarios=("single-stream",), scenario_duration_s=0.05,
+    cfg = config.replace(scenarios=("single-stream",), scenario_duration_s=0.05,
                               scenario_queries=10)
     result = CaseRunner().run(case(1), cfg)
     run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[result])
@@ -228,7 +228,7 @@ def test_cli_run_stores_scenarios_from_the_worker_and_renders_them(fake_env, tmp
 
 
 def test_a_test_that_would_pass_the_case_budget_is_skipped_with_the_reason(config):
-    cfg = dataclasses.replace(config, scenarios=("single-stream", "multi-stream"), case_timeout_s=2.0,
+    cfg = config.replace(scenarios=("single-stream", "multi-stream"), case_timeout_s=2.0,
                               scenario_duration_s=0.05)
     ss, ms = CaseRunner().run(case(1), cfg).scenarios
     assert ss.result == "VALID"  # 64 queries x 2 ms fit in 1 s
@@ -236,7 +236,7 @@ def test_a_test_that_would_pass_the_case_budget_is_skipped_with_the_reason(confi
 
 
 def test_every_try_of_a_server_search_is_judged_against_one_bound(config):
-    cfg = dataclasses.replace(config, scenarios=("server",), server_tries=2, scenario_duration_s=0.05,
+    cfg = config.replace(scenarios=("server",), server_tries=2, scenario_duration_s=0.05,
                               scenario_queries=20)
     tries = CaseRunner().run(case(1), cfg).scenarios
     assert [t.search_step for t in tries] == [1, 2] and tries[0].target_qps > tries[1].target_qps > 0

@@ -106,13 +106,13 @@ def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
     from harness.config import RunConfig
     from harness.execution.session import HarnessSession
 
-    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), out_dir=tmp_path / "run",
+    config = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), out_dir=tmp_path / "run",
                        baseline=str(tmp_path / "gone.json"))
     session = HarnessSession(config)
     session.run = make_run(1)
     session._gate()
     assert session.gate_status() == 2 and "gone.json: no such results file" in session.gate_error
-    session.config = dataclasses.replace(config, baseline=str(write_results(make_run(2), tmp_path / "b")))
+    session.config = config.replace(baseline=str(write_results(make_run(2), tmp_path / "b")))
     session.gate_error = None
     session._gate()
     assert session.gate_status() == 0 and session.gate_outputs["verdicts"].name == "verdicts.md"

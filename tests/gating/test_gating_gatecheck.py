@@ -15,6 +15,7 @@ from harness.gating.gatecheck import gate_check
 from harness.runtimes.selftest import slowed_runtime
 from harness.report.gatecheck import gatecheck_markdown
 from harness.results.schema import CaseId
+from harness.workloads import get_workload
 
 CASES = [CaseId("mlp", "torch-cpu", "fp32", 1, None, "cpu"), CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")]
 
@@ -96,7 +97,7 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
     """gate-check's measuring side: each simulated run in a fresh worker (or, with the in-process executor, the
     same code path here); a slowed block runs the case's runtime rebuilt by name in the worker."""
     from harness.config import RunConfig
-    from harness.execution.runner import InProcessExecutor
+    from harness.execution.worker import InProcessExecutor
     from harness.execution.supervisor import IsolatedExecutor
     from harness.measure.timer import TimingPolicy
     from harness.runtimes import get_runtime
@@ -107,11 +108,11 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
     assert cls.name == slowed_name("fake-ok", 0.000_25) == "fake-ok+delay250000ns"
     assert issubclass(cls, base) and "SELF-TEST ONLY" in cls.description and cls.injected_delay_s == 0.000_25
     assert get_runtime("fake-ok+delay1500ns").injected_delay_s == 1.5e-6  # rebuilt from its name (a worker's way)
-    config = RunConfig(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,),
+    config = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,),
                        timing=TimingPolicy(min_time_s=0.0, min_iters=5, warmup_iters=1), out_dir=tmp_path,
                        cache_dir=tmp_path / "cache", isolation=isolation)
     runs = SupervisedRuns(config, IsolatedExecutor if isolation else InProcessExecutor)
-    [case] = config.cases()
+    [case] = get_workload(config.workload).cases(config)
     r = gate_check([case], GateConfig(resamples=500), runs.measure, rounds=2, levels=(0.5,), execute=runs.execute)
     assert r.aa_trials == 2 and r.levels[0].trials == 4 and r.cases == [case.id]
     assert runs.workers == 2 and runs.executor is None  # one worker per simulated run, stopped after it
@@ -122,15 +123,15 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
 def test_a_case_that_is_not_measured_stops_gate_check_with_its_reason(fakes, tmp_path):
     from harness.config import RunConfig
     from harness.errors import HarnessError
-    from harness.execution.runner import InProcessExecutor
+    from harness.execution.worker import InProcessExecutor
     from harness.measure.timer import TimingPolicy
 
-    config = RunConfig(models=("fake-linear",), runtimes=("fake-raises",), batch_sizes=(1,), isolation=False,
+    config = RunConfig.build(models=("fake-linear",), runtimes=("fake-raises",), batch_sizes=(1,), isolation=False,
                        timing=TimingPolicy(min_time_s=0.0, min_iters=3, warmup_iters=1), out_dir=tmp_path,
                        cache_dir=tmp_path / "cache")
     runs = SupervisedRuns(config, InProcessExecutor)
     with pytest.raises(HarnessError, match="was not measured .error: .*model file is garbage"):
-        gate_check(config.cases(), GateConfig(resamples=100), runs.measure, rounds=2, levels=(0.5,),
+        gate_check(get_workload(config.workload).cases(config), GateConfig(resamples=100), runs.measure, rounds=2, levels=(0.5,),
                    execute=runs.execute)
 
 

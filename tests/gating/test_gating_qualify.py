@@ -19,6 +19,7 @@ from harness.gating.qualify import SpecError, judge, load_spec
 from harness.report.certificate import write_certificate
 from harness.results import write_results
 from harness.results.schema import CaseId, RunResults
+from harness.workloads import get_workload
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 GOOD = """
@@ -83,9 +84,9 @@ def test_spec_cases_follow_the_matrix_rule_of_harness_run(tmp_path):
     p.write_text('[[case]]\nmodel = "mlp"\nruntime = "torch-cpu"\nprecision = "fp16"\nbatch = 1\n'
                  '[case.require]\np99_ms_max = 100\n')
     (case,) = [c.case for c in load_spec(p, spec_case).cases]
-    run = RunConfig(models=("mlp",), runtimes=("torch-cpu",), precisions=(Precision.FP16,), batch_sizes=(1,),
+    run = RunConfig.build(models=("mlp",), runtimes=("torch-cpu",), precisions=(Precision.FP16,), batch_sizes=(1,),
                     out_dir=tmp_path)
-    assert [case] == run.cases() and case.precision is Precision.BF16 and case.id == "mlp-torch-cpu-bf16-b1"
+    assert [case] == get_workload(run.workload).cases(run) and case.precision is Precision.BF16 and case.id == "mlp-torch-cpu-bf16-b1"
 
 
 @pytest.mark.parametrize("old, new, message", [

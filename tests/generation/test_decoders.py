@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from harness.artifacts.cache import ArtifactCache
-from harness.generation.loop import greedy_generate
-from harness.generation.onnx_decoder import OrtDecoder, io_names, kv_decoder_onnx
-from harness.generation.torch_decoder import TorchDecoder
+from harness.workloads.generate.loop import greedy_generate
+from harness.runtimes.decoding.ort_kv import OrtDecoder, io_names, kv_decoder_onnx
+from harness.runtimes.decoding.torch_kv import TorchDecoder
 from harness.model import BATCH, SEQ, ModelSpec, TensorSpec
 from harness.precision import Precision
 

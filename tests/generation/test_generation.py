@@ -10,15 +10,16 @@ import pytest
 from harness.config import RunConfig
 from harness.errors import ResultsError
 from harness.execution import CaseRunner
-from harness.generation.case import timed_generations
-from harness.generation.loop import greedy_generate
-from harness.generation.metrics import summarize, token_agreement
+from harness.workloads.generate.workload import timed_generations
+from harness.workloads.generate.loop import greedy_generate
+from harness.workloads.generate.metrics import summarize, token_agreement
 from harness.measure.timer import TimingPolicy
 from harness.options import parse_run_options
 from harness.report.generation import generation_lines
 from harness.report.render import render_html, render_markdown
 from harness.report.tables import cases_frame
 from harness.results.schema import CaseId, RunResults, results_from_doc
+from harness.workloads import get_workload
 
 
 def test_metrics_come_out_of_a_known_cost_per_step():
@@ -59,14 +60,14 @@ def test_first_divergence_and_match_rate():
 
 @pytest.fixture
 def config(tmp_path):
-    return RunConfig(models=("fake-lm",), runtimes=("fake-gen", "fake-gen-diverges"), repeats=1,
+    return RunConfig.build(models=("fake-lm",), runtimes=("fake-gen", "fake-gen-diverges"), repeats=1,
                      workload="generate", batch_sizes=(2,), prompt_lens=(6,), output_lens=(12,),
                      timing=TimingPolicy(min_time_s=0.0, min_iters=3, warmup_iters=1),
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
 
 
 def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(config):
-    cases = config.cases()
+    cases = get_workload(config.workload).cases(config)
     assert [c.id for c in cases] == ["fake-lm-fake-gen-fp32-b2-s6-g12", "fake-lm-fake-gen-diverges-fp32-b2-s6-g12"]
     runner = CaseRunner()
     ref, div = (runner.run(c, config) for c in cases)
@@ -97,7 +98,7 @@ def test_a_later_block_of_a_generation_case_is_refused_with_the_reason(config):
     from harness.errors import HarnessError
 
     with pytest.raises(HarnessError, match="measured in one block"):
-        CaseRunner().measure_block(config.cases()[0], config)
+        CaseRunner().measure_block(get_workload(config.workload).cases(config)[0], config)
 
 
 def test_a_runtime_that_cannot_generate_is_a_skip_with_the_reason(config):
@@ -108,4 +109,4 @@ def test_a_runtime_that_cannot_generate_is_a_skip_with_the_reason(config):
 def test_options_make_a_generation_matrix():
     cfg = parse_run_options({"workload": "generate", "models": "fake-lm", "runtimes": "fake-gen",
                              "batch_sizes": "1,4", "prompt_lens": "128", "output_lens": "64"})
-    assert [c.id for c in cfg.cases()] == ["fake-lm-fake-gen-fp32-b1-s128-g64", "fake-lm-fake-gen-fp32-b4-s128-g64"]
+    assert [c.id for c in get_workload(cfg.workload).cases(cfg)] == ["fake-lm-fake-gen-fp32-b1-s128-g64", "fake-lm-fake-gen-fp32-b4-s128-g64"]

@@ -13,10 +13,11 @@ from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
 from harness.model import get_model, model_names, register_model
 from harness.results.schema import CaseId
+from harness.workloads import get_workload
 
 
 def _config(tmp_path, **extra) -> RunConfig:
-    return RunConfig(timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1), cache_dir=tmp_path / "cache",
+    return RunConfig.build(timing=TimingPolicy(min_time_s=0.01, min_iters=3, warmup_iters=1), cache_dir=tmp_path / "cache",
                      out_dir=tmp_path / "out", **extra)
 
 
@@ -35,7 +36,7 @@ def test_zoo_names_tags_and_quick_stays_small():
 def test_seq_lens_are_ignored_by_models_without_a_sequence_axis(tmp_path):
     config = _config(tmp_path, models=("mlp", "bert-mini"), runtimes=("torch-cpu",), batch_sizes=(1, 4),
                      seq_lens=(32, 128))
-    cases = config.cases()
+    cases = get_workload(config.workload).cases(config)
     assert [(c.batch, c.seq) for c in cases if c.model == "mlp"] == [(1, None), (4, None)]
     bert = [(c.batch, c.seq) for c in cases if c.model == "bert-mini"]
     assert bert == [(1, 32), (1, 128), (4, 32), (4, 128)]

@@ -138,7 +138,7 @@ def test_tvm_conformance_runs_a_one_node_case_and_reports_refusals_as_unsupporte
     cls = _available("tvm-cpu")
     from onnx import TensorProto, helper
 
-    from harness.conformance.worker import run_case
+    from harness.workloads.conform.worker import run_case
 
     def case(op: str, shape: list[int], x: np.ndarray, y: np.ndarray) -> dict:
         graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], f"test_{op.lower()}",

@@ -9,6 +9,7 @@ import numpy as np
 from harness.model import get_model
 from harness.precision import Precision
 from harness.runtimes import Runtime, RuntimeOptions
+from harness.workloads import get_workload
 
 
 class PerShape(Runtime):
@@ -48,7 +49,7 @@ def test_setup_shape_runs_once_per_shape_and_joins_setup_s():
 
 def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
     from harness.options import parse_run_options
-    from harness.execution.runner import CaseRunner
+    from harness.execution.worker import CaseRunner
     from harness.runtimes import register_runtime
 
     class FakePerShape(fakes.FakeOk):
@@ -63,7 +64,7 @@ def test_case_runner_records_shape_setup_in_setup_s(fakes, tmp_path):
                                      "cache_dir": str(tmp_path), "out": str(tmp_path / "out")})
     runner = CaseRunner()
     try:
-        results = [runner.run(case, config) for case in config.cases()]
+        results = [runner.run(case, config) for case in get_workload(config.workload).cases(config)]
     finally:
         runner.close()
     assert [r.status for r in results] == ["passed", "passed"]
