@@ -22,20 +22,20 @@ def raw(**kw):
 
 def test_quick_defaults():
     c = parse_run_options(raw(quick=True))
-    assert c.models == ("mlp", "resnet18")
-    assert c.runtimes == ("torch-cpu", "ort-cpu")
-    assert c.precisions == (Precision.FP32,)
-    assert c.batch_sizes == (1, 4)
-    assert c.timing.min_time_s == 0.5 and c.timing.min_iters == 10
-    assert c.isolation is True
+    assert c.matrix.models == ("mlp", "resnet18")
+    assert c.matrix.runtimes == ("torch-cpu", "ort-cpu")
+    assert c.matrix.precisions == (Precision.FP32,)
+    assert c.matrix.batch_sizes == (1, 4)
+    assert c.measure.timing.min_time_s == 0.5 and c.measure.timing.min_iters == 10
+    assert c.process.isolation is True
 
 
 def test_explicit_values_override_quick():
     c = parse_run_options(raw(quick=True, models="mlp", batch_sizes="2, 16", min_time="0.1",
                                    min_iters="3", threads="1", seed="9", no_isolation=True))
-    assert c.models == ("mlp",) and c.batch_sizes == (2, 16)
-    assert c.timing.min_time_s == 0.1 and c.timing.min_iters == 3
-    assert c.threads == 1 and c.seed == 9 and c.isolation is False
+    assert c.matrix.models == ("mlp",) and c.matrix.batch_sizes == (2, 16)
+    assert c.measure.timing.min_time_s == 0.1 and c.measure.timing.min_iters == 3
+    assert c.measure.threads == 1 and c.inputs.seed == 9 and c.process.isolation is False
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -68,26 +68,39 @@ def test_a_config_is_built_from_typed_values_with_defaults_on_the_type(tmp_path,
     monkeypatch.setattr(model_files, "register_user_model", boom)
     monkeypatch.setattr("time.strftime", boom)
     c = RunConfig.build(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path)
-    assert c.precisions == (Precision.FP32,) and c.batch_sizes == (1, 8) and c.seq_lens == (128,)
-    assert c.timing.min_iters == 20 and c.repeats == 3 and c.confirm == 2 and c.isolation
-    assert c.calibration_method == "minmax" and c.int8_method == "auto" and c.baseline is None and c.run_id == ""
+    assert c.matrix.precisions == (Precision.FP32,) and c.matrix.batch_sizes == (1, 8) and c.matrix.seq_lens == (128,)
+    assert c.measure.timing.min_iters == 20 and c.measure.repeats == 3 and c.gating.confirm == 2 and c.process.isolation
+    assert c.artifacts.calibration_method == "minmax" and c.artifacts.int8_method == "auto" and c.gating.baseline is None and c.outputs.run_id == ""
 
 
 def test_every_option_names_a_config_field_or_is_read_by_the_parser():
-    """Adding a run option is one OPTIONS entry (field + parser) and one RunConfig field."""
-    import dataclasses
+    """Adding a run option is one OptionDef in its group (field + parser) and one field of a RunConfig section."""
+    from harness.config import section_of
 
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
     for o in OPTIONS:
-        assert o.field is None or o.field.split(".")[0] in fields, o.name
+        top = (o.field or "").split(".")[0]
+        assert o.field is None or top in ("timing", "workload") or section_of(top), o.name
         assert (o.field is None) == (o.parse is None), o.name
     read_by_parser = {o.name for o in OPTIONS if o.field is None}
-    assert read_by_parser == {"models", "model", "shape", "runtimes", "out", "baseline", "gate", "gate-config"}
+    assert read_by_parser == {"models", "model", "shape", "runtimes", "out", "baseline", "gate", "gate-config",
+                              "opset"}
+
+
+def test_a_config_is_read_by_sections_and_built_by_field_names(tmp_path):
+    c = RunConfig.build(models=("mlp",), threads=3, case_timeout_s=5.0, scenarios=("offline",), out_dir=tmp_path)
+    assert c.matrix.models == ("mlp",) and c.measure.threads == 3 and c.process.case_timeout_s == 5.0
+    assert c.loadgen.scenarios == ("offline",) and c.outputs.out_dir == tmp_path
+    d = c.replace(threads=1, workload="generate")
+    assert d.measure.threads == 1 and d.workload == "generate" and c.measure.threads == 3
+    with pytest.raises(TypeError, match="no field 'thread'"):
+        c.replace(thread=1)
+    flat = c.as_dict()  # results.json keeps one flat object
+    assert flat["threads"] == 3 and flat["models"] == ["mlp"] or flat["models"] == ("mlp",)
 
 
 def test_parsed_defaults_come_from_the_machine_and_the_clock(tmp_path):
     c = parse_run_options(raw(models="mlp", runtimes="ort-cpu"))
-    assert c.run_id and c.out_dir.name == c.run_id and c.case_memory_gb > 0
+    assert c.outputs.run_id and c.outputs.out_dir.name == c.outputs.run_id and c.process.case_memory_gb > 0
 
 
 def test_cases_are_the_cartesian_product_with_seq_only_for_text_models(fakes, tmp_path):
@@ -122,9 +135,9 @@ def test_harness_run_hands_its_parsed_config_to_pytest_in_process(tmp_path, monk
     assert not any(a.startswith("--harness-") for a in seen["argv"]) and seen["argv"][-3:] == ["-x", "-k", "b1"]
     (carrier,) = seen["plugins"]
     config = carrier.run_config
-    assert isinstance(config, RunConfig) and config.models == ("mlp",) and config.runtimes == ("ort-cpu",)
-    assert config.batch_sizes == (1, 2) and config.quick and not config.isolation
-    assert config.case_timeout_s == 30 and config.out_dir == tmp_path
+    assert isinstance(config, RunConfig) and config.matrix.models == ("mlp",) and config.matrix.runtimes == ("ort-cpu",)
+    assert config.matrix.batch_sizes == (1, 2) and config.matrix.quick and not config.process.isolation
+    assert config.process.case_timeout_s == 30 and config.outputs.out_dir == tmp_path
 
 
 def test_every_option_is_documented_in_the_options_page():
@@ -142,13 +155,13 @@ def test_every_option_is_documented_in_the_options_page():
 def test_precision_options_parse_and_reach_the_config():
     c = parse_run_options(raw(models="mlp", tolerance="fp16.max_rel_l2=0.05,int8.min_cosine=0.98",
                                    int8_method="Dynamic", calibration_method="entropy", localize=True))
-    assert c.int8_method == "dynamic" and c.calibration_method == "entropy" and c.localize is True
-    assert c.tolerance_override(Precision.FP16).max_rel_l2 == 0.05
-    assert c.tolerance_override("int8").min_cosine == 0.98 and c.tolerance_override("fp32") is None
+    assert c.artifacts.int8_method == "dynamic" and c.artifacts.calibration_method == "entropy" and c.accuracy.localize is True
+    assert c.accuracy.tolerance_override(Precision.FP16).max_rel_l2 == 0.05
+    assert c.accuracy.tolerance_override("int8").min_cosine == 0.98 and c.accuracy.tolerance_override("fp32") is None
     assert c.as_dict()["tolerance_overrides"] == {"fp16": {"max_rel_l2": 0.05}, "int8": {"min_cosine": 0.98}}
     d = parse_run_options(raw(models="mlp"))
-    assert d.int8_method == "auto" and d.calibration_method == "minmax" and not d.localize
-    assert d.tolerance_override("fp16") is None
+    assert d.artifacts.int8_method == "auto" and d.artifacts.calibration_method == "minmax" and not d.accuracy.localize
+    assert d.accuracy.tolerance_override("fp16") is None
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -156,7 +156,7 @@ def test_parse_run_options_checks_input_options_and_takes_seq_lens_from_feeds(tm
     with pytest.raises(UsageError, match="--feeds .*nope.npz: no such file"):
         parse_run_options({**base, "feeds": str(tmp_path / "nope.npz")})
     cfg = parse_run_options({**base, "input_value": ["sr=8000"]})
-    assert [o.name for o in cfg.input_values] == ["sr"] and cfg.input_values[0].value == 8000
+    assert [o.name for o in cfg.inputs.input_values] == ["sr"] and cfg.inputs.input_values[0].value == 8000
 
 
 # ------------------------------------------------------------------ real runs
@@ -263,7 +263,7 @@ def test_generation_prompts_come_from_the_feeds(fakes, tmp_path):
     np.savez(tmp_path / "prompts.npz", input_ids=ids)
     cfg = parse_run_options({"models": "deepseek-tiny", "runtimes": "torch-cpu", "workload": "generate",
                              "feeds": str(tmp_path / "prompts.npz"), "out": str(tmp_path / "o")})
-    assert cfg.prompt_lens == (10,)
+    assert cfg.generation.prompt_lens == (10,)
     from harness.model import get_model
 
     prompt = prompt_ids(get_model("deepseek-tiny"), 2, 10, cfg)

@@ -207,7 +207,7 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
                                        isolation=False))
     session.run = RunResults("cur", "t", env, {}, cases=[result(26_000)], complete=True)
     session.executor = _BlocksAt(current_level_ns)
-    session.config.out_dir.mkdir(parents=True, exist_ok=True)
+    session.config.outputs.out_dir.mkdir(parents=True, exist_ok=True)
     return session
 
 

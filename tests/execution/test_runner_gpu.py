@@ -73,7 +73,7 @@ def test_cpu_case_has_host_memory_and_no_gpu_or_device_figures(config):
     assert r.memory["host_delta_mb"] >= 0 and r.memory["covers"].startswith("activation")
     assert "gpu_process_peak_mb" not in r.memory
     assert r.device_samples_ns == [] and "device_latency" not in r.details
-    assert r.details["warmup_time_s"] == config.timing.warmup_time_s  # CPU: the run's warm-up, unchanged
+    assert r.details["warmup_time_s"] == config.measure.timing.warmup_time_s  # CPU: the run's warm-up, unchanged
 
 
 def test_gpu_like_case_records_device_samples_warmup_floor_and_memory(config, gpu_like):
@@ -84,7 +84,7 @@ def test_gpu_like_case_records_device_samples_warmup_floor_and_memory(config, gp
     assert len(r.device_samples_ns) == len(r.samples_ns) and r.device_samples_ns[0] == 1000
     assert r.details["device_timing_scope"] == "device_events"
     assert r.details["device_latency"]["iterations"] == len(r.samples_ns)
-    assert r.details["warmup_time_s"] == 0.3 > config.timing.warmup_time_s
+    assert r.details["warmup_time_s"] == 0.3 > config.measure.timing.warmup_time_s
     assert r.host_peak_mb >= r.memory["host_rss_before_mb"] + 7  # the 40 MiB block counted at its peak
     assert "gpu_source" in r.memory  # NVML attempted (None here, with the problem recorded)
     reused = runner.run(case("fake-gpu-like", 4), config)

@@ -197,8 +197,8 @@ def test_scenario_options_parse_from_the_table(tmp_path):
     raw = {"models": "mlp", "runtimes": "torch-cpu", "out": str(tmp_path / "o"),
            "scenarios": "server,single-stream", "scenario_duration": "0.5", "server_latency": "15"}
     cfg = parse_run_options(raw)
-    assert cfg.scenarios == ("server", "single-stream") and cfg.scenario_duration_s == 0.5
-    assert cfg.server_latency_ms == 15.0 and cfg.server_qps is None and cfg.scenario_queries is None
+    assert cfg.loadgen.scenarios == ("server", "single-stream") and cfg.loadgen.scenario_duration_s == 0.5
+    assert cfg.loadgen.server_latency_ms == 15.0 and cfg.loadgen.server_qps is None and cfg.loadgen.scenario_queries is None
     assert parse_run_options({**raw, "scenarios": "all"}).scenarios == (
         "single-stream", "multi-stream", "server", "offline")
     assert parse_run_options({k: v for k, v in raw.items() if k != "scenarios"}).scenarios == ()

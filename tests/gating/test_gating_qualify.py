@@ -71,8 +71,8 @@ def test_load_spec(spec_file):
                                      "throughput_sps_min": 1.0}
     assert spec.cases[1].require == {"drift_within_tolerance": True, "p50_ms_max": 1000.0}
     config = spec_run_config(spec, Path("/tmp/x"))
-    assert config.models == ("fake-linear",) and config.runtimes == ("fake-ok", "fake-ok-b")
-    assert config.batch_sizes == (1, 4) and config.timing.min_time_s == 0.01 and config.out_dir == Path("/tmp/x")
+    assert config.matrix.models == ("fake-linear",) and config.matrix.runtimes == ("fake-ok", "fake-ok-b")
+    assert config.matrix.batch_sizes == (1, 4) and config.measure.timing.min_time_s == 0.01 and config.outputs.out_dir == Path("/tmp/x")
 
 
 def test_spec_cases_follow_the_matrix_rule_of_harness_run(tmp_path):
