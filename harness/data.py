@@ -5,14 +5,21 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from harness.model import ModelSpec
 
-if TYPE_CHECKING:
-    from harness.config import RunConfig
+
+class FeedOptions(Protocol):
+    """What a run says about its inputs (harness.config.InputsConfig): the seed, --feeds, the overrides."""
+
+    seed: int
+    feeds: str | None
+
+    @property
+    def overrides(self) -> tuple[Any, ...]: ...
 
 Feed = dict[str, np.ndarray]
 
@@ -59,10 +66,9 @@ def feed_digest(feed: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def case_feed(spec: ModelSpec, dims: Mapping[str, int], config: RunConfig) -> tuple[Feed, dict[str, Any]]:
+def case_feed(spec: ModelSpec, dims: Mapping[str, int], inputs: FeedOptions) -> tuple[Feed, dict[str, Any]]:
     """One case's feed under the run's input options: `--feeds` arrays cut to the case's batch, or the
     seeded feed; then `--input-value` / `--input-range` overrides. Also returns what was used (for details)."""
-    inputs = config.inputs
     overrides = {o.name: o for o in inputs.overrides}
     info: dict[str, Any] = {}
     if inputs.feeds:
@@ -82,10 +88,10 @@ def case_feed(spec: ModelSpec, dims: Mapping[str, int], config: RunConfig) -> tu
     return feed, info
 
 
-def inputs_fed(spec: ModelSpec, config: RunConfig) -> list[str]:
+def inputs_fed(spec: ModelSpec, inputs: FeedOptions) -> list[str]:
     """How each integer input of `spec` is fed in this run, e.g. `token_type_ids: int64 in [0, 2)`."""
-    overrides = {o.name: o for o in config.inputs.overrides}
-    feeds = config.inputs.feeds
+    overrides = {o.name: o for o in inputs.overrides}
+    feeds = inputs.feeds
     out = []
     for t in spec.inputs:
         if not (t.dtype == "bool" or "int" in t.dtype):

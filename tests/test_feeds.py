@@ -134,12 +134,12 @@ def test_override_options_parse_and_check():
 def test_overrides_replace_the_generated_values_and_are_recorded(tmp_path):
     cfg = config(tmp_path, input_ranges=parse_overrides("input_ids=7:9", "input-range", True),
                  input_values=parse_overrides("attention_mask=0", "input-value", False))
-    feed, info = case_feed(TEXT, {"batch": 4, "seq": 16}, cfg)
+    feed, info = case_feed(TEXT, {"batch": 4, "seq": 16}, cfg.inputs)
     assert set(np.unique(feed["input_ids"])) == {7, 8} and feed["input_ids"].dtype == np.int64
     assert (feed["attention_mask"] == 0).all()
     assert info == {"input_overrides": ["input_ids: int64 in [7, 9) (--input-range)",
                                         "attention_mask: int64 = 0 (--input-value)"]}
-    again, _ = case_feed(TEXT, {"batch": 4, "seq": 16}, cfg)
+    again, _ = case_feed(TEXT, {"batch": 4, "seq": 16}, cfg.inputs)
     assert (again["input_ids"] == feed["input_ids"]).all()  # seeded
 
 

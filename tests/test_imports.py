@@ -172,16 +172,89 @@ def test_no_import_cycles() -> None:
                          + "; ".join(f"circle of {len(c)}: {', '.join(c)}" for c in circles))
 
 
-FORBIDDEN_IN_GATING = ("harness.execution", "harness.session", "harness.config", "harness.runtimes")
+# The layer rules of shared/DESIGN.md, each as (package, what it must never import, why). Direction:
+# cli / pytest_plugin -> options -> execution -> workloads -> runtimes, artifacts, measure, accuracy -> results,
+# model, precision; gating/ and report/ read results/ and never drive a run.
+ENTRY = ("harness.cli", "harness.pytest_plugin")
+LAYER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("harness.options", ("harness.execution", *ENTRY), "options parse strings into the configuration, for the CLI "
+                                                       "and the plugin"),
+    ("harness.execution", ("harness.options", *ENTRY), "the session gets a typed configuration, never strings"),
+    ("harness.workloads", ("harness.execution", "harness.options", *ENTRY), "a workload is driven by the session"),
+    ("harness.runtimes", ("harness.workloads", "harness.execution", "harness.options", "harness.report",
+                          "harness.gating", "harness.history", *ENTRY),
+     "a runtime offers capabilities (infer, a decoder, an ONNX runner); workloads use them"),
+    ("harness.artifacts", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
+                           "harness.report", "harness.gating", *ENTRY), "build steps know no runtime or run"),
+    ("harness.measure", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
+                         "harness.report", "harness.gating", "harness.artifacts", *ENTRY), "timing is a leaf"),
+    ("harness.accuracy", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
+                          "harness.report", "harness.gating", *ENTRY), "drift metrics are a leaf"),
+    ("harness.results", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
+                         "harness.report", "harness.gating", "harness.config", "harness.artifacts", *ENTRY),
+     "records and their reader stand below everything that writes or reads them"),
+    ("harness.gating", ("harness.execution", "harness.workloads", "harness.config", "harness.runtimes",
+                        "harness.report", "harness.options", *ENTRY), "gating judges stored results only"),
+    ("harness.report", ("harness.execution", "harness.workloads", "harness.runtimes", "harness.options",
+                        "harness.config", *ENTRY), "reports render stored results and never ask a runtime again"),
+    ("harness.config", ("harness.execution", "harness.workloads", "harness.runtimes", "harness.options",
+                        "harness.report", "harness.gating", *ENTRY), "the configuration is plain typed data"),
+    ("harness.model", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options", *ENTRY),
+     "a model spec knows no runtime"),
+    ("harness.precision", ("harness.runtimes", "harness.workloads", "harness.execution", *ENTRY), "a leaf"),
+)
 
 
-@pytest.mark.parametrize("path", sorted((PKG / "gating").rglob("*.py")), ids=lambda p: p.name)
-def test_gating_only_reads_and_judges(path: Path) -> None:
-    """gating/ judges stored results; it never drives a run (no execution, session, config or runtimes)."""
-    name = _module_name(path)
-    bad = sorted(n for n in _imported_names(name, path)
-                 if any(n == f or n.startswith(f + ".") for f in FORBIDDEN_IN_GATING))
-    assert not bad, f"{name} imports {', '.join(bad)}"
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package, forbidden, why", LAYER_RULES, ids=[r[0] for r in LAYER_RULES])
+def test_layer_rules(package: str, forbidden: tuple[str, ...], why: str) -> None:
+    modules = _modules()
+    bad = sorted(f"{name} -> {imported}" for name, path in modules.items() if _in(name, package)
+                 for imported in _imported_names(name, path) if any(_in(imported, f) for f in forbidden))
+    assert not bad, f"{package} must not import {', '.join(forbidden)} ({why}): " + "; ".join(bad)
+
+
+def test_the_rules_cover_every_package() -> None:
+    top = {".".join(n.split(".")[:2]) for n in _modules() if n.count(".") >= 1}
+    covered = {r[0] for r in LAYER_RULES} | set(ENTRY)
+    allowed_unruled = {"harness.data", "harness.feeds", "harness.model_files", "harness.matrix", "harness.plugins",
+                       "harness.errors", "harness.display", "harness.metrics", "harness.history",
+                       "harness.options_doc"}
+    assert top - covered <= allowed_unruled, sorted(top - covered - allowed_unruled)
+
+
+def test_options_are_parsed_only_by_the_entry_points() -> None:
+    users = sorted(name for name, path in _modules().items()
+                   if any(_in(i, "harness.options") for i in _imported_names(name, path))
+                   and name not in (*ENTRY, "harness.options", "harness.options_doc"))
+    assert not users, f"only the CLI and the pytest plugin turn strings into a configuration: {users}"
+
+
+def _source_lines(needle: str) -> list[str]:
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if needle in line:
+                out.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    return out
+
+
+def test_the_configuration_is_read_as_typed_attributes() -> None:
+    """No `getattr(config, ...)` with a default (defaults written twice) and no untyped `config: Any`."""
+    bad = [x for needle in ("getattr(config", "getattr(cfg", "getattr(run_config", "config: Any", "cfg: Any")
+           for x in _source_lines(needle)]
+    assert not bad, "\n".join(bad)
+
+
+def test_registries_do_not_load_plugins() -> None:
+    """The runtime, model and workload registries never load plugins; their callers (CLI, plugin, worker) do."""
+    for rel in ("runtimes/__init__.py", "model.py", "workloads/__init__.py"):
+        calls = [n for n in ast.walk(ast.parse((PKG / rel).read_text()))
+                 if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "load_plugins"]
+        assert not calls, f"harness/{rel} loads plugins"
 
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: _module_name(p))

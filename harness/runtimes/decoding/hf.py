@@ -24,8 +24,8 @@ def causal_lm(spec: ModelSpec) -> Any:
 
 def cache_layout(lm: Any) -> tuple[int, int, int]:
     """(layers, key/value heads, head dim) of a Hugging Face decoder's cache."""
-    cfg = lm.config
-    heads = cfg.num_attention_heads
-    kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-    return int(cfg.num_hidden_layers), int(kv_heads), int(head_dim)
+    hf = lm.config  # the model's transformers config (optional fields differ between architectures)
+    heads = hf.num_attention_heads
+    kv_heads = getattr(hf, "num_key_value_heads", None) or heads
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
+    return int(hf.num_hidden_layers), int(kv_heads), int(head_dim)

@@ -95,7 +95,7 @@ class ForwardState(WorkerState):
         precision = case.precision
         options = runtime_options(spec, config)
         on_phase("load")
-        feed, fed = case_feed(spec, case.dims, config)
+        feed, fed = case_feed(spec, case.dims, config.inputs)
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
         sampler.start()
         runtime, reused = self._activate(case, spec, cls, precision, options)
@@ -229,7 +229,7 @@ class ForwardState(WorkerState):
         cls = get_runtime(case.runtime)
         precision = case.precision
         options = runtime_options(spec, config)
-        feed, _ = case_feed(spec, case.dims, config)
+        feed, _ = case_feed(spec, case.dims, config.inputs)
         if fresh:
             self._drop_active()
         runtime, reused = self._activate(case, spec, cls, precision, options)
@@ -398,7 +398,7 @@ def fed_inputs_note(reason: str, model: str, config: RunConfig) -> str:
         spec = get_model(model)
     except HarnessError:
         return ""
-    fed = inputs_fed(spec, config)
+    fed = inputs_fed(spec, config.inputs)
     return (f" [integer inputs fed: {'; '.join(fed)}; give real inputs (--feeds FILE.npz) or ranges "
             f"(--input-range NAME=LO:HI, --input-value NAME=V)]") if fed else ""
 

@@ -35,7 +35,7 @@ _REFERENCES: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
 def prompt_ids(spec: ModelSpec, batch: int, prompt_len: int, config: RunConfig) -> np.ndarray:
     """The prompt: the case's feed at (batch, seq = prompt_len) under the run's input options (`--feeds`
     rows, `--input-value`/`--input-range`, else the model's seeded feed), its integer token input."""
-    feed, _ = case_feed(spec, {"batch": batch, "seq": prompt_len}, config)
+    feed, _ = case_feed(spec, {"batch": batch, "seq": prompt_len}, config.inputs)
     ints = [t.name for t in spec.inputs if "int" in t.dtype]
     if not ints:
         raise UnsupportedModelError(f"model {spec.name!r} has no integer token input to prompt with")
