@@ -261,7 +261,7 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
         if msg[0] != "case":
             break
         _, case, config, payload = msg
-        result = runner.run(case, config, payload, on_phase=lambda p: conn.send(("phase", p)))
+        result = runner.run(case, config, lambda p: conn.send(("phase", p)), payload=payload)
         sys.stdout.flush()
         sys.stderr.flush()
         conn.send(("result", result.as_dict()))

@@ -33,8 +33,9 @@ class CaseRunner:
             self._states[workload] = get_workload(workload).worker_state(self.timer, self.defer_blocks)
         return self._states[workload]
 
-    def run(self, case: CaseId, config: RunConfig, payload: Any = None,
-            on_phase: PhaseCallback = lambda phase: None) -> CaseResult:
+    def run(self, case: CaseId, config: RunConfig, on_phase: PhaseCallback = lambda phase: None, *,
+            payload: Any = None) -> CaseResult:
+        """`case` of the run's workload (with the workload's `payload` for it); `on_phase` hears each phase."""
         t0 = time.perf_counter()
         phase = "load"
 
@@ -86,7 +87,7 @@ class InProcessExecutor:
         self.runner = CaseRunner(defer_blocks=defer_blocks)
 
     def run(self, case: CaseId, config: RunConfig, payload: Any = None) -> CaseResult:
-        return self.runner.run(case, config, payload)
+        return self.runner.run(case, config, payload=payload)
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """A later block of `case` (see CaseRunner.measure_block); {"error": reason} when it failed."""
