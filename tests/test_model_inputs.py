@@ -89,12 +89,13 @@ def test_a_bert_style_encoder_with_a_large_vocabulary_runs_with_no_feeds_and_no_
 def test_an_error_that_blames_input_values_names_the_inputs_and_their_ranges(fakes, tmp_path):
     """An error whose text blames input values (ORT's Gather bound check) gets a note naming each integer
     input and how it was fed; other errors get none."""
+    from harness.config import RunConfig
     from harness.workloads.forward.workload import fed_inputs_note
     from harness.model import register_model
 
     spec = spec_from_onnx(bert_like(tmp_path / "enc.onnx"), name="enc-note")
     register_model(spec, replace=True)
-    cfg = type("Cfg", (), {})()  # a run without --feeds or overrides
+    cfg = RunConfig.build()  # a run without --feeds or overrides
     note = fed_inputs_note("Fail in phase warmup: indices element out of data bounds, idx=7", "enc-note", cfg)
     assert "input_ids: int64 in [0, 3000)" in note and "token_type_ids: int32 in [0, 2)" in note
     assert "position_ids: int64 positions 0..n-1" in note and "attention_mask: int64 = 1" in note

@@ -230,6 +230,7 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
 
     if config.gating.baseline:
         raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
+    out_dir = config.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = run_on_ray(config, note)
     trends = None

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from harness.config import RunConfig
 from harness.execution import CaseRunner
+from harness.workloads import get_workload
 from harness.results.schema import CaseId
 
 
@@ -191,7 +193,7 @@ def test_a_worker_that_dies_of_an_allocation_is_oom(tmp_path):
     ex._proc = mp.get_context("fork").Process(target=_die_of_bad_alloc, args=(ex._log_path,))
     ex._proc.start()
     r = ex._worker_died(CaseId("m", "ort-cpu", "fp32", 1, None, "cpu"), "run", 0,
-                        SimpleNamespace(case_memory_gb=2.0), 1.5)
+                        RunConfig.build(case_memory_gb=2.0), 1.5)
     assert r.status == "oom" and r.signal == "SIGABRT" and r.duration_s == 1.5
     assert r.reason == ("out of memory in phase run: an allocation failed (memory cap 2 GiB): what():  "
                         "std::bad_alloc; the worker died (SIGABRT)")
@@ -199,7 +201,6 @@ def test_a_worker_that_dies_of_an_allocation_is_oom(tmp_path):
 
 ODD_FACTORIES = '''
 import torch
-from harness.workloads import get_workload
 from torch import nn
 
 
@@ -264,7 +265,7 @@ def greedy_probe():
 
 
 def test_repeat_difference_matches_nan_and_inf_and_flags_the_rest():
-    from harness.execution.worker import repeat_max_abs
+    from harness.workloads.forward.workload import repeat_max_abs
 
     a = {"y": np.array([1.0, np.nan, np.inf], np.float32)}
     assert repeat_max_abs(a, {"y": a["y"].copy()}) == 0.0

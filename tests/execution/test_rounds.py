@@ -114,7 +114,7 @@ def test_a_failed_block_costs_that_block_only(tmp_path):
     run = RunResults("r", "t", {}, {}, cases=[_measured(c) for c in cases] + [
         CaseResult(CaseId("m", "rt", "fp32", 4, None, "cpu"), "error", reason="bad")])
     writes = []
-    added = later_rounds(run, _FailingBlocks(fail_on=2), dataclasses.make_dataclass("C", [("noise_cv", float)])(0.1),
+    added = later_rounds(run, _FailingBlocks(fail_on=2), RunConfig.build(noise_cv=0.1),
                          after_block=lambda: writes.append(1))
     assert added == 3 and len(writes) == 4
     a, b = run.cases[0], run.cases[1]
@@ -240,7 +240,7 @@ def test_confirm_rounds_only_touch_the_suspects(tmp_path):
     cases = [CaseId("m", "rt", "fp32", b, None, "cpu") for b in (1, 2)]
     run = RunResults("r", "t", {}, {}, cases=[_measured(c, pending=0) for c in cases])
     ex = _BlocksAt(1000)
-    assert confirm_rounds(run, {cases[1].id}, ex, type("C", (), {"noise_cv": 0.1})(), 3) == 3
+    assert confirm_rounds(run, {cases[1].id}, ex, RunConfig.build(noise_cv=0.1), 3) == 3
     assert run.cases[0].confirm_blocks == 0 and run.cases[1].confirm_blocks == 3
 
 

@@ -199,9 +199,9 @@ def test_scenario_options_parse_from_the_table(tmp_path):
     cfg = parse_run_options(raw)
     assert cfg.loadgen.scenarios == ("server", "single-stream") and cfg.loadgen.scenario_duration_s == 0.5
     assert cfg.loadgen.server_latency_ms == 15.0 and cfg.loadgen.server_qps is None and cfg.loadgen.scenario_queries is None
-    assert parse_run_options({**raw, "scenarios": "all"}).scenarios == (
+    assert parse_run_options({**raw, "scenarios": "all"}).loadgen.scenarios == (
         "single-stream", "multi-stream", "server", "offline")
-    assert parse_run_options({k: v for k, v in raw.items() if k != "scenarios"}).scenarios == ()
+    assert parse_run_options({k: v for k, v in raw.items() if k != "scenarios"}).loadgen.scenarios == ()
     with pytest.raises(UsageError, match="--scenarios 'burst': valid scenarios"):
         parse_run_options({**raw, "scenarios": "burst"})
 

@@ -111,11 +111,12 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
     config = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), batch_sizes=(1,),
                        timing=TimingPolicy(min_time_s=0.0, min_iters=5, warmup_iters=1), out_dir=tmp_path,
                        cache_dir=tmp_path / "cache", isolation=isolation)
-    runs = SupervisedRuns(config, IsolatedExecutor if isolation else InProcessExecutor)
+    runs = SupervisedRuns(config)  # each simulated run a HarnessSession (isolated or not, as configured)
     [case] = get_workload(config.workload).cases(config)
     r = gate_check([case], GateConfig(resamples=500), runs.measure, rounds=2, levels=(0.5,), execute=runs.execute)
     assert r.aa_trials == 2 and r.levels[0].trials == 4 and r.cases == [case.id]
-    assert runs.workers == 2 and runs.executor is None  # one worker per simulated run, stopped after it
+    assert runs.workers == 2 and runs.session is None  # one session (worker) per simulated run, finished after it
+    assert sorted(p.name for p in tmp_path.iterdir() if (p / "results.json").is_file()) == ["001", "002"]
     with pytest.raises(RuntimeError, match="outside a run"):
         runs.measure(case, 0.0)
 
@@ -129,7 +130,7 @@ def test_a_case_that_is_not_measured_stops_gate_check_with_its_reason(fakes, tmp
     config = RunConfig.build(models=("fake-linear",), runtimes=("fake-raises",), batch_sizes=(1,), isolation=False,
                        timing=TimingPolicy(min_time_s=0.0, min_iters=3, warmup_iters=1), out_dir=tmp_path,
                        cache_dir=tmp_path / "cache")
-    runs = SupervisedRuns(config, InProcessExecutor)
+    runs = SupervisedRuns(config)
     with pytest.raises(HarnessError, match="was not measured .error: .*model file is garbage"):
         gate_check(get_workload(config.workload).cases(config), GateConfig(resamples=100), runs.measure, rounds=2, levels=(0.5,),
                    execute=runs.execute)

@@ -175,7 +175,7 @@ def test_compile_mode_is_a_validated_run_option(tmp_path):
     base = {"models": "mlp", "runtimes": "torch-compile-cpu", "out": str(tmp_path)}
     config = parse_run_options({**base, "compile_mode": "max-autotune-no-cudagraphs"})
     assert config.artifacts.compile_mode == "max-autotune-no-cudagraphs"
-    assert parse_run_options(base).compile_mode == "default"
+    assert parse_run_options(base).artifacts.compile_mode == "default"
     with pytest.raises(UsageError, match="valid modes: default"):
         parse_run_options({**base, "compile_mode": "fastest"})
 
