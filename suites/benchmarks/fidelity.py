@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.artifacts import ArtifactCache, onnx_for_model
     from harness.config import RunConfig
     from harness.data import make_feed
-    from harness.execution import InProcessExecutor, IsolatedExecutor
+    from harness.execution.session import HarnessSession
     from harness.matrix import case_ids
     from harness.model import get_model
     from harness.plugins import load_plugins
@@ -68,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
                              runtimes=("ort-cpu",), batch_sizes=(1,),
                              timing=TimingPolicy(warmup_iters=20, min_time_s=args.seconds),
                              **({"threads": args.threads} if args.threads else {}), isolation=not args.no_isolation,
-                             case_memory_gb=default_case_memory_gb(), out_dir=Path("/tmp/harness-fidelity"))
+                             case_memory_gb=default_case_memory_gb(), out_dir=Path("/tmp/harness-fidelity"),
+                             repeats=1)  # one block of --seconds per round, as the bare loop
     m = config.matrix
-    executor = InProcessExecutor() if args.no_isolation else IsolatedExecutor()
+    session = HarnessSession(config)  # the run session, as `harness run` drives a case (results in /tmp)
     print(f"CPU busy before the benchmark: {cpu_busy_percent(1.0):.1f}% (other jobs; rerun if high)")
     print(f"threads={config.measure.threads} isolation={'off' if args.no_isolation else 'on'} rounds={args.rounds} "
           f"seconds/round/side={args.seconds}")
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             bare, harness = [], []
             for _ in range(args.rounds):
                 bare.append(bare_p50_ms(path, feed, config.measure.threads, args.seconds))
-                result = executor.run(case, config)
+                result = session.execute(case)
+                session.run.cases.pop()  # measured again next round: results.json keeps case ids unique
                 if result.status != "passed":
                     print(f"{name}: harness case {result.status}: {result.reason}")
                     return 1
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'OK' if good else 'OUTSIDE'} (+/-{args.tolerance:.0%})  rounds bare={[round(x, 4) for x in bare]}"
                   f" harness={[round(x, 4) for x in harness]}")
     finally:
-        executor.close()
+        session.finish(interrupted=False)
     return 0 if ok else 1
 
 
