@@ -79,7 +79,7 @@ class FakeGen(Runtime):
     """A runtime that generates (with FakeDecoder) and has no forward path."""
 
     name: ClassVar[str] = "fake-gen"
-    generates: ClassVar[bool] = True
+    decodes: ClassVar[bool] = True
     diverge_at: ClassVar[int | None] = None
 
     def _activate(self) -> None:
@@ -99,7 +99,7 @@ class FakeGenDiverges(FakeGen):
 
 class FakeNoGen(FakeGen):
     name: ClassVar[str] = "fake-no-gen"
-    generates: ClassVar[bool] = False
+    decodes: ClassVar[bool] = False
 
 
 for _cls in (FakeGen, FakeGenDiverges, FakeNoGen):

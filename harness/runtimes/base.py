@@ -48,8 +48,8 @@ class Runtime(ABC):
     warmup_floor_s: ClassVar[float] = 0.0  # GPU runtimes: at least this much warm-up (clocks, autotuning)
     # Extra memory figures the case's sampler records: "nvml" (GPU used memory), "torch" (CUDA allocator peaks)
     memory_sources: ClassVar[frozenset[str]] = frozenset()
-    # --workload generate: the runtime can run a causal LM's greedy decode loop with a KV cache (`decoder`)
-    generates: ClassVar[bool] = False
+    # the decoder capability: this runtime steps a causal LM with its KV cache (`decoder()`; --workload generate)
+    decodes: ClassVar[bool] = False
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model

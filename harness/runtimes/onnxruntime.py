@@ -24,7 +24,7 @@ class OnnxRuntime(Runtime):
     provider: ClassVar[str]
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
-    generates: ClassVar[bool] = True
+    decodes: ClassVar[bool] = True
     generation_io_device: ClassVar[str] = "cpu"  # where the KV cache's OrtValues live between decode steps
 
     @classmethod
@@ -245,7 +245,7 @@ class OrtAccelerator(OnnxRuntime):
     """An ONNX Runtime execution provider other than CPU: in the build, and a probe session keeps it."""
 
     install_hint: ClassVar[str] = ""
-    generates: ClassVar[bool] = False  # the generation workload is wired for CPU and CUDA devices only
+    decodes: ClassVar[bool] = False  # the generation workload is wired for CPU and CUDA devices only
 
     @classmethod
     def availability(cls) -> Availability:
@@ -278,7 +278,7 @@ class OrtCudaBase(OrtAccelerator):
     timing_scope: ClassVar[str] = DEVICE_RESIDENT
     warmup_floor_s: ClassVar[float] = 1.0
     memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml"})
-    generates: ClassVar[bool] = True
+    decodes: ClassVar[bool] = True
     generation_io_device: ClassVar[str] = "cuda"
 
     @classmethod
@@ -371,7 +371,7 @@ class OrtTrt(OrtCudaBase):
     is built at session creation, not in the first timed call. INT8 needs a QDQ model (explicit quantization).
     """
 
-    generates: ClassVar[bool] = False  # a KV cache growing every step would need a profile over its length
+    decodes: ClassVar[bool] = False  # a KV cache growing every step would need a profile over its length
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "ort-trt"

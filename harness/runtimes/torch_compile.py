@@ -19,7 +19,7 @@ class TorchCompile(TorchEager):
     the compile lands in setup_s, never in the timed loop.
     """
 
-    generates: ClassVar[bool] = False  # the eager decode loop would not be this runtime's
+    decodes: ClassVar[bool] = False  # the eager decode loop would not be this runtime's
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "torch-compile-cpu"
     description: ClassVar[str] = "torch.compile, Inductor, dynamic=False, one compile per shape"

@@ -28,7 +28,7 @@ class TorchEager(Runtime):
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "PyTorch eager, torch.inference_mode()"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.BF16, Precision.INT8})
-    generates: ClassVar[bool] = True
+    decodes: ClassVar[bool] = True
 
     @classmethod
     def availability(cls) -> Availability:

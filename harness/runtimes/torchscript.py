@@ -18,7 +18,7 @@ class TorchScript(TorchEager):
     `_setup_shape` (recorded in setup_s). Inputs are passed positionally in the model's input order.
     """
 
-    generates: ClassVar[bool] = False  # the eager decode loop would not be this runtime's
+    decodes: ClassVar[bool] = False  # the eager decode loop would not be this runtime's
     reactivate_between_repeats: ClassVar[bool] = False  # a trace per shape: keep the activation
     name: ClassVar[str] = "torchscript-cpu"
     description: ClassVar[str] = "TorchScript: jit.trace + jit.freeze + jit.optimize_for_inference"

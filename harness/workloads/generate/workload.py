@@ -74,10 +74,10 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
                         on_phase: Any = lambda phase: None, clock: Clock = time.perf_counter_ns) -> CaseResult:
     """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
     its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
-    if not type(runtime).generates:
+    if not type(runtime).decodes:
         from harness.runtimes import runtime_names
 
-        can = ", ".join(n for n in runtime_names() if get_runtime(n).generates)
+        can = ", ".join(n for n in runtime_names() if get_runtime(n).decodes)
         return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
                           f"KV-cache decode loop in its adapter; runtimes that can: {can})",
                           model_fingerprint=spec.fingerprint())
