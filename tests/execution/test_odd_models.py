@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest

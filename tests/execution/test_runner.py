@@ -71,7 +71,6 @@ def test_activation_is_reused_across_batch_sizes_and_references_per_shape(config
 
 
 def test_repeats_measure_in_blocks_each_after_a_fresh_activation(config, fakes):
-    import dataclasses
 
     from harness.runtimes import get_runtime
 

@@ -101,7 +101,6 @@ def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_p
 
 
 def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
-    import dataclasses
 
     from harness.config import RunConfig
     from harness.execution.session import HarnessSession

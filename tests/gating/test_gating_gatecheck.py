@@ -97,8 +97,6 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
     """gate-check's measuring side: each simulated run in a fresh worker (or, with the in-process executor, the
     same code path here); a slowed block runs the case's runtime rebuilt by name in the worker."""
     from harness.config import RunConfig
-    from harness.execution.worker import InProcessExecutor
-    from harness.execution.supervisor import IsolatedExecutor
     from harness.measure.timer import TimingPolicy
     from harness.runtimes import get_runtime
     from harness.runtimes.selftest import slowed_name
@@ -124,7 +122,6 @@ def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fak
 def test_a_case_that_is_not_measured_stops_gate_check_with_its_reason(fakes, tmp_path):
     from harness.config import RunConfig
     from harness.errors import HarnessError
-    from harness.execution.worker import InProcessExecutor
     from harness.measure.timer import TimingPolicy
 
     config = RunConfig.build(models=("fake-linear",), runtimes=("fake-raises",), batch_sizes=(1,), isolation=False,
