@@ -158,6 +158,7 @@ from harness.measure.cuda import (DEVICE_RESIDENT, HOST_TO_HOST, CudaEventTimer,
 from harness.precision import Precision  # noqa: E402
 
 _PROBES: dict[tuple[str, str], Availability] = {}
+_PRELOADED = False
 _MISSING_LIB = re.compile(r"([\w.+-]+\.so(?:\.[\w]+)*): cannot open shared object file")
 _REQUIRES = re.compile(r"Require (cuDNN \d+(?:\.(?:\d+|\*))* and CUDA \d+(?:\.(?:\d+|\*))*)")
 
@@ -211,6 +212,24 @@ def fallback_reason(provider: str, log: str, active: list[str], ort_version: str
     return reason
 
 
+def preload_cuda_libraries() -> None:
+    """Load the CUDA and cuDNN libraries of pip's nvidia-* packages before a CUDA or TensorRT session.
+
+    onnxruntime-gpu finds libcublasLt/libcudnn only on the loader's path or where an imported torch loaded them;
+    `onnxruntime.preload_dlls()` (1.21+) loads them from the nvidia site packages, which is where a pip-installed
+    CUDA stack lives. Once per process; what it prints goes to the caller's capture."""
+    global _PRELOADED
+    if _PRELOADED:
+        return
+    _PRELOADED = True
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        with contextlib.suppress(Exception):  # a missing library is the session's reason to give, not ours
+            preload()
+
+
 def probe_provider(provider: str, options: Mapping[str, Any] | None = None) -> Availability:
     """Available only if a session created with `provider` keeps it (cached per process)."""
     key = (provider, repr(sorted((options or {}).items())))
@@ -223,6 +242,7 @@ def probe_provider(provider: str, options: Mapping[str, Any] | None = None) -> A
     active: list[str] = []
     error = ""
     with _captured_output() as log:
+        preload_cuda_libraries()
         try:
             providers = [(provider, dict(options or {}))]
             session = ort.InferenceSession(_probe_model_bytes(), so, providers=providers)
@@ -297,6 +317,8 @@ class OrtCudaBase(OrtAccelerator):
 
             self._torch = torch
             self._stream = torch.cuda.Stream()
+        with _captured_output():
+            preload_cuda_libraries()
         t0 = time.perf_counter()
         super()._activate()
         self._session_s = time.perf_counter() - t0

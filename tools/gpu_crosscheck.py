@@ -1,0 +1,117 @@
+"""Cross-check the harness's GPU figures against a bare loop (the instrument check of docs/hardware-runs.md).
+
+For each case given, in one process and on the same GPU: the same torch module (CUDA events around each call)
+and the same ONNX artifact in a plain onnxruntime session with its inputs on the device (IOBinding, host clock
+around a synchronous run), with no harness code in the timed loop. Prints each bare p50 beside the harness's
+p50 from RESULTS (host latency, and the CUDA-event device latency where the harness recorded one).
+
+    python tools/gpu_crosscheck.py RESULTS.json resnet18:torch-cuda:fp32:8 resnet18:ort-cuda:fp32:8
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _case(results: dict, model: str, runtime: str, precision: str, batch: int) -> dict:
+    for c in results["cases"]:
+        k = c["case"]
+        if (k["model"], k["runtime"], k["precision"], k["batch"]) == (model, runtime, precision, batch):
+            return c
+    raise SystemExit(f"no case {model}/{runtime}/{precision}/b{batch} in the results")
+
+
+def _feed(spec, batch: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    feed = {}
+    for t in spec.inputs:
+        shape = t.concrete_shape({"batch": batch, "seq": 128})
+        if t.dtype.startswith("int"):
+            feed[t.name] = rng.integers(t.low, max(t.high, t.low + 1), size=shape).astype(t.dtype)
+        else:
+            feed[t.name] = rng.standard_normal(shape).astype(t.dtype)
+    return feed
+
+
+def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
+    import torch
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    module = spec.build().eval().to("cuda")
+    feed = {k: torch.from_numpy(v).to("cuda") for k, v in _feed(spec, batch).items()}
+    if dtype != torch.float32:
+        module = module.to(dtype)
+        feed = {k: v.to(dtype) if v.is_floating_point() else v for k, v in feed.items()}
+    times = []
+    with torch.inference_mode():
+        for _ in range(50):
+            module(**feed)
+        torch.cuda.synchronize()
+        for _ in range(iters):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            module(**feed)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def bare_ort(artifact: str, spec, batch: int, iters: int = 300) -> float:
+    import onnxruntime as ort
+
+    ort.preload_dlls()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(artifact, so, providers=[("CUDAExecutionProvider", {"device_id": "0"})])
+    assert sess.get_providers()[0] == "CUDAExecutionProvider", sess.get_providers()
+    feed = _feed(spec, batch)
+    names = {i.name: i for i in sess.get_inputs()}
+    binding = sess.io_binding()
+    for name, arr in feed.items():
+        if name in names:
+            want = np.float16 if "float16" in names[name].type else arr.dtype
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr.astype(want), "cuda", 0))
+    for out in sess.get_outputs():
+        binding.bind_output(out.name, "cuda", 0)
+    for _ in range(50):
+        sess.run_with_iobinding(binding)
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter_ns()
+        sess.run_with_iobinding(binding)
+        times.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(times)
+
+
+def main(argv: list[str]) -> int:
+    from harness.model import get_model
+
+    results = json.loads(open(argv[0]).read())
+    print(f"{'case':44s} {'bare p50 ms':>12s} {'harness host':>13s} {'harness device':>15s} {'host/bare':>10s}")
+    for arg in argv[1:]:
+        model, runtime, precision, batch = arg.split(":")
+        case = _case(results, model, runtime, precision, int(batch))
+        if case["status"] != "passed":
+            print(f"{arg:44s} harness case {case['status']}: {case['reason'][:80]}")
+            continue
+        spec = get_model(model)
+        if runtime.startswith("ort"):
+            bare = bare_ort(case["artifact"]["path"] if isinstance(case["artifact"], dict) else case["artifact"],
+                            spec, int(batch))
+        else:
+            bare = bare_torch(spec, int(batch), precision)
+        host = case["latency"]["p50_ms"]
+        device = (case.get("details") or {}).get("device_latency", {}).get("p50_ms")
+        dev = f"{device:.4f}" if device else "-"
+        print(f"{arg:44s} {bare:12.4f} {host:13.4f} {dev:>15s} {host / bare:10.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
