@@ -49,7 +49,7 @@ class Fp16OnnxFromOnnx:
 
         return {"source": self.source.key, "block_list": list(self.block_list), "keep_io_types": True,
                 "onnx": onnx.__version__, "onnxconverter_common": onnxconverter_common.__version__,
-                "step": "Fp16OnnxFromOnnx/2"}
+                "step": "Fp16OnnxFromOnnx/3"}
 
     def __call__(self) -> Artifact:
         return self.cache.get_or_build("onnx-fp16", self.label, self.key_parts(), "model.onnx", self._convert)
@@ -77,7 +77,8 @@ def convert_to_fp16(model: Any, block_list: tuple[str, ...] = FP16_BLOCK_LIST) -
     one input got the same Cast output name and broke SSA); initializers that are also graph inputs (IR < 4
     models) stop being inputs (the converter would cast the input, declared FP32, and the weight, now FP16,
     under one name); every graph output whose element type the converter changed is given its original type
-    back (`restore_output_types`). The result must pass ONNX's full check (type inference included).
+    back (`restore_output_types`); a Cast of the model to FP32 whose output the converter retyped FP16 casts to
+    FP16 (`align_cast_targets`). The result must pass ONNX's full check (type inference included).
     """
     import onnx
     from onnxconverter_common import float16
@@ -87,9 +88,28 @@ def convert_to_fp16(model: Any, block_list: tuple[str, ...] = FP16_BLOCK_LIST) -
     drop_initializer_inputs(model)
     block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(block_list))
     converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+    align_cast_targets(converted.graph)
     restore_output_types(converted.graph, original)
     onnx.checker.check_model(converted, full_check=True)
     return converted
+
+
+def align_cast_targets(graph: Any) -> None:
+    """Point each Cast-to-FP32 of the model at FP16 where the converter retyped its output FP16.
+
+    The converter's fault (seen on a torch.export of LlamaForCausalLM, whose rotary embedding casts to float):
+    it retypes every FP32 value_info to FP16 and wires the readers for FP16, but leaves a Cast node's `to`
+    attribute at FLOAT, so type inference finds FLOAT where the graph says FLOAT16 and the check fails.
+    """
+    from onnx import TensorProto
+
+    fp16 = {v.name for v in graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16}
+    for node in graph.node:
+        if node.op_type != "Cast" or not node.output or node.output[0] not in fp16:
+            continue
+        for attr in node.attribute:
+            if attr.name == "to" and attr.i == TensorProto.FLOAT:
+                attr.i = TensorProto.FLOAT16
 
 
 def drop_initializer_inputs(model: Any) -> None:

@@ -219,3 +219,25 @@ def test_fp16_drops_initializer_inputs_of_ir3_models():
     feed = {"x": np.arange(4, dtype=np.float32).reshape(1, 4)}
     got = ort.InferenceSession(converted.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
     np.testing.assert_allclose(got, np.exp(feed["x"]) / np.exp(feed["x"]).sum(), rtol=1e-2)
+
+
+def test_fp16_points_the_models_own_casts_to_fp32_at_fp16():
+    """A Cast to FLOAT inside the graph (a Llama export's rotary embedding has one): the converter retypes its
+    output FP16 and leaves `to` at FLOAT, which failed ONNX's check ("Inferred elem type differs")."""
+    from onnx import shape_inference
+
+    from harness.artifacts.fp16 import convert_to_fp16
+
+    w = numpy_helper.from_array(np.full((4, 4), 0.5, dtype=np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Cast", ["h"], ["c"], to=1),
+             helper.make_node("Add", ["c", "h"], ["y"])]
+    graph = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                                           ir_version=9))
+    converted = convert_to_fp16(model)
+    cast = next(n for n in converted.graph.node if n.name == "fp16_node_1" or n.output == ["c"])
+    assert helper.get_attribute_value(next(a for a in cast.attribute if a.name == "to")) == TensorProto.FLOAT16
+    feed = {"x": np.arange(4, dtype=np.float32).reshape(1, 4)}
+    got = ort.InferenceSession(converted.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_allclose(got, 2 * feed["x"] @ np.full((4, 4), 0.5), rtol=1e-2)
