@@ -187,7 +187,7 @@ class FakeTrt:
         self.parse_ok, self.build_ok = parse_ok, build_ok
         self.MemoryPoolType = _Enum(WORKSPACE=0)
         self.NetworkDefinitionCreationFlag = _Enum(STRONGLY_TYPED=1)
-        self.BuilderFlag = _Enum(FP16=10, INT8=11) if self.major < 11 else _Enum(TF32=0)
+        self.BuilderFlag = _Enum(TF32=9, FP16=10, INT8=11) if self.major < 11 else _Enum(TF32=0)
         self.builds: list[dict[str, Any]] = []
         trt = self
 
@@ -215,6 +215,10 @@ class FakeTrt:
 
                     def set_flag(self, flag: int) -> None:
                         record["flags"].add(flag)
+
+                    def clear_flag(self, flag: int) -> None:
+                        record["flags"].discard(flag)
+                        record.setdefault("cleared", set()).add(flag)
 
                     def add_optimization_profile(self, profile: Any) -> None:
                         record["profiles"].append(profile.shapes)

@@ -62,23 +62,25 @@ def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
     return statistics.median(times)
 
 
-def bare_ort(artifact: str, spec, batch: int, iters: int = 300) -> float:
+def bare_ort(artifact: str, spec, batch: int, iters: int = 300, provider: str = "CUDAExecutionProvider",
+             device: str = "cuda") -> float:
     import onnxruntime as ort
 
     ort.preload_dlls()
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(artifact, so, providers=[("CUDAExecutionProvider", {"device_id": "0"})])
-    assert sess.get_providers()[0] == "CUDAExecutionProvider", sess.get_providers()
+    options = {"device_id": "0", "use_tf32": "0"} if device == "cuda" else {}
+    sess = ort.InferenceSession(artifact, so, providers=[(provider, options)])
+    assert sess.get_providers()[0] == provider, sess.get_providers()
     feed = _feed(spec, batch)
     names = {i.name: i for i in sess.get_inputs()}
     binding = sess.io_binding()
     for name, arr in feed.items():
         if name in names:
             want = np.float16 if "float16" in names[name].type else arr.dtype
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr.astype(want), "cuda", 0))
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr.astype(want), device, 0))
     for out in sess.get_outputs():
-        binding.bind_output(out.name, "cuda", 0)
+        binding.bind_output(out.name, device, 0)
     for _ in range(50):
         sess.run_with_iobinding(binding)
     times = []
@@ -91,8 +93,11 @@ def bare_ort(artifact: str, spec, batch: int, iters: int = 300) -> float:
 
 def main(argv: list[str]) -> int:
     from harness.model import get_model
+    from harness.plugins import load_plugins
 
-    results = json.loads(open(argv[0]).read())
+    load_plugins()  # the zoo registers itself through its entry point
+    with open(argv[0]) as f:
+        results = json.load(f)
     print(f"{'case':44s} {'bare p50 ms':>12s} {'harness host':>13s} {'harness device':>15s} {'host/bare':>10s}")
     for arg in argv[1:]:
         model, runtime, precision, batch = arg.split(":")

@@ -14,7 +14,7 @@ from harness.model import ModelSpec
 # Used when the run's shapes are unknown (a runtime used outside a run): one profile over these ranges.
 DEFAULT_DIM_RANGES = {"batch": (1, 8), "seq": (1, 128)}
 WORKSPACE_BYTES = 4 * 2**30
-STEP = "TrtEngineFromOnnx/1"
+STEP = "TrtEngineFromOnnx/2"  # /2: TF32 cleared (FP32 layers are IEEE FP32)
 
 Shape = tuple[int, ...]
 
@@ -135,6 +135,8 @@ class TrtEngineFromOnnx:
             raise ModelError(f"{self.onnx.path}: TensorRT's ONNX parser refused the model: {errors}")
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_bytes)
+        if hasattr(trt.BuilderFlag, "TF32"):  # on by default: FP32 layers would run in TF32 (see ieee_fp32)
+            config.clear_flag(trt.BuilderFlag.TF32)
         if self.flags.fp16 and not self.flags.strongly_typed:
             config.set_flag(trt.BuilderFlag.FP16)
         if self.flags.int8 and not self.flags.strongly_typed:

@@ -372,15 +372,21 @@ class OrtCudaBase(OrtAccelerator):
                 "user_compute_stream": getattr(self, "_stream", None) is not None}
 
 
+# FP32 is IEEE FP32: the CUDA EP's TF32 GEMMs/convolutions off (see torch_cuda.ieee_fp32 for the measurement).
+CUDA_EP_OPTIONS: dict[str, Any] = {"use_tf32": "0"}
+
+
 class OrtCuda(OrtCudaBase):
     name: ClassVar[str] = "ort-cuda"
     provider: ClassVar[str] = "CUDAExecutionProvider"
+    provider_options: ClassVar[dict[str, Any]] = CUDA_EP_OPTIONS
     description: ClassVar[str] = "ONNX Runtime, CUDAExecutionProvider, IOBinding: inputs/outputs on the device"
 
 
 class OrtCudaH2H(OrtCudaBase):
     name: ClassVar[str] = "ort-cuda-h2h"
     provider: ClassVar[str] = "CUDAExecutionProvider"
+    provider_options: ClassVar[dict[str, Any]] = CUDA_EP_OPTIONS
     io_binding: ClassVar[bool] = False
     timing_scope: ClassVar[str] = HOST_TO_HOST
     description: ClassVar[str] = "ONNX Runtime, CUDAExecutionProvider, numpy in and out: copies timed"
@@ -422,11 +428,11 @@ class OrtTrt(OrtCudaBase):
 
     @classmethod
     def conformance_providers(cls) -> list[tuple[str, dict[str, Any]]]:
-        return [(cls.provider, {"device_id": "0"}), ("CUDAExecutionProvider", {"device_id": "0"})]
+        return [(cls.provider, {"device_id": "0"}), ("CUDAExecutionProvider", {"device_id": "0", **CUDA_EP_OPTIONS})]
 
     def _providers(self) -> list[tuple[str, dict[str, Any]]]:
         """TensorRT first; nodes TensorRT cannot take run on CUDA (not CPU), as ONNX Runtime recommends."""
-        cuda = {"device_id": "0"}
+        cuda = {"device_id": "0", **CUDA_EP_OPTIONS}
         if self._stream is not None:
             cuda["user_compute_stream"] = str(self._stream.cuda_stream)
         return [*super()._providers(), ("CUDAExecutionProvider", cuda)]

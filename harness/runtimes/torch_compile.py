@@ -73,5 +73,13 @@ class TorchCompileCuda(TorchCompile):
                                        f"(built with CUDA {torch.version.cuda})")
         return Availability(True)
 
+    def _activate(self) -> None:
+        import torch
+
+        from harness.runtimes.torch_cuda import ieee_fp32
+
+        self._fp32_math = ieee_fp32(torch)
+        super()._activate()
+
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()

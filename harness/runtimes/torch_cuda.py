@@ -17,6 +17,26 @@ from harness.runtimes.torch_eager import TorchEager
 _DTYPES = {Precision.FP32: "float32", Precision.FP16: "float16", Precision.BF16: "bfloat16"}
 
 
+def ieee_fp32(torch: Any) -> str:
+    """FP32 means IEEE FP32 on the GPU too: TF32 off for cuBLAS matmuls and cuDNN convolutions and RNNs.
+
+    PyTorch lets cuDNN use TF32 (10-bit mantissa) for FP32 convolutions by default on Ampere and later, and
+    onnxruntime's CUDA EP does the same for its GEMMs and convolutions (`use_tf32`): on an H200 that put
+    resnet18's FP32 outputs at rel_l2 3.5e-4 from the CPU reference, over the FP32 tolerance (1e-4). TF32 is a
+    precision choice of its own, not FP32. Uses the fp32_precision API (torch >= 2.9) where there is one, the
+    legacy allow_tf32 flags otherwise (torch refuses a mix of the two). Returns the setting for the record.
+    """
+    backends = torch.backends
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        backends.cuda.matmul.fp32_precision = "ieee"
+        backends.cudnn.conv.fp32_precision = "ieee"
+        backends.cudnn.rnn.fp32_precision = "ieee"
+        return "ieee (fp32_precision)"
+    backends.cuda.matmul.allow_tf32 = False
+    backends.cudnn.allow_tf32 = False
+    return "ieee (allow_tf32 False)"
+
+
 class TorchCuda(TorchEager):
     """Eager PyTorch on cuda:0 under inference mode.
 
@@ -48,6 +68,9 @@ class TorchCuda(TorchEager):
         return super().supports(model, precision)
 
     def _activate(self) -> None:
+        import torch
+
+        self._fp32_math = ieee_fp32(torch)
         super()._activate()
         self._dtype = getattr(self._torch, _DTYPES[self.precision])
         self._autocast = contextlib.nullcontext  # the module itself is cast: no autocast on the GPU path
@@ -83,5 +106,5 @@ class TorchCuda(TorchEager):
         if hasattr(self, "_torch"):
             cuda = self._torch.cuda
             out.update({"gpu": cuda.get_device_name(), "cuda": self._torch.version.cuda,
-                        "dtype": _DTYPES[self.precision]})
+                        "dtype": _DTYPES[self.precision], "fp32_math": getattr(self, "_fp32_math", None)})
         return out

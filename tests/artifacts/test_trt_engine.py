@@ -64,6 +64,7 @@ def test_build_sets_flags_and_profiles_and_caches_the_engine(tmp_path):
     assert not first.cache_hit and first.path.read_bytes() == b"ENGINE"
     record = trt.builds[0]
     assert record["flags"] == {trt.BuilderFlag.FP16} and record["network_flags"] == 0
+    assert record["cleared"] == {trt.BuilderFlag.TF32}  # FP32 layers stay IEEE FP32
     assert record["profiles"] == [{"x": ((1, 16),) * 3}, {"x": ((8, 16),) * 3}]
     again = step(tmp_path, trt=trt, flags=EngineFlags(fp16=True),
                  profiles=tuple(exact_profiles(SPEC, [{"batch": 1}, {"batch": 8}])))()
