@@ -37,6 +37,22 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | tail -3
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" | tee -a "$LOG"
 
+if [[ "${FOCUS:-0}" == 1 ]]; then
+  step "focused rerun: GPU tests, FP32 with TF32 off, cross-check, LoadGen, torch.compile, generation"
+  TAIL=8 run 40 python3 -m pytest -q -rs -p no:cacheprovider tests/runtimes/test_gpu_runtimes.py tests/measure/test_cuda.py
+  TAIL=40 run 110 harness run --models resnet18,bert-mini,deepseek-tiny --runtimes torch-cuda,ort-cuda \
+    --precisions fp32,fp16 --batch-sizes 1,32 --seq-lens 128 --min-time 0.5 --repeats 1 --out "$RUNS/gpu-matrix"
+  TAIL=12 run 40 python3 tools/gpu_crosscheck.py "$RUNS/gpu-matrix/results.json" resnet18:torch-cuda:fp32:32 \
+    resnet18:torch-cuda:fp16:32 resnet18:ort-cuda:fp32:32 bert-mini:torch-cuda:fp32:1 bert-mini:ort-cuda:fp32:1
+  TAIL=25 run 40 harness run --models resnet18 --runtimes torch-cuda --precisions fp32 --batch-sizes 1 --repeats 1 \
+    --scenarios single-stream,server --out "$RUNS/gpu-scenarios"
+  TAIL=8 run 45 harness run --models resnet18 --runtimes torch-compile-cuda --precisions fp32 --batch-sizes 8 \
+    --min-time 0.5 --repeats 1 --out "$RUNS/gpu-compile"
+  TAIL=8 run 30 harness run --workload generate --models deepseek-tiny --runtimes ort-cuda --batch-sizes 1 \
+    --prompt-lens 32 --output-lens 32 --repeats 1 --out "$RUNS/gpu-generate"
+  exit 0
+fi
+
 step "runtimes"
 TAIL=20 run 40 harness runtimes
 
