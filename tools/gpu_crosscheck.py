@@ -26,21 +26,20 @@ def _case(results: dict, model: str, runtime: str, precision: str, batch: int) -
     raise SystemExit(f"no case {model}/{runtime}/{precision}/b{batch} in the results")
 
 
-def _feed(spec, batch: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    feed = {}
-    for t in spec.inputs:
-        shape = t.concrete_shape({"batch": batch, "seq": 128})
-        if t.dtype.startswith("int"):
-            feed[t.name] = rng.integers(t.low, max(t.high, t.low + 1), size=shape).astype(t.dtype)
-        else:
-            feed[t.name] = rng.standard_normal(shape).astype(t.dtype)
-    return feed
+def _feed(spec, batch: int, seq: int = 128, seed: int = 0) -> dict[str, np.ndarray]:
+    """The harness's own feed of the case (its default seed 0): the same inputs, so the same kernels."""
+    from harness.data import make_feed
+
+    dims = {"batch": batch, "seq": seq} if spec.has_seq else {"batch": batch}
+    return dict(make_feed(spec, dims, seed))
 
 
 def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
     import torch
 
+    from harness.runtimes.torch_cuda import ieee_fp32
+
+    ieee_fp32(torch)  # as the harness runs FP32: TF32 off
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     module = spec.build().eval().to("cuda")
     feed = {k: torch.from_numpy(v).to("cuda") for k, v in _feed(spec, batch).items()}

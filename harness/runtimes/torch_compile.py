@@ -83,3 +83,6 @@ class TorchCompileCuda(TorchCompile):
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "fp32_math": getattr(self, "_fp32_math", None)}

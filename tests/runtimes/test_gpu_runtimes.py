@@ -251,20 +251,24 @@ def test_ort_trt_falls_back_to_cuda_not_cpu(cache):
 # --------------------------------------------------------------------------------------------- FP32 is IEEE
 def test_fp32_on_cuda_is_ieee_not_tf32(cache):
     """TF32 off everywhere FP32 runs on the GPU (the H200 run: TF32 convolutions put resnet18's FP32 at rel_l2
-    3.5e-4, over tolerance): torch's fp32_precision API where it exists, else the legacy flags; the CUDA EP's
+    3.5e-4, over tolerance): torch's legacy allow_tf32 flags (export-safe); the CUDA EP's
     use_tf32 on ort-cuda, ort-cuda-h2h and ort-trt's CUDA fallback."""
+    import torch
+
     from harness.runtimes.torch_cuda import ieee_fp32
 
-    new = SimpleNamespace(backends=SimpleNamespace(
-        cuda=SimpleNamespace(matmul=SimpleNamespace(fp32_precision="tf32")),
-        cudnn=SimpleNamespace(conv=SimpleNamespace(fp32_precision="tf32"), rnn=SimpleNamespace(fp32_precision="tf32"))))
-    assert ieee_fp32(new).startswith("ieee")
-    assert {new.backends.cuda.matmul.fp32_precision, new.backends.cudnn.conv.fp32_precision,
-            new.backends.cudnn.rnn.fp32_precision} == {"ieee"}
-    old = SimpleNamespace(backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True)),
-                                                   cudnn=SimpleNamespace(allow_tf32=True)))
-    ieee_fp32(old)
-    assert old.backends.cuda.matmul.allow_tf32 is False and old.backends.cudnn.allow_tf32 is False
+    fake = SimpleNamespace(backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True)),
+                                                    cudnn=SimpleNamespace(allow_tf32=True)))
+    assert ieee_fp32(fake).startswith("ieee")
+    assert fake.backends.cuda.matmul.allow_tf32 is False and fake.backends.cudnn.allow_tf32 is False
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    ieee_fp32(torch)  # the real flags: torch.export in the same process still works (the fp32_precision API
+    torch.export.export(Double(), (torch.ones(2),))  # broke the next case's ONNX export on the H200)
+    assert torch.backends.cudnn.allow_tf32 is False
     for name in ("ort-cuda", "ort-cuda-h2h"):
         rt = get_runtime(name)(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1, cache=cache))
         rt._stream = None
