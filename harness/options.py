@@ -343,10 +343,12 @@ SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
     OptionDef("scenario-queries", "LoadGen min query count of each scenario test (default: the fewest LoadGen's "
                                   "early stopping can accept: 64 single-stream, 662 multi-stream, 459 server, 1 "
                                   "offline)", "N", field="scenario_queries", parse=int_at_least(1)),
-    OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one)", "QPS",
+    OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one); QPS x "
+                            "--scenario-duration is at most 1e7 queries (LoadGen schedules them all up front)", "QPS",
               field="server_qps", parse=float_at_least(1e-3)),
-    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 10 x the runtime's median call "
-                                "time, timed just before the scenarios)", "MS",
+    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 5 x the p99 of the case's "
+                                "single-stream test, at least 10 x its median call; the bound's basis is stored "
+                                "and printed)", "MS",
               field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),

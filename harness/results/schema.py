@@ -145,6 +145,7 @@ class ScenarioRun:
     target_qps: float | None = None  # server: the Poisson arrival rate asked for
     target_latency_ms: float | None = None  # server: the latency bound at target_latency_percentile
     target_latency_percentile: float | None = None
+    target_latency_basis: str | None = None  # server: what the bound came from ("--server-latency", "5 x the single-stream p99 (...)")
     overlatency_queries: int | None = None  # server: queries over the bound
     # the runtime's calls during the test as the SUT timed them (call + synchronise): LoadGen's latency is this
     # plus the wait in the SUT's queue and LoadGen's own overhead

@@ -250,6 +250,7 @@ class ScenarioDoc(_Doc):
     early_stopping_ms: NonNegative | None = None
     target_qps: NonNegative | None = None
     target_latency_ms: NonNegative | None = None
+    target_latency_basis: Text | None = None
     target_latency_percentile: NonNegative | None = None
     overlatency_queries: Count | None = None
     calls: Count | None = None

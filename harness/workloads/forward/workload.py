@@ -24,7 +24,7 @@ from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
-from harness.results.schema import Block, CaseId, CaseResult
+from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
@@ -39,6 +39,11 @@ class ForwardWorkload(Workload):
 
     name = "forward"
     title = "forward pass"
+
+    def terminal_lines(self, run: RunResults) -> list[str]:
+        from harness.report.terminal import scenario_lines
+
+        return scenario_lines(run)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
