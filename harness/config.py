@@ -10,6 +10,7 @@ from typing import Any
 from harness.artifacts.cache import default_cache_dir
 from harness.artifacts.int8 import DEFAULT_CALIBRATION_METHOD
 from harness.errors import UsageError
+from harness.measure.contention import default_contention_limit
 from harness.measure.stats import DEFAULT_NOISE_CV
 from harness.measure.timer import TimingPolicy
 from harness.precision import Precision, Tolerance
@@ -42,6 +43,9 @@ class MeasureConfig:
     threads: int = field(default_factory=default_threads)  # intra-op threads of every runtime
     repeats: int = 3  # measurement blocks per case
     noise_cv: float = DEFAULT_NOISE_CV
+    # a block is `contended` when its threads waited this share of their runnable time for a CPU
+    # (harness.measure.contention); $HARNESS_CONTENTION_LIMIT sets the default (1 turns the verdict off)
+    contention_limit: float = field(default_factory=default_contention_limit)
 
 
 @dataclass(frozen=True, kw_only=True)

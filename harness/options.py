@@ -64,6 +64,14 @@ def float_at_least(minimum: float) -> Parser:
     return at_least(minimum, float)
 
 
+def fraction(text: Any, what: str) -> float:
+    """A number in [0, 1]."""
+    v = float_at_least(0.0)(text, what)
+    if v > 1.0:
+        raise UsageError(f"--{what}: {v:g} is not a fraction in [0, 1]")
+    return v
+
+
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
     """One of `valid`; `fold`: spaces stripped and lower-cased first."""
     def parse(text: Any, what: str) -> str:
@@ -246,6 +254,10 @@ TIMING = OptionGroup("timing", "timing", (
     OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
                           "MAD / median (default: 0.10)", "FLOAT",
               field="noise_cv", parse=float_at_least(0.0)),
+    OptionDef("contention-limit", "call a measurement block contended (and its figures inconclusive for compare, "
+                                  "gates and qualify) when the worker's threads waited this share of their "
+                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
+              "FRACTION", field="contention_limit", parse=fraction),
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",

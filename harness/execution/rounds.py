@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from harness.config import RunConfig
+from harness.measure.contention import case_contention
 from harness.measure.stats import latency_stats, throughput_sps
 from harness.results.schema import Block, CaseResult, RunResults
 
@@ -102,7 +103,10 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
         result.blocks.append(Block.failed("the block measured no samples", kind, reactivated))
         return
     result.samples_ns = list(result.samples_ns) + samples
-    result.blocks.append(Block.measured(samples, kind, reactivated))
+    result.blocks.append(Block.measured(samples, kind, reactivated, block.get("contention")))
+    contention = case_contention([b.contention for b in result.blocks])
+    if contention is not None:
+        result.contention = contention
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
     stats = latency_stats(result.samples_ns, noise_cv)
     result.latency = stats.as_dict()

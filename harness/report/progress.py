@@ -229,6 +229,13 @@ def noise_lines(run: RunResults) -> list[str]:
         shown = ", ".join(f"{c.case.id} (rcv {_rcv(c.latency):.2f})" for c in noisy[:8])
         more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
         out.append(f"noisy (robust cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
+    contended = [c for c in run.cases if c.measured and (getattr(c, "contention", None) or {}).get("contended")]
+    if contended:
+        first = contended[0]
+        more = f"; and {len(contended) - 1} more" if len(contended) > 1 else ""
+        out.append(f"contended: {len(contended)} case(s) measured while the machine kept the worker from the CPU "
+                   f"(compare, gates and qualify call their figures inconclusive): {first.case.id}: "
+                   f"{first.contention['cause']}{more}")
     return out
 
 

@@ -90,15 +90,19 @@ class Block:
     kind: str = "case"
     reactivated: bool = False  # measured after a fresh activation
     error: str | None = None
+    # what the kernel said about the block's timed loop (harness.measure.contention): run-queue wait of the
+    # worker's threads, CPU time, preemptions, machine CPU pressure; `contended` and its `cause`
+    contention: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
             raise ValueError(f"unknown block kind {self.kind!r}; valid: {BLOCK_KINDS}")
 
     @classmethod
-    def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False) -> Block:
+    def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False,
+                 contention: dict[str, Any] | None = None) -> Block:
         """The block holding these samples (nanoseconds), its median in ms."""
-        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated))
+        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention)
 
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
@@ -108,7 +112,7 @@ class Block:
     def from_dict(cls, d: dict[str, Any]) -> Block:
         return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
                    kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]))
+                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"))
 
 
 def block_p50_ms(samples_ns: Any) -> float:
@@ -233,6 +237,9 @@ class CaseResult:
     # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
     # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
     end_to_end: dict[str, Any] | None = None
+    # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
+    # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
+    contention: dict[str, Any] | None = None
 
     @property
     def drift_note(self) -> str:

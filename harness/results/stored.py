@@ -230,6 +230,7 @@ class BlockDoc(_Doc):
     kind: Literal["case", "round", "confirm"]
     reactivated: bool = False
     error: Text | None = None
+    contention: dict[str, Any] | None = None
 
 
 NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
@@ -294,6 +295,7 @@ class CaseDoc(_Doc):
     localization: dict[str, Any] | None = None
     scenarios: list[ScenarioDoc] = []
     end_to_end: dict[str, Any] | None = None
+    contention: dict[str, Any] | None = None
     generation: dict[str, Any] | None = None
 
 

@@ -83,6 +83,10 @@ def test_skips_are_grouped_per_unavailable_runtime_and_noisy_cases_are_named(fak
     assert lines[0].startswith("CPU busy at start: 97%")
     assert lines[1].startswith("CPU busy during the run: other processes used 40%")
     assert lines[2] == "noisy (robust cv > 0.1): 1 case(s): fake-linear-fake-ok-fp32-b1 (rcv 0.40)"
+    run.cases[-1].contention = {"contended": True, "cause": "1 thread(s): waited 70%"}
+    assert noise_lines(run)[3] == (
+        "contended: 1 case(s) measured while the machine kept the worker from the CPU (compare, gates and qualify "
+        "call their figures inconclusive): fake-linear-fake-ok-fp32-b1: 1 thread(s): waited 70%")
 
 
 def _run_args(out, *runtimes):
