@@ -1,17 +1,5 @@
-"""Contention of a measurement block, from what the kernel records: was the worker kept from the CPU?
-
-Read around a timed loop, never inside it (two snapshots: after the warm-up, after the last sample):
-- each thread's run time and run-queue wait (/proc/self/task/<tid>/schedstat: ns on a CPU, ns runnable but
-  waiting for one, timeslices): `wait_fraction` = wait / (run + wait), the share of the threads' runnable time
-  spent waiting for a CPU. A quiet machine keeps it near zero; a busy loop on a core the pool needs does not.
-- the process's CPU time against the wall time (`cpu_cores`: the cores it actually used);
-- its involuntary context switches (psutil): preemptions;
-- the machine's CPU pressure (/proc/pressure/cpu "some" total, PSI) where the kernel has it: the share of the
-  block during which some runnable task waited (ours included).
-
-`classify` turns the figures into the `contended` verdict with its cause in words; its thresholds are
-calibrated with a planted load (docs/method.md, "Contention").
-"""
+"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, CPU time, preemptions,
+PSI), read around a timed loop, never inside it; the `contended` verdict and its cause (docs/method.md)."""
 
 from __future__ import annotations
 
