@@ -448,7 +448,7 @@ def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> No
 
 
 def _derived(samples_ns: list[int]) -> dict[str, float]:
-    """What harness.measure.stats.latency_stats gives for these samples (numpy's linear percentiles), in ms."""
+    """What harness.results.stats.latency_stats gives for these samples (numpy's linear percentiles), in ms."""
     import numpy as np
 
     ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
