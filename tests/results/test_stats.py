@@ -89,8 +89,6 @@ OWN_STATISTICS = {
     "harness/gating/gatecheck.py": "the median over simulated runs of their best-block medians",
     "harness/history/changes.py": "change points over a series of run figures, not samples",
     "harness/accuracy/drift.py": "p99 of |output - reference|: drift, not latency",
-    "harness/results/schema.py": "the block median (moves to stats with the one schema)",
-    "harness/results/stored.py": "the reader's check of stored figures (moves to stats with the one schema)",
 }
 
 
