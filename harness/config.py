@@ -11,10 +11,10 @@ from harness.artifacts.cache import default_cache_dir
 from harness.artifacts.int8 import DEFAULT_CALIBRATION_METHOD
 from harness.errors import UsageError
 from harness.measure.contention import default_contention_limit
-from harness.measure.stats import DEFAULT_NOISE_CV
 from harness.measure.timer import TimingPolicy
 from harness.precision import Precision, Tolerance
 from harness.results.environment import default_threads
+from harness.results.stats import DEFAULT_NOISE_CV
 
 QUICK_TAG = "quick"
 EXPORTERS = ("dynamo", "legacy")

@@ -19,6 +19,7 @@ from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
+from harness.results.stats import median_ns
 
 METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
           "after fresh activations, a matrix sweep apart); bootstrap (exact order-statistic resampling of every "
@@ -165,7 +166,7 @@ def block_sigma(r: CaseResult) -> float | None:
     blocks = case_blocks(r)
     if len(blocks) < 2:
         return None
-    return float(np.std(np.log([max(float(np.median(b)), 1.0) for b in blocks]), ddof=1))
+    return float(np.std(np.log([max(median_ns(b), 1.0) for b in blocks]), ddof=1))
 
 
 def _few_samples_note(gate: Gate, nb: int, nc: int) -> str:

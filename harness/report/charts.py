@@ -10,6 +10,7 @@ from html import escape as _html_escape
 import numpy as np
 
 from harness.display import visible
+from harness.results.stats import percentiles
 
 
 def escape(text: str) -> str:
@@ -145,7 +146,7 @@ def box_chart(rows: list[tuple[str, Sequence[float]]], *, title: str, x_label: s
     height = 46 + row_h * len(rows)
     left, right, top = label_w, width - 16, 8
     bottom = top + row_h * len(rows)
-    stats = [(name, np.percentile(np.asarray(s, dtype=float), [1, 25, 50, 75, 99])) for name, s in rows if len(s)]
+    stats = [(name, percentiles(s, (1, 25, 50, 75, 99))) for name, s in rows if len(s)]
     xs = Scale.fit([v for _, p in stats for v in (p[0], p[4])], left, right)
     body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>']
     for t in xs.ticks():

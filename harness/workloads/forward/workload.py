@@ -21,11 +21,11 @@ from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options

@@ -14,11 +14,11 @@ from harness.data import case_feed, feed_digest
 from harness.errors import UnsupportedModelError
 from harness.matrix import case_ids
 from harness.measure.memory import MemorySampler
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, get_runtime
 from harness.runtimes.decoding.base import Decoder
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
