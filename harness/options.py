@@ -224,7 +224,7 @@ MODELS = OptionGroup("models", "models and shapes", (
     OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
                        "(repeatable; combines with --models; alone, only these models run)", "PATH",
               multiple=True),
-    OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
+    OptionDef("shape", "sizes for free dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("batch-sizes", "comma-separated batch sizes (default: 1,8; with --quick: 1,4)", "INTS",
               field="batch_sizes", parse=positive_ints, quick="1,4"),

@@ -219,7 +219,7 @@ def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
     from harness.model_files import parse_shapes
 
     path = _image_model(tmp_path / "img.onnx")
-    with pytest.raises(ModelError, match=r"axis 2 is symbolic \(height\).*--shape height=N"):
+    with pytest.raises(ModelError, match=r"axis 2 is free, named .height., .*--shape X:2=N \(or height=N"):
         spec_from_onnx(path)
     spec = spec_from_onnx(path, shapes=parse_shapes("height=6, X:3=5"))
     assert spec.inputs[0].shape == ("batch", 3, 6, 5) and spec.config["shape"] == {"height": 6, "X:3": 5}
@@ -413,9 +413,84 @@ def test_a_fixed_zero_dimension_is_named_as_such(tmp_path):
     unnamed = _graph_model(tmp_path / "unnamed.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
                            [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", None])],
                            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", None])])
-    with pytest.raises(ModelError, match=r"axis 1 has no declared size \(neither a number nor a name\) and not a "
+    with pytest.raises(ModelError, match=r"axis 1 is free \(no size and no name\) and not a "
                                          r"batch or sequence axis; give it a size with --shape X:1=N"):
         spec_from_onnx(unnamed)
+
+
+def _free_dims_model(path: Path, form: str) -> Path:
+    """Y = Relu(X), X: [free, 3, free, free] with every free axis in one ONNX form (as exporters write them)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["b", 3, "h", "w"])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["b", 3, "h", "w"])
+    for vi in (x, y):
+        for i in (0, 2, 3):
+            d = vi.type.tensor_type.shape.dim[i]
+            d.Clear()
+            if form == "dim_param":
+                d.dim_param = f"p2o.DynamicDimension.{i}"
+            elif form == "question_mark":
+                d.dim_param = "?"
+            elif form == "negative":
+                d.dim_value = -1
+            # "absent": neither dim_value nor dim_param
+    return _graph_model(path, [helper.make_node("Relu", ["X"], ["Y"])], [x], [y])
+
+
+@pytest.mark.parametrize("form", ["dim_param", "question_mark", "negative", "absent"])
+def test_every_free_dimension_form_is_named_by_shape_and_axis_0_is_the_batch(tmp_path, form):
+    """paddle2onnx writes -1, "?" and p2o.DynamicDimension.N; onnxruntime runs all of them."""
+    from harness.model_files import parse_shapes
+
+    path = _free_dims_model(tmp_path / f"{form}.onnx", form)
+    with pytest.raises(ModelError, match=r"input 'X' axis 2 is free.* and not a batch or sequence axis; give it "
+                                         r"a size with --shape X:2=N") as info:
+        spec_from_onnx(path)
+    if form != "dim_param":  # unnamed: the only name suggested is INPUT:AXIS
+        assert str(info.value).endswith("give it a size with --shape X:2=N")
+    spec = spec_from_onnx(path, shapes=parse_shapes("X:2=6,X:3=5"))
+    assert spec.inputs[0].shape == ("batch", 3, 6, 5)
+    assert {"X:0", "X:2", "X:3"} <= set(spec.config["shape_names"]) and "?" not in spec.config["shape_names"]
+    r = _run_case(tmp_path, form, model=[str(path)], shape="X:2=6,X:3=5", batch=3)
+    assert r.status == "passed", r.reason
+
+
+def test_a_named_free_dimension_takes_its_name_or_input_axis(tmp_path):
+    from harness.errors import UsageError
+    from harness.model_files import parse_shapes
+
+    path = _free_dims_model(tmp_path / "named.onnx", "dim_param")
+    with pytest.raises(ModelError, match=r"axis 2 is free, named 'p2o.DynamicDimension.2', .*--shape X:2=N "
+                                         r"\(or p2o.DynamicDimension.2=N for every axis of that name\)"):
+        spec_from_onnx(path)
+    spec = spec_from_onnx(path, shapes=parse_shapes("p2o.DynamicDimension.2=4,X:3=7"))
+    assert spec.inputs[0].shape == ("batch", 3, 4, 7)
+    with pytest.raises(UsageError, match=r"no user ONNX model has a dimension '\?'"):
+        _runner_config(tmp_path, None, model=[str(_free_dims_model(tmp_path / "q.onnx", "question_mark"))],
+                       shape="X:2=6,X:3=5,?=4")
+
+
+def test_a_negative_fixed_looking_batch_axis_takes_the_batch_sizes(tmp_path):
+    path = _free_dims_model(tmp_path / "neg.onnx", "negative")
+    spec = spec_from_onnx(path, shapes=(("X:2", 2), ("X:3", 2)))
+    assert spec.inputs[0].shape[0] == "batch"
+    for batch in (1, 4):
+        r = _run_case(tmp_path, "neg", model=[str(path)], shape="X:2=2,X:3=2", batch=batch)
+        assert r.status == "passed", r.reason
+
+
+def test_onnxruntime_enforces_a_zero_dimension(tmp_path):
+    """Why dim_value 0 is fixed (an error), not free: onnxruntime refuses any other size for it."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    path = _graph_model(tmp_path / "zero.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 0])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 0])])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="Expected: 0"):
+        session.run(None, {"X": np.ones((2, 5), np.float32)})
 
 
 def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
@@ -433,3 +508,21 @@ def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
         spec_from_onnx(path)
     r = _run_case(tmp_path, register_user_model(str(path)), model=[str(path)])
     assert r.status == "error" and r.samples_ns == [] and "W initializer name is not unique" in r.reason
+
+
+# The OCR models of the rapidocr-onnxruntime wheel (exported by paddle2onnx: "?", -1 and p2o.DynamicDimension.N
+# axes), run when HARNESS_RAPIDOCR_DIR names the folder holding them (.ci/run downloads the wheel). The shapes
+# are the ones rapidocr feeds them (config.yaml: det any multiple of 32, rec 3x48x320, cls 3x48x192).
+_RAPIDOCR = {"ch_PP-OCRv4_det_infer.onnx": "x:2=320,x:3=320",
+             "ch_PP-OCRv4_rec_infer.onnx": "x:2=48,x:3=320",
+             "ch_ppocr_mobile_v2.0_cls_infer.onnx": "x:2=48,x:3=192"}
+
+
+@pytest.mark.skipif(not os.environ.get("HARNESS_RAPIDOCR_DIR"),
+                    reason="HARNESS_RAPIDOCR_DIR unset (the folder of rapidocr_onnxruntime/models/*.onnx)")
+@pytest.mark.parametrize("file", sorted(_RAPIDOCR))
+def test_rapidocr_models_run_with_only_the_shapes_they_need(tmp_path, file):
+    path = Path(os.environ["HARNESS_RAPIDOCR_DIR"]) / file
+    for batch in (1, 2):
+        r = _run_case(tmp_path, path.stem, model=[str(path)], shape=_RAPIDOCR[file], batch=batch)
+        assert r.status == "passed", r.reason
