@@ -9,6 +9,7 @@ import inspect
 import os
 import re
 import stat
+import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -373,7 +374,8 @@ def register_user_model(ref: str, shapes: Iterable[tuple[str, int]] = ()) -> str
             spec = spec_from_factory(ref, name)
         except ModelError as exc:
             spec = ModelSpec(name=name, build=functools.partial(_factory_module, ref), inputs=(), outputs=(),
-                             problem=str(exc), tags=frozenset({"user", "torch"}), config={"factory": ref})
+                             problem=str(exc), problem_detail=exc.detail, tags=frozenset({"user", "torch"}),
+                             config={"factory": ref})
     else:
         p = Path(ref)
         try:
@@ -387,13 +389,19 @@ def register_user_model(ref: str, shapes: Iterable[tuple[str, int]] = ()) -> str
 
 # ---------------------------------------------------------------------------------------------- factories
 
+def _one_line(exc: BaseException) -> str:
+    """`Type: first line of the message` (the rest of a multi-line message is in the traceback)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def _load_factory(ref: str) -> Any:
     module_name, func_name = ref.split(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure of user code
-        raise ModelError(f"--model {ref}: cannot import {module_name!r}: "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise ModelError(f"--model {ref}: cannot import {module_name!r}: {_one_line(exc)}",
+                         detail=traceback.format_exc()) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ModelError(f"--model {ref}: module {module_name!r} has no callable {func_name!r}")
@@ -409,7 +417,8 @@ def _call_factory(ref: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code
-        raise ModelError(f"--model {ref}: the factory raised {type(exc).__name__}: {exc}") from None
+        raise ModelError(f"--model {ref}: the factory raised {_one_line(exc)} (traceback in the case's "
+                         f"log)", detail=traceback.format_exc()) from None
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise ModelError(f"--model {ref}: the factory must return (module, example_inputs) or "
                          f"(module, example_inputs, meta), got {type(result).__name__}")
@@ -470,8 +479,8 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
             with torch.no_grad():
                 raw = module(**example)
         except Exception as exc:  # noqa: BLE001 - user code
-            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {type(exc).__name__}: "
-                             f"{exc}") from None
+            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {_one_line(exc)} (traceback in "
+                             f"the case's log)", detail=traceback.format_exc()) from None
         if isinstance(raw, Mapping):
             outputs = tuple(raw)
         elif isinstance(raw, (tuple, list)):

@@ -329,6 +329,14 @@ def pair():
 
 def not_a_tuple():
     return 42
+
+
+def _load_weights():
+    raise FileNotFoundError("weights.bin: no such file\\nsecond line of the message")
+
+
+def raising():
+    _load_weights()
 '''
 
 
@@ -386,7 +394,8 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--model", str(good), "--model",
-         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--runtimes", "ort-cpu",
+         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--model", "user_factories:raising",
+         "--runtimes", "ort-cpu",
          "--batch-sizes", "2", "--min-time", "0.02", "--min-iters", "3", "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -397,6 +406,14 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     assert broken.status == "error" and "broken.onnx: not a readable ONNX model" in broken.reason
     branchy = cases["user_factories.branchy-ort-cpu-fp32-b2"]
     assert branchy.status == "error" and "data-dependent control flow" in branchy.reason
+    raising = cases["user_factories.raising-ort-cpu-fp32-b2"]
+    assert raising.status == "error" and raising.reason == (
+        "--model user_factories:raising: the factory raised FileNotFoundError: weights.bin: no such file "
+        "(traceback in the case's log)")
+    log = out / "logs" / "user_factories.raising-ort-cpu-fp32-b2.log"
+    assert f"logs/{log.name}" in proc.stdout, proc.stdout  # the progress line names the log file
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "in _load_weights" in text and "second line" in text
     assert (out / "report.html").is_file() and (out / "results.csv").is_file()
 
 
