@@ -141,18 +141,21 @@ def _gating_parsers(sub: Any) -> None:
 
 
 def _history_parsers(sub: Any) -> None:
-    """`history add|ls|show|changes` (harness.history: docs/history.md)."""
+    """`history add|ls|cases|show|changes` (harness.history: docs/history.md)."""
     h = sub.add_parser("history", help="record runs in a database and list their history and change points")
     hsub = h.add_subparsers(dest="history_command", required=True, metavar="ACTION")
     actions = {
         "add": hsub.add_parser("add", help="record stored runs (results.json files or their folders)"),
         "ls": hsub.add_parser("ls", help="list recorded runs, oldest first"),
-        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine"),
+        "cases": hsub.add_parser("cases", help="list the recorded case ids (what `show` takes)"),
+        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine (without a "
+                                             "case: the recorded case ids)"),
         "changes": hsub.add_parser("changes", help="change points in every case's history (ruptures PELT + "
                                                    "Welch t-test), with the runs and commits around them"),
     }
     actions["add"].add_argument("results", nargs="+", help="results.json files (or folders holding one)")
-    actions["show"].add_argument("case", help="a case id, e.g. mlp-ort-cpu-fp32-b1")
+    actions["show"].add_argument("case", nargs="?", help="a case id, e.g. mlp-ort-cpu-fp32-b1 (without one: "
+                                                         "the recorded case ids)")
     for name in ("show", "changes"):
         actions[name].add_argument("--metric", default="p50", choices=("p50", "p99", "throughput"),
                                    help="the figure (default: p50 latency)")
@@ -163,6 +166,9 @@ def _history_parsers(sub: Any) -> None:
     ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
     ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
     ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
+    ch.add_argument("--fail-on", choices=("regression", "improvement", "any"), metavar="KIND",
+                    help="exit 1 when a listed change point is of this kind: regression (a slowdown, or a "
+                         "throughput drop), improvement or any; with --last N, only those in the newest N runs")
     for a in actions.values():
         a.add_argument("--history", metavar="URL", help="SQLAlchemy database URL or SQLite file (default: "
                                                          "$HARNESS_HISTORY, else history.db in the user data "
