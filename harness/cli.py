@@ -3,22 +3,28 @@ conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
-import signal
 import sys
-import time
-from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any, Sequence
 
-from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING, OptionGroup,
-                             add_options, parse_run_options)
-from harness.display import visible
-from harness.errors import HarnessError, UsageError
+try:  # Ctrl-C while these load (about a second: the config pulls numpy, platform probes) is one line, 130
+    import argparse
+    import importlib.util
+    import json
+    import signal
+    import time
+    from importlib.metadata import entry_points
+    from pathlib import Path
+    from typing import Any, Sequence
+
+    from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING,
+                                 OptionGroup, add_options, parse_run_options)
+    from harness.display import visible
+    from harness.errors import HarnessError, UsageError
+except KeyboardInterrupt:
+    print("harness: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -181,7 +187,40 @@ USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """The `harness` command. Safe to pipe and to interrupt at any moment: a reader that goes away (`harness
+    env | head`) ends the command quietly with 141 (128 + SIGPIPE, what a shell reports for `yes | head`);
+    Ctrl-C before a run's session exists is one line and 130 (a session handles it itself: finished cases
+    kept)."""
+    command = "harness"
+    try:
+        args = _parser().parse_args(argv)
+        command = f"harness {args.command}"
+        status = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's last flush
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        try:
+            print(f"{command}: interrupted", file=sys.stderr)
+        except (BrokenPipeError, OSError):
+            pass
+        return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe raises nothing."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command in USES_REGISTRIES:
             from harness.plugins import load_plugins
