@@ -230,7 +230,7 @@ def test_commands_piped_into_a_reader_that_quits_end_quietly(tmp_path):
 
 
 def test_an_interrupt_before_the_session_exists_is_one_line_exit_130(monkeypatch, capsys):
-    import harness.cli as cli
+    from harness import cli
 
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt

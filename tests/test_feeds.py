@@ -357,7 +357,7 @@ def test_bad_feeds_and_overrides_are_one_line_from_run_and_plain_pytest(tmp_path
                                    ("input-value", "image=1e39", "image=1e+39 does not fit")):
         extra = [f"--harness-{option}={value}"] if pytest_form else [f"--{option}", value, "--out",
                                                                      str(tmp_path / "o")]
-        proc = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == status, proc.stdout + proc.stderr
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if message in ln]
         assert len(lines) == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
