@@ -3,22 +3,28 @@ conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
-import signal
 import sys
-import time
-from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any, Sequence
 
-from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING, OptionGroup,
-                             add_options, parse_run_options)
-from harness.display import visible
-from harness.errors import HarnessError, UsageError
+try:  # Ctrl-C while these load (about a second: the config pulls numpy, platform probes) is one line, 130
+    import argparse
+    import importlib.util
+    import json
+    import signal
+    import time
+    from importlib.metadata import entry_points
+    from pathlib import Path
+    from typing import Any, Sequence
+
+    from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING,
+                                 OptionGroup, add_options, parse_run_options)
+    from harness.display import visible
+    from harness.errors import HarnessError, UsageError
+except KeyboardInterrupt:
+    print("harness: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,18 +147,21 @@ def _gating_parsers(sub: Any) -> None:
 
 
 def _history_parsers(sub: Any) -> None:
-    """`history add|ls|show|changes` (harness.history: docs/history.md)."""
+    """`history add|ls|cases|show|changes` (harness.history: docs/history.md)."""
     h = sub.add_parser("history", help="record runs in a database and list their history and change points")
     hsub = h.add_subparsers(dest="history_command", required=True, metavar="ACTION")
     actions = {
         "add": hsub.add_parser("add", help="record stored runs (results.json files or their folders)"),
         "ls": hsub.add_parser("ls", help="list recorded runs, oldest first"),
-        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine"),
+        "cases": hsub.add_parser("cases", help="list the recorded case ids (what `show` takes)"),
+        "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine (without a "
+                                             "case: the recorded case ids)"),
         "changes": hsub.add_parser("changes", help="change points in every case's history (ruptures PELT + "
                                                    "Welch t-test), with the runs and commits around them"),
     }
     actions["add"].add_argument("results", nargs="+", help="results.json files (or folders holding one)")
-    actions["show"].add_argument("case", help="a case id, e.g. mlp-ort-cpu-fp32-b1")
+    actions["show"].add_argument("case", nargs="?", help="a case id, e.g. mlp-ort-cpu-fp32-b1 (without one: "
+                                                         "the recorded case ids)")
     for name in ("show", "changes"):
         actions[name].add_argument("--metric", default="p50", choices=("p50", "p99", "throughput"),
                                    help="the figure (default: p50 latency)")
@@ -163,6 +172,9 @@ def _history_parsers(sub: Any) -> None:
     ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
     ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
     ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
+    ch.add_argument("--fail-on", choices=("regression", "improvement", "any"), metavar="KIND",
+                    help="exit 1 when a listed change point is of this kind: regression (a slowdown, or a "
+                         "throughput drop), improvement or any; with --last N, only those in the newest N runs")
     for a in actions.values():
         a.add_argument("--history", metavar="URL", help="SQLAlchemy database URL or SQLite file (default: "
                                                          "$HARNESS_HISTORY, else history.db in the user data "
@@ -175,7 +187,40 @@ USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """The `harness` command. Safe to pipe and to interrupt at any moment: a reader that goes away (`harness
+    env | head`) ends the command quietly with 141 (128 + SIGPIPE, what a shell reports for `yes | head`);
+    Ctrl-C before a run's session exists is one line and 130 (a session handles it itself: finished cases
+    kept)."""
+    command = "harness"
+    try:
+        args = _parser().parse_args(argv)
+        command = f"harness {args.command}"
+        status = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's last flush
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        try:
+            print(f"{command}: interrupted", file=sys.stderr)
+        except (BrokenPipeError, OSError):
+            pass
+        return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe raises nothing."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command in USES_REGISTRIES:
             from harness.plugins import load_plugins

@@ -10,7 +10,14 @@ class UsageError(HarnessError):
 
 
 class ModelError(HarnessError):
-    """A model file or module that cannot be used; the message names the file and the problem."""
+    """A model file or module that cannot be used; the message names the file and the problem (one line).
+
+    `detail`: the traceback of user code that raised (a factory), for the case's log file.
+    """
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class UnsupportedModelError(ModelError):

@@ -64,7 +64,8 @@ def _stat(p: Path) -> os.stat_result:
 
 
 def _read_npz(p: Path) -> dict[str, np.ndarray]:
-    if os.stat(p).st_size > MAX_FEED_BYTES:
+    size = os.stat(p).st_size
+    if size > MAX_FEED_BYTES:
         raise UsageError(f"--feeds {p}: larger than {MAX_FEED_BYTES >> 30} GiB; refused")
     with open(p, "rb") as f:
         magic = f.read(6)
@@ -74,31 +75,70 @@ def _read_npz(p: Path) -> dict[str, np.ndarray]:
     if not magic.startswith(b"PK"):
         raise UsageError(f"--feeds {p}: not a readable .npz archive (numpy.savez writes a zip file; this one "
                          f"starts with {magic!r})")
+    out: dict[str, np.ndarray] = {}
+    budget = MAX_FEED_BYTES
     try:
-        with np.load(p, allow_pickle=False) as z:  # a zip (checked above): an NpzFile
-            out = {}
-            members = set(z.zip.namelist())
-            for k in z.files:
-                info = z.zip.getinfo(k + ".npy") if (k + ".npy") in members else None
-                if info is not None and info.file_size > MAX_FEED_BYTES:
-                    raise UsageError(f"--feeds {p}: array {k!r} unpacks to {info.file_size} bytes; refused")
-                out[k] = z[k]
-            return out
+        with zipfile.ZipFile(p) as z:
+            for info in z.infolist():
+                if info.is_dir():
+                    continue
+                where = f"--feeds {p}: member {info.filename!r}"
+                if not info.filename.endswith(".npy"):
+                    raise UsageError(f"{where} is not an NPY array (numpy.savez writes NAME.npy members)")
+                with z.open(info) as member:
+                    a = _read_npy_stream(member, where, info.file_size, budget)
+                budget -= a.nbytes
+                out[info.filename[:-len(".npy")]] = a
     except UsageError:
         raise
-    except ValueError as exc:  # object arrays need pickles, refused
-        raise UsageError(f"--feeds {p}: cannot read: {exc}") from None
-    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError, RuntimeError) as exc:
         raise UsageError(f"--feeds {p}: not a readable .npz archive: {type(exc).__name__}: {exc}") from None
+    return out
+
+
+def _read_npy_stream(f: Any, where: str, stored: int, budget: int) -> np.ndarray:
+    """One NPY array from an open binary stream, with memory bounded by what the header declares: the header
+    is read first (numpy.lib.format), and an array declaring more bytes than the file/member holds (`stored`,
+    uncompressed) or than `budget` is refused before anything is allocated. No pickles."""
+    from numpy.lib import format as npy
+
+    try:
+        version = npy.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = npy.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = npy.read_array_header_2_0(f)
+        else:
+            raise UsageError(f"{where}: NPY format version {version[0]}.{version[1]} is not read (1.0 and 2.0 "
+                             f"are; numpy.save writes them)")
+    except UsageError:
+        raise
+    except (ValueError, EOFError, SyntaxError) as exc:
+        raise UsageError(f"{where} is not an NPY array: {exc}") from None
+    if dtype.hasobject:
+        raise UsageError(f"{where}: cannot read: an object array (dtype {dtype}) needs a pickle, never loaded")
+    count = math.prod(shape)
+    declared = count * dtype.itemsize
+    if declared > max(0, stored - f.tell()) or declared > budget:
+        held = max(0, stored - f.tell())
+        limit = f"the {held} bytes stored" if declared > held else \
+            f"the {MAX_FEED_BYTES >> 30} GiB the harness holds of feeds in memory"
+        raise UsageError(f"{where}: the header declares shape {list(shape)} of {dtype} ({declared} bytes), more "
+                         f"than {limit}; refused (truncated or corrupt)")
+    data = f.read(declared)
+    if len(data) != declared:
+        raise UsageError(f"{where}: truncated: {len(data)} of the {declared} bytes its header declares")
+    a = np.frombuffer(data, dtype=dtype, count=count)
+    return (a.reshape(shape[::-1]).transpose() if fortran else a.reshape(shape)).copy()
 
 
 def _read_npy(p: Path) -> np.ndarray:
+    where = f"--feeds {p}"
     try:
-        return np.load(p, allow_pickle=False, mmap_mode=None)
-    except ValueError as exc:
-        raise UsageError(f"--feeds {p}: cannot read: {exc}") from None
-    except (OSError, EOFError) as exc:
-        raise UsageError(f"--feeds {p}: not a readable .npy array: {type(exc).__name__}: {exc}") from None
+        with open(p, "rb") as f:
+            return _read_npy_stream(f, where, os.fstat(f.fileno()).st_size, MAX_FEED_BYTES)
+    except OSError as exc:
+        raise UsageError(f"{where}: not a readable .npy array: {type(exc).__name__}: {exc}") from None
 
 
 def _load_folder(p: Path) -> FeedSet:
@@ -134,6 +174,12 @@ def _feedset(p: Path, arrays: dict[str, np.ndarray]) -> FeedSet:
     for k, a in arrays.items():
         if a.dtype.kind not in "biuf":
             raise UsageError(f"--feeds {p}: array {k!r} has dtype {a.dtype}; feeds are numeric or bool arrays")
+        if a.size == 0:
+            raise UsageError(f"--feeds {p}: array {k!r} has shape {list(a.shape)}: zero samples/values; a feed "
+                             f"needs at least one")
+        if a.dtype.kind == "f" and not np.isfinite(a).any():
+            raise UsageError(f"--feeds {p}: array {k!r} holds no finite value (all NaN/inf); drift cannot be "
+                             f"judged on it")
     if labels is not None and (labels.ndim != 1 or labels.dtype.kind not in "iu"):
         raise UsageError(f"--feeds {p}: '{LABELS}' must be a 1-D integer array of class indices, got "
                          f"{labels.dtype}{list(labels.shape)}")
@@ -300,6 +346,11 @@ class InputOverride:
             bottom = self.value if self.value is not None else self.low
             if bottom < info.min or top > info.max:
                 return f"model {model!r} input {t.name!r} is {t.dtype}: {self._spelled()} does not fit"
+        if kind == "f":
+            top = float(np.finfo(np.dtype(t.dtype)).max)
+            if any(v is not None and abs(v) > top for v in nums):
+                return (f"model {model!r} input {t.name!r} is {t.dtype}: {self._spelled()} does not fit (it would "
+                        f"feed inf; the largest {t.dtype} is {top:g})")
         return None
 
     def _spelled(self) -> str:

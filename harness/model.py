@@ -117,6 +117,7 @@ class ModelSpec:
     description: str = ""
     reference_runtime: str | None = None
     problem: str | None = None  # why this model cannot be used (a refused user file): its cases are errors
+    problem_detail: str | None = None  # the traceback behind `problem` (user code that raised): the case's log
     eval_split: Callable[[], Any] | None = None
     unavailable: Callable[[], str | None] | None = None
     pipeline: Callable[[], Pipeline] | None = None

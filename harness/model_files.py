@@ -9,6 +9,7 @@ import inspect
 import os
 import re
 import stat
+import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -243,11 +244,42 @@ def input_by_construction(name: str, shape: tuple[int | str, ...], dtype: str, r
     return TensorSpec(name, shape, dtype, 0, 2 if dtype == "bool" else 100)
 
 
+# dim_param values that name nothing (paddle2onnx writes "?" for every unnamed axis).
+_UNNAMED = frozenset({"", "?"})
+
+
+def free_dim(d: Any) -> int | None:
+    """The fixed size of an ONNX dimension, or None when it is free.
+
+    Free is every form onnxruntime accepts any size for: a dim_param, neither value nor param, or a negative
+    dim_value (paddle2onnx writes -1). A dim_value of 0 is fixed: onnxruntime refuses any other size for it.
+    """
+    if d.HasField("dim_value") and d.dim_value >= 0:
+        return int(d.dim_value)
+    return None
+
+
+def dim_name(d: Any) -> str:
+    """The name a free dimension can be given by in --shape ("" when unnamed: no dim_param, or "?")."""
+    param = d.dim_param if d.HasField("dim_param") else ""
+    return "" if param in _UNNAMED else param
+
+
+def _free_form(d: Any) -> str:
+    if d.HasField("dim_value"):
+        return f"dim_value {d.dim_value}"
+    if d.HasField("dim_param"):
+        return f"unnamed: dim_param {d.dim_param!r}"
+    return "no size and no name"
+
+
 def spec_from_onnx(path: str | Path, name: str | None = None,
                    shapes: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> ModelSpec:
     """A ModelSpec for a user ONNX file: inputs from its declared types; symbolic dims mapped to batch/seq.
 
-    `shapes` (from --shape) sizes other symbolic dims, by dim_param name or as "INPUT:AXIS"; a size for an
+    A free dimension (`free_dim`: a dim_param, no size, or a negative size) takes its size from `shapes`
+    (--shape) by its name (`dim_name`) or as "INPUT:AXIS", else axis 0 -> batch, a seq-like name -> seq,
+    else the error names the --shape to give; a size for an
     axis the model fixes to another value is refused. Inputs are fed valid by construction
     (`input_by_construction`: the Gather tables they index, name conventions). No PyTorch module exists, so
     the reference is ort-cpu FP32.
@@ -276,20 +308,20 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             raise ModelError(f"{p}: input {vi.name!r} is not a tensor; only tensor inputs can be fed")
         shape: list[int | str] = []
         for i, d in enumerate(tt.shape.dim):
-            param = d.dim_param or ""
             axis_key = f"{vi.name}:{i}"
             names.add(axis_key)
-            if d.HasField("dim_value") and d.dim_value <= 0:
-                what = "is fixed at 0 by the model (an empty tensor)" if d.dim_value == 0 else \
-                    f"has the invalid size {d.dim_value}"
-                raise ModelError(f"{p}: input {vi.name!r} axis {i} {what}; the harness feeds inputs of at least "
+            size = free_dim(d)
+            if size == 0:
+                raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at 0 by the model (an empty tensor); "
+                                 f"onnxruntime refuses any other size, and the harness feeds inputs of at least "
                                  f"one element")
-            if d.HasField("dim_value"):
-                if axis_key in shapes and shapes[axis_key] != d.dim_value:
-                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {d.dim_value} by the "
+            if size is not None:
+                if axis_key in shapes and shapes[axis_key] != size:
+                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {size} by the "
                                      f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
-                shape.append(int(d.dim_value))
+                shape.append(size)
                 continue
+            param = dim_name(d)
             if param:
                 names.add(param)
             key = axis_key if axis_key in shapes else param if param in shapes else None
@@ -301,9 +333,10 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             elif _BATCH_NAMES.match(param) or i == 0:
                 shape.append(BATCH)
             else:
-                what = f"is symbolic ({param})" if param else "has no declared size (neither a number nor a name)"
+                what = f"is free, named {param!r}," if param else f"is free ({_free_form(d)})"
+                also = f" (or {param}=N for every axis of that name)" if param else ""
                 raise ModelError(f"{p}: input {vi.name!r} axis {i} {what} and not a batch or sequence axis; "
-                                 f"give it a size with --shape {param or axis_key}=N")
+                                 f"give it a size with --shape {axis_key}=N{also}")
         dtype = _numpy_dtype(tt.elem_type, p, vi.name)
         inputs.append(input_by_construction(vi.name, tuple(shape), dtype, bounds.get(vi.name)))
     outputs = tuple(o.name for o in model.graph.output)
@@ -341,7 +374,8 @@ def register_user_model(ref: str, shapes: Iterable[tuple[str, int]] = ()) -> str
             spec = spec_from_factory(ref, name)
         except ModelError as exc:
             spec = ModelSpec(name=name, build=functools.partial(_factory_module, ref), inputs=(), outputs=(),
-                             problem=str(exc), tags=frozenset({"user", "torch"}), config={"factory": ref})
+                             problem=str(exc), problem_detail=exc.detail, tags=frozenset({"user", "torch"}),
+                             config={"factory": ref})
     else:
         p = Path(ref)
         try:
@@ -355,13 +389,19 @@ def register_user_model(ref: str, shapes: Iterable[tuple[str, int]] = ()) -> str
 
 # ---------------------------------------------------------------------------------------------- factories
 
+def _one_line(exc: BaseException) -> str:
+    """`Type: first line of the message` (the rest of a multi-line message is in the traceback)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def _load_factory(ref: str) -> Any:
     module_name, func_name = ref.split(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure of user code
-        raise ModelError(f"--model {ref}: cannot import {module_name!r}: "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise ModelError(f"--model {ref}: cannot import {module_name!r}: {_one_line(exc)}",
+                         detail=traceback.format_exc()) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ModelError(f"--model {ref}: module {module_name!r} has no callable {func_name!r}")
@@ -377,7 +417,8 @@ def _call_factory(ref: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code
-        raise ModelError(f"--model {ref}: the factory raised {type(exc).__name__}: {exc}") from None
+        raise ModelError(f"--model {ref}: the factory raised {_one_line(exc)} (traceback in the case's "
+                         f"log)", detail=traceback.format_exc()) from None
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise ModelError(f"--model {ref}: the factory must return (module, example_inputs) or "
                          f"(module, example_inputs, meta), got {type(result).__name__}")
@@ -438,8 +479,8 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
             with torch.no_grad():
                 raw = module(**example)
         except Exception as exc:  # noqa: BLE001 - user code
-            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {type(exc).__name__}: "
-                             f"{exc}") from None
+            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {_one_line(exc)} (traceback in "
+                             f"the case's log)", detail=traceback.format_exc()) from None
         if isinstance(raw, Mapping):
             outputs = tuple(raw)
         elif isinstance(raw, (tuple, list)):

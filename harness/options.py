@@ -130,10 +130,23 @@ def folder(text: Any, what: str) -> Path:
 
 
 def history_db(text: Any, what: str) -> str:
-    """--history [URL]: a SQLAlchemy URL or SQLite file; alone, $HARNESS_HISTORY or the default database."""
-    from harness.history.store import history_url
+    """--history [URL]: a SQLAlchemy URL or SQLite file; alone, $HARNESS_HISTORY or the default database.
 
-    return history_url(str(text) or None)
+    Opened (created and migrated when new) and probed for a write before the run starts: a URL that cannot be
+    reached or written is a usage error now, not a note after the whole run.
+    """
+    from harness.history.store import HistoryError, history_url, open_history
+
+    url = history_url(str(text) or None)
+    try:
+        history = open_history(url)
+        try:
+            history.check_writable()
+        finally:
+            history.close()
+    except HistoryError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+    return url
 
 
 def placement_rules(text: Any, what: str) -> tuple[tuple[str, str], ...]:
@@ -224,7 +237,7 @@ MODELS = OptionGroup("models", "models and shapes", (
     OptionDef("model", "a user model to add to the matrix: path/to/model.onnx or package.module:factory "
                        "(repeatable; combines with --models; alone, only these models run)", "PATH",
               multiple=True),
-    OptionDef("shape", "sizes for symbolic dimensions of --model ONNX files other than batch/seq, by name or "
+    OptionDef("shape", "sizes for free dimensions of --model ONNX files other than batch/seq, by name or "
                        "INPUT:AXIS, e.g. height=224,width=224", "NAME=DIM,..."),
     OptionDef("batch-sizes", "comma-separated batch sizes (default: 1,8; with --quick: 1,4)", "INTS",
               field="batch_sizes", parse=positive_ints, quick="1,4"),

@@ -202,3 +202,57 @@ def test_usage_errors_are_one_line_and_exit_2_before_anything_runs(args, message
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message.format(**fill) in err and "Traceback" not in err, err
     assert not (tmp_path / "run").exists()
+
+
+def _closed_reader(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """Run `harness ARGV | (reader that has already gone away)`: stdout is a pipe closed before it is read."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    return subprocess.CompletedProcess(argv, proc.returncode, "", err)
+
+
+def test_commands_piped_into_a_reader_that_quits_end_quietly(tmp_path):
+    """`harness env | head`, `harness compare A B | head`: no BrokenPipeError, exit 141 (128 + SIGPIPE)."""
+    sys.path.insert(0, str(Path(__file__).parent / "gating"))
+    from gating_synth import make_run
+
+    from harness.results import write_results
+
+    write_results(make_run(0), tmp_path / "a")
+    write_results(make_run(1), tmp_path / "b")
+    for argv in (["env"], ["compare", str(tmp_path / "a"), str(tmp_path / "b")], ["models"]):
+        done = _closed_reader(argv)
+        assert done.returncode == 141 and done.stderr == "", (argv, done.returncode, done.stderr)
+    assert _closed_reader(["--help"]).stderr == ""  # argparse's own exit: quiet too
+
+
+def test_an_interrupt_before_the_session_exists_is_one_line_exit_130(monkeypatch, capsys):
+    from harness import cli
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "parse_run_options", interrupted)  # Ctrl-C while options are read (imports)
+    for argv in (["conform", "--runtimes", "ort-cpu"], ["run", "--models", "mlp"]):
+        assert cli.main(argv) == 130
+        assert capsys.readouterr().err == f"harness {argv[0]}: interrupted\n"
+
+
+def test_ctrl_c_at_any_moment_of_conform_is_exit_130_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    for delay in (0.3, 1.5, 4.0):  # while importing, while reading options, while running cases
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "conform", "--runtimes", "ort-cpu",
+                                 "--out", str(tmp_path / f"c{delay}")], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # finished before the signal: nothing to check
+            continue
+        assert proc.returncode == 130, (delay, proc.returncode, out[-2000:], err[-2000:])
+        assert "Traceback" not in err + out, (delay, err[-3000:])

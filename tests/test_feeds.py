@@ -268,3 +268,96 @@ def test_generation_prompts_come_from_the_feeds(fakes, tmp_path):
 
     prompt = prompt_ids(get_model("deepseek-tiny"), 2, 10, cfg)
     assert (prompt == ids[:2]).all()
+
+
+# ------------------------------------------------------------------ files that lie, values that cannot be fed
+def _npy_bytes(shape, dtype="<f4") -> bytes:
+    """An NPY 1.0 header declaring `shape`, followed by 16 bytes only."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + b"\0" * 16
+
+
+def test_an_npz_member_that_is_not_an_npy_array_is_one_line(tmp_path):
+    import zipfile
+
+    p = tmp_path / "f.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("image.npy", np.lib.format.MAGIC_PREFIX + b"\x01\x00" + b"\x00" * 20)
+    with pytest.raises(UsageError, match=r"f.npz: member 'image.npy' is not an NPY array"):
+        load_feeds(p)
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("image.txt", b"hello")
+    with pytest.raises(UsageError, match=r"f.npz: member 'image.txt' is not an NPY array"):
+        load_feeds(p)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_npy_header_declaring_a_huge_shape_is_refused_before_allocating(tmp_path, compressed):
+    import zipfile
+
+    huge = (1 << 20, 1 << 20, 1 << 10)  # 4 PiB of float32 declared, 16 bytes stored
+    p = tmp_path / "f.npz"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED) as z:
+        z.writestr("image.npy", _npy_bytes(huge))
+    with pytest.raises(UsageError, match=r"f.npz: member 'image.npy': the header declares shape \[1048576, "
+                                         r"1048576, 1024\] of float32 \(\d+ bytes\), more than the \d+ bytes "
+                                         r"stored; refused"):
+        load_feeds(p)
+    (tmp_path / "npy").mkdir()
+    (tmp_path / "npy" / "image.npy").write_bytes(_npy_bytes(huge))
+    with pytest.raises(UsageError, match=r"image.npy: the header declares shape .* more than the \d+ bytes"):
+        load_feeds(tmp_path / "npy")
+    (tmp_path / "npy" / "image.npy").write_bytes(_npy_bytes((2, 8)))  # 64 bytes declared, 16 stored
+    with pytest.raises(UsageError, match=r"image.npy: the header declares shape \[2, 8\]"):
+        load_feeds(tmp_path / "npy")
+
+
+def test_fortran_order_and_npy_folders_still_read(tmp_path):
+    a = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    np.savez_compressed(tmp_path / "f.npz", image=a)
+    assert (load_feeds(tmp_path / "f.npz").arrays["image"] == a).all()
+
+
+@pytest.mark.parametrize("array, message", [
+    (np.zeros((0, 1, 8, 8), np.float32), r"array 'image' has shape \[0, 1, 8, 8\]: zero samples"),
+    (np.full((2, 1, 8, 8), np.nan, np.float32), r"array 'image' holds no finite value \(all NaN/inf\)"),
+    (np.full((2, 1, 8, 8), np.inf, np.float32), r"array 'image' holds no finite value"),
+])
+def test_feeds_with_zero_samples_or_no_finite_value_are_refused(tmp_path, array, message):
+    np.savez(tmp_path / "f.npz", image=array)
+    with pytest.raises(UsageError, match=message) as err:
+        load_feeds(tmp_path / "f.npz")
+    assert "\n" not in str(err.value) and str(tmp_path / "f.npz") in str(err.value)
+
+
+def test_a_float_override_the_dtype_cannot_hold_is_refused():
+    with pytest.raises(UsageError, match=r"input 'image' is float32: image=1e\+39 does not fit \(it would feed "
+                                         r"inf"):
+        check_overrides(parse_overrides("image=1e39", "input-value", False), [IMAGE])
+    with pytest.raises(UsageError, match=r"image=-1e\+39:0 does not fit"):
+        check_overrides(parse_overrides("image=-1e39:0", "input-range", True), [IMAGE])
+    half = ModelSpec("half", inputs=(TensorSpec("image", (BATCH, 4), "float16"),), outputs=("y",),
+                     onnx_path="x.onnx")
+    with pytest.raises(UsageError, match="is float16: image=70000 does not fit"):
+        check_overrides(parse_overrides("image=70000", "input-value", False), [half])
+    check_overrides(parse_overrides("image=3e38", "input-value", False), [IMAGE])  # fits float32
+
+
+@pytest.mark.parametrize("command, status", [
+    ([sys.executable, "-m", "harness.cli", "run", "--models", "digits-cnn", "--runtimes", "ort-cpu"], 2),
+    ([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "--harness-models=digits-cnn",
+      "--harness-runtimes=ort-cpu"], 4)])
+def test_bad_feeds_and_overrides_are_one_line_from_run_and_plain_pytest(tmp_path, command, status):
+    np.savez(tmp_path / "nan.npz", image=np.full((2, 1, 8, 8), np.nan, np.float32))
+    pytest_form = "pytest" in command
+    for option, value, message in (("feeds", str(tmp_path / "nan.npz"), "array 'image' holds no finite value"),
+                                   ("input-value", "image=1e39", "image=1e+39 does not fit")):
+        extra = [f"--harness-{option}={value}"] if pytest_form else [f"--{option}", value, "--out",
+                                                                     str(tmp_path / "o")]
+        proc = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == status, proc.stdout + proc.stderr
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if message in ln]
+        assert len(lines) == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

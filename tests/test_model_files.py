@@ -219,7 +219,7 @@ def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
     from harness.model_files import parse_shapes
 
     path = _image_model(tmp_path / "img.onnx")
-    with pytest.raises(ModelError, match=r"axis 2 is symbolic \(height\).*--shape height=N"):
+    with pytest.raises(ModelError, match=r"axis 2 is free, named .height., .*--shape X:2=N \(or height=N"):
         spec_from_onnx(path)
     spec = spec_from_onnx(path, shapes=parse_shapes("height=6, X:3=5"))
     assert spec.inputs[0].shape == ("batch", 3, 6, 5) and spec.config["shape"] == {"height": 6, "X:3": 5}
@@ -329,6 +329,14 @@ def pair():
 
 def not_a_tuple():
     return 42
+
+
+def _load_weights():
+    raise FileNotFoundError("weights.bin: no such file\\nsecond line of the message")
+
+
+def raising():
+    _load_weights()
 '''
 
 
@@ -386,7 +394,8 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--model", str(good), "--model",
-         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--runtimes", "ort-cpu",
+         str(tmp_path / "broken.onnx"), "--model", "user_factories:branchy", "--model", "user_factories:raising",
+         "--runtimes", "ort-cpu",
          "--batch-sizes", "2", "--min-time", "0.02", "--min-iters", "3", "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -397,6 +406,14 @@ def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env
     assert broken.status == "error" and "broken.onnx: not a readable ONNX model" in broken.reason
     branchy = cases["user_factories.branchy-ort-cpu-fp32-b2"]
     assert branchy.status == "error" and "data-dependent control flow" in branchy.reason
+    raising = cases["user_factories.raising-ort-cpu-fp32-b2"]
+    assert raising.status == "error" and raising.reason == (
+        "--model user_factories:raising: the factory raised FileNotFoundError: weights.bin: no such file "
+        "(traceback in the case's log)")
+    log = out / "logs" / "user_factories.raising-ort-cpu-fp32-b2.log"
+    assert f"logs/{log.name}" in proc.stdout, proc.stdout  # the progress line names the log file
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "in _load_weights" in text and "second line" in text
     assert (out / "report.html").is_file() and (out / "results.csv").is_file()
 
 
@@ -413,9 +430,84 @@ def test_a_fixed_zero_dimension_is_named_as_such(tmp_path):
     unnamed = _graph_model(tmp_path / "unnamed.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
                            [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", None])],
                            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", None])])
-    with pytest.raises(ModelError, match=r"axis 1 has no declared size \(neither a number nor a name\) and not a "
+    with pytest.raises(ModelError, match=r"axis 1 is free \(no size and no name\) and not a "
                                          r"batch or sequence axis; give it a size with --shape X:1=N"):
         spec_from_onnx(unnamed)
+
+
+def _free_dims_model(path: Path, form: str) -> Path:
+    """Y = Relu(X), X: [free, 3, free, free] with every free axis in one ONNX form (as exporters write them)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["b", 3, "h", "w"])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["b", 3, "h", "w"])
+    for vi in (x, y):
+        for i in (0, 2, 3):
+            d = vi.type.tensor_type.shape.dim[i]
+            d.Clear()
+            if form == "dim_param":
+                d.dim_param = f"p2o.DynamicDimension.{i}"
+            elif form == "question_mark":
+                d.dim_param = "?"
+            elif form == "negative":
+                d.dim_value = -1
+            # "absent": neither dim_value nor dim_param
+    return _graph_model(path, [helper.make_node("Relu", ["X"], ["Y"])], [x], [y])
+
+
+@pytest.mark.parametrize("form", ["dim_param", "question_mark", "negative", "absent"])
+def test_every_free_dimension_form_is_named_by_shape_and_axis_0_is_the_batch(tmp_path, form):
+    """paddle2onnx writes -1, "?" and p2o.DynamicDimension.N; onnxruntime runs all of them."""
+    from harness.model_files import parse_shapes
+
+    path = _free_dims_model(tmp_path / f"{form}.onnx", form)
+    with pytest.raises(ModelError, match=r"input 'X' axis 2 is free.* and not a batch or sequence axis; give it "
+                                         r"a size with --shape X:2=N") as info:
+        spec_from_onnx(path)
+    if form != "dim_param":  # unnamed: the only name suggested is INPUT:AXIS
+        assert str(info.value).endswith("give it a size with --shape X:2=N")
+    spec = spec_from_onnx(path, shapes=parse_shapes("X:2=6,X:3=5"))
+    assert spec.inputs[0].shape == ("batch", 3, 6, 5)
+    assert {"X:0", "X:2", "X:3"} <= set(spec.config["shape_names"]) and "?" not in spec.config["shape_names"]
+    r = _run_case(tmp_path, form, model=[str(path)], shape="X:2=6,X:3=5", batch=3)
+    assert r.status == "passed", r.reason
+
+
+def test_a_named_free_dimension_takes_its_name_or_input_axis(tmp_path):
+    from harness.errors import UsageError
+    from harness.model_files import parse_shapes
+
+    path = _free_dims_model(tmp_path / "named.onnx", "dim_param")
+    with pytest.raises(ModelError, match=r"axis 2 is free, named 'p2o.DynamicDimension.2', .*--shape X:2=N "
+                                         r"\(or p2o.DynamicDimension.2=N for every axis of that name\)"):
+        spec_from_onnx(path)
+    spec = spec_from_onnx(path, shapes=parse_shapes("p2o.DynamicDimension.2=4,X:3=7"))
+    assert spec.inputs[0].shape == ("batch", 3, 4, 7)
+    with pytest.raises(UsageError, match=r"no user ONNX model has a dimension '\?'"):
+        _runner_config(tmp_path, None, model=[str(_free_dims_model(tmp_path / "q.onnx", "question_mark"))],
+                       shape="X:2=6,X:3=5,?=4")
+
+
+def test_a_negative_fixed_looking_batch_axis_takes_the_batch_sizes(tmp_path):
+    path = _free_dims_model(tmp_path / "neg.onnx", "negative")
+    spec = spec_from_onnx(path, shapes=(("X:2", 2), ("X:3", 2)))
+    assert spec.inputs[0].shape[0] == "batch"
+    for batch in (1, 4):
+        r = _run_case(tmp_path, "neg", model=[str(path)], shape="X:2=2,X:3=2", batch=batch)
+        assert r.status == "passed", r.reason
+
+
+def test_onnxruntime_enforces_a_zero_dimension(tmp_path):
+    """Why dim_value 0 is fixed (an error), not free: onnxruntime refuses any other size for it."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    path = _graph_model(tmp_path / "zero.onnx", [helper.make_node("Relu", ["X"], ["Y"])],
+                        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 0])],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 0])])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="Expected: 0"):
+        session.run(None, {"X": np.ones((2, 5), np.float32)})
 
 
 def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
@@ -433,3 +525,21 @@ def test_graph_the_checker_rejects_is_an_error_row_with_its_complaint(tmp_path):
         spec_from_onnx(path)
     r = _run_case(tmp_path, register_user_model(str(path)), model=[str(path)])
     assert r.status == "error" and r.samples_ns == [] and "W initializer name is not unique" in r.reason
+
+
+# The OCR models of the rapidocr-onnxruntime wheel (exported by paddle2onnx: "?", -1 and p2o.DynamicDimension.N
+# axes), run when HARNESS_RAPIDOCR_DIR names the folder holding them (.ci/run downloads the wheel). The shapes
+# are the ones rapidocr feeds them (config.yaml: det any multiple of 32, rec 3x48x320, cls 3x48x192).
+_RAPIDOCR = {"ch_PP-OCRv4_det_infer.onnx": "x:2=320,x:3=320",
+             "ch_PP-OCRv4_rec_infer.onnx": "x:2=48,x:3=320",
+             "ch_ppocr_mobile_v2.0_cls_infer.onnx": "x:2=48,x:3=192"}
+
+
+@pytest.mark.skipif(not os.environ.get("HARNESS_RAPIDOCR_DIR"),
+                    reason="HARNESS_RAPIDOCR_DIR unset (the folder of rapidocr_onnxruntime/models/*.onnx)")
+@pytest.mark.parametrize("file", sorted(_RAPIDOCR))
+def test_rapidocr_models_run_with_only_the_shapes_they_need(tmp_path, file):
+    path = Path(os.environ["HARNESS_RAPIDOCR_DIR"]) / file
+    for batch in (1, 2):
+        r = _run_case(tmp_path, path.stem, model=[str(path)], shape=_RAPIDOCR[file], batch=batch)
+        assert r.status == "passed", r.reason

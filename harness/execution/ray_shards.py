@@ -170,18 +170,79 @@ class ShardRun:
         write_results(self.run, self.out_dir)
 
 
+PROBE_TIMEOUT_S = 5.0
+
+
+def probe_address(address: str | None, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """A UsageError within `timeout` seconds when nothing listens at the cluster's address (HOST:PORT, the GCS,
+    or ray://HOST:PORT, the Ray Client server): a plain TCP connect before ray.init, which would otherwise
+    retry for minutes behind Ray's own warnings. `auto` is probed through $RAY_ADDRESS when that is set (else
+    Ray itself says at once that no cluster runs here)."""
+    import socket
+
+    target = os.environ.get("RAY_ADDRESS", "") if (address or "auto") in ("auto", "") else str(address)
+    if not target or target in ("auto", "local"):
+        return
+    hostport = target.split("://", 1)[-1].split("/", 1)[0]
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise UsageError(f"--ray {address}: expected auto, HOST:PORT or ray://HOST:PORT")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise UsageError(f"--ray {address}: nothing answers at {host}:{port_text} ({why}); start the cluster "
+                         f"(`ray start --head --port {port_text}`) or give its address") from None
+
+
+def merged_run(config: RunConfig, runs: Sequence[RunResults]) -> RunResults:
+    """The nodes' runs as one run for OUT/results.json (as a local run writes it): every case once (a case runs
+    on one node), `details.ray_node` naming where; the environment of the first node that ran cases, with
+    every node's snapshot under `ray_nodes`; complete when every node's run is."""
+    import copy
+
+    def label(r: RunResults) -> str:  # a node's run is RUN-NODE; the unplaced cases' run is RUN
+        return r.run_id.removeprefix(f"{config.outputs.run_id}-") if r.run_id != config.outputs.run_id \
+            else "unplaced"
+
+    measured = [r for r in runs if r.environment.get("ray_node")] or list(runs)
+    environment = copy.deepcopy(measured[0].environment) if measured else {}
+    environment["ray_nodes"] = {label(r): r.environment for r in measured}
+    cases = []
+    for r in runs:
+        for c in r.cases:
+            c = copy.copy(c)
+            c.details = {**(c.details or {}), "ray_node": label(r)}
+            cases.append(c)
+    started = sorted(r.started_at for r in runs if r.started_at)
+    finished = sorted(r.finished_at for r in runs if r.finished_at)
+    return RunResults(run_id=config.outputs.run_id, started_at=started[0] if started else "",
+                      finished_at=finished[-1] if finished else None, config=config.as_dict(),
+                      environment=environment, cases=cases, complete=all(r.complete for r in runs),
+                      interrupted=any(r.interrupted for r in runs),
+                      harness_version=next((r.harness_version for r in runs if r.harness_version), ""))
+
+
 def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
     """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
     all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
     out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
+    probe_address(config.fleet.ray)
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise UsageError("--ray needs Ray: pip install -e \".[ray]\"") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-    ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,
-             runtime_env={"env_vars": env} if env else None)
+    try:
+        ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,
+                 runtime_env={"env_vars": env} if env else None)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        text = str(exc).strip().splitlines()
+        raise UsageError(f"--ray {config.fleet.ray}: cannot connect: {type(exc).__name__}: "
+                         f"{text[0] if text else ''}") from None
     nodes = cluster_nodes()
     if not nodes:
         raise UsageError(f"--ray {config.fleet.ray}: the cluster has no alive node")
@@ -230,9 +291,12 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
 
     if config.gating.baseline:
         raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
+    probe_address(config.fleet.ray)  # before anything is created
     out_dir = config.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = run_on_ray(config, note)
+    merged = merged_run(config, runs)
+    write_results(merged, out_dir)  # OUT/results.json, as a local run writes it
     trends = None
     if config.outputs.history:
         from harness.history.record import record_run
@@ -241,8 +305,28 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
         for run in runs:
             if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
                 trends += record_run(run, config.outputs.history, str(out_dir), note) or []
-    for name, path in write_outputs(runs, out_dir, trends=trends).items():
+    outputs = {"json": out_dir / "results.json", **write_outputs(runs, out_dir, trends=trends)}
+    for line in summary_lines(merged):
+        note(line)
+    for name, path in outputs.items():
         note(f"{name:>9}: {path}")
-    counts = {k: sum(r.counts()[k] for r in runs) for k in runs[0].counts()}
+    counts = merged.counts()
     note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
     return 1 if any(counts[k] for k in ("failed", *BROKEN)) else 0
+
+
+def summary_lines(run: RunResults) -> list[str]:
+    """What a local run prints at its end: the results table (skipped cases grouped), noise notes, counts."""
+    import dataclasses
+
+    from harness.report.progress import noise_lines, skipped_lines
+    from harness.report.terminal import terminal_table
+
+    shown = dataclasses.replace(run, cases=[c for c in run.cases if c.status != "skipped"])
+    lines = ["", "inference harness (ray)"]
+    if shown.cases:
+        lines.append(terminal_table(shown))
+    lines += [*skipped_lines(run), *noise_lines(run)]
+    counts = ", ".join(f"{n} {s}" for s, n in run.counts().items() if n)
+    lines.append(f"\n{counts}" + ("" if run.complete else " (incomplete)"))
+    return lines

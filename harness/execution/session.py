@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import io
 import os
@@ -194,10 +195,16 @@ class HarnessSession:
             return
 
         def judge() -> Any:
-            return compare_runs(baseline, self.run, gates, baseline_label=gating.baseline,
+            # the gate judges a run that has ended (finish() marks it complete only after the gate)
+            current = dataclasses.replace(self.run, complete=True)
+            return compare_runs(baseline, current, gates, baseline_label=gating.baseline,
                                 current_label=str(out_dir / "results.json"))
 
-        self.comparison = judge()
+        try:
+            self.comparison = judge()
+        except HarnessError as exc:  # e.g. no case in common with the baseline: a gate error, exit 2
+            self.gate_error = str(exc)
+            return
         suspects = self.comparison.regressed_timings()
         confirm = gating.confirm
         if suspects and confirm and self.executor is not None:

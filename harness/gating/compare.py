@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import HarnessError
 from harness.gating.conformance import conformance_info, conformance_verdict
 from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
@@ -336,11 +337,16 @@ def _status_text(r: CaseResult) -> str:
     return f"{r.status}: {r.reason}" if r.reason else r.status
 
 
+class NothingInCommon(HarnessError):
+    """The baseline and the current run share no case: no verdict could say anything (exit 2, not "OK")."""
+
+
 def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResults, gates: GateConfig | None = None,
                  baseline_label: str = "baseline", current_label: str = "current") -> Comparison:
     """Verdicts per case and metric of `current` against `baseline`: one run, or the runs of a multi-run
     baseline oldest first (`load_baseline_runs`). Case states (broke, fixed, new) and drift are judged against
-    the newest baseline run; latency against every baseline run that measured the case comparably."""
+    the newest baseline run; latency against every baseline run that measured the case comparably.
+    NothingInCommon when the newest baseline run and `current` share no case."""
     gates = gates or GateConfig()
     notes: list[str] = []
     runs = [baseline] if isinstance(baseline, RunResults) else list(baseline)
@@ -376,6 +382,13 @@ def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResult
 
     base = {r.case: r for r in baseline.cases}
     cur = {r.case: r for r in current.cases}
+    if not set(base) & set(cur):
+        def some(cases: dict[CaseId, CaseResult]) -> str:
+            return f"{len(cases)} case(s)" + (f", e.g. {next(iter(cases)).id}" if cases else "")
+
+        raise NothingInCommon(f"{baseline_label} and {current_label} have no case in common (baseline "
+                              f"{some(base)}; current {some(cur)}): nothing to gate; compare runs of the same "
+                              f"models, runtimes, precisions and shapes")
     stray = sorted(set(gates.model_gates) - {k.model for k in list(base) + list(cur)})
     if stray:
         notes.append(f"gate overrides name models in neither run (a typo?): {', '.join(stray)}")

@@ -42,7 +42,47 @@ class ChangePoint:
 
 def change_points(values: Sequence[float], *, max_pvalue: float = DEFAULT_MAX_PVALUE,
                   min_magnitude: float = DEFAULT_MIN_MAGNITUDE, min_size: int = MIN_SEGMENT) -> list[ChangePoint]:
-    """Change points of the mean of `values` (oldest first), each between two segments of at least `min_size`.
+    """Change points of the mean of `values` (oldest first): `_segment_changes`, and a step that held for at
+    least `min_size` runs and then came back within the newest runs, too few to be a segment of their own.
+
+    Without the second rule one run back at the old level after a +30% step of 5 runs would hide the step (the
+    newest runs join the step's segment and blur it). So the series is searched again without its newest r
+    runs (r = 1 .. min_size-1, the smallest r that finds more): the change points found there are kept, and the
+    newest r runs are a change point too (the recovery) when they differ from the held level (a z-test
+    against that segment's spread, at `max_pvalue` and `min_magnitude`)."""
+    x = np.asarray([float(v) for v in values], dtype=np.float64)
+    found = _segment_changes(x, max_pvalue, min_magnitude, min_size)
+    if x.size < 2 * min_size + 1 or not np.all(np.isfinite(x)):
+        return found
+    known = {c.index for c in found}
+    for r in range(1, min_size):
+        head = _segment_changes(x[:-r], max_pvalue, min_magnitude, min_size)
+        extra = [c for c in head if c.index not in known]
+        if not extra:
+            continue
+        out = sorted({c.index: c for c in [*found, *head] if c.index < x.size - r}.values(), key=lambda c: c.index)
+        start = out[-1].index if out else 0
+        held, tail = x[start:x.size - r], x[x.size - r:]
+        recovery = ChangePoint(x.size - r, float(held.mean()), float(tail.mean()), _z_p(held, tail))
+        if recovery.pvalue <= max_pvalue and abs(recovery.change) >= min_magnitude:
+            out.append(recovery)
+        return out
+    return found
+
+
+def _z_p(held: np.ndarray, tail: np.ndarray) -> float:
+    """Two-sided p of the tail's mean under the held segment's mean and spread (the tail may be one run)."""
+    from scipy.stats import norm
+
+    spread = max(float(held.std(ddof=1)) if held.size > 1 else 0.0, NOISE_FLOOR * abs(float(held.mean())))
+    if spread == 0:
+        return 0.0 if float(tail.mean()) != float(held.mean()) else 1.0
+    z = abs(float(tail.mean()) - float(held.mean())) / (spread * math.sqrt(1 / tail.size + 1 / held.size))
+    return float(2 * norm.sf(z))
+
+
+def _segment_changes(x: np.ndarray, max_pvalue: float, min_magnitude: float, min_size: int) -> list[ChangePoint]:
+    """Change points of the mean of `x`, each between two segments of at least `min_size`.
 
     ruptures' PELT (L2 cost) proposes breakpoints on the series scaled by its median, with a BIC-like penalty
     of 3 sigma^2 log(n), sigma the run-to-run noise (MAD of successive differences); then, as Otava does
@@ -52,7 +92,6 @@ def change_points(values: Sequence[float], *, max_pvalue: float = DEFAULT_MAX_PV
     import ruptures
     from scipy.stats import ttest_ind
 
-    x = np.asarray([float(v) for v in values], dtype=np.float64)
     if x.size < 2 * min_size or not np.all(np.isfinite(x)):
         return []
     med = float(np.median(x))

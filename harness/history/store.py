@@ -126,9 +126,31 @@ class History:
     def close(self) -> None:
         self.engine.dispose()
 
+    def check_writable(self) -> None:
+        """A HistoryError unless a run can be recorded: a probe row is written and rolled back (a read-only
+        file, a read-only database user or a locked database are found before a run starts, not after it)."""
+        try:
+            with Session(self.engine) as s:
+                s.begin()
+                s.add(Run(run_id="harness-write-probe", started_at=_now(), finished_at=None, commit=None,
+                          dirty=None, machine_fingerprint="probe", machine="probe", harness_version="probe",
+                          complete=False, source="", added_at=_now()))
+                s.flush()
+                s.rollback()
+        except (SQLAlchemyError, OSError) as exc:
+            raise HistoryError(f"history {masked(self.url)}: cannot record runs: {_first_line(exc)}") from None
+
     def add(self, run: RunResults, source: str = "") -> int:
         """Record `run` (its measured cases' p50/p99/mean/throughput, every case's status); returns how many
-        cases it recorded. A run already recorded (same run id on the same machine) is refused."""
+        cases it recorded. A run already recorded (same run id on the same machine) is refused; a database
+        that refuses the write is a HistoryError (one line)."""
+        try:
+            return self._add(run, source)
+        except (SQLAlchemyError, OSError) as exc:
+            raise HistoryError(f"history {masked(self.url)}: cannot record run {run.run_id}: "
+                               f"{_first_line(exc)}") from None
+
+    def _add(self, run: RunResults, source: str) -> int:
         env = run.environment or {}
         fingerprint = str(env.get("machine_fingerprint") or env.get("hostname") or "unknown")
         git = env.get("git") if isinstance(env.get("git"), dict) else {}

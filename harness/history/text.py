@@ -1,9 +1,10 @@
-"""`harness history add|ls|show|changes` as text and JSON over a History (the CLI is a thin shell over this)."""
+"""`harness history add|ls|cases|show|changes` as text and JSON over a History (the CLI is a thin shell over this)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from harness.display import visible
@@ -27,10 +28,23 @@ def history_command(history: History, args: argparse.Namespace) -> int:
             print(json.dumps(rows, indent=1))
         elif not rows:
             print(f"{masked(history.url)}: no runs recorded")
+        else:
+            print(f"{'run':<20} {'started':<26} {'commit':<10} {'measured':>9} machine")
         for r in rows if not args.json else ():
             print(f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
                   f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
                   f"{visible(r['machine'])}")
+        return 0
+    if action == "cases" or (action == "show" and not args.case):
+        keys = history.case_keys()
+        if args.json:
+            print(json.dumps(keys, indent=1))
+        elif not keys:
+            print(f"{masked(history.url)}: no cases recorded")
+        else:
+            print(f"{len(keys)} cases recorded in {masked(history.url)} (`harness history show CASE`):")
+            for k in keys:
+                print(f"  {visible(k)}")
         return 0
     if action == "show":
         series = history.series([args.case], args.metric)
@@ -59,6 +73,12 @@ def history_command(history: History, args: argparse.Namespace) -> int:
         from harness.results.store import atomic_write_text
 
         atomic_write_text(args.markdown, changes_markdown(rows, args.metric))
+    failing = [r for r in rows if args.fail_on in ("any", r["direction"])] if args.fail_on else []
+    if failing:
+        window = f"the newest {args.last} runs" if args.last is not None else "the history"
+        print(f"history changes: {len(failing)} {'change point' if args.fail_on == 'any' else args.fail_on}"
+              f"{'s' if len(failing) != 1 else ''} in {window} (--fail-on {args.fail_on})", file=sys.stderr)
+        return 1
     return 0
 
 

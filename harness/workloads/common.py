@@ -44,7 +44,7 @@ def check_case(case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunCon
     if spec.problem:
         if allocation_failure(spec.problem):  # a factory's forward that ran out of memory at registration
             return oom_result(case, "load", config, spec.problem)
-        return CaseResult(case, "error", reason=spec.problem, phase="load")
+        return CaseResult(case, "error", reason=spec.problem, phase="load", stderr_tail=spec.problem_detail or "")
     unavailable = spec.unavailable_reason()
     if unavailable:
         return CaseResult(case, "skipped", reason=f"model {spec.name!r} unavailable: {unavailable}",

@@ -90,6 +90,12 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     assert html.count("fake-slow @") >= 1 and "no node in the Ray cluster has the resource" in html
     assert (out / "results.csv").read_text().count("\n") == 1 + 8
     assert text.count("history: recorded") == 2 and html.count("over 1 recorded runs</title>") == 6  # trend
+    merged = load_results(out / "results.json")  # OUT/results.json and the table, as a local run gives them
+    assert len(merged.cases) == 8 and len({c.case.id for c in merged.cases}) == 8 and not merged.interrupted
+    assert {c.details["ray_node"] for c in merged.cases} == set(runs) | {"unplaced"}
+    assert set(merged.environment["ray_nodes"]) == set(runs)
+    assert "inference harness (ray)" in text and "fake-linear-fake-slow-fp32-b1" in text and "p50_ms" in text
+    assert "6 passed, 2 skipped" in text and f"json: {out / 'results.json'}" in text
 
 
 def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):
@@ -138,3 +144,23 @@ def test_without_ray_the_option_is_a_one_line_usage_error(monkeypatch, tmp_path,
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the [ray] extra were not installed
     assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "auto", "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -e ".[ray]"'
+
+
+def test_an_address_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):
+    """A closed port on 127.0.0.1: the probe (a TCP connect before ray.init) answers at once; Ray not needed."""
+    import socket
+
+    from harness.cli import main
+
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        out = tmp_path / "r"
+        assert main([*ARGS, "--runtimes", "fake-ok", "--ray", address, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"harness run: error: --ray {address}: nothing answers at 127.0.0.1:{port} (Connection "
+                       f"refused); start the cluster (`ray start --head --port {port}`) or give its address\n")
+        assert not out.exists()
+    assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "127.0.0.1", "--out", str(tmp_path / "r")]) == 2
+    assert "expected auto, HOST:PORT or ray://HOST:PORT" in capsys.readouterr().err

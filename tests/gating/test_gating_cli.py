@@ -38,6 +38,22 @@ def test_compare_exit_status_and_outputs(tmp_path, capsys):
     assert "as a percentage" in capsys.readouterr().err
 
 
+def test_runs_with_no_case_in_common_are_refused_not_ok(tmp_path, capsys):
+    run = make_run(1)
+    mlp = write_results(run.__class__(**{**run.__dict__, "cases": [c for c in run.cases if c.case.model == "mlp"]}),
+                        tmp_path / "mlp")
+    resnet = write_results(run.__class__(**{**run.__dict__, "cases": [c for c in run.cases
+                                                                      if c.case.model != "mlp"]}), tmp_path / "rn")
+    for argv in (["compare", str(mlp), str(resnet)], ["report", str(resnet), "--baseline", str(mlp), "-o",
+                                                       str(tmp_path / "rep")]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert "Gate: **OK**" not in captured.out
+        err = captured.err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith(f"harness {argv[0]}: error: ")
+        assert f"{mlp} and {resnet} have no case in common (baseline 4 case(s), e.g. mlp-" in err, err
+
+
 def test_scale_script(tmp_path):
     a = write_results(make_run(1, n=50), tmp_path / "a")
     res = subprocess.run([sys.executable, "-m", "harness.gating.scale", str(a), "--runtime", "ort-cpu",
@@ -65,7 +81,16 @@ def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
     assert "gate OK" in second.stdout
     md = (tmp_path / "b" / "verdicts.md").read_text()
     assert md.startswith("### Gate: **OK**") and "fake-linear-fake-ok-fp32-b1" in md
+    assert "incomplete" not in md  # the run had finished: the gate judges it complete
     assert json.loads((tmp_path / "b" / "verdicts.json").read_text())["exit_code"] == 0
+    # a baseline that shares no case with the run: a gate error that says so (exit 2), never "Gate: OK"
+    other = cli(*RUN[:4], "fake-ok-b", *RUN[5:], "--out", str(tmp_path / "o"), env=env)
+    assert other.returncode == 0, other.stdout + other.stderr
+    apart = cli(*RUN[:4], "fake-ok", *RUN[5:], "--out", str(tmp_path / "d"), "--baseline",
+                str(tmp_path / "o" / "results.json"), env=env)
+    assert apart.returncode == 2, apart.stdout + apart.stderr
+    assert "gate: error: " in apart.stdout and "have no case in common" in apart.stdout
+    assert "Gate: **OK**" not in apart.stdout and not (tmp_path / "d" / "verdicts.md").exists()
     # a baseline 20x faster than anything measured: the next run regresses -> exit status 1
     fast = scaled_copy(load_results(tmp_path / "a"), 0.05, lambda c: c.case.runtime == "fake-ok")
     write_results(fast, tmp_path / "fast")

@@ -41,3 +41,21 @@ def test_short_or_degenerate_series() -> None:
     assert change_points([5.0] * 30) == []
     assert change_points([1.0] * 12 + [float("nan")] * 12) == []
     assert [c.index for c in change_points([1.0] * 12 + [1.1] * 12)] == [12]
+
+
+@pytest.mark.parametrize("back", [1, 2, 3])
+def test_a_step_that_held_then_came_back_is_two_change_points(back: int) -> None:
+    """A +30% step over 5 runs, then `back` runs at the old level: the step and the recovery both stay."""
+    x = _history(4, 0.0, n=17 + back)
+    x[12:17] = [v * 1.3 for v in x[12:17]]
+    found = change_points(x)
+    assert [c.index for c in found] == [12, 17]
+    assert found[0].change == pytest.approx(0.30, abs=0.03) and found[1].change == pytest.approx(-0.23, abs=0.03)
+    assert [c.index for c in change_points(x[:17])] == [12]  # before it came back: the step alone
+
+
+def test_one_odd_newest_run_in_a_flat_history_is_no_change_point() -> None:
+    for seed in range(20):
+        x = _history(seed)
+        x[-1] *= 1.3
+        assert change_points(x) == [], seed

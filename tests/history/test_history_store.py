@@ -116,3 +116,78 @@ def test_cli_add_ls_show_changes(db_url: str, tmp_path, capsys: pytest.CaptureFi
     assert f"harness history: error: {bad}:" in capsys.readouterr().err
     assert main(["history", "show", "nope-b1", "--history", db_url]) == 2
     assert "no measured figures of case 'nope-b1'" in capsys.readouterr().err
+
+
+def _stepped_runs(tmp_path, levels):
+    paths = []
+    for i, level in enumerate(levels):
+        write_results(_run(i, level), tmp_path / f"r{i}")
+        paths.append(str(tmp_path / f"r{i}" / "results.json"))
+    return paths
+
+
+def test_changes_fail_on_a_recent_regression_and_survive_a_recovery(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    paths = _stepped_runs(tmp_path, [1.0] * 12 + [1.3] * 5)
+    assert main(["history", "add", *paths, "--history", url]) == 0
+    assert main(["history", "changes", "--history", url, "--last", "5", "--fail-on", "regression"]) == 1
+    err = capsys.readouterr().err
+    assert "regressions in the newest 5 runs (--fail-on regression)" in err
+    assert main(["history", "changes", "--history", url, "--last", "5", "--fail-on", "improvement"]) == 0
+    assert main(["history", "changes", "--history", url, "--last", "4", "--fail-on", "regression"]) == 0
+    assert main(["history", "changes", "--history", url]) == 0  # without --fail-on: always 0
+    back = tmp_path / "back"
+    write_results(_run(17, 1.0), back)
+    assert main(["history", "add", str(back / "results.json"), "--history", url]) == 0
+    capsys.readouterr()
+    assert main(["history", "changes", "--history", url, "--json", "--last", "6", "--fail-on", "regression"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    ort = {c.id for c in CASES if c.runtime == "ort-cpu"}
+    assert {(r["case"], r["after_run"], r["direction"]) for r in rows} == \
+        {(c, "run-12", "regression") for c in ort} | {(c, "run-17", "improvement") for c in ort}
+
+
+def test_ls_has_a_header_and_cases_are_listed(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    assert main(["history", "add", *_stepped_runs(tmp_path, [1.0, 1.0]), "--history", url]) == 0
+    capsys.readouterr()
+    assert main(["history", "ls", "--history", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "started", "commit", "measured", "machine"] and len(lines) == 3
+    for argv in (["history", "cases"], ["history", "show"]):
+        assert main([*argv, "--history", url]) == 0
+        out = capsys.readouterr().out
+        assert f"{len(CASES)} cases recorded" in out and all(f"  {c.id}" in out for c in CASES)
+    assert main(["history", "cases", "--history", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == sorted(c.id for c in CASES)
+
+
+def test_a_read_only_database_is_one_line_exit_2(tmp_path, capsys) -> None:
+    db = tmp_path / "h.db"
+    paths = _stepped_runs(tmp_path, [1.0, 1.0])
+    assert main(["history", "add", paths[0], "--history", str(db)]) == 0
+    capsys.readouterr()
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"  # read-only even for root (file modes are not)
+    assert main(["history", "add", paths[1], "--history", read_only]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness history: error: history sqlite:///file") and len(err.strip().splitlines()) == 1
+    assert "h.db?mode=ro&uri=true: cannot record run run-01: OperationalError: attempt to write a readonly " \
+        "database" in err
+
+
+def test_run_checks_the_history_before_it_starts(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "h.db"
+    assert main(["history", "ls", "--history", str(db)]) == 0  # creates and migrates it
+    for url, message in ((f"sqlite:///file:{db}?mode=ro&uri=true", "cannot record runs"),
+                         ("postgresql+psycopg://u:pw@127.0.0.1:1/h", "cannot open"),
+                         ("nosuchdialect://x/y", "cannot open")):
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--models", "mlp", "--runtimes",
+                               "torch-cpu", "--out", str(tmp_path / "o"), "--history", url],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "harness run: error: --history: history " in proc.stderr and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "pw" not in proc.stderr
+        assert not (tmp_path / "o").exists()  # nothing ran
