@@ -100,6 +100,8 @@ def _to_svg(fig: Any, title: str, tips: dict[str, str], salt: str) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)
+    # inline in HTML5 the namespaces are implied: no URL in the page (a reader of it sees nothing to fetch)
+    svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg).replace("xlink:href=", "href=")
     pfx = f"c{key}-"
     svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{pfx}{m.group(1)}"', svg)
     svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{pfx}{m.group(1)})", svg)
