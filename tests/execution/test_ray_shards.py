@@ -137,4 +137,4 @@ def test_without_ray_the_option_is_a_one_line_usage_error(monkeypatch, tmp_path,
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the [ray] extra were not installed
     assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "auto", "--out", str(tmp_path / "r")]) == 2
-    assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -e ".[ray]"'
+    assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -c constraints/cpu.txt -e ".[ray]"'
