@@ -86,7 +86,9 @@ def operator_matrix(run: RunResults) -> tuple[list[str], list[dict[str, Any]]]:
         out = []
         for col in columns:
             counts = cells[op].get(col, Counter())
-            worst = next((s for s in ORDER if counts.get(s)), "none")
+            # coloured by the worst status that judges the runtime; by a not-counted one only when it is all
+            worst = next((s for s in ORDER if counts.get(s) and s not in NOT_COUNTED), None) or \
+                next((s for s in ORDER if counts.get(s)), "none")
             total = sum(n for s, n in counts.items() if s not in NOT_COUNTED)
             title = ", ".join(f"{s} {counts[s]}" for s in ORDER if counts.get(s)) or "no cases"
             out.append({"status": worst, "text": f"{counts.get('passed', 0)}/{total}" if total else "–",
