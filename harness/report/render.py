@@ -312,9 +312,9 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         view = measured[cols].rename(columns={"latency_p50_ms": "p50 ms", "latency_p99_ms": "p99 ms",
                                               "throughput_sps": "samples/s", "vs_ref": "p50 vs ref"})
         lines += ["### Measured cases", "",
-                  "samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
-                  "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
-                  "\"1.3x slower\".", ""]
+                  ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
+                   "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
+                   "\"1.3x slower\"."), ""]
         lines += [_md_table(view.head(max_rows)), ""]
         if len(view) > max_rows:
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]

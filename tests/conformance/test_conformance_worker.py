@@ -53,7 +53,7 @@ def test_refusals_are_unsupported_with_the_runtimes_message():
 
 def test_a_failed_fp16_conversion_is_the_harnesss_conversion_status(monkeypatch):
     """The harness's own FP16 conversion failing is status "conversion" (not charged to the runtime)."""
-    import harness.artifacts.fp16 as fp16
+    from harness.artifacts import fp16
 
     def broken(model, **_):
         raise ValueError("Type Error: Type (tensor(float16)) of output arg (y) does not match expected type")
@@ -68,9 +68,9 @@ def test_a_failed_fp16_conversion_is_the_harnesss_conversion_status(monkeypatch)
 def test_training_mode_dropout_is_nondeterministic_not_failed():
     """ONNX's training-mode Dropout cases expect numpy's random mask: the shapes are judged, the values are not;
     with ratio 0 (no randomness) and in inference mode they are ordinary cases."""
-    from harness.workloads.conform.cases import case_by_name
-    from harness.workloads.conform.workload import conformance_result, case_info
     from harness.results.schema import CaseId
+    from harness.workloads.conform.cases import case_by_name
+    from harness.workloads.conform.workload import case_info, conformance_result
 
     def run(name: str) -> dict:
         c = case_by_name(name)
