@@ -407,6 +407,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
     from harness.gating.gatecheck import gate_check
     from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
+    from harness.report.terminal import markdown_as_text
     from harness.results.environment import snapshot
     from harness.results.store import atomic_write_text
     from harness.workloads import get_workload
@@ -433,7 +434,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = gatecheck_markdown(result)
-    print(md, end="")
+    print(markdown_as_text(md), end="")  # plain on the terminal; gatecheck.md keeps the Markdown
     if out is not None:
         atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
         from harness.gating.gatecheck import suggested_config

@@ -32,3 +32,16 @@ def test_method_paragraph_only_with_verbose():
     assert c.method not in short and len(short.splitlines()[1]) < 100  # one pointer line, not the paragraph
     assert f"Method: {c.method}." in long and "This gate: " in long
     assert len(verdicts_text(c, only_changes=True).splitlines()) < len(short.splitlines())
+
+
+def test_markdown_as_text_for_the_gate_check_terminal():
+    from harness.report.terminal import markdown_as_text
+
+    md = ("### Gate check: gates median:10%\n\n- false alarms: **1/30 = 3.3%**\n\n"
+          "| injected slowdown | power |\n| ---: | ---: |\n| 5% | 40% |\n| 10% | 100% |\n\n`mlp-ort` 0.012 &lt; 1\n")
+    text = markdown_as_text(md)
+    assert text.splitlines()[0] == "Gate check: gates median:10%"
+    assert "- false alarms: 1/30 = 3.3%" in text and "mlp-ort 0.012 < 1" in text
+    assert "injected slowdown  power\n5%                 40%\n10%                100%" in text
+    for markup in ("###", "**", "`", "|", "---", "&lt;"):
+        assert markup not in text, markup
