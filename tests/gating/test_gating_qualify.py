@@ -246,6 +246,7 @@ def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_fil
     html = write_certificate(cert, tmp_path / "cert")["certificate_html"].read_text()
     assert "commit 0123abcd; dirty no" in html and "name NVIDIA H100; memory gb 80" in html
     assert "{&#39;" not in html and "{'" not in html and "[{" not in html
-    assert "break-all" not in html and "overflow-wrap" in html
+    assert "break-all" not in html and "code { font-size: 12px; white-space: nowrap; }" in html  # no mid-word
+    assert html.count('<code class="hash">') == 4  # only hashes and paths may wrap anywhere
     assert _fmt({"a_b": [1.23456, True], "c": None}) == "a b 1.235, yes; c -"
     assert "{" not in certificate_text(cert)
