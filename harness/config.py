@@ -9,10 +9,12 @@ from typing import Any
 
 from harness.artifacts.cache import default_cache_dir
 from harness.artifacts.int8 import DEFAULT_CALIBRATION_METHOD
-from harness.measure.stats import DEFAULT_NOISE_CV
+from harness.errors import UsageError
+from harness.measure.contention import default_contention_limit
 from harness.measure.timer import TimingPolicy
 from harness.precision import Precision, Tolerance
 from harness.results.environment import default_threads
+from harness.results.stats import DEFAULT_NOISE_CV
 
 QUICK_TAG = "quick"
 EXPORTERS = ("dynamo", "legacy")
@@ -41,6 +43,9 @@ class MeasureConfig:
     threads: int = field(default_factory=default_threads)  # intra-op threads of every runtime
     repeats: int = 3  # measurement blocks per case
     noise_cv: float = DEFAULT_NOISE_CV
+    # a block is `contended` when its threads waited this share of their runnable time for a CPU
+    # (harness.measure.contention); $HARNESS_CONTENTION_LIMIT sets the default (1 turns the verdict off)
+    contention_limit: float = field(default_factory=default_contention_limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +105,18 @@ class LoadgenConfig:
     server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
     server_latency_ms: float | None = None  # the Server p99 bound (None: derived from the measured latency)
     server_tries: int = 4  # Server search: LoadGen tests tried
+
+    def __post_init__(self) -> None:
+        if self.server_qps and self.server_qps * max(self.scenario_duration_s, 1.0) > MAX_SERVER_QUERIES:
+            raise UsageError(
+                f"--server-qps {self.server_qps:g} x --scenario-duration {self.scenario_duration_s:g} s asks LoadGen "
+                f"to schedule {self.server_qps * max(self.scenario_duration_s, 1.0):.3g} queries up front (it holds "
+                f"them all in memory; over {MAX_SERVER_QUERIES:.0e} it runs out): lower either")
+
+
+# LoadGen draws a Server test's whole Poisson schedule before it starts (target QPS x min duration queries,
+# each with its own bookkeeping): 1e12 QPS ended in std::bad_alloc. 1e7 queries is ~1 GB of it.
+MAX_SERVER_QUERIES = 1e7
 
 
 @dataclass(frozen=True, kw_only=True)

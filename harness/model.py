@@ -143,6 +143,15 @@ class ModelSpec:
         return self.__dict__["_unavailable_reason"]
 
     @property
+    def context_length(self) -> int | None:
+        """The most positions the model takes (prompt + generated tokens), from its config where it says."""
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx"):
+            value = self.config.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    @property
     def symbolic_dims(self) -> frozenset[str]:
         return frozenset(d for t in self.inputs for d in t.shape if isinstance(d, str))
 

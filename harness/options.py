@@ -64,6 +64,14 @@ def float_at_least(minimum: float) -> Parser:
     return at_least(minimum, float)
 
 
+def fraction(text: Any, what: str) -> float:
+    """A number in [0, 1]."""
+    v = float_at_least(0.0)(text, what)
+    if v > 1.0:
+        raise UsageError(f"--{what}: {v:g} is not a fraction in [0, 1]")
+    return v
+
+
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
     """One of `valid`; `fold`: spaces stripped and lower-cased first."""
     def parse(text: Any, what: str) -> str:
@@ -246,6 +254,10 @@ TIMING = OptionGroup("timing", "timing", (
     OptionDef("noise-cv", "flag a measurement as noisy above this robust coefficient of variation, 1.4826 x "
                           "MAD / median (default: 0.10)", "FLOAT",
               field="noise_cv", parse=float_at_least(0.0)),
+    OptionDef("contention-limit", "call a measurement block contended (and its figures inconclusive for compare, "
+                                  "gates and qualify) when the worker's threads waited this share of their "
+                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
+              "FRACTION", field="contention_limit", parse=fraction),
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
@@ -343,10 +355,12 @@ SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
     OptionDef("scenario-queries", "LoadGen min query count of each scenario test (default: the fewest LoadGen's "
                                   "early stopping can accept: 64 single-stream, 662 multi-stream, 459 server, 1 "
                                   "offline)", "N", field="scenario_queries", parse=int_at_least(1)),
-    OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one)", "QPS",
+    OptionDef("server-qps", "a fixed Server target QPS (default: search for the highest VALID one); QPS x "
+                            "--scenario-duration is at most 1e7 queries (LoadGen schedules them all up front)", "QPS",
               field="server_qps", parse=float_at_least(1e-3)),
-    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 10 x the runtime's median call "
-                                "time, timed just before the scenarios)", "MS",
+    OptionDef("server-latency", "the Server p99 latency bound in ms (default: 5 x the p99 of the case's "
+                                "single-stream test, at least 10 x its median call; the bound's basis is stored "
+                                "and printed)", "MS",
               field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),

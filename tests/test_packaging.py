@@ -1,6 +1,7 @@
-"""The wheel holds every package of the tree: pyproject.toml lists packages by hand (models/ and suites/ are
-installed under other names), so a new folder left out of the list would install a wheel that fails on import
-(`No module named 'harness.generation'` was that bug). CI also installs the built wheel and runs it."""
+"""The wheel holds every package and data file of the tree. Packages are found (setup.py), models/ and suites/
+installed under other names; a folder without an __init__.py or a data file no package-data pattern matches
+would install a wheel that fails on import (`No module named 'harness.generation'` was that bug, when the
+list was written by hand). CI also builds the wheel, installs it non-editable and runs every workload from it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _setuptools() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    """pyproject's [tool.setuptools] with what setup.py adds (packages found, package_dir)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("harness_setup", ROOT / "setup.py")
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)  # its setup() call is under `if __name__ == "__main__"`
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {**tool, "packages": setup.packages(), "package-dir": setup.PACKAGE_DIRS}
 
 
 def _packages_on_disk(package_dir: dict[str, str]) -> set[str]:
@@ -31,12 +39,19 @@ def _packages_on_disk(package_dir: dict[str, str]) -> set[str]:
     return found
 
 
-def test_every_package_folder_is_in_the_wheel():
+def test_every_folder_of_python_files_is_a_package_in_the_wheel():
     tool = _setuptools()
-    listed = set(tool["packages"])
-    on_disk = _packages_on_disk(tool["package-dir"])
-    assert on_disk - listed == set(), "folders with an __init__.py missing from pyproject's packages"
-    assert listed - on_disk == set(), "pyproject lists packages that have no folder"
+    found = set(tool["packages"])
+    assert found == _packages_on_disk(tool["package-dir"])
+    assert {"harness.workloads.generate", "harness.runtimes.decoding", "harness_zoo", "harness_suites"} <= found
+    no_init = []
+    for folder in tool["package-dir"].values():
+        for py in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in py.parts or "migrations" in py.parts:  # Alembic's scripts are package data
+                continue
+            if not (py.parent / "__init__.py").exists():
+                no_init.append(py.relative_to(ROOT).as_posix())
+    assert no_init == [], "Python files in a folder with no __init__.py are left out of the wheel"
 
 
 def test_every_data_file_is_in_the_wheel():

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from harness.config import RunConfig
-from harness.measure.stats import latency_stats, throughput_sps
+from harness.measure.contention import case_contention
 from harness.results.schema import Block, CaseResult, RunResults
+from harness.results.stats import latency_stats, median_ns, throughput_sps
 
 
 def pending_rounds(run: RunResults) -> int:
@@ -75,7 +74,7 @@ def block_line(result: CaseResult, block: dict[str, Any], which: str) -> str:
     if "error" in block:
         return f"block   {result.case.id} {which}: {str(block['error']).splitlines()[0][:160]}"
     samples = block.get("samples_ns") or ()
-    p50 = f"p50 {float(np.median(samples)) / 1e6:.4g} ms" if len(samples) else "no samples"
+    p50 = f"p50 {median_ns(samples) / 1e6:.4g} ms" if len(samples) else "no samples"
     return f"block   {result.case.id} {which}: {p50}"
 
 
@@ -102,7 +101,10 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
         result.blocks.append(Block.failed("the block measured no samples", kind, reactivated))
         return
     result.samples_ns = list(result.samples_ns) + samples
-    result.blocks.append(Block.measured(samples, kind, reactivated))
+    result.blocks.append(Block.measured(samples, kind, reactivated, block.get("contention")))
+    contention = case_contention([b.contention for b in result.blocks])
+    if contention is not None:
+        result.contention = contention
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
     stats = latency_stats(result.samples_ns, noise_cv)
     result.latency = stats.as_dict()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import zlib
@@ -18,6 +20,7 @@ from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
+from harness.results.stats import median_ns
 
 METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
           "after fresh activations, a matrix sweep apart); bootstrap (exact order-statistic resampling of every "
@@ -164,7 +167,7 @@ def block_sigma(r: CaseResult) -> float | None:
     blocks = case_blocks(r)
     if len(blocks) < 2:
         return None
-    return float(np.std(np.log([max(float(np.median(b)), 1.0) for b in blocks]), ddof=1))
+    return float(np.std(np.log([max(median_ns(b), 1.0) for b in blocks]), ddof=1))
 
 
 def _few_samples_note(gate: Gate, nb: int, nc: int) -> str:
@@ -228,7 +231,8 @@ class Comparison:
 
     def counts(self) -> dict[str, int]:
         c = Counter(r.verdict for r in self.records)
-        return {v.value: c.get(v, 0) for v in Verdict}
+        # `inconclusive` only where there is one: comparisons of uncontended runs read as they always did
+        return {v.value: c.get(v, 0) for v in Verdict if v is not Verdict.INCONCLUSIVE or c.get(v)}
 
     def failing(self) -> list[VerdictRecord]:
         return [r for r in self.records if r.failing]
@@ -383,6 +387,16 @@ def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResult
     return Comparison(records, baseline_label, current_label, gates, notes)
 
 
+def contended_runs(b: CaseResult, c: CaseResult) -> str:
+    """Which of the two measurements contention inflated, with the cause in words ("" when neither)."""
+    out = []
+    for name, r in (("baseline", b), ("current", c)):
+        info = getattr(r, "contention", None) or {}
+        if info.get("contended"):
+            out.append(f"{name}: {info.get('cause') or 'contended'}")
+    return "; ".join(out)
+
+
 def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates: GateConfig,
                   run_reason: str, older: Sequence[CaseResult] = ()) -> list[VerdictRecord]:
     def one(verdict: Verdict, reason: str) -> list[VerdictRecord]:
@@ -425,10 +439,14 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
                  if x is not None and x > DISTURBED_SIGMA]
     if disturbed:
         notes_for_case += f" [blocks disagree (sd of log block medians): {', '.join(disturbed)}; read in the best]"
+    contended = contended_runs(b, c)
     for gate in gates.gates_for(key.model):
         metric = METRICS[gate.metric]
         s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma, history)
+        if contended:  # a figure the machine inflated is not judged as a clean one, either way
+            s = dataclasses.replace(s, verdict=Verdict.INCONCLUSIVE,
+                                    reason=f"inconclusive (contended): {contended}; the samples said: {s.reason}")
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "") + notes_for_case
         if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"

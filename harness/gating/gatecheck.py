@@ -15,6 +15,7 @@ from harness.gating.compare import compare_samples
 from harness.gating.gates import GateConfig
 from harness.gating.verdicts import Verdict
 from harness.results.schema import CaseId
+from harness.results.stats import median_ns
 
 DEFAULT_LEVELS = (0.05, 0.10, 0.15, 0.20, 0.30)
 MAX_SIGMA = 1.0  # GateConfig takes a run-to-run spread in [0, 1)
@@ -105,7 +106,7 @@ def _regressed(base: Run, cur: Run, case: CaseId, gates: GateConfig, trial: int)
 
 
 def _best_median(run: Run) -> float:
-    return max(min(float(np.median(b)) for b in run), 1.0)
+    return max(min(median_ns(b) for b in run), 1.0)
 
 
 RunData = tuple[dict[CaseId, Run], dict[tuple[CaseId, float], Run], dict[CaseId, float]]
@@ -122,7 +123,7 @@ def _one_run(cases: Sequence[CaseId], measure: Measure, levels: Sequence[float],
         for case in cases:
             a[case].append(measure(case, 0.0))
             if case not in delays:
-                delays[case] = float(np.median(a[case][0])) / 1e9
+                delays[case] = median_ns(a[case][0]) / 1e9
             for lv in levels:
                 slowed[(case, lv)].append(measure(case, lv * delays[case]))
     return a, slowed, delays

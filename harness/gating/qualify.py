@@ -42,23 +42,28 @@ class Requirement:
     unit: str
     read: Callable[[CaseResult], Any]
     kind: str  # "max" (measured <= limit), "min" (measured >= limit), "flag" (must be true)
+    timing: bool = False  # a timing figure: inconclusive, never PASS or FAIL, where contention inflated it
+    why_not: Callable[[CaseResult], str] | None = None  # a failed flag's reason (default "<label>: no")
 
 
 REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
-    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max"),
-    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max"),
-    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max"),
-    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max"),
-    Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max"),
-    Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min"),
+    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max", timing=True),
+    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max", timing=True),
+    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max", timing=True),
+    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max", timing=True),
+    Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max", timing=True),
+    Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min", timing=True),
     Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: getattr(r, "gpu_peak_mb", None), "max"),
     Requirement("rel_l2_max", "drift rel L2", "", _accuracy("rel_l2"), "max"),
     Requirement("max_abs_max", "drift max |diff|", "", _accuracy("max_abs"), "max"),
-    Requirement("cv_max", "coefficient of variation", "", _latency("cv"), "max"),
+    Requirement("cv_max", "coefficient of variation", "", _latency("cv"), "max", timing=True),
     Requirement("drift_within_tolerance", "drift within tolerance", "",
-                lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag"),
+                lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag",
+                why_not=lambda r: (r.accuracy or {}).get("message") or r.reason or "drift over tolerance"),
     Requirement("not_noisy", "no noisy measurement", "",
-                lambda r: None if r.latency is None else not r.latency.get("noisy"), "flag"),
+                lambda r: None if r.latency is None else not r.latency.get("noisy"), "flag", timing=True,
+                why_not=lambda r: f"noisy: robust CV {(r.latency or {}).get('rcv', float('nan')):.3f} over the "
+                                  "noise limit"),
 )}
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
@@ -211,10 +216,11 @@ class RequirementResult:
     margin: float | None  # headroom in the unit: limit - measured for max, measured - limit for min
     margin_pct: float | None  # headroom in percent of the limit
     reason: str
+    inconclusive: bool = False  # a timing figure that contention inflated: neither PASS nor FAIL
 
     @property
     def status(self) -> str:
-        return "PASS" if self.passed else "FAIL"
+        return "PASS" if self.passed else "INCONCLUSIVE" if self.inconclusive else "FAIL"
 
     def as_dict(self) -> dict[str, Any]:
         return {"case_id": self.case_id, "requirement": self.requirement, "label": self.label,
@@ -236,9 +242,14 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
     value = req.read(result)
     if value is None:
         return out(False, None, f"{req.label} was not measured in this run")
+    contention = getattr(result, "contention", None) or {}
+    if req.timing and contention.get("contended"):
+        return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
+                                 f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
+                                 "a quiet machine", inconclusive=True)
     if req.kind == "flag":
         ok = bool(value)
-        return out(ok, ok, "yes" if ok else (result.reason or f"{req.label}: no"))
+        return out(ok, ok, "yes" if ok else (req.why_not(result) if req.why_not else f"{req.label}: no"))
     value = float(value)
     if math.isnan(value):
         return out(False, value, f"{req.label} is NaN")
@@ -269,7 +280,13 @@ class Certificate:
 
     @property
     def verdict(self) -> str:
-        return "PASS" if self.passed else "FAIL"
+        """PASS; INCONCLUSIVE when nothing failed but a timing figure was contended (not qualified: exit 1);
+        else FAIL."""
+        if self.passed:
+            return "PASS"
+        if self.requirements and all(r.passed or r.inconclusive for r in self.requirements):
+            return "INCONCLUSIVE"
+        return "FAIL"
 
     @property
     def exit_code(self) -> int:

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.results.schema import CaseResult, RunResults, block_p50_ms, load_results
+from harness.results.stats import latency_stats, throughput_sps
 from harness.results.store import write_results
 
 

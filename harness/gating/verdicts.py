@@ -12,6 +12,9 @@ class Verdict(str, Enum):
     IMPROVED = "improved"  # better by more than the threshold, with statistical evidence
     REGRESSED = "regressed"  # worse by more than the threshold, with statistical evidence (or drift over tolerance)
     NOISE = "noise"  # a change over the threshold that the samples cannot tell from noise
+    # a timing figure measured while the machine kept the worker from the CPU (harness.measure.contention):
+    # never judged pass or regressed; the reason says which run was contended and why
+    INCONCLUSIVE = "inconclusive"
     NEW = "new"  # no measured baseline for this case
     BROKE = "broke"  # measured in the baseline; now error / crashed / timeout / oom
     FIXED = "fixed"  # broken in the baseline; measured now

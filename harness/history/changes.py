@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.measure.stats import MAD_TO_SIGMA
+from harness.results.stats import MAD_TO_SIGMA
 
 # Otava's (Hunter's) default is p < 0.001 with segments of at least 3 runs. Here the t-test follows a search
 # that picked the best split, which biases p down: 0.001 gave 8 false change points in 300 flat histories of

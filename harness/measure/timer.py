@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.measure.cuda import DeviceTimer
-from harness.measure.stats import latency_stats
+from harness.results.stats import latency_stats
 
 
 @dataclass(frozen=True)

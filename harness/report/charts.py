@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from html import escape as _html_escape
 from typing import Any
 
-import numpy as np
 
 from harness.display import visible
+from harness.results.stats import percentiles
 
 # Why matplotlib: a well-kept plotting library whose SVG backend needs no browser or CDN (the chart is inlined in
 # the self-contained HTML), keeps text as <text> (svg.fonttype "none": searchable, scales, tested here), gives
@@ -149,7 +149,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
 
 def box_chart(rows: list[tuple[str, Sequence[float]]], *, title: str, x_label: str, width: int = 560) -> str:
     """Horizontal box plots of raw samples: whiskers p1-p99, box p25-p75, median mark, one row per case."""
-    stats = [(name, np.percentile(np.asarray(s, dtype=float), [1, 25, 50, 75, 99])) for name, s in rows if len(s)]
+    stats = [(name, percentiles(s, (1, 25, 50, 75, 99))) for name, s in rows if len(s)]
     height = 70 + 24 * len(stats)
     tips: dict[str, str] = {}
     with _figure(width, height) as fig:

@@ -223,12 +223,25 @@ def noise_lines(run: RunResults) -> list[str]:
     if during is not None and during >= BUSY_DURING_PERCENT:
         out.append(f"CPU busy during the run: other processes used {during:.0f}% of the CPUs while cases ran: "
                    "figures may be inflated; rerun on a quiet machine")
+    threads = (env.get("threads") or {}).get("harness_threads")
+    free = env.get("cpu_cores_free_at_start")
+    if isinstance(threads, int) and free is not None and threads > 1 and threads > free + 0.5:
+        out.append(f"--threads {threads} with {free:.1f} core(s) free at the start: a thread pool of more threads "
+                   "than free cores waits whole scheduler slices at its barriers (stalls at multiples of ~24 ms "
+                   f"were measured); rerun with --threads {max(1, int(free + 0.5))} or on a quiet machine")
     cv_limit = (run.config or {}).get("noise_cv")
     noisy = [c for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
     if noisy:
         shown = ", ".join(f"{c.case.id} (rcv {_rcv(c.latency):.2f})" for c in noisy[:8])
         more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
         out.append(f"noisy (robust cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
+    contended = [c for c in run.cases if c.measured and (getattr(c, "contention", None) or {}).get("contended")]
+    if contended:
+        first = contended[0]
+        more = f"; and {len(contended) - 1} more" if len(contended) > 1 else ""
+        out.append(f"contended: {len(contended)} case(s) measured while the machine kept the worker from the CPU "
+                   f"(compare, gates and qualify call their figures inconclusive): {first.case.id}: "
+                   f"{first.contention['cause']}{more}")
     return out
 
 

@@ -28,6 +28,8 @@ CSV_COLUMNS = (
     # --scenarios (MLPerf LoadGen): each scenario's figure and LoadGen's verdict; the Server peak of a search
     "single_stream_p90_ms", "single_stream_result", "multi_stream_p99_ms", "multi_stream_result",
     "offline_sps", "offline_result", "server_qps", "server_result",
+    # contention (harness.measure.contention): was the worker kept from the CPU while it was timed?
+    "contended", "runqueue_wait_fraction", "contention_cause",
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -70,7 +72,15 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         **end_to_end_cells(getattr(r, "end_to_end", None)),
         **_generation_cells(r),
         **scenario_cells(getattr(r, "scenarios", None) or []),
+        **contention_cells(getattr(r, "contention", None)),
     }
+
+
+def contention_cells(info: dict[str, Any] | None) -> dict[str, Any]:
+    """A case's contention verdict, its worst block's run-queue wait share and the cause (empty when unmeasured)."""
+    info = info or {}
+    return {"contended": info.get("contended"), "runqueue_wait_fraction": info.get("wait_fraction_max"),
+            "contention_cause": info.get("cause")}
 
 
 def scenario_cells(runs: list[Any]) -> dict[str, Any]:
@@ -202,6 +212,7 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
             "vs": vs, "others": list(vs), "rows": rows,
             "noisy": [c for c in labels if bool(cols[c]["noisy"])],
+            "contended": [c for c in labels if cols[c].get("contended") in (True, 1)],
             "failed": [c for c in labels if cols[c]["status"] == "failed"],
             "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })

@@ -56,3 +56,50 @@ def markdown_as_text(md: str) -> str:
         out.append(plain(line))
     flush()
     return "\n".join(out) + ("\n" if md.endswith("\n") else "")
+
+
+def scenario_lines(run: RunResults) -> list[str]:
+    """One terminal line per case with LoadGen scenarios: each scenario's verdict and figure; the Server search
+    as its peak VALID QPS with the bound and what the bound came from; INVALID reasons and errors in brief."""
+    from harness.results.schema import peak_server
+
+    out = []
+    for c in run.cases:
+        runs = getattr(c, "scenarios", None) or []
+        if not runs:
+            continue
+        parts = []
+        for r in runs:
+            if r.scenario == "server":
+                continue
+            lat = r.latency_ms or {}
+            figure = {"single-stream": f"p90 {lat.get('p90', 0):.3g} ms" if lat.get("p90") else "",
+                      "multi-stream": (f"p99 {r.query_latency_ms.get('p99'):.3g} ms per query"
+                                       if r.query_latency_ms.get("p99") else ""),
+                      "offline": f"{r.samples_per_s:.4g} samples/s" if r.samples_per_s else ""}[r.scenario]
+            parts.append(_verdict(r.scenario, r.result, figure, r))
+        tries = [r for r in runs if r.scenario == "server"]
+        if tries:
+            peak = peak_server(list(runs))
+            assert peak is not None
+            bound = f"p99 {peak.latency_ms.get('p99', 0):.3g} ms" if peak.latency_ms.get("p99") else ""
+            if peak.target_latency_ms:
+                bound += f" under a {peak.target_latency_ms:.3g} ms bound"
+                if peak.target_latency_basis:
+                    bound += f" ({peak.target_latency_basis})"
+            valid = sum(r.result == "VALID" for r in tries)
+            figure = f"{peak.target_qps:g} QPS, {bound}" if peak.target_qps else bound
+            parts.append(_verdict("server", peak.result, f"{figure}; {valid} of {len(tries)} tries VALID", peak))
+        out.append(f"{c.case.id}: LoadGen " + "; ".join(parts))
+    return out
+
+
+def _verdict(name: str, result: str, figure: str, r: object) -> str:
+    text = f"{name} {result}" + (f" {figure}" if figure else "")
+    reasons = getattr(r, "reasons", None) or []
+    error = getattr(r, "error", None)
+    if result == "INVALID" and reasons:
+        text += f" ({reasons[0]})"
+    elif error:
+        text += f" ({error.splitlines()[0][:120]})"
+    return text

@@ -9,8 +9,8 @@ from harness.gating.compare import Comparison, VerdictRecord
 from harness.gating.verdicts import Verdict
 
 _ICON = {Verdict.REGRESSED: "❌", Verdict.BROKE: "💥", Verdict.IMPROVED: "✅", Verdict.FIXED: "🔧",
-         Verdict.NOISE: "〰️", Verdict.NEW: "🆕", Verdict.NOT_COMPARABLE: "⚠️", Verdict.PASS: ""}
-_ORDER = [Verdict.BROKE, Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.NOISE, Verdict.FIXED,
+         Verdict.NOISE: "〰️", Verdict.INCONCLUSIVE: "❔", Verdict.NEW: "🆕", Verdict.NOT_COMPARABLE: "⚠️", Verdict.PASS: ""}
+_ORDER = [Verdict.BROKE, Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.INCONCLUSIVE, Verdict.NOISE, Verdict.FIXED,
           Verdict.IMPROVED, Verdict.NEW, Verdict.PASS]
 
 
@@ -71,8 +71,8 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
 
 def verdict_dicts(comparison: Comparison, label: str | None = None) -> list[dict[str, Any]]:
     """A gating Comparison's records as the report's verdict rows, failing ones first."""
-    order = {"broke": 0, "regressed": 1, "not_comparable": 2, "noise": 3, "new": 4, "fixed": 5, "improved": 6,
-             "pass": 7}
+    order = {"broke": 0, "regressed": 1, "not_comparable": 2, "inconclusive": 3, "noise": 3, "new": 4, "fixed": 5,
+             "improved": 6, "pass": 7}
     rows = []
     for r in comparison.records:
         d = r.as_dict()

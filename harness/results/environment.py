@@ -81,6 +81,8 @@ def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str
         busy = cpu_busy_percent(quiet_check_s)
         env["cpu_busy_percent_at_start"] = busy
         env["cpu_quiet_at_start"] = busy < 15.0
+        cpus = len(env["cpu_affinity"] or ()) or env["cpu_cores_logical"] or 1
+        env["cpu_cores_free_at_start"] = round(max(0.0, cpus * (1.0 - busy / 100.0)), 2)
     env["gpu"] = gpu_snapshot()
     fp_src = f"{cpu}|{env['cpu_cores_logical']}|{env['memory_total_gb']}|{platform.system()}|{platform.machine()}"
     gpu_names = [str(g.get("name")) for g in env["gpu"].get("gpus", [])]

@@ -1,18 +1,43 @@
-"""Result records: CaseId (the one identity), CaseResult, RunResults; schema version and migrations."""
+"""Result records: CaseId (the one identity), CaseResult, RunResults; schema version, migrations and the reader."""
+
+# Each stored record is defined once, here: the dataclass is what the harness writes (`as_dict`, `to_json`), and
+# its field types (harness.results.stored's constrained types) declare what the strict reader accepts; the reader
+# is a pydantic TypeAdapter over the same dataclasses (`reader()`), so a field cannot exist on one side only
+# (tests/results/test_schema_drift.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
-from harness.results.stored import check_results_doc, read_json_object
+from harness.results.stats import checked_figures, median_ms, median_ns
+from harness.results.stored import (
+    RECORD_CONFIG,
+    Count,
+    Figures,
+    Finite,
+    Flag,
+    Flags,
+    Name,
+    NonNegative,
+    Object,
+    Samples,
+    Shape,
+    Text,
+    Texts,
+    read_json_object,
+    short,
+    validate,
+)
 
 SCHEMA_VERSION = 2
 
@@ -21,7 +46,8 @@ SCHEMA_VERSION = 2
 #   skipped  not run, with the reason                error    the case raised (bad model, export failure, ...)
 #   crashed  the worker died on a signal             timeout  the case exceeded --case-timeout
 #   oom      the case exceeded the memory cap
-STATUSES = ("passed", "failed", "skipped", "error", "crashed", "timeout", "oom")
+Status = Literal["passed", "failed", "skipped", "error", "crashed", "timeout", "oom"]
+STATUSES: tuple[str, ...] = get_args(Status)
 MEASURED = ("passed", "failed")
 BROKEN = ("error", "crashed", "timeout", "oom")
 
@@ -30,13 +56,15 @@ BROKEN = ("error", "crashed", "timeout", "oom")
 class CaseId:
     """One cell of the matrix: the pytest id, the results key and the report layout."""
 
-    model: str
-    runtime: str
+    __pydantic_config__ = RECORD_CONFIG
+
+    model: Name
+    runtime: Name
     precision: Precision  # a plain string is converted ("fp32" -> Precision.FP32); ids and JSON say "fp32"
-    batch: int
-    seq: int | None
-    device: str
-    gen: int | None = None  # generation workload: tokens generated per sequence (seq is then the prompt length)
+    batch: Shape
+    seq: Shape | None
+    device: Name
+    gen: Shape | None = None  # generation workload: tokens generated per sequence (seq is then the prompt length)
 
     def __post_init__(self) -> None:
         if not isinstance(self.precision, Precision):
@@ -75,7 +103,8 @@ class CaseId:
                    device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]))
 
 
-BLOCK_KINDS = ("case", "round", "confirm")
+BlockKind = Literal["case", "round", "confirm"]
+BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
 
 @dataclass
@@ -85,20 +114,26 @@ class Block:
     kind: "case" (measured when the case ran), "round" (a later round over the matrix) or "confirm" (--confirm).
     A failed block holds no samples and says why (`error`); the case keeps its other blocks."""
 
-    samples: int
-    p50_ms: float | None = None  # the median of the block's samples; None for a failed block
-    kind: str = "case"
-    reactivated: bool = False  # measured after a fresh activation
-    error: str | None = None
+    __pydantic_config__ = RECORD_CONFIG
+
+    samples: Count
+    p50_ms: Finite | None = None  # the median of the block's samples; None for a failed block
+    kind: BlockKind = "case"
+    reactivated: Flag = False  # measured after a fresh activation
+    error: Text | None = None
+    # what the kernel said about the block's timed loop (harness.measure.contention): run-queue wait of the
+    # worker's threads, CPU time, preemptions, machine CPU pressure; `contended` and its `cause`
+    contention: Object | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
             raise ValueError(f"unknown block kind {self.kind!r}; valid: {BLOCK_KINDS}")
 
     @classmethod
-    def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False) -> Block:
+    def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False,
+                 contention: dict[str, Any] | None = None) -> Block:
         """The block holding these samples (nanoseconds), its median in ms."""
-        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated))
+        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention)
 
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
@@ -108,16 +143,18 @@ class Block:
     def from_dict(cls, d: dict[str, Any]) -> Block:
         return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
                    kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]))
+                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"))
 
 
 def block_p50_ms(samples_ns: Any) -> float:
-    """A block's median in ms, rounded to the nanosecond (what results.json stores)."""
-    return round(float(statistics.median(samples_ns)) / 1e6, 6)
+    """A block's median in ms, rounded to the nanosecond (what results.json stores): stats.median_ms."""
+    return median_ms(samples_ns)
 
 
-SCENARIO_NAMES = ("single-stream", "multi-stream", "server", "offline")
-SCENARIO_RESULTS = ("VALID", "INVALID", "error", "skipped")
+ScenarioName = Literal["single-stream", "multi-stream", "server", "offline"]
+ScenarioResult = Literal["VALID", "INVALID", "error", "skipped"]
+SCENARIO_NAMES: tuple[str, ...] = get_args(ScenarioName)
+SCENARIO_RESULTS: tuple[str, ...] = get_args(ScenarioResult)
 
 
 @dataclass
@@ -130,31 +167,36 @@ class ScenarioRun:
     whether each was met; reasons: LoadGen's own words for an INVALID result. Latencies are per sample (per
     query for multi-stream's p*_query_ms); a Server search stores one record per try (search_step 1, 2, ...)."""
 
-    scenario: str
-    result: str
-    reasons: list[str] = field(default_factory=list)
-    checks: dict[str, bool] = field(default_factory=dict)
-    min_duration_s: float | None = None  # LoadGen's effective min duration and min query count
-    min_query_count: int | None = None
-    query_count: int | None = None  # queries LoadGen issued
-    samples_per_query: int | None = None
-    samples_per_s: float | None = None  # offline: LoadGen's samples/s; server: completed samples/s
-    latency_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p95, p97, p99, p99.9, mean, min, max
-    query_latency_ms: dict[str, float] = field(default_factory=dict)  # multi-stream: per query (8 samples)
-    early_stopping_ms: float | None = None  # LoadGen's early-stopping estimate of the scenario's percentile
-    target_qps: float | None = None  # server: the Poisson arrival rate asked for
-    target_latency_ms: float | None = None  # server: the latency bound at target_latency_percentile
-    target_latency_percentile: float | None = None
-    overlatency_queries: int | None = None  # server: queries over the bound
+    __pydantic_config__ = RECORD_CONFIG
+
+    scenario: ScenarioName
+    result: ScenarioResult
+    reasons: Texts = field(default_factory=list)
+    checks: Flags = field(default_factory=dict)
+    min_duration_s: NonNegative | None = None  # LoadGen's effective min duration and min query count
+    min_query_count: Count | None = None
+    query_count: Count | None = None  # queries LoadGen issued
+    samples_per_query: Count | None = None
+    samples_per_s: NonNegative | None = None  # offline: LoadGen's samples/s; server: completed samples/s
+    latency_ms: Figures = field(default_factory=dict)  # p50, p90, p95, p97, p99, p99.9, mean, min, max
+    query_latency_ms: Figures = field(default_factory=dict)  # multi-stream: per query (8 samples)
+    early_stopping_ms: NonNegative | None = None  # LoadGen's early-stopping estimate of the scenario's percentile
+    target_qps: NonNegative | None = None  # server: the Poisson arrival rate asked for
+    target_latency_ms: NonNegative | None = None  # server: the latency bound at target_latency_percentile
+    target_latency_percentile: NonNegative | None = None
+    # server: what the bound came from ("--server-latency", "5 x the single-stream p99 (...)")
+    target_latency_basis: Text | None = None
+    overlatency_queries: Count | None = None  # server: queries over the bound
     # the runtime's calls during the test as the SUT timed them (call + synchronise): LoadGen's latency is this
     # plus the wait in the SUT's queue and LoadGen's own overhead
-    calls: int | None = None
-    call_p50_ms: float | None = None
-    call_mean_ms: float | None = None
-    search_step: int | None = None  # server search: which try (1, 2, ...); None: a fixed --server-qps
-    wall_s: float | None = None
-    log_dir: str | None = None  # LoadGen's summary and detail logs, relative to the run folder
-    error: str | None = None
+    calls: Count | None = None
+    call_p50_ms: NonNegative | None = None
+    call_mean_ms: NonNegative | None = None
+    # server search: which try (1, 2, ...); None: a fixed --server-qps
+    search_step: Annotated[int, Strict(), Field(ge=1, le=10**6)] | None = None
+    wall_s: NonNegative | None = None
+    log_dir: Text | None = None  # LoadGen's summary and detail logs, relative to the run folder
+    error: Text | None = None
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIO_NAMES:
@@ -183,55 +225,60 @@ def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
 
+    __pydantic_config__ = RECORD_CONFIG
+
     case: CaseId
-    status: str
-    reason: str = ""
-    phase: str | None = None  # load | warmup | run | accuracy: where a case broke
-    signal: str | None = None  # SIGSEGV, SIGABRT, ... for crashed cases
-    stderr_tail: str = ""
-    samples_ns: list[int] = field(default_factory=list)
-    warmup_iters: int = 0
-    timing_scope: str | None = None  # host_to_host | device
+    status: Status
+    reason: Text = ""
+    phase: Text | None = None  # load | warmup | run | accuracy: where a case broke
+    signal: Text | None = None  # SIGSEGV, SIGABRT, ... for crashed cases
+    stderr_tail: Text = ""
+    samples_ns: Samples = field(default_factory=list)
+    warmup_iters: Count = 0
+    timing_scope: Text | None = None  # host_to_host | device
     # how the timed loop above is read: "single-stream" at batch 1, else "offline" (back-to-back calls, no
     # load generator); the LoadGen-driven scenarios (--scenarios) are `scenarios` below
-    scenario: str | None = None
-    latency: dict[str, Any] | None = None  # LatencyStats.as_dict()
-    throughput_sps: float | None = None
-    accuracy: dict[str, Any] | None = None  # AccuracyResult.as_dict()
-    reference_runtime: str | None = None
-    setup_s: float | None = None
-    artifact: str | None = None
-    artifact_cache_hit: bool | None = None
-    feed_sha256: str | None = None
-    model_fingerprint: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    scenario: Text | None = None
+    latency: Object | None = None  # LatencyStats.as_dict()
+    throughput_sps: Finite | None = None
+    accuracy: Object | None = None  # AccuracyResult.as_dict()
+    reference_runtime: Text | None = None
+    setup_s: Finite | None = None
+    artifact: Text | None = None
+    artifact_cache_hit: Flag | None = None
+    feed_sha256: Text | None = None
+    model_fingerprint: Text | None = None
+    details: Object = field(default_factory=dict)
     # --repeats: the measurement blocks, in the order of samples_ns (empty: one block, all the samples); the
     # gate reads a case in its least-disturbed block (harness.gating.compare)
-    blocks: list[Block] = field(default_factory=list)
-    blocks_pending: int = 0  # blocks still to come from later rounds (a run killed before them keeps this)
-    duration_s: float | None = None
+    blocks: Annotated[list[Block], Strict()] = field(default_factory=list)
+    blocks_pending: Count = 0  # blocks still to come from later rounds (a run killed before them keeps this)
+    duration_s: Finite | None = None
     # Memory over the case (harness.measure.memory): MiB; None where not measured. `memory` holds every figure
     # and what it covers; gpu_peak_mb is the figure memory["gpu_source"] names.
-    host_peak_mb: float | None = None
-    gpu_peak_mb: float | None = None
-    memory: dict[str, Any] | None = None
+    host_peak_mb: Finite | None = None
+    gpu_peak_mb: Finite | None = None
+    memory: Object | None = None
     # GPU runtimes: per timed call, CUDA-event time on the runtime's stream (samples_ns is host wall time)
-    device_samples_ns: list[int] = field(default_factory=list)
-    precision_recipe: str | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
-    localization: dict[str, Any] | None = None  # layer-wise drift findings (harness.accuracy.localize)
+    device_samples_ns: Samples = field(default_factory=list)
+    precision_recipe: Text | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
+    localization: Object | None = None  # layer-wise drift findings (harness.accuracy.localize)
     # generation workload (harness.generation): TTFT, per-token decode samples, tokens/s, greedy-token agreement
-    generation: dict[str, Any] | None = None
+    generation: Object | None = None
     # True when this case is its model's FP32 reference runtime: its drift compares two of its own runs, so
     # reports show "reference" in the drift cells, not a measured drift of 0
-    is_reference: bool = False
+    is_reference: Flag = False
     # False when the reference runtime's FP32 outputs differed between two runs on the same feed: the drift
     # figures are then marked "nondeterministic reference" (None: not checked, e.g. older results)
-    reference_deterministic: bool | None = None
+    reference_deterministic: Flag | None = None
     # --scenarios: MLPerf LoadGen tests run on this case's activated runtime after its timed loop, in order
-    scenarios: list[ScenarioRun] = field(default_factory=list)
+    scenarios: Annotated[list[ScenarioRun], Strict()] = field(default_factory=list)
     # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
     # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
-    end_to_end: dict[str, Any] | None = None
+    end_to_end: Object | None = None
+    # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
+    # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
+    contention: Object | None = None
 
     @property
     def drift_note(self) -> str:
@@ -278,16 +325,18 @@ class CaseResult:
 class RunResults:
     """One run: environment snapshot, configuration, and every case's result."""
 
-    run_id: str
-    started_at: str
-    environment: dict[str, Any]
-    config: dict[str, Any]
-    cases: list[CaseResult] = field(default_factory=list)
-    finished_at: str | None = None
-    complete: bool = False  # False until the run ends: a killed run's file says so
-    interrupted: bool = False
-    harness_version: str = ""
-    schema_version: int = SCHEMA_VERSION
+    __pydantic_config__ = RECORD_CONFIG
+
+    run_id: Text
+    started_at: Text
+    environment: Object = field(default_factory=dict)
+    config: Object = field(default_factory=dict)
+    cases: Annotated[list[CaseResult], Strict()] = field(default_factory=list)
+    finished_at: Text | None = None
+    complete: Flag = False  # False until the run ends: a killed run's file says so
+    interrupted: Flag = False
+    harness_version: Text = ""
+    schema_version: Annotated[int, Strict(), Field(ge=0, le=10**6)] = SCHEMA_VERSION
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "harness_version": self.harness_version,
@@ -397,11 +446,112 @@ def load_results(path: str | Path) -> RunResults:
 
 
 def results_from_doc(doc: dict[str, Any], source: str = "<results>", prefix: str = "") -> RunResults:
-    """A parsed results document (migrated to the current schema, then checked by
-    `stored.check_results_doc`) as RunResults; errors name `source` and the place (`prefix` + path)."""
+    """A parsed results document (migrated to the current schema, then read and checked by
+    `check_results_doc`) as RunResults; errors name `source` and the place (`prefix` + path)."""
     doc = migrate(doc, f"{source}: {prefix}" if prefix else source)
-    check_results_doc(doc, source, prefix)
-    try:
-        return RunResults.from_dict(doc)
-    except (KeyError, TypeError, ValueError) as exc:  # the schema above should leave nothing to catch here
-        raise ResultsError(f"{source}: malformed results: {type(exc).__name__}: {exc}") from None
+    return check_results_doc(doc, source, prefix)
+
+
+@functools.cache
+def reader() -> TypeAdapter[RunResults]:
+    """The strict reader of a (migrated) results document: a pydantic TypeAdapter over RunResults and the records
+    it holds, their constraints read from the fields' types. Built on first use."""
+    return TypeAdapter(RunResults)
+
+
+def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> RunResults:
+    """A (migrated) results document read by `reader()` and checked for numbers that cannot be true: every
+    measured case has finite, positive samples, and its stored statistics agree with them; case ids are unique
+    and the run holds at least one case. The run; ResultsError naming `source` and the place otherwise."""
+    run = validate(reader(), doc, source, prefix)
+    assert isinstance(run, RunResults)
+    at = f"{prefix}." if prefix else ""
+    if not run.cases:
+        raise ResultsError(f"{source}: {at}cases: the run holds no cases: nothing to report or compare")
+    seen: dict[str, int] = {}
+    for i, c in enumerate(run.cases):
+        where = f"{source}: {at}cases[{i}]"
+        cid = f"{c.case.id}@{c.case.device}"
+        if cid in seen:
+            raise ResultsError(f"{where}: duplicate case id {cid!r} (first at cases[{seen[cid]}])")
+        seen[cid] = i
+        for key, values in (("samples_ns", c.samples_ns), ("device_samples_ns", c.device_samples_ns)):
+            if values and min(values) <= 0:
+                bad = next(j for j, v in enumerate(values) if v <= 0)
+                raise ResultsError(f"{where}.{key}[{bad}]: {values[bad]} ns: a latency sample must be positive")
+        _check_blocks(c.blocks, c.samples_ns, f"{where}.blocks")
+        if c.status not in ("passed", "failed"):
+            continue
+        if not c.samples_ns:
+            raise ResultsError(f"{where}.samples_ns: status {c.status} but no latency samples")
+        if c.throughput_sps is not None and c.throughput_sps <= 0:
+            raise ResultsError(f"{where}.throughput_sps: {c.throughput_sps}: must be positive for a measured case")
+        _check_latency(c.latency or {}, c.samples_ns, f"{where}.latency")
+        if c.generation is not None:
+            _check_generation(c.generation, c.samples_ns, f"{where}.generation")
+    return run
+
+
+def _check_generation(g: dict[str, Any], samples_ns: list[int], where: str) -> None:
+    """A generation case's raw samples (harness.generation): positive integers, one TTFT and one list of
+    decode steps per generation, each generation's end-to-end time their sum, and those times the case's
+    samples_ns."""
+    def ints(v: Any, at: str) -> list[int]:
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            raise ResultsError(f"{where}.{at}: {short(v)}: expected a list of positive integer nanoseconds")
+        return v
+
+    ttft, e2e = ints(g.get("ttft_ns"), "ttft_ns"), ints(g.get("e2e_ns"), "e2e_ns")
+    decode = g.get("decode_ns")
+    if not isinstance(decode, list) or len(decode) != len(ttft) or len(e2e) != len(ttft):
+        raise ResultsError(f"{where}: ttft_ns, decode_ns and e2e_ns must hold one entry per generation")
+    for i, (t, steps, total) in enumerate(zip(ttft, decode, e2e)):
+        if t + sum(ints(steps, f"decode_ns[{i}]")) != total:
+            raise ResultsError(f"{where}.e2e_ns[{i}]: {total} ns but TTFT + decode steps give "
+                               f"{t + sum(steps)} ns: samples that disagree")
+    if e2e != samples_ns:
+        raise ResultsError(f"{where}.e2e_ns: not the case's samples_ns (a generation's end-to-end times are its "
+                           "latency samples)")
+
+
+def _check_blocks(blocks: list[Block], samples_ns: list[int], where: str) -> None:
+    """Blocks that hold the samples in order: their counts add up to samples_ns, a block with samples has their
+    median as p50_ms and no error, a block without samples says why it failed."""
+    if not blocks:
+        return
+    total = sum(b.samples for b in blocks)
+    if total != len(samples_ns):
+        raise ResultsError(f"{where}: the blocks hold {total} samples but samples_ns holds {len(samples_ns)}")
+    at = 0
+    for j, b in enumerate(blocks):
+        if b.samples == 0:
+            if not b.error:
+                raise ResultsError(f"{where}[{j}]: a block with no samples must say why it failed (error)")
+            continue
+        if b.error is not None:
+            raise ResultsError(f"{where}[{j}].error: a block with samples did not fail; found {short(b.error)}")
+        want = median_ns(samples_ns[at:at + b.samples]) / 1e6
+        if b.p50_ms is None or not math.isclose(b.p50_ms, want, rel_tol=1e-6, abs_tol=2e-6):
+            got = "none" if b.p50_ms is None else f"{b.p50_ms:.6g} ms"
+            raise ResultsError(f"{where}[{j}].p50_ms: {got} but its samples give {want:.6g} ms: statistics "
+                               "that disagree with the raw samples")
+        at += b.samples
+
+
+def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
+    """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
+    for key, v in lat.items():
+        if key == "noisy":
+            if not isinstance(v, bool):
+                raise ResultsError(f"{where}.{key}: {short(v)}: expected true or false")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ResultsError(f"{where}.{key}: {short(v)}: not a finite number")
+        elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):
+            raise ResultsError(f"{where}.{key}: {v}: a latency must be positive")
+    if "iterations" in lat and lat["iterations"] != len(samples_ns):
+        raise ResultsError(f"{where}.iterations: {lat['iterations']} but samples_ns holds {len(samples_ns)} samples")
+    for key, want in checked_figures(samples_ns).items():
+        if key in lat and not math.isclose(lat[key], want, rel_tol=1e-6, abs_tol=1e-6):
+            unit = " ms" if key.endswith("_ms") else ""
+            raise ResultsError(f"{where}.{key}: {lat[key]:.6g}{unit} but the samples (samples_ns) give "
+                               f"{want:.6g}{unit}: statistics that disagree with the raw samples")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 
 from harness.errors import HarnessError, ResultsError
 
@@ -202,111 +201,33 @@ def _line_col(text: str, offset: int) -> str:
     return f"line {line} column {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
 
 
-# ---- the declared schema of a results document (schema_version 2) -------------------------------------------
+# ---- constrained types of stored records ----------------------------------------------------------------------
+# The records themselves are harness.results.schema's dataclasses: their fields carry these types, and the strict
+# reader is a pydantic TypeAdapter over them (harness.results.schema.reader). Every scalar, list and dict is
+# strict (no "4" for 4, no 1 for true, no tuple for a list); a record ignores keys it does not know (a newer
+# harness may add some) and takes the dataclass's default for a key that is missing.
 
-Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-Count = Annotated[int, Field(strict=True, ge=0, le=10**12)]
-Sample = Annotated[int, Field(strict=True, le=MAX_SAMPLE_NS)]
-Text = Annotated[str, Field(strict=True)]
+Text = Annotated[str, Strict()]
+Name = Annotated[str, Strict(), Field(min_length=1)]
+Flag = Annotated[bool, Strict()]
+Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Strict(), Field(allow_inf_nan=False, ge=0)]
+Count = Annotated[int, Strict(), Field(ge=0, le=10**12)]
+Shape = Annotated[int, Strict(), Field(ge=1, le=MAX_SHAPE)]
+Sample = Annotated[int, Strict(), Field(le=MAX_SAMPLE_NS)]
+Samples = Annotated[list[Sample], Strict()]
+Texts = Annotated[list[Text], Strict()]
+Object = Annotated[dict[Text, Any], Strict()]
+Flags = Annotated[dict[Text, Flag], Strict()]
+Figures = Annotated[dict[Text, NonNegative], Strict()]
+
+# How a record reads: unknown keys ignored (forward compatibility), strictness on each field's type above (a
+# dataclass record cannot be strict as a whole: pydantic would then want an instance, not a dict).
+RECORD_CONFIG = ConfigDict(extra="ignore")
 
 
 class _Doc(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
-
-
-class CaseIdDoc(_Doc):
-    model: Annotated[str, Field(min_length=1)]
-    runtime: Annotated[str, Field(min_length=1)]
-    precision: Literal["fp32", "fp16", "bf16", "int8"]
-    batch: Annotated[int, Field(ge=1, le=MAX_SHAPE)]
-    seq: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
-    gen: Annotated[int, Field(ge=1, le=MAX_SHAPE)] | None = None
-    device: Annotated[str, Field(min_length=1)]
-
-
-class BlockDoc(_Doc):
-    samples: Count
-    p50_ms: Finite | None = None
-    kind: Literal["case", "round", "confirm"]
-    reactivated: bool = False
-    error: Text | None = None
-
-
-NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
-
-
-class ScenarioDoc(_Doc):
-    scenario: Literal["single-stream", "multi-stream", "server", "offline"]
-    result: Literal["VALID", "INVALID", "error", "skipped"]
-    reasons: list[Text] = []
-    checks: dict[str, bool] = {}
-    min_duration_s: NonNegative | None = None
-    min_query_count: Count | None = None
-    query_count: Count | None = None
-    samples_per_query: Count | None = None
-    samples_per_s: NonNegative | None = None
-    latency_ms: dict[str, NonNegative] = {}
-    query_latency_ms: dict[str, NonNegative] = {}
-    early_stopping_ms: NonNegative | None = None
-    target_qps: NonNegative | None = None
-    target_latency_ms: NonNegative | None = None
-    target_latency_percentile: NonNegative | None = None
-    overlatency_queries: Count | None = None
-    calls: Count | None = None
-    call_p50_ms: NonNegative | None = None
-    call_mean_ms: NonNegative | None = None
-    search_step: Annotated[int, Field(strict=True, ge=1, le=10**6)] | None = None
-    wall_s: NonNegative | None = None
-    log_dir: Text | None = None
-    error: Text | None = None
-
-
-class CaseDoc(_Doc):
-    case: CaseIdDoc
-    status: Literal["passed", "failed", "skipped", "error", "crashed", "timeout", "oom"]
-    reason: Text = ""
-    phase: Text | None = None
-    signal: Text | None = None
-    stderr_tail: Text = ""
-    samples_ns: list[Sample] = []
-    warmup_iters: Count = 0
-    timing_scope: Text | None = None
-    scenario: Text | None = None
-    latency: dict[str, Any] | None = None
-    throughput_sps: Finite | None = None
-    accuracy: dict[str, Any] | None = None
-    reference_runtime: Text | None = None
-    setup_s: Finite | None = None
-    artifact: Text | None = None
-    artifact_cache_hit: bool | None = None
-    feed_sha256: Text | None = None
-    model_fingerprint: Text | None = None
-    details: dict[str, Any] = {}
-    blocks: list[BlockDoc] = []
-    blocks_pending: Count = 0
-    duration_s: Finite | None = None
-    host_peak_mb: Finite | None = None
-    gpu_peak_mb: Finite | None = None
-    memory: dict[str, Any] | None = None
-    device_samples_ns: list[Sample] = []
-    precision_recipe: Text | None = None
-    localization: dict[str, Any] | None = None
-    scenarios: list[ScenarioDoc] = []
-    end_to_end: dict[str, Any] | None = None
-    generation: dict[str, Any] | None = None
-
-
-class RunDoc(_Doc):
-    schema_version: Annotated[int, Field(ge=0, le=10**6)]
-    harness_version: Text = ""
-    run_id: Text
-    started_at: Text
-    finished_at: Text | None = None
-    complete: bool = False
-    interrupted: bool = False
-    environment: dict[str, Any] = {}
-    config: dict[str, Any] = {}
-    cases: list[CaseDoc]
 
 
 class BundleDoc(_Doc):
@@ -323,135 +244,21 @@ def place(loc: tuple[Any, ...] | list[Any], prefix: str = "") -> str:
     return out or "the document"
 
 
-def validate(model: type[BaseModel], doc: dict[str, Any], source: str, prefix: str = "") -> BaseModel:
-    """`doc` checked against `model`; ResultsError naming `source`, the place and the first problem."""
+def validate(model: type[BaseModel] | TypeAdapter[Any], doc: dict[str, Any], source: str, prefix: str = "") -> Any:
+    """`doc` checked against `model` (a pydantic model, or a TypeAdapter over a record); ResultsError naming
+    `source`, the place and the first problem."""
     try:
+        if isinstance(model, TypeAdapter):
+            return model.validate_python(doc)
         return model.model_validate(doc)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         e = errors[0]
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-        got = "" if e["type"] == "missing" else f"; found {_short(e.get('input'))}"
+        got = "" if e["type"] == "missing" else f"; found {short(e.get('input'))}"
         raise ResultsError(f"{source}: {place(e['loc'], prefix)}: {e['msg'].lower()}{got}{more}") from None
 
 
-def _short(v: Any) -> str:
+def short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> None:
-    """A (migrated) results document checked against the schema and for numbers that cannot be true: every
-    measured case has finite, positive samples, and its stored statistics agree with them; case ids are unique
-    and the run holds at least one case. ResultsError naming `source` and the place otherwise."""
-    run = validate(RunDoc, doc, source, prefix)
-    assert isinstance(run, RunDoc)
-    at = f"{prefix}." if prefix else ""
-    if not run.cases:
-        raise ResultsError(f"{source}: {at}cases: the run holds no cases: nothing to report or compare")
-    seen: dict[str, int] = {}
-    for i, c in enumerate(run.cases):
-        where = f"{source}: {at}cases[{i}]"
-        cid = _case_id(c.case)
-        if cid in seen:
-            raise ResultsError(f"{where}: duplicate case id {cid!r} (first at cases[{seen[cid]}])")
-        seen[cid] = i
-        for key in ("samples_ns", "device_samples_ns"):
-            values = getattr(c, key)
-            if values and min(values) <= 0:
-                bad = next(j for j, v in enumerate(values) if v <= 0)
-                raise ResultsError(f"{where}.{key}[{bad}]: {values[bad]} ns: a latency sample must be positive")
-        _check_blocks(c.blocks, c.samples_ns, f"{where}.blocks")
-        if c.status not in ("passed", "failed"):
-            continue
-        if not c.samples_ns:
-            raise ResultsError(f"{where}.samples_ns: status {c.status} but no latency samples")
-        if c.throughput_sps is not None and c.throughput_sps <= 0:
-            raise ResultsError(f"{where}.throughput_sps: {c.throughput_sps}: must be positive for a measured case")
-        _check_latency(c.latency or {}, c.samples_ns, f"{where}.latency")
-        if c.generation is not None:
-            _check_generation(c.generation, c.samples_ns, f"{where}.generation")
-
-
-def _check_generation(g: dict[str, Any], samples_ns: list[int], where: str) -> None:
-    """A generation case's raw samples (harness.generation): positive integers, one TTFT and one list of
-    decode steps per generation, each generation's end-to-end time their sum, and those times the case's
-    samples_ns."""
-    def ints(v: Any, at: str) -> list[int]:
-        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
-            raise ResultsError(f"{where}.{at}: {_short(v)}: expected a list of positive integer nanoseconds")
-        return v
-
-    ttft, e2e = ints(g.get("ttft_ns"), "ttft_ns"), ints(g.get("e2e_ns"), "e2e_ns")
-    decode = g.get("decode_ns")
-    if not isinstance(decode, list) or len(decode) != len(ttft) or len(e2e) != len(ttft):
-        raise ResultsError(f"{where}: ttft_ns, decode_ns and e2e_ns must hold one entry per generation")
-    for i, (t, steps, total) in enumerate(zip(ttft, decode, e2e)):
-        if t + sum(ints(steps, f"decode_ns[{i}]")) != total:
-            raise ResultsError(f"{where}.e2e_ns[{i}]: {total} ns but TTFT + decode steps give "
-                               f"{t + sum(steps)} ns: samples that disagree")
-    if e2e != samples_ns:
-        raise ResultsError(f"{where}.e2e_ns: not the case's samples_ns (a generation's end-to-end times are its "
-                           "latency samples)")
-
-
-def _check_blocks(blocks: list[BlockDoc], samples_ns: list[int], where: str) -> None:
-    """Blocks that hold the samples in order: their counts add up to samples_ns, a block with samples has their
-    median as p50_ms and no error, a block without samples says why it failed."""
-    if not blocks:
-        return
-    total = sum(b.samples for b in blocks)
-    if total != len(samples_ns):
-        raise ResultsError(f"{where}: the blocks hold {total} samples but samples_ns holds {len(samples_ns)}")
-    at = 0
-    for j, b in enumerate(blocks):
-        if b.samples == 0:
-            if not b.error:
-                raise ResultsError(f"{where}[{j}]: a block with no samples must say why it failed (error)")
-            continue
-        if b.error is not None:
-            raise ResultsError(f"{where}[{j}].error: a block with samples did not fail; found {_short(b.error)}")
-        want = statistics.median(samples_ns[at:at + b.samples]) / 1e6
-        if b.p50_ms is None or not math.isclose(b.p50_ms, want, rel_tol=1e-6, abs_tol=2e-6):
-            got = "none" if b.p50_ms is None else f"{b.p50_ms:.6g} ms"
-            raise ResultsError(f"{where}[{j}].p50_ms: {got} but its samples give {want:.6g} ms: statistics "
-                               "that disagree with the raw samples")
-        at += b.samples
-
-
-def _case_id(c: CaseIdDoc) -> str:
-    s = f"-s{c.seq}" if c.seq is not None else ""
-    g = f"-g{c.gen}" if c.gen is not None else ""
-    return f"{c.model}-{c.runtime}-{c.precision}-b{c.batch}{s}{g}@{c.device}"
-
-
-def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
-    """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
-    for key, v in lat.items():
-        if key == "noisy":
-            if not isinstance(v, bool):
-                raise ResultsError(f"{where}.{key}: {_short(v)}: expected true or false")
-        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ResultsError(f"{where}.{key}: {_short(v)}: not a finite number")
-        elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):
-            raise ResultsError(f"{where}.{key}: {v}: a latency must be positive")
-    if "iterations" in lat and lat["iterations"] != len(samples_ns):
-        raise ResultsError(f"{where}.iterations: {lat['iterations']} but samples_ns holds {len(samples_ns)} samples")
-    for key, want in _derived(samples_ns).items():
-        if key in lat and not math.isclose(lat[key], want, rel_tol=1e-6, abs_tol=1e-6):
-            unit = " ms" if key.endswith("_ms") else ""
-            raise ResultsError(f"{where}.{key}: {lat[key]:.6g}{unit} but the samples (samples_ns) give "
-                               f"{want:.6g}{unit}: statistics that disagree with the raw samples")
-
-
-def _derived(samples_ns: list[int]) -> dict[str, float]:
-    """What harness.measure.stats.latency_stats gives for these samples (numpy's linear percentiles), in ms."""
-    import numpy as np
-
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    p50, p90, p95, p99, q1, q3 = (float(v) for v in np.percentile(ms, [50, 90, 95, 99, 25, 75]))
-    mean = float(ms.mean())
-    std = float(ms.std(ddof=1)) if ms.size > 1 else 0.0
-    return {"p50_ms": p50, "p90_ms": p90, "p95_ms": p95, "p99_ms": p99, "min_ms": float(ms.min()),
-            "max_ms": float(ms.max()), "mean_ms": mean, "std_ms": std, "iqr_ms": q3 - q1,
-            "cv": std / mean if mean > 0 else 0.0}

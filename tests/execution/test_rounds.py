@@ -101,7 +101,7 @@ class _FailingBlocks:
 
 
 def _measured(case: CaseId, pending: int = 2) -> CaseResult:
-    from harness.measure.stats import latency_stats
+    from harness.results.stats import latency_stats
 
     ns = [1000, 1100, 1050, 1020]
     return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
@@ -126,7 +126,7 @@ def test_a_failed_block_costs_that_block_only(tmp_path):
 
 
 def test_merge_block_keeps_device_samples_in_step():
-    from harness.measure.stats import latency_stats
+    from harness.results.stats import latency_stats
 
     r = _measured(CaseId("m", "rt", "fp32", 1, None, "cuda"))
     r.device_samples_ns = [900, 950, 920, 930]
@@ -191,7 +191,7 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
     rng = np.random.default_rng(0)
 
     def result(level: float) -> CaseResult:
-        from harness.measure.stats import latency_stats
+        from harness.results.stats import latency_stats
 
         ns = [int(v) for v in level * rng.lognormal(0, 0.02, 600)]
         return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,

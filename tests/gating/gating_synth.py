@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, throughput_sps
 
 ENV = {"cpu_model": "Test CPU 9000", "cpu_cores_logical": 2, "threads": {"harness_threads": 2},
        "libraries": {"torch": "2.13.0", "onnxruntime": "1.31.1"}, "machine": "test (Test CPU 9000, 2 cpus)"}

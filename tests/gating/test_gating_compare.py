@@ -334,3 +334,23 @@ def test_multi_run_baseline_drops_runs_of_another_machine_and_mismatched_cases()
     assert any("left out: a different machine" in n for n in cmp.notes)
     [rec] = [r for r in cmp.records if r.metric == "latency_median"]
     assert "baseline runs" not in rec.reason  # only the newest run was comparable: a one-run comparison
+
+
+def test_a_contended_measurement_is_inconclusive_never_regressed_or_pass():
+    """A planted load doubled the current run's figures: the samples alone say `regressed`; the case's
+    contention makes it `inconclusive (contended)` with the cause, and the gate does not fail on it. A quiet
+    pair of the same case is judged as before."""
+    base = make_run(1)
+    slow = make_run(2, scale={"ort-cpu": 2.0})
+    cause = "2 thread(s), 1.0 core(s) free: the worker's threads waited 61% of their runnable time for a CPU"
+    for c in slow.cases:
+        if c.case.runtime == "ort-cpu":
+            c.contention = {"contended": True, "cause": cause, "blocks": 1, "contended_blocks": 1}
+    cmp = compare_runs(base, slow, GateConfig())
+    timing = [r for r in cmp.records if r.timing]
+    ort = [r for r in timing if "ort-cpu" in r.case_id]
+    assert ort and all(r.verdict is Verdict.INCONCLUSIVE for r in ort)
+    assert all(r.reason.startswith(f"inconclusive (contended): current: {cause}") for r in ort)
+    assert all(r.verdict is Verdict.PASS for r in timing if "ort-cpu" not in r.case_id)
+    assert cmp.exit_code == 0
+    assert "inconclusive" in verdicts_markdown(cmp)

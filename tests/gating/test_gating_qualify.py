@@ -250,3 +250,26 @@ def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_fil
     assert html.count('<code class="hash">') == 4  # only hashes and paths may wrap anywhere
     assert _fmt({"a_b": [1.23456, True], "c": None}) == "a b 1.235, yes; c -"
     assert "{" not in certificate_text(cert)
+
+
+def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, spec_file):
+    """Contention inflated case 1: its latency and throughput limits are neither PASS nor FAIL; its drift is
+    judged as ever; the certificate is INCONCLUSIVE (exit 1: not qualified), and a noisy flag names the CV."""
+    spec_file.write_text(spec_file.read_text().replace("not_noisy = false", "not_noisy = true"))
+    c1 = case_result(CASE1, samples(2.0, 100, 1, sigma=0.8))
+    c1.contention = {"contended": True, "cause": "1 thread(s): waited 70%"}
+    res = results_file(tmp_path, c1, case_result(CASE2, samples(3.0, 100, 2)))
+    from harness.gating import load_run
+
+    cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
+    by = {(r.case_id, r.requirement): r for r in cert.requirements}
+    for key in ("p99_ms_max", "throughput_sps_min", "not_noisy"):
+        r = by[(CASE1.id, key)]
+        assert r.status == "INCONCLUSIVE" and r.reason.startswith("inconclusive (contended): 1 thread(s)")
+    assert by[(CASE1.id, "drift_within_tolerance")].status == "PASS"
+    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 1 and not cert.passed
+    c1.contention = None
+    res = results_file(tmp_path, c1, case_result(CASE2, samples(3.0, 100, 2)))
+    cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
+    noisy = next(r for r in cert.requirements if r.case_id == CASE1.id and r.requirement == "not_noisy")
+    assert noisy.status == "FAIL" and noisy.reason.startswith("noisy: robust CV ") and cert.verdict == "FAIL"

@@ -110,3 +110,17 @@ def test_options_make_a_generation_matrix():
     cfg = parse_run_options({"workload": "generate", "models": "fake-lm", "runtimes": "fake-gen",
                              "batch_sizes": "1,4", "prompt_lens": "128", "output_lens": "64"})
     assert [c.id for c in get_workload(cfg.workload).cases(cfg)] == ["fake-lm-fake-gen-fp32-b1-s128-g64", "fake-lm-fake-gen-fp32-b4-s128-g64"]
+
+
+def test_output_lengths_past_the_models_context_are_refused_before_anything_runs(config):
+    """--output-lens 1000000 on a 4,096-token model ran until the case timeout: now the case's row says why,
+    with no decoder built."""
+    from harness.model import get_model
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    assert get_model("deepseek-tiny").context_length == 4096 and get_model("mlp").context_length is None
+    r = CaseRunner().run(CaseId("deepseek-tiny", "ort-cpu", "fp32", 1, 32, "cpu", 1_000_000), config)
+    assert r.status == "error" and r.phase == "load" and r.samples_ns == []
+    assert r.reason == ("prompt 32 + 1000000 new tokens = 1000032 positions exceed deepseek-tiny's context of "
+                        "4096 (its config's max_position_embeddings): lower --prompt-lens or --output-lens")

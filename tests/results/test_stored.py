@@ -359,8 +359,8 @@ def test_a_spec_with_a_wrong_value_anywhere_is_one_line(tmp_path, good, capsys, 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 2000])
 def test_the_statistics_check_agrees_with_latency_stats(n):
     """Whatever the harness itself derives from samples passes; a p50 moved by one part in 10^4 does not."""
-    from harness.measure.stats import latency_stats
-    from harness.results.stored import check_results_doc
+    from harness.results.schema import check_results_doc
+    from harness.results.stats import latency_stats
 
     rng = random.Random(n)
     d = good_doc()

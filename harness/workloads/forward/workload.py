@@ -18,17 +18,27 @@ from harness.config import RunConfig
 from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError
 from harness.matrix import case_ids
+from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
-from harness.results.schema import Block, CaseId, CaseResult
+from harness.results.schema import Block, CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
 from harness.workloads.forward.scenarios import run_scenarios
+
+
+def _started(probe: ContentionProbe, then: Callable[[], None] | None) -> Callable[[], None]:
+    """The timer's on_measure (after the warm-up, before the first clock read): the probe's first snapshot."""
+    def start() -> None:
+        if then is not None:
+            then()
+        probe.start()
+    return start
 
 
 class ForwardWorkload(Workload):
@@ -39,6 +49,11 @@ class ForwardWorkload(Workload):
 
     name = "forward"
     title = "forward pass"
+
+    def terminal_lines(self, run: RunResults) -> list[str]:
+        from harness.report.terminal import scenario_lines
+
+        return scenario_lines(run)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
@@ -108,7 +123,8 @@ class ForwardState(WorkerState):
         setup_s = runtime.setup_s
         repeats = config.measure.repeats
         timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
-                                                      policy, repeats, lambda: on_phase("run"))
+                                                      policy, repeats, lambda: on_phase("run"),
+                                                      config.measure.contention_limit)
         device_timer = runtime.device_timer()
         memory = sampler.stop(MEMORY_COVERS[reused])
         noise_cv = config.measure.noise_cv
@@ -180,7 +196,7 @@ class ForwardState(WorkerState):
     def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                         options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
                         policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
-                        ) -> tuple[TimedRun, dict[str, Any], Runtime]:
+                        contention_limit: float) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
         Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
@@ -208,14 +224,19 @@ class ForwardState(WorkerState):
                 # the case (and the shapes that reuse this activation) report the group's first activation:
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
-            t = self.timer.run(call, block, runtime.synchronize, on_measure=on_measure if i == 0 else None,
+            probe = ContentionProbe(options.threads, contention_limit)
+            t = self.timer.run(call, block, runtime.synchronize,
+                               on_measure=_started(probe, on_measure if i == 0 else None),
                                device_timer=runtime.device_timer())
+            contention = probe.stop()
             samples += t.samples_ns
             device += t.device_samples_ns
-            measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats))
+            measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats,
+                                           contention))
             warm += t.warmup_iters
-        # CaseResult fields: the blocks measured here and those left to later rounds
+        # CaseResult fields: the blocks measured here and those left to later rounds, the contention over them
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
+        info["contention"] = case_contention([b.contention for b in measured])
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
@@ -239,13 +260,15 @@ class ForwardState(WorkerState):
             policy = config.measure.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+            probe = ContentionProbe(options.threads, config.measure.contention_limit)
             t = self.timer.run(call, block_policy(policy, config.measure.repeats), runtime.synchronize,
-                               device_timer=runtime.device_timer())
+                               on_measure=probe.start, device_timer=runtime.device_timer())
+            contention = probe.stop()
         except BaseException:
             self._drop_active()
             raise
         return {"samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
-                "warmup_iters": t.warmup_iters, "reactivated": not reused}
+                "warmup_iters": t.warmup_iters, "reactivated": not reused, "contention": contention}
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
                        min_ratio: float | None, split: Any) -> Any:

@@ -7,18 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.results.stats import column_medians_ms, summary_ms
 from harness.workloads.generate.loop import Generation
 
 PERCENTILES = (50, 90, 99)
 
 
 def _stats(samples_ns: Sequence[int]) -> dict[str, float | int] | None:
-    if not len(samples_ns):
-        return None
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    out: dict[str, float | int] = {f"p{p}_ms": float(np.percentile(ms, p)) for p in PERCENTILES}
-    out.update(mean_ms=float(ms.mean()), min_ms=float(ms.min()), max_ms=float(ms.max()), n=int(ms.size))
-    return out
+    return summary_ms(samples_ns, PERCENTILES)
 
 
 def itl_histogram(samples_ns: Sequence[int], bins: int = 20) -> dict[str, list[float] | list[int]]:
@@ -49,7 +45,7 @@ def summarize(runs: Sequence[Generation], batch: int, prompt_len: int) -> dict[s
     mean_decode_s = float(np.mean(decode_s)) if decode_s else 0.0
     context = []
     if steps and steps[0]:
-        per_pos = np.median(np.asarray(steps, dtype=np.float64), axis=0) / 1e6
+        per_pos = column_medians_ms(steps)
         # step i feeds token i (0-based) with prompt_len + i tokens already in the cache
         context = [[prompt_len + i + 1, float(v)] for i, v in enumerate(per_pos)]
     return {

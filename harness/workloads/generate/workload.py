@@ -14,11 +14,11 @@ from harness.data import case_feed, feed_digest
 from harness.errors import UnsupportedModelError
 from harness.matrix import case_ids
 from harness.measure.memory import MemorySampler
-from harness.measure.stats import latency_stats, throughput_sps
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, get_runtime
 from harness.runtimes.decoding.base import Decoder
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
@@ -133,6 +133,19 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
     )
 
 
+def context_refusal(case: CaseId, spec: ModelSpec) -> CaseResult | None:
+    """The row of a case whose prompt and new tokens do not fit the model's context: refused before anything is
+    built (--output-lens 1000000 on a 4,096-token model ran until the case timeout)."""
+    context = spec.context_length
+    positions = int(case.seq or 1) + int(case.gen or 1)
+    if context is None or positions <= context:
+        return None
+    return CaseResult(case, "error", phase="load", model_fingerprint=spec.fingerprint(),
+                      reason=f"prompt {case.seq} + {case.gen} new tokens = {positions} positions exceed "
+                             f"{spec.name}'s context of {context} (its config's max_position_embeddings): "
+                             f"lower --prompt-lens or --output-lens")
+
+
 class GenerateWorkload(Workload):
     """Causal LMs x runtimes x precisions x batch sizes x prompt lengths x output lengths: greedy generation
     with the runtime's KV-cache decoder (Runtime.decoder()), TTFT and each decode step timed."""
@@ -164,7 +177,7 @@ class GenerateState(WorkerState):
         spec = get_model(case.model)
         set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
-        refused = check_case(case, spec, cls, config, self._availability)
+        refused = check_case(case, spec, cls, config, self._availability) or context_refusal(case, spec)
         if refused is not None:
             return refused
         return run_generation_case(case, spec, cls(spec, case.precision, runtime_options(spec, config)), config,

@@ -1,0 +1,171 @@
+"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, CPU time, preemptions,
+PSI), read around a timed loop, never inside it; the `contended` verdict and its cause (docs/method.md)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# A block is contended when its threads waited for a CPU this share of their runnable time or more. Quiet on
+# this 2-core machine: 0-3% (kernel housekeeping, the sampler thread); one busy loop on a core the pool uses:
+# 25-60%. See docs/method.md for the calibration runs.
+WAIT_FRACTION_LIMIT = 0.10
+
+
+def default_contention_limit() -> float:
+    """WAIT_FRACTION_LIMIT, or $HARNESS_CONTENTION_LIMIT (a fraction; 1 never calls a block contended)."""
+    text = os.environ.get("HARNESS_CONTENTION_LIMIT")
+    try:
+        return min(1.0, max(0.0, float(text))) if text else WAIT_FRACTION_LIMIT
+    except ValueError:
+        return WAIT_FRACTION_LIMIT
+
+
+# ... and only when the wait is long enough to matter next to the block (not a few slices of a short block)
+MIN_WAIT_S = 0.005
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    wall_ns: int
+    run_ns: int | None  # sums over the process's threads (schedstat); None where the kernel has no schedstat
+    wait_ns: int | None
+    slices: int | None
+    cpu_s: float
+    involuntary: int | None
+    psi_some_us: int | None
+    machine_busy_s: float | None = None  # all CPUs' non-idle time (/proc/stat), ours included
+
+
+def _machine_busy_s(stat: Path) -> float | None:
+    try:
+        first = stat.read_text().split("\n", 1)[0].split()
+        ticks = [int(x) for x in first[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _schedstat(task_dir: Path) -> tuple[int, int, int] | None:
+    run = wait = slices = 0
+    seen = False
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            fields = (task_dir / tid / "schedstat").read_text().split()
+        except OSError:  # a thread that ended between listdir and read
+            continue
+        if len(fields) >= 3:
+            run, wait, slices = run + int(fields[0]), wait + int(fields[1]), slices + int(fields[2])
+            seen = True
+    return (run, wait, slices) if seen else None
+
+
+def _psi_some_us(path: Path) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("some "):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def snapshot(proc: Path = Path("/proc/self"), pressure: Path = Path("/proc/pressure/cpu"),
+             stat: Path = Path("/proc/stat")) -> Snapshot:
+    """What the kernel says about this process and the machine now (a few hundred microseconds)."""
+    sched = _schedstat(proc / "task")
+    times = os.times()
+    involuntary = None
+    try:
+        import psutil
+
+        involuntary = psutil.Process().num_ctx_switches().involuntary
+    except Exception:  # noqa: BLE001 - a figure we cannot read is absent, never a failed case
+        pass
+    return Snapshot(time.perf_counter_ns(), sched[0] if sched else None, sched[1] if sched else None,
+                    sched[2] if sched else None, times.user + times.system, involuntary, _psi_some_us(pressure),
+                    _machine_busy_s(stat))
+
+
+def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
+    """The block's contention figures (JSON-ready): wall_s, cpu_cores, runqueue_wait_s, wait_fraction,
+    involuntary_switches, psi_some (share of the block), threads."""
+    wall_s = max(1e-9, (after.wall_ns - before.wall_ns) / 1e9)
+    out: dict[str, Any] = {"wall_s": round(wall_s, 4), "threads": threads,
+                           "cpu_cores": round((after.cpu_s - before.cpu_s) / wall_s, 3)}
+    if before.run_ns is not None and after.run_ns is not None and before.wait_ns is not None \
+            and after.wait_ns is not None:
+        run = max(0, after.run_ns - before.run_ns)
+        wait = max(0, after.wait_ns - before.wait_ns)
+        out["runqueue_wait_s"] = round(wait / 1e9, 4)
+        out["wait_fraction"] = round(wait / (run + wait), 4) if run + wait else 0.0
+    if before.involuntary is not None and after.involuntary is not None:
+        out["involuntary_switches"] = after.involuntary - before.involuntary
+    if before.machine_busy_s is not None and after.machine_busy_s is not None:
+        others = max(0.0, (after.machine_busy_s - before.machine_busy_s) - (after.cpu_s - before.cpu_s))
+        out["others_cores"] = round(others / wall_s, 2)  # other processes' CPU use (10 ms ticks: coarse)
+        out["cores_free"] = round(max(0.0, (os.cpu_count() or 1) - others / wall_s), 2)
+    if before.psi_some_us is not None and after.psi_some_us is not None:
+        out["psi_some"] = round(min(1.0, (after.psi_some_us - before.psi_some_us) / 1e6 / wall_s), 4)
+    return out
+
+
+def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT) -> str | None:
+    """The cause in words when the block was contended (its threads waited `limit` of their runnable time for a
+    CPU or more, and at least MIN_WAIT_S), else None."""
+    wait = block.get("wait_fraction")
+    if wait is None or limit >= 1.0 or wait < limit or block.get("runqueue_wait_s", 0.0) < MIN_WAIT_S:
+        return None
+    free = f", {block['cores_free']:.1f} core(s) free" if block.get("cores_free") is not None else ""
+    psi = f"; machine CPU pressure {block['psi_some']:.0%}" if block.get("psi_some") is not None else ""
+    switches = block.get("involuntary_switches")
+    preempted = f", preempted {switches} times" if switches else ""
+    return (f"{block['threads']} thread(s){free}: the worker's threads waited {wait:.0%} of their runnable time "
+            f"for a CPU ({block['runqueue_wait_s']:.3g} thread-seconds of waiting in a {block['wall_s']:.3g} s "
+            f"block{preempted}){psi}")
+
+
+class ContentionProbe:
+    """start() after the warm-up, stop() after the timed loop: the block's figures, cause and verdict."""
+
+    def __init__(self, threads: int, limit: float = WAIT_FRACTION_LIMIT, read: Any = snapshot) -> None:
+        self.threads, self.limit, self._read = max(1, int(threads)), limit, read
+        self._before: Snapshot | None = None
+
+    def start(self) -> None:
+        self._before = self._read()
+
+    def stop(self) -> dict[str, Any] | None:
+        if self._before is None:
+            return None
+        out = figures(self._before, self._read(), self.threads)
+        self._before = None
+        cause = classify(out, self.limit)
+        out["contended"] = cause is not None
+        if cause:
+            out["cause"] = cause
+        return out
+
+
+def case_contention(blocks: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """A case's contention from its blocks': the worst block's figures, how many blocks were contended, and the
+    verdict (contended when any block was: its samples are in the case's percentiles)."""
+    seen = [b for b in blocks if b]
+    if not seen:
+        return None
+    worst = max(seen, key=lambda b: b.get("wait_fraction") or 0.0)
+    contended = [b for b in seen if b.get("contended")]
+    out = {"blocks": len(seen), "contended_blocks": len(contended), "contended": bool(contended),
+           "wait_fraction_max": worst.get("wait_fraction"), "psi_some_max": max(
+               (b["psi_some"] for b in seen if b.get("psi_some") is not None), default=None)}
+    if contended:
+        out["cause"] = max(contended, key=lambda b: b.get("wait_fraction") or 0.0)["cause"]
+    return out

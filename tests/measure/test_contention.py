@@ -1,0 +1,136 @@
+"""Contention of a measurement block: figures from fake /proc readings, the `contended` verdict and its cause,
+and a planted load (a busy loop pinned to the worker's core) that the probe must see."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import time
+
+import pytest
+
+from harness.measure.contention import (ContentionProbe, Snapshot, case_contention, classify, figures,
+                                        snapshot)
+
+
+def snap(t_s, run_s, wait_s, cpu_s=0.0, invol=0, psi_s=0.0, busy_s=0.0):
+    return Snapshot(int(t_s * 1e9), int(run_s * 1e9), int(wait_s * 1e9), 0, cpu_s, invol, int(psi_s * 1e6),
+                    busy_s)
+
+
+def test_a_quiet_block_is_not_contended():
+    f = figures(snap(0, 0, 0), snap(1.0, 0.98, 0.01, cpu_s=0.98, invol=3, psi_s=0.01, busy_s=1.0), threads=1)
+    assert f["wait_fraction"] == pytest.approx(0.01, abs=1e-3) and f["cpu_cores"] == pytest.approx(0.98)
+    assert f["psi_some"] == pytest.approx(0.01) and f["involuntary_switches"] == 3
+    assert classify(f) is None
+
+
+def test_a_block_that_waited_for_a_cpu_is_contended_and_says_why():
+    # 2 threads wanted 2 cores; another process took one: each thread ran 0.4 s and waited 0.6 s of a 1 s block
+    f = figures(snap(0, 0, 0, busy_s=0), snap(1.0, 0.8, 1.2, cpu_s=0.8, invol=250, psi_s=0.7, busy_s=1.8),
+                threads=2)
+    assert f["wait_fraction"] == pytest.approx(0.6) and f["cores_free"] == pytest.approx(
+        (os.cpu_count() or 1) - 1.0, abs=0.01)
+    cause = classify(f)
+    assert cause.startswith("2 thread(s), ") and "waited 60% of their runnable time for a CPU" in cause
+    assert "preempted 250 times" in cause and "machine CPU pressure 70%" in cause
+
+
+def test_a_few_slices_of_wait_in_a_short_block_are_not_contention():
+    f = figures(snap(0, 0, 0), snap(0.01, 0.006, 0.002), threads=1)  # 25% of 8 ms, but 2 ms in all
+    assert f["wait_fraction"] == pytest.approx(0.25) and classify(f) is None
+
+
+def test_no_schedstat_means_no_verdict_not_an_error():
+    f = figures(Snapshot(0, None, None, None, 0.0, None, None), Snapshot(10**9, None, None, None, 0.5, None, None), 1)
+    assert "wait_fraction" not in f and classify(f) is None and f["cpu_cores"] == pytest.approx(0.5)
+
+
+def test_snapshot_reads_schedstat_psi_and_stat(tmp_path):
+    task = tmp_path / "proc" / "task"
+    for tid, line in (("11", "100 50 3"), ("12", "200 25 4"), ("13", "")):  # 13: a thread that just ended
+        (task / tid).mkdir(parents=True)
+        (task / tid / "schedstat").write_text(line + "\n")
+    (tmp_path / "cpu").write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+                                  "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    (tmp_path / "stat").write_text("cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 50 0 25 500 5 0 0 0 0 0\n")
+    s = snapshot(tmp_path / "proc", tmp_path / "cpu", tmp_path / "stat")
+    assert (s.run_ns, s.wait_ns, s.slices, s.psi_some_us) == (300, 75, 7, 123456)
+    assert s.machine_busy_s == pytest.approx(150 / os.sysconf("SC_CLK_TCK"))
+    missing = snapshot(tmp_path / "nowhere", tmp_path / "none", tmp_path / "none")
+    assert (missing.run_ns, missing.psi_some_us, missing.machine_busy_s) == (None, None, None)
+
+
+def test_a_case_is_contended_when_any_block_was():
+    quiet = {"wait_fraction": 0.01, "contended": False, "psi_some": 0.02}
+    busy = {"wait_fraction": 0.5, "contended": True, "cause": "1 thread(s): waited 50%", "psi_some": 0.6}
+    c = case_contention([quiet, None, busy])
+    assert c == {"blocks": 2, "contended_blocks": 1, "contended": True, "wait_fraction_max": 0.5,
+                 "psi_some_max": 0.6, "cause": "1 thread(s): waited 50%"}
+    assert case_contention([quiet])["contended"] is False and case_contention([None]) is None
+
+
+# ------------------------------------------------------------------ a planted load
+def _spin(seconds: float, core: int) -> None:
+    os.sched_setaffinity(0, {core})
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _work(n: int) -> int:
+    """A fixed amount of CPU work (not a wall-clock wait): its time grows with the share of the core it gets."""
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def _block(n_work: int, calls: int = 40) -> tuple[float, dict]:
+    probe = ContentionProbe(threads=1)
+    probe.start()
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter_ns()
+        _work(n_work)
+        times.append(time.perf_counter_ns() - t)
+    return statistics.median(times) / 1e6, probe.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="no /proc schedstat on this platform")
+def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_not():
+    """The worker pinned to one core measures a call of ~10 ms of CPU work; then a busy loop is pinned to the same
+    core (bounded in time). The loaded block's p50 inflates past 1.5x (the call gets about half the core) and
+    it is contended, with its cause; the quiet block is not."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("os.sched_setaffinity not available")
+    saved = os.sched_getaffinity(0)
+    core = min(saved)
+    try:
+        os.sched_setaffinity(0, {core})
+        t = time.perf_counter()
+        _work(100_000)
+        n_work = max(10_000, int(100_000 * 0.010 / (time.perf_counter() - t)))  # ~10 ms of work per call
+        quiet_p50, quiet = _block(n_work)
+        ctx = multiprocessing.get_context("fork")
+        load = ctx.Process(target=_spin, args=(10.0, core), daemon=True)
+        load.start()
+        time.sleep(0.2)  # the loop is running and sharing the core
+        try:
+            loaded_p50, loaded = _block(n_work)
+        finally:
+            load.terminate()
+            load.join(5)
+    finally:
+        os.sched_setaffinity(0, saved)
+    assert loaded["contended"] and "waited" in loaded["cause"], loaded
+    assert loaded["wait_fraction"] >= 0.3, loaded  # it shared its one core with a busy loop
+    if loaded_p50 > 1.5 * quiet_p50:
+        assert loaded["contended"]
+    # The "quiet" block is quiet only if nothing else wanted this core: judged apart from the probe's own
+    # run-queue figure, by the machine's CPU pressure (else the other processes' CPU use). On a quiet machine
+    # it must not be contended; on a busy one (a shared CI runner) the probe must say it was.
+    busy = quiet["psi_some"] > 0.25 if quiet.get("psi_some") is not None else quiet.get("others_cores", 0) > 0.5
+    assert quiet["contended"] == busy or (busy and quiet["wait_fraction"] >= 0.05), quiet

@@ -1,0 +1,121 @@
+"""Latency statistics: percentiles, spread and the noise flag."""
+
+import numpy as np
+import pytest
+
+from harness.results.stats import latency_stats, throughput_sps
+
+
+def test_percentiles_match_numpy_in_milliseconds():
+    rng = np.random.default_rng(1)
+    samples = (rng.lognormal(mean=15, sigma=0.2, size=1001)).astype(np.int64)
+    s = latency_stats(samples.tolist())
+    ms = samples / 1e6
+    for q, got in ((50, s.p50_ms), (90, s.p90_ms), (95, s.p95_ms), (99, s.p99_ms)):
+        assert got == pytest.approx(np.percentile(ms, q))
+    assert s.mean_ms == pytest.approx(ms.mean())
+    assert s.std_ms == pytest.approx(ms.std(ddof=1))
+    assert s.cv == pytest.approx(ms.std(ddof=1) / ms.mean())
+    assert s.iterations == 1001
+    assert s.min_ms <= s.p50_ms <= s.p90_ms <= s.p95_ms <= s.p99_ms <= s.max_ms
+
+
+def test_noise_flag_follows_the_coefficient_of_variation():
+    steady = [1_000_000 + (i % 3) * 1000 for i in range(100)]
+    jumpy = [1_000_000 if i % 2 else 2_000_000 for i in range(100)]
+    assert not latency_stats(steady).noisy
+    assert latency_stats(jumpy).noisy
+    assert not latency_stats(jumpy, noise_cv=0.5).noisy
+
+
+def test_a_few_preempted_iterations_do_not_make_a_measurement_noisy_but_a_shifted_half_does():
+    quiet = [30_000 + (i % 7) * 300 for i in range(1000)]
+    for i in range(0, 1000, 100):  # 1% of the calls preempted for 5 ms (a plain CV of about 3)
+        quiet[i] = 5_000_000
+    s = latency_stats(quiet)
+    assert s.cv > 1 and s.rcv < 0.05 and not s.noisy
+    episodes = [30_000 if (i // 250) % 2 else 42_000 for i in range(1000)]  # fast and slow states by turns
+    assert latency_stats(episodes).noisy
+    assert latency_stats(episodes).rcv == pytest.approx(1.4826 * 6_000 / 36_000)
+
+
+def test_single_sample_and_empty():
+    s = latency_stats([2_000_000])
+    assert s.p50_ms == s.p99_ms == 2.0 and s.std_ms == 0.0 and not s.noisy
+    with pytest.raises(ValueError):
+        latency_stats([])
+
+
+def test_throughput_is_batch_over_p50_latency():
+    assert throughput_sps(8, 4.0) == pytest.approx(2000.0)
+    assert throughput_sps(1, 0.0) == 0.0
+
+
+def test_median_ms_is_the_stored_block_median():
+    """The block median results.json stores: the middle sample (or the mean of the middle two), ms, rounded to
+    the nanosecond; the same as the standard library's median for integer nanoseconds."""
+    import statistics
+
+    from harness.results.stats import median_ms, median_ns
+
+    for samples in ([3_000_001], [5, 1_000_000_003, 7_000], [1_234_567, 2_345_678, 9, 10**13 + 1]):
+        assert median_ns(samples) == statistics.median(samples)
+        assert median_ms(samples) == round(statistics.median(samples) / 1e6, 6)
+
+
+def test_summary_and_column_medians():
+    from harness.results.stats import column_medians_ms, summary_ms
+
+    s = summary_ms([1_000_000, 2_000_000, 3_000_000, 4_000_000], (50, 90, 99))
+    assert s is not None and s["p50_ms"] == 2.5 and s["n"] == 4 and s["min_ms"] == 1.0 and s["max_ms"] == 4.0
+    assert s["p90_ms"] == pytest.approx(np.percentile([1, 2, 3, 4], 90))
+    assert summary_ms([], (50,)) is None
+    assert column_medians_ms([[1_000_000, 4_000_000], [3_000_000, 2_000_000], [2_000_000, 9_000_000]]) == [2.0, 4.0]
+
+
+def test_checked_figures_are_latency_stats():
+    from harness.results.stats import CHECKED_FIGURES, checked_figures
+
+    samples = [1_000_000 + 7_919 * (i % 13) for i in range(200)]
+    s = latency_stats(samples).as_dict()
+    assert checked_figures(samples) == {k: s[k] for k in CHECKED_FIGURES}
+
+
+# Modules of harness/ that may call numpy's or the standard library's median/percentile/quantile themselves,
+# and why; everything else derives statistics from samples through harness.results.stats.
+OWN_STATISTICS = {
+    "harness/results/stats.py": "the one place",
+    "harness/gating/compare.py": "the gate's bootstrap of order statistics, and the median over K baseline runs",
+    "harness/gating/gatecheck.py": "the median over simulated runs of their best-block medians",
+    "harness/history/changes.py": "change points over a series of run figures, not samples",
+    "harness/accuracy/drift.py": "p99 of |output - reference|: drift, not latency",
+}
+
+
+def test_statistics_of_samples_are_computed_in_one_place():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for path in sorted((root / "harness").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("median", "percentile", "quantile", "nanmedian",
+                                                                   "nanpercentile", "median_low", "median_high")
+                    and isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy", "statistics")):
+                found.append(rel)
+    assert sorted(set(found) - set(OWN_STATISTICS)) == []
+
+
+def test_every_writer_of_throughput_uses_the_p50():
+    """One definition (batch / p50): no module computes throughput from the mean latency."""
+    import re
+    from pathlib import Path
+
+    import harness
+
+    root = Path(harness.__file__).parent
+    calls = [(p.relative_to(root), m.group(0)) for p in root.rglob("*.py")
+             for m in re.finditer(r"throughput_sps\([^()]*\)", p.read_text())]
+    assert calls and all("p50_ms" in c for _, c in calls), calls
