@@ -130,6 +130,8 @@ def _gating_parsers(sub: Any) -> None:
     cmp.add_argument("--markdown", metavar="FILE", help="also write the Markdown verdict table here")
     cmp.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON here")
     cmp.add_argument("--all", action="store_true", help="print pass rows too")
+    cmp.add_argument("--verbose", action="store_true",
+                     help="print the method paragraph, the gate's measured false-alarm rate and whole reasons")
 
     gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
                                            "slowdowns (self-test)")
@@ -429,14 +431,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.gating import compare_runs, load_gate_config, load_run
     from harness.gating.baseline import load_baseline_runs
     from harness.gating.compare import comparison_json
-    from harness.report.verdicts import verdicts_markdown
+    from harness.report.verdicts import verdicts_markdown, verdicts_text
     from harness.results.store import atomic_write_text
 
     gates = load_gate_config(args.gate_config, args.gate or ())
     comparison = compare_runs(load_baseline_runs(args.baseline), load_run(args.current), gates,
                               baseline_label=str(args.baseline), current_label=str(args.current))
     md = verdicts_markdown(comparison)
-    print(verdicts_markdown(comparison, only_changes=not args.all), end="")
+    print(verdicts_text(comparison, only_changes=not args.all, verbose=args.verbose), end="")
     if args.markdown:
         atomic_write_text(args.markdown, md)
     if args.json:
@@ -450,6 +452,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.gating import load_gate_config
     from harness.gating.gatecheck import gate_check
     from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
+    from harness.report.terminal import markdown_as_text
     from harness.results.environment import snapshot
     from harness.results.store import atomic_write_text
     from harness.workloads import get_workload
@@ -476,7 +479,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = gatecheck_markdown(result)
-    print(md, end="")
+    print(markdown_as_text(md), end="")  # plain on the terminal; gatecheck.md keeps the Markdown
     if out is not None:
         atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
         from harness.gating.gatecheck import suggested_config

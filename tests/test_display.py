@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 from gating.gating_synth import ENV, case_result, samples
 
-from harness.display import csv_cell, visible
+from harness.display import csv_cell, speed_text, visible
 from harness.results.schema import CaseId, RunResults
 
 HIDDEN = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\x00": "\\x00", "\x1b": "\\x1b", "\x7f": "\\x7f",
@@ -110,3 +110,12 @@ def test_visible_is_one_line_for_any_string():
     assert len(shown.splitlines()) == 1
     assert not [c for c in shown if unicodedata.category(c) == "Cc" or unicodedata.bidirectional(c) in
                 ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI", "LRM", "RLM", "ALM")]
+
+
+@pytest.mark.parametrize("ratio, text, times", [
+    (1.1, "+10.0%", "1.1x slower"), (0.9, "-10.0%", "1.1x faster"), (1 / 7.5, "7.5x faster", "7.5x faster"),
+    (79.739, "79.7x slower", "79.7x slower"), (2.0, "2.0x slower", "2.0x slower"), (1.0, "+0.0%", "1.0x (same)"),
+    (None, "", ""), (0.0, "", ""), (float("inf"), "", "")])
+def test_speed_text_uses_times_beyond_2x(ratio, text, times):
+    assert speed_text(ratio) == text
+    assert speed_text(ratio, always_times=True) == times

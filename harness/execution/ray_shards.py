@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
-from harness.errors import UsageError
+from harness.errors import UsageError, install_hint
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults
 from harness.results.store import atomic_write_text, write_results
 from harness.workloads import get_workload
@@ -234,7 +234,7 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
-        raise UsageError("--ray needs Ray: pip install -e \".[ray]\"") from None
+        raise UsageError(f"--ray needs Ray: {install_hint('ray')}") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     try:
         ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,

@@ -108,7 +108,7 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
     stats = latency_stats(result.samples_ns, noise_cv)
     result.latency = stats.as_dict()
-    result.throughput_sps = throughput_sps(result.case.batch, stats.mean_ms)
+    result.throughput_sps = throughput_sps(result.case.batch, stats.p50_ms)
     device = [int(x) for x in block.get("device_samples_ns") or ()]
     if device and result.device_samples_ns:
         result.device_samples_ns = list(result.device_samples_ns) + device

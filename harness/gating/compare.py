@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.display import speed_text
 from harness.errors import HarnessError
 from harness.gating.conformance import conformance_info, conformance_verdict
 from harness.gating.gates import Gate, GateConfig
@@ -133,7 +134,7 @@ def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks,
     p_worse = float(np.mean(ratios <= worse_bar))  # small: strong evidence of a slowdown past 1 + T/2
     p_better = float(np.mean(ratios >= better_bar))
     few = _few_samples_note(gate, b_size, c_blocks[c_best].size)
-    pct = f"{(ratio - 1) * 100:+.1f}%"
+    pct = speed_text(ratio)  # "+12.3%" under 2x either way, "7.5x faster" / "3.1x slower" beyond
     name = gate.statistic
     if len(base_runs[-1]) > 1 or len(c_blocks) > 1:
         name += f" (best of {len(base_runs[-1])}/{len(c_blocks)} blocks)"

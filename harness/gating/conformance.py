@@ -9,8 +9,10 @@ from harness.results.schema import CaseResult
 
 # Statuses that are the runtime's answer being wrong or missing (a regression when the baseline passed), and
 # the supervisor's verdicts on the process (broke when the baseline passed).
-NOT_PASSING = ("failed", "unsupported", "error")
+NOT_PASSING = ("failed", "unsupported", "error", "conversion")
 BROKEN = ("crashed", "timeout", "oom")
+# Statuses that judge nothing: FP16 left the model as it was, or the expected output is random.
+NOT_JUDGED = ("skipped", "nondeterministic")
 
 
 def conformance_info(r: CaseResult | None) -> dict[str, Any] | None:
@@ -19,7 +21,8 @@ def conformance_info(r: CaseResult | None) -> dict[str, Any] | None:
 
 
 def conformance_status(r: CaseResult) -> str | None:
-    """A stored case's conformance status (passed, failed, unsupported, error, crashed, timeout, oom, skipped);
+    """A stored case's conformance status (passed, failed, unsupported, error, conversion, nondeterministic,
+    crashed, timeout, oom, skipped);
     None for a case that is not a conformance case."""
     info = conformance_info(r)
     return str(info.get("status")) if info is not None else None
@@ -35,9 +38,9 @@ def conformance_verdict(b: CaseResult, c: CaseResult) -> tuple[Verdict, str]:
     if b.model_fingerprint and c.model_fingerprint and b.model_fingerprint != c.model_fingerprint:
         return Verdict.NOT_COMPARABLE, (f"the test case changed (model fingerprint {b.model_fingerprint} vs "
                                         f"{c.model_fingerprint}: another onnx version?); now {now}")
-    if bs == cs == "skipped":
-        return Verdict.PASS, f"skipped in both runs: {c.reason}"
-    if "skipped" in (bs, cs):
+    if bs in NOT_JUDGED and cs in NOT_JUDGED:
+        return Verdict.PASS, f"{cs} in both runs: {c.reason}"
+    if bs in NOT_JUDGED or cs in NOT_JUDGED:
         return Verdict.NOT_COMPARABLE, f"{bs} in the baseline, now {now}"
     if bs == "passed" and cs == "passed":
         return Verdict.PASS, "passed in both runs"

@@ -24,7 +24,7 @@ def scaled_copy(run: RunResults, factor: float, where: Callable[[CaseResult], bo
             c.samples_ns = [int(round(s * factor)) for s in c.samples_ns]
             stats = latency_stats(c.samples_ns, cv)
             c.latency = stats.as_dict()
-            c.throughput_sps = throughput_sps(c.case.batch, stats.mean_ms)
+            c.throughput_sps = throughput_sps(c.case.batch, stats.p50_ms)
             c.details = {**c.details, "synthetic_scale": factor}
             at = 0
             for i, b in enumerate(c.blocks):

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from harness.errors import UsageError
+from harness.errors import UsageError, install_hint
 from harness.history.changes import ChangePoint, change_points
 from harness.history.models import Case, CaseStat, Run
 from harness.results.schema import MEASURED, RunResults
@@ -105,8 +105,8 @@ def open_history(url: str | None = None) -> History:
             event.listen(engine, "connect", lambda c, _r: c.execute("PRAGMA foreign_keys=ON"))
         upgrade(engine)
     except ImportError as exc:  # the URL's driver is not installed
-        raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)} (PostgreSQL: pip install "
-                           "-e \".[postgres]\", the psycopg driver)") from None
+        raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)} (PostgreSQL: "
+                           f"{install_hint('postgres')}, the psycopg driver)") from None
     except (ArgumentError, SQLAlchemyError, OSError) as exc:
         raise HistoryError(f"history {masked(resolved)}: cannot open: {_first_line(exc)}") from None
     return History(engine, resolved)

@@ -18,7 +18,7 @@ def certificate_text(cert: Certificate) -> str:
     lines = []
     for r in cert.requirements:
         margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
-        lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {r.reason}{margin}"))
+        lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {_fmt(r.reason)}{margin}"))
     lines.append(visible(f"{cert.verdict}: {sum(r.passed for r in cert.requirements)}/{len(cert.requirements)} "
                          f"requirements met ({cert.spec.name}; results sha256 {cert.results_sha256[:16]}...)"))
     return "\n".join(lines)
@@ -34,10 +34,16 @@ def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
 
 
 def _fmt(v: Any) -> str:
+    """A requirement value or a machine fact as a reader reads it: numbers to 4 figures, yes/no, a mapping as
+    "key value, key value" and a list comma-separated (never a raw dict or list)."""
     if v is None:
         return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, dict):
+        return "; ".join(f"{str(k).replace('_', ' ')} {_fmt(x)}" for k, x in v.items()) or "-"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return ", ".join(_fmt(x) for x in v) or "-"
     return str(v)

@@ -1,16 +1,34 @@
-"""Inline SVG charts for the HTML report, drawn here rather than by a plotting library."""
+"""Inline SVG charts for the HTML report, drawn with matplotlib (Agg backend, SVG with text kept as text)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from html import escape as _html_escape
+from typing import Any
 
-import numpy as np
 
 from harness.display import visible
 from harness.results.stats import percentiles
+
+# Why matplotlib: a well-kept plotting library whose SVG backend needs no browser or CDN (the chart is inlined in
+# the self-contained HTML), keeps text as <text> (svg.fonttype "none": searchable, scales, tested here), gives
+# nice tick values (MaxNLocator: steps of 1, 2, 2.5, 5 x 10^k) and fits tick labels and legends inside the
+# figure (constrained layout). Plotly or Vega would need a JavaScript runtime on the page.
+
+PALETTE = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00",
+           "#b82e2e", "#316395", "#994499", "#22aa99")
+FONT_SIZE = 9
+NICE_STEPS = (1, 2, 2.5, 5, 10)
+_RC = {"svg.fonttype": "none", "font.size": FONT_SIZE, "font.family": "sans-serif",
+       "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica", "sans-serif"], "axes.titlesize": FONT_SIZE + 1,
+       "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "#e6e6e6",
+       "axes.axisbelow": True, "axes.formatter.useoffset": False, "text.parse_math": False,
+       "legend.frameon": False, "legend.fontsize": FONT_SIZE, "svg.image_inline": True}
 
 
 def escape(text: str) -> str:
@@ -18,191 +36,254 @@ def escape(text: str) -> str:
     return _html_escape(visible(text))
 
 
-PALETTE = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00",
-           "#b82e2e", "#316395", "#994499", "#22aa99")
-FONT = 'font-family="system-ui, sans-serif" font-size="11"'
-
-
 def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-@dataclass(frozen=True)
-class Scale:
-    """Maps data values to pixels on one axis, linear or log10."""
-
-    lo: float
-    hi: float
-    p0: float
-    p1: float
-    log: bool = False
-
-    @classmethod
-    def fit(cls, values: Iterable[float], p0: float, p1: float, *, zero: bool = False,
-            log: bool | None = None) -> "Scale":
-        vals = [v for v in values if v is not None and math.isfinite(v)]
-        if not vals:
-            return cls(0.0, 1.0, p0, p1)
-        lo, hi = min(vals), max(vals)
-        if log is None:
-            log = lo > 0 and hi / lo > 20
-        if log:
-            lo = max(lo, 1e-12)
-            return cls(10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(max(hi, lo * 10))), p0, p1,
-                       True)
-        if zero:
-            lo = min(0.0, lo)
-        if hi == lo:
-            hi = lo + (abs(lo) or 1.0)
-        pad = (hi - lo) * 0.05
-        return cls(lo if zero else lo - pad, hi + pad, p0, p1)
-
-    def __call__(self, v: float) -> float:
-        if self.log:
-            v = max(v, self.lo)
-            t = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
-        else:
-            t = (v - self.lo) / (self.hi - self.lo)
-        return self.p0 + t * (self.p1 - self.p0)
-
-    def ticks(self, n: int = 5) -> list[float]:
-        if self.log:
-            a, b = int(round(math.log10(self.lo))), int(round(math.log10(self.hi)))
-            step = max(1, (b - a) // 6)
-            return [10.0 ** e for e in range(a, b + 1, step)]
-        return [float(t) for t in np.linspace(self.lo, self.hi, n)]
-
-
 def fmt_tick(v: float) -> str:
+    """A tick value as written on an axis: "0", "0.5", "250", "1.2e+04" (no trailing zeros)."""
     if v == 0:
         return "0"
-    if abs(v) >= 1000 or abs(v) < 0.01:
-        return f"{v:.0e}"
-    return f"{v:.3g}"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.2g}"
+    return f"{v:.4g}"
 
 
-def _svg(width: int, height: int, body: list[str], title: str) -> str:
-    return (f'<svg class="chart" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}"><title>{escape(title)}'
-            f'</title>{"".join(body)}</svg>')
+def _log_tick(v: float, _pos: int | None = None) -> str:
+    if v <= 0:
+        return ""
+    e = round(math.log10(v))
+    if not math.isclose(v, 10.0 ** e, rel_tol=1e-6):
+        return ""  # only the decades are labelled
+    return f"{v:g}" if -3 <= e <= 4 else f"1e{e}"
 
 
-def _axes(xs: Scale | None, ys: Scale, x_label: str, y_label: str, left: int, top: int, right: int,
-          bottom: int) -> list[str]:
-    out = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
-           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
-    for t in ys.ticks():
-        y = ys(t)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{escape(fmt_tick(t))}</text>')
-    if xs is not None:
-        for t in xs.ticks():
-            x = xs(t)
-            out.append(f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {FONT}>'
-                       f'{escape(fmt_tick(t))}</text>')
-    out.append(f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" {FONT}>'
-               f'{escape(x_label)}</text>')
-    out.append(f'<text transform="translate(12 {(top + bottom) / 2:.0f}) rotate(-90)" text-anchor="middle" '
-               f'{FONT}>{escape(y_label)}</text>')
-    return out
+def _text(s: Any) -> str:
+    return visible(s)  # matplotlib escapes XML itself; text.parse_math is off, so "$" stays a dollar
 
 
-def _legend(names: Sequence[str], x: int, y: int, colors: Sequence[str]) -> list[str]:
-    out = []
-    for i, (name, c) in enumerate(zip(names, colors)):
-        yy = y + 15 * i
-        out.append(f'<rect x="{x}" y="{yy - 8}" width="10" height="10" fill="{c}"/>'
-                   f'<text x="{x + 14}" y="{yy + 1}" {FONT}>{escape(name)}</text>')
-    return out
+@contextmanager
+def _figure(width: int, height: int) -> Iterator[Any]:
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(_RC):  # a Figure on its own Agg canvas: no pyplot, no global backend state
+        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72, layout="constrained")
+        FigureCanvasAgg(fig)
+        yield fig
+
+
+def nice_axis(ax: Any, axis: str = "y", log: bool = False) -> None:
+    """Nice ticks on one axis: steps of 1, 2, 2.5 or 5 x 10^k (linear), labelled decades (log)."""
+    from matplotlib import ticker
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    if log:
+        target.set_major_locator(ticker.LogLocator(base=10, numticks=8))
+        target.set_major_formatter(ticker.FuncFormatter(_log_tick))
+        target.set_minor_formatter(ticker.NullFormatter())
+    else:
+        target.set_major_locator(ticker.MaxNLocator(nbins=6, steps=list(NICE_STEPS)))
+        target.set_major_formatter(ticker.FuncFormatter(lambda v, _p: fmt_tick(v)))
+
+
+def _to_svg(fig: Any, title: str, tips: dict[str, str], salt: str) -> str:
+    """The figure as one <svg> element: no XML prolog, ids prefixed per chart (several charts share a page),
+    `tips` ({gid: text}) as <title> tooltips, the chart's title as its accessible name."""
+    import matplotlib
+
+    key = hashlib.sha1(f"{title}|{salt}".encode()).hexdigest()[:8]
+    buf = io.StringIO()
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)
+    # inline in HTML5 the namespaces are implied: no URL in the page (a reader of it sees nothing to fetch)
+    svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg).replace("xlink:href=", "href=")
+    pfx = f"c{key}-"
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{pfx}{m.group(1)}"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{pfx}{m.group(1)})", svg)
+    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{pfx}{m.group(1)}"', svg)
+    for gid, tip in tips.items():
+        svg = svg.replace(f'<g id="{pfx}{gid}">', f'<g id="{pfx}{gid}"><title>{escape(tip)}</title>', 1)
+    w, h = (round(v * 72) for v in fig.get_size_inches())
+    svg = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"',
+                 lambda m: f'<svg class="chart" role="img" aria-label="{escape(title)}" {m.group(1)}'
+                           f'width="{w}" height="{h}"', svg, count=1)
+    svg = re.sub(r"(<svg[^>]*>)", lambda m: f"{m.group(1)}<title>{escape(title)}</title>", svg, count=1)
+    return svg.strip()
+
+
+def _legend(fig: Any, ax: Any, n: int) -> None:
+    """The series' legend outside the axes, right of them (constrained layout makes room for it)."""
+    if n:
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper")
 
 
 def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str, y_label: str,
                width: int = 560, height: int = 260) -> str:
     """Lines of y over categorical x (e.g. p50 latency over batch size), one line per series."""
     xs_all = sorted({x for pts in series.values() for x, _ in pts})
-    legend_w = 10 + 7 * max((len(n) for n in series), default=0)
-    left, top, right, bottom = 56, 12, width - min(legend_w, width // 2) - 16, height - 40
-    pos = {x: left + 20 + (right - left - 40) * (i / max(1, len(xs_all) - 1)) for i, x in enumerate(xs_all)}
-    ys = Scale.fit([y for pts in series.values() for _, y in pts], bottom, top, zero=True)
-    body = _axes(None, ys, x_label, y_label, left, top, right, bottom)
-    for x in xs_all:
-        body.append(f'<text x="{pos[x]:.1f}" y="{bottom + 14}" text-anchor="middle" {FONT}>{escape(fmt_tick(x))}'
-                    f'</text>')
-    for i, (name, pts) in enumerate(series.items()):
-        pts = sorted(pts)
-        path = " ".join(f"{pos[x]:.1f},{ys(y):.1f}" for x, y in pts)
-        body.append(f'<polyline fill="none" stroke="{color(i)}" stroke-width="2" points="{path}"/>')
-        for x, y in pts:
-            body.append(f'<circle cx="{pos[x]:.1f}" cy="{ys(y):.1f}" r="3" fill="{color(i)}">'
-                        f'<title>{escape(name)}: {escape(fmt_tick(x))} -> {y:.4g}</title></circle>')
-    body += _legend(list(series), right + 16, top + 10, [color(i) for i in range(len(series))])
-    return _svg(width, height, body, title)
+    pos = {x: i for i, x in enumerate(xs_all)}
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        for i, (name, pts) in enumerate(series.items()):
+            pts = sorted(pts)
+            ax.plot([pos[x] for x, _ in pts], [y for _, y in pts], color=color(i), lw=2, marker="o", ms=4,
+                    label=_text(name))
+            for j, (x, y) in enumerate(pts):
+                gid = f"pt{i}-{j}"
+                ax.plot([pos[x]], [y], "o", color=color(i), ms=6, alpha=0)[0].set_gid(gid)
+                tips[gid] = f"{name}: {fmt_tick(x)} -> {y:.4g}"
+        ax.set_xticks(range(len(xs_all)), [fmt_tick(x) for x in xs_all])
+        ax.set_ylim(bottom=0)
+        nice_axis(ax, "y")
+        ax.set_xlabel(_text(x_label))
+        ax.set_ylabel(_text(y_label))
+        _legend(fig, ax, len(series))
+        return _to_svg(fig, title, tips, repr(series))
 
 
 def box_chart(rows: list[tuple[str, Sequence[float]]], *, title: str, x_label: str, width: int = 560) -> str:
     """Horizontal box plots of raw samples: whiskers p1-p99, box p25-p75, median mark, one row per case."""
-    label_w = min(300, 14 + 7 * max((len(n) for n, _ in rows), default=0))
-    row_h = 22
-    height = 46 + row_h * len(rows)
-    left, right, top = label_w, width - 16, 8
-    bottom = top + row_h * len(rows)
     stats = [(name, percentiles(s, (1, 25, 50, 75, 99))) for name, s in rows if len(s)]
-    xs = Scale.fit([v for _, p in stats for v in (p[0], p[4])], left, right)
-    body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>']
-    for t in xs.ticks():
-        x = xs(t)
-        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#eee"/>'
-                    f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {FONT}>{escape(fmt_tick(t))}</text>')
-    for i, (name, (p1, q1, med, q3, p99)) in enumerate(stats):
-        cy = top + row_h * i + row_h / 2
-        c = color(i)
-        tip = f"{name}: p1 {p1:.4g}, p25 {q1:.4g}, p50 {med:.4g}, p75 {q3:.4g}, p99 {p99:.4g}"
-        body.append(
-            f'<g><title>{escape(tip)}</title>'
-            f'<text x="{left - 6}" y="{cy + 4:.1f}" text-anchor="end" {FONT}>{escape(name)}</text>'
-            f'<line x1="{xs(p1):.1f}" y1="{cy:.1f}" x2="{xs(p99):.1f}" y2="{cy:.1f}" stroke="{c}"/>'
-            f'<rect x="{xs(q1):.1f}" y="{cy - 6:.1f}" width="{max(1.0, xs(q3) - xs(q1)):.1f}" height="12" '
-            f'fill="{c}" fill-opacity="0.25" stroke="{c}"/>'
-            f'<line x1="{xs(med):.1f}" y1="{cy - 7:.1f}" x2="{xs(med):.1f}" y2="{cy + 7:.1f}" stroke="{c}" '
-            f'stroke-width="2"/></g>')
-    body.append(f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" {FONT}>'
-                f'{escape(x_label)}</text>')
-    return _svg(width, height, body, title)
+    height = 70 + 24 * len(stats)
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        boxes = [{"whislo": p[0], "q1": p[1], "med": p[2], "q3": p[3], "whishi": p[4], "fliers": [],
+                  "label": _text(name)} for name, p in stats]
+        if boxes:
+            art = ax.bxp(boxes, orientation="horizontal", widths=0.55, patch_artist=True, showfliers=False,
+                         positions=range(len(boxes)))
+            for i, (patch, (name, p)) in enumerate(zip(art["boxes"], stats)):
+                patch.set(facecolor=color(i), alpha=0.3, edgecolor=color(i))
+                art["medians"][i].set(color=color(i), lw=2)
+                gid = f"box{i}"
+                patch.set_gid(gid)
+                tips[gid] = f"{name}: p1 {p[0]:.4g}, p25 {p[1]:.4g}, p50 {p[2]:.4g}, p75 {p[3]:.4g}, p99 {p[4]:.4g}"
+            ax.invert_yaxis()
+        ax.grid(axis="y", visible=False)
+        nice_axis(ax, "x")
+        ax.set_xlabel(_text(x_label))
+        return _to_svg(fig, title, tips, repr(rows[:3]) + str(len(rows)))
+
+
+def _place_labels(fig: Any, ax: Any, points: list[tuple[float, float, str, str]]) -> list[Any]:
+    """Labels beside scatter points, none over another nor over the axes' edge: for each point (in order of
+    x) the first of a few offsets whose box is free, else the least crowded one with a leader line."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # lay out first: the axes' final box
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    out = []
+    # beside the point first, then further up and down (with a leader line), then to the left
+    rises = [4, -12, 16, -24, 28, -36, 40, -48, 52, -60, 64, -72]
+    offsets = [(dx, dy, ha) for dy in rises for dx, ha in ((6, "left"), (-6, "right"))]
+    for x, y, label, c in sorted(points):
+        best, best_cost = None, math.inf
+        for dx, dy, ha in offsets:
+            lead = {"arrowprops": {"arrowstyle": "-", "color": c, "lw": 0.6}} if abs(dy) > 12 else {}
+            t = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va="bottom",
+                            fontsize=FONT_SIZE - 1, color="#333", **lead)
+            t.set_in_layout(False)  # the layout is fixed before the labels are placed; they must not move it
+            bb = _text_box(t, renderer)
+            cost = sum(_overlap(bb, o) for o in placed)
+            inside = bb.x0 >= frame.x0 and bb.x1 <= frame.x1 and bb.y0 >= frame.y0 and bb.y1 <= frame.y1
+            cost += 0 if inside else 1e6
+            if cost < best_cost:
+                if best is not None:
+                    best.remove()
+                best, best_cost = t, cost
+                if cost == 0:
+                    break
+            else:
+                t.remove()
+        if best is None:
+            continue
+        placed.append(_text_box(best, renderer))
+        out.append(best)
+    return out
+
+
+def _text_box(t: Any, renderer: Any) -> Any:
+    """The box of an annotation's text alone (not its leader line), a little padded."""
+    from matplotlib.text import Text
+
+    t.update_positions(renderer)
+    return Text.get_window_extent(t, renderer).expanded(1.05, 1.15)
+
+
+def _overlap(a: Any, b: Any) -> float:
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return w * h if w > 0 and h > 0 else 0.0
 
 
 def scatter_chart(points: list[dict[str, object]], *, title: str, x_label: str, y_label: str,
-                  width: int = 560, height: int = 280) -> str:
-    """Points {x, y, label, group}: x on a log axis (drift), y linear (speed-up), a colour per group."""
+                  width: int = 560, height: int = 300) -> str:
+    """Points {x, y, label, group}: x on a log axis (drift), y linear (speed-up), a colour per group; each point
+    labelled beside it where the label does not cover another (label boxes checked, not guessed)."""
     groups = list(dict.fromkeys(str(p["group"]) for p in points))
-    legend_w = 10 + 7 * max((len(g) for g in groups), default=0)
-    left, top, right, bottom = 56, 12, width - min(legend_w, width // 3) - 16, height - 40
-    xs = Scale.fit([float(p["x"]) for p in points], left, right, log=True)  # type: ignore[arg-type]
-    ys = Scale.fit([float(p["y"]) for p in points] + [1.0], bottom, top, zero=True)  # type: ignore[arg-type]
-    body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
-    y1 = ys(1.0)
-    body.append(f'<line x1="{left}" y1="{y1:.1f}" x2="{right}" y2="{y1:.1f}" stroke="#999" '
-                f'stroke-dasharray="4 3"/>')
-    for p in points:
-        c = color(groups.index(str(p["group"])))
-        x, y = xs(float(p["x"])), ys(float(p["y"]))  # type: ignore[arg-type]
-        tip = f'{p["label"]} ({p["group"]}): {x_label} {float(p["x"]):.3g}, {y_label} {float(p["y"]):.3g}'  # type: ignore[arg-type]
-        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{c}"><title>{escape(tip)}</title></circle>'
-                    f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" {FONT} fill="#444">{escape(str(p["label"]))}</text>')
-    body += _legend(groups, right + 16, top + 10, [color(i) for i in range(len(groups))])
-    return _svg(width, height, body, title)
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        ax.axhline(1.0, color="#999", ls="--", lw=1)
+        for gi, g in enumerate(groups):
+            mine = [p for p in points if str(p["group"]) == g]
+            ax.scatter([float(p["x"]) for p in mine], [float(p["y"]) for p in mine],  # type: ignore[arg-type]
+                       color=color(gi), s=22, label=_text(g), zorder=3)
+        for i, p in enumerate(points):
+            gid = f"pt{i}"
+            ax.plot([float(p["x"])], [float(p["y"])], "o", ms=7, alpha=0)[0].set_gid(gid)  # type: ignore[arg-type]
+            tips[gid] = (f'{p["label"]} ({p["group"]}): {x_label} {float(p["x"]):.3g}, '  # type: ignore[arg-type]
+                         f'{y_label} {float(p["y"]):.3g}')  # type: ignore[arg-type]
+        ax.set_xscale("log")
+        xs = [float(p["x"]) for p in points]  # type: ignore[arg-type]
+        if xs:
+            lo, hi = min(xs), max(xs)
+            ax.set_xlim(10 ** math.floor(math.log10(lo) - 0.3), 10 ** math.ceil(math.log10(hi) + 0.3))
+        ys = [float(p["y"]) for p in points] + [1.0]  # type: ignore[arg-type]
+        ax.set_ylim(0, max(ys) * 1.25)
+        nice_axis(ax, "x", log=True)
+        nice_axis(ax, "y")
+        ax.set_xlabel(_text(x_label))
+        ax.set_ylabel(_text(y_label))
+        _legend(fig, ax, len(groups))
+        _place_labels(fig, ax, [(float(p["x"]), float(p["y"]), _text(p["label"]),  # type: ignore[arg-type]
+                                 color(groups.index(str(p["group"])))) for p in points])
+        return _to_svg(fig, title, tips, repr(points))
 
 
 def xy_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str, y_label: str,
              width: int = 560, height: int = 260) -> str:
     """Lines of y over a numeric x (e.g. decode latency over context length), one line per series."""
-    legend_w = 10 + 7 * max((len(n) for n in series), default=0)
-    left, top, right, bottom = 56, 12, width - min(legend_w, width // 2) - 16, height - 40
-    xs = Scale.fit([x for pts in series.values() for x, _ in pts], left + 8, right - 8, log=False)
-    ys = Scale.fit([y for pts in series.values() for _, y in pts], bottom, top, zero=True)
-    body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
-    for i, (name, pts) in enumerate(series.items()):
-        path = " ".join(f"{xs(x):.1f},{ys(y):.1f}" for x, y in sorted(pts))
-        body.append(f'<polyline fill="none" stroke="{color(i)}" stroke-width="1.5" points="{path}">'
-                    f'<title>{escape(name)}</title></polyline>')
-    body += _legend(list(series), right + 16, top + 10, [color(i) for i in range(len(series))])
-    return _svg(width, height, body, title)
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        for i, (name, pts) in enumerate(series.items()):
+            pts = sorted(pts)
+            line, = ax.plot([x for x, _ in pts], [y for _, y in pts], color=color(i), lw=1.5, label=_text(name))
+            line.set_gid(f"line{i}")
+            tips[f"line{i}"] = name
+        ax.set_ylim(bottom=0)
+        nice_axis(ax, "x")
+        nice_axis(ax, "y")
+        ax.set_xlabel(_text(x_label))
+        ax.set_ylabel(_text(y_label))
+        _legend(fig, ax, len(series))
+        return _to_svg(fig, title, tips, repr(series))
+
+
+def chart(draw: Callable[[Any, Any, dict[str, str]], None], *, title: str, width: int, height: int,
+          salt: str = "") -> str:
+    """A chart drawn by `draw(fig, ax, tips)` on one axes, as inline SVG (for other modules of report/)."""
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        draw(fig, ax, tips)
+        return _to_svg(fig, title, tips, salt)
+

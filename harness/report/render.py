@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from harness.display import csv_cell, visible
+from harness.display import csv_cell, speed_text, visible
 from harness.model import get_model
 from harness.report import charts
 from harness.report.generation import generation_markdown, generation_section
@@ -311,7 +311,10 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
                 "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
         view = measured[cols].rename(columns={"latency_p50_ms": "p50 ms", "latency_p99_ms": "p99 ms",
                                               "throughput_sps": "samples/s", "vs_ref": "p50 vs ref"})
-        lines += ["### Measured cases", ""]
+        lines += ["### Measured cases", "",
+                  ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
+                   "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
+                   "\"1.3x slower\"."), ""]
         lines += [_md_table(view.head(max_rows)), ""]
         if len(view) > max_rows:
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
@@ -338,9 +341,11 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
 
 
 def _pct(ref: Any, value: Any) -> str:
-    if ref is None or value is None or pd.isna(ref) or pd.isna(value) or not value:
+    """A p50 against the reference runtime's: "7.5x faster" / "1.3x slower" (never a percentage: "+86.7%" of a
+    latency saved reads as a throughput gain)."""
+    if ref is None or value is None or pd.isna(ref) or pd.isna(value) or not value or not ref:
         return "-"
-    return f"{100.0 * (float(ref) - float(value)) / float(ref):+.1f}%"
+    return speed_text(float(value) / float(ref), always_times=True) or "-"
 
 
 def _md(text: str) -> str:

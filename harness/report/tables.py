@@ -199,12 +199,14 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                 "metric": m, "values": values, "best": m.best(list(values.values())),
                 "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
                                 if m.comparable},
+                "change": {c: m.improvement_text(values[c], values.get(r)) for c, r in vs.items()
+                           if m.comparable},
             })
         drift = DRIFT_ROW
         rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
                      "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
                                for c in labels},
-                     "improvement": {}})
+                     "improvement": {}, "change": {}})
         tables.append({
             "model": model, "precision": precision, "batch": int(batch),
             "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,

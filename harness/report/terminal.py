@@ -25,6 +25,39 @@ def terminal_table(run: RunResults, width: int = 160) -> str:
     return view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}", max_colwidth=72)
 
 
+def markdown_as_text(md: str) -> str:
+    """Markdown written for a file (headings, **bold**, `code`, pipe tables) as plain terminal text: markers
+    dropped, HTML entities decoded, a table's cells aligned in columns and its separator row left out."""
+    import html
+    import re
+
+    def plain(s: str) -> str:
+        s = re.sub(r"^#{1,6}\s+", "", s)
+        s = s.replace("**", "").replace("`", "").replace("\\|", "|")
+        return html.unescape(s)
+
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if table:
+            widths = [max(len(r[i]) if i < len(r) else 0 for r in table) for i in range(max(map(len, table)))]
+            out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+            table.clear()
+
+    for line in md.splitlines():
+        s = line.strip()
+        if s.startswith("|") and s.endswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", s[1:-1])]
+            if not all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
+                table.append([plain(c) for c in cells])
+            continue
+        flush()
+        out.append(plain(line))
+    flush()
+    return "\n".join(out) + ("\n" if md.endswith("\n") else "")
+
+
 def scenario_lines(run: RunResults) -> list[str]:
     """One terminal line per case with LoadGen scenarios: each scenario's verdict and figure; the Server search
     as its peak VALID QPS with the bound and what the bound came from; INVALID reasons and errors in brief."""

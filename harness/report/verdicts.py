@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.display import visible
+from harness.display import speed_text, visible
 from harness.gating.compare import Comparison, VerdictRecord
 from harness.gating.verdicts import Verdict
 
@@ -29,7 +29,7 @@ def _num(v: float | None, unit: str) -> str:
 def _change(r: VerdictRecord) -> str:
     if r.ratio is None:
         return ""
-    return f"{(r.ratio - 1) * 100:+.1f}%"
+    return speed_text(r.ratio)
 
 
 def _ci(r: VerdictRecord) -> str:
@@ -79,3 +79,37 @@ def verdict_dicts(comparison: Comparison, label: str | None = None) -> list[dict
         d["case"] = d.pop("case_id") + (f" @ {label}" if label else "")
         rows.append(d)
     return sorted(rows, key=lambda d: (order.get(d["verdict"], 9), d["case"], d["metric"]))
+
+
+def _plain(text: object, limit: int | None = None) -> str:
+    s = visible(str(text).replace("\r\n", " ").replace("\n", " "))
+    return s if limit is None or len(s) <= limit else s[:limit - 1] + "…"
+
+
+def verdicts_text(comparison: Comparison, only_changes: bool = False, verbose: bool = False,
+                  width: int = 100) -> str:
+    """The verdicts as plain text for a terminal: no Markdown, no HTML entities, no icons; failing rows first.
+    The method paragraph and the gate-check line only with `verbose` (one pointer line otherwise: they are in
+    verdicts.md and `--json`); reasons cut at `width` characters unless `verbose`. The verdict counts and the
+    gates are the caller's last line (`Comparison.summary()`), not repeated here."""
+    c = comparison
+    lines = [f"verdicts: baseline {_plain(c.baseline_label)} -> current {_plain(c.current_label)}"]
+    if verbose:
+        lines += [f"Method: {_plain(c.method)}.", f"This gate: {_plain(c.gates.measured_line())}."]
+    else:
+        lines.append("(method and the gate's measured false-alarm rate: harness compare --verbose, or verdicts.md)")
+    lines += [f"note: {_plain(n)}" for n in c.notes]
+    rows = sorted(c.records, key=lambda r: _ORDER.index(r.verdict))
+    if only_changes:
+        rows = [r for r in rows if r.verdict is not Verdict.PASS]
+    if not rows:
+        return "\n".join(lines + ["(no verdicts to show)"]) + "\n"
+    table = [("verdict", "case", "metric", "baseline", "current", "change", "reason")]
+    table += [(r.verdict.value, _plain(r.case_id), r.metric, _num(r.baseline, r.unit), _num(r.current, r.unit),
+               _change(r), _plain(r.reason, None if verbose else width)) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(6)]
+    lines.append("")
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) if i < 3 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row[:6], widths))) + "  " + row[6])
+    return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -11,6 +11,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from harness.errors import install_hint
+
 LIBRARIES = ("inference-harness", "torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "numpy",
              "pandas", "jinja2", "pytest", "pytest-benchmark", "psutil", "nvidia-ml-py", "tensorrt")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -203,7 +205,7 @@ def _tensorrt_version() -> str:
 
         return str(tensorrt.__version__)
     except ImportError:
-        return _na('tensorrt is not installed (optional extra: pip install -e ".[tensorrt]")')
+        return _na(f'tensorrt is not installed (optional extra: {install_hint("tensorrt")})')
 
 
 def gpu_end_snapshot(start_env: dict[str, Any], nvml: Any = None) -> dict[str, Any]:

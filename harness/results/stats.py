@@ -108,6 +108,7 @@ def robust_cv(values: Sequence[float] | np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(x - med)) / med) if med > 0 else 0.0
 
 
-def throughput_sps(batch: int, mean_ms: float) -> float:
-    """Samples per second of a sequential loop: batch size over the mean latency."""
-    return batch * 1000.0 / mean_ms if mean_ms > 0 else 0.0
+def throughput_sps(batch: int, p50_ms: float) -> float:
+    """Samples per second of a sequential loop: batch size over the median (p50) latency, the one definition
+    everywhere (so it never contradicts the p50 column; a mean would follow a few slow outliers)."""
+    return batch * 1000.0 / p50_ms if p50_ms > 0 else 0.0

@@ -7,11 +7,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from harness.errors import install_hint
 from harness.model import ModelSpec
 from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
-INSTALL = 'pip install -e ".[litert]" (ai-edge-litert, litert-torch; not in the same environment as the tvm extra)'
+INSTALL = install_hint("litert") + " (ai-edge-litert, litert-torch; not in the same environment as the tvm extra)"
 # Precision -> the litert-torch quantisation recipe (see harness.artifacts.tflite_from_torch.RECIPES).
 RECIPE: dict[Precision, str] = {
     Precision.FP32: "fp32",

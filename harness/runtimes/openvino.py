@@ -8,12 +8,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.artifacts import onnx_for_model
+from harness.errors import install_hint
 from harness.model import ModelSpec
 from harness.precision import Precision
 from harness.errors import UnsupportedModelError
 from harness.runtimes.base import Availability, Runtime
 
-INSTALL = 'pip install -e ".[openvino]"'
+INSTALL = install_hint("openvino")
 # Precision -> (INFERENCE_PRECISION_HINT, the CPU capability it needs). INT8 runs a QDQ graph at f32 hint.
 _HINTS: dict[Precision, tuple[str, str]] = {
     Precision.FP32: ("f32", "FP32"), Precision.BF16: ("bf16", "BF16"), Precision.FP16: ("f16", "FP16"),

@@ -10,12 +10,12 @@ import numpy as np
 
 from harness.artifacts import onnx_for_model
 from harness.artifacts.trt_engine import EngineFlags, TrtEngineFromOnnx, exact_profiles, profile_ranges
-from harness.errors import ModelError
+from harness.errors import ModelError, install_hint
 from harness.measure.cuda import DEVICE_RESIDENT, CudaEventTimer, torch_cuda_reason
 from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
-INSTALL = 'pip install -e ".[tensorrt]"'
+INSTALL = install_hint("tensorrt")
 MAX_EXACT_PROFILES = 8  # up to this many run shapes get one exact profile each; beyond, one range profile
 CALIBRATION_BATCHES = 16  # seeded calibration feeds when the model defines none
 

@@ -9,11 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.artifacts import onnx_for_model
+from harness.errors import install_hint
 from harness.model import ModelSpec
 from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
-INSTALL = 'pip install -e ".[tvm]" (apache-tvm; not in the same environment as the litert extra)'
+INSTALL = install_hint("tvm") + " (apache-tvm; not in the same environment as the litert extra)"
 
 
 class TvmCpu(Runtime):

@@ -49,3 +49,45 @@ def test_refusals_are_unsupported_with_the_runtimes_message():
     typed = run_case(_payload(_model("Identity", TensorProto.BFLOAT16), b, b))
     assert typed["status"] == "unsupported" and typed["phase"] == "run" and "input type" in typed["reason"]
     assert onnx.load_from_string(_model("Relu", TensorProto.FLOAT)).graph.name == "test_relu"
+
+
+def test_a_failed_fp16_conversion_is_the_harnesss_conversion_status(monkeypatch):
+    """The harness's own FP16 conversion failing is status "conversion" (not charged to the runtime)."""
+    from harness.artifacts import fp16
+
+    def broken(model, **_):
+        raise ValueError("Type Error: Type (tensor(float16)) of output arg (y) does not match expected type")
+
+    monkeypatch.setattr(fp16, "convert_to_fp16", broken)
+    x = np.array([-1.0, 0.5, 2.0], dtype=np.float32)
+    out = run_case(_payload(_model("Relu", TensorProto.FLOAT), x, np.maximum(x, 0), "fp16"))
+    assert out["status"] == "conversion" and out["phase"] == "convert"
+    assert out["reason"].startswith("the harness's FP16 conversion failed: ValueError: Type Error")
+
+
+def test_training_mode_dropout_is_nondeterministic_not_failed():
+    """ONNX's training-mode Dropout cases expect numpy's random mask: the shapes are judged, the values are not;
+    with ratio 0 (no randomness) and in inference mode they are ordinary cases."""
+    from harness.results.schema import CaseId
+    from harness.workloads.conform.cases import case_by_name
+    from harness.workloads.conform.workload import case_info, conformance_result
+
+    def run(name: str) -> dict:
+        c = case_by_name(name)
+        return run_case({"runtime": OrtCpu, "precision": "fp32", "model": c.model, "inputs": c.inputs,
+                         "expected": c.expected, "rtol": c.rtol, "atol": c.atol, "random": c.random, "threads": 1})
+
+    assert case_by_name("test_training_dropout").random == "training-mode Dropout draws a random mask"
+    assert case_by_name("test_bernoulli").random == "Bernoulli draws random numbers"
+    assert case_by_name("test_training_dropout_zero_ratio").random == ""
+    assert case_by_name("test_dropout_default").random == ""
+    for name in ("test_training_dropout", "test_training_dropout_mask"):
+        out = run(name)
+        assert out["status"] == "nondeterministic", out
+        assert "values not compared (shapes and dtypes match)" in out["reason"]
+    assert run("test_training_dropout_zero_ratio")["status"] == "passed"
+    assert run("test_dropout_default")["status"] == "passed"
+    c = case_by_name("test_training_dropout")
+    cid = CaseId(c.name, "ort-cpu", "fp32", 1, None, "cpu")
+    stored = conformance_result(case_info(c, cid), c.fingerprint, cid, run(c.name))
+    assert stored.status == "skipped" and stored.details["conformance"]["status"] == "nondeterministic"

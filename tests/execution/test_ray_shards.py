@@ -23,7 +23,7 @@ def _require_ray():
         import ray
 
         return ray
-    return pytest.importorskip("ray", reason="Ray is the [ray] extra: pip install -e \".[ray]\"")
+    return pytest.importorskip("ray", reason="Ray is the [ray] extra: pip install -c constraints/cpu.txt -e \".[ray]\"")
 
 
 def test_plan_shards_by_resources_and_activation():
@@ -143,7 +143,7 @@ def test_without_ray_the_option_is_a_one_line_usage_error(monkeypatch, tmp_path,
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the [ray] extra were not installed
     assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "auto", "--out", str(tmp_path / "r")]) == 2
-    assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -e ".[ray]"'
+    assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -c constraints/cpu.txt -e ".[ray]"'
 
 
 def test_an_address_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):

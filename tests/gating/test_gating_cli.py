@@ -23,11 +23,16 @@ def test_compare_exit_status_and_outputs(tmp_path, capsys):
     b = write_results(make_run(2), tmp_path / "b")
     slow = write_results(make_run(2, scale={"ort-cpu": 1.25}), tmp_path / "slow")
     assert main(["compare", str(a), str(b)]) == 0
-    assert "### Gate: **OK**" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("gate OK: 16 pass")
+    assert "###" not in out and "**" not in out and "&lt;" not in out and "Method:" not in out
+    assert main(["compare", str(a), str(b), "--verbose"]) == 0
+    assert "Method: the gated latency statistic" in capsys.readouterr().out
     md, js = tmp_path / "v.md", tmp_path / "v.json"
     assert main(["compare", str(a), str(slow), "--markdown", str(md), "--json", str(js)]) == 1
     out = capsys.readouterr().out
-    assert out.count("❌ regressed") == 4 and "gate FAIL: " in out
+    assert len([line for line in out.splitlines() if line.startswith("regressed  ")]) == 4 and "gate FAIL: " in out
+    assert "❌" not in out and "|" not in out  # plain text on the terminal; Markdown in --markdown
     assert md.read_text().count("| ❌ regressed | `") == 4
     doc = json.loads(js.read_text())
     assert doc["exit_code"] == 1 and {r["case_id"] for r in doc["records"] if r["verdict"] == "regressed"} == {

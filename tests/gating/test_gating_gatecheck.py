@@ -150,6 +150,7 @@ def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
                          capture_output=True, text=True, env=fake_env, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "false alarms (A/A" in res.stdout and "smallest injected slowdown detected" in res.stdout
+    assert "**" not in res.stdout and "###" not in res.stdout and "| ---" not in res.stdout  # plain text
     doc = json.loads((tmp_path / "gc" / "gatecheck.json").read_text())
     assert doc["aa_trials"] == 2 and doc["levels"][0]["level"] == 0.5 and doc["repeats"] == 3
     assert doc["machine"] and doc["measured_at"].endswith("Z")

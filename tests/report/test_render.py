@@ -46,7 +46,7 @@ def test_html_escapes_names_and_lists_problems():
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "Fatal &lt;b&gt;" in html and "&lt;no GPU&gt;" in html
     assert "SIGSEGV" in html and "crashed" in html
-    assert "ort-cpu vs torch-cpu" in html and "+30.5%" in html
+    assert "ort-cpu vs torch-cpu" in html and "1.4x faster" in html  # 128 -> 89 ms
 
 
 def test_csv_frame_has_the_documented_columns():
@@ -109,7 +109,8 @@ def test_markdown_summary_escapes_and_lists_problems():
     md = render_markdown(fixture_run())
     assert EVIL not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
     assert "crashed" in md and "CUDAExecutionProvider not available" in md
-    assert "+30.5%" in md  # ort-cpu p50 vs the torch-cpu reference
+    assert "1.4x faster" in md and "+30.5%" not in md  # ort-cpu p50 (89 ms) vs the torch-cpu reference (128)
+    assert md.count("samples/s = batch / p50 latency") == 1  # the throughput definition, said once
     verdicts = [{"case": "a", "metric": "p50", "verdict": "regressed", "baseline": 1.0, "current": 1.3,
                  "reason": "p50 +30% (CI excludes +5%)"}]
     md = render_markdown(fixture_run(), verdicts)
@@ -162,3 +163,28 @@ def test_the_reference_case_reads_reference_in_every_drift_table():
     assert list(cases_frame(run)["drift_note"]) == ["reference", "", "", ""]
     other.reference_deterministic = False  # the reference's two runs differed: the figure is marked, kept
     assert "3e-07 (nondeterministic ref)" in terminal_table(run)
+
+
+def test_large_speed_ups_read_as_times_faster_not_percent():
+    """A throughput 78 -> 6,220 samples/s is "79.7x faster", not "+7873.9%"; a p50 128 -> 17 ms "7.5x faster",
+    not "+86.7%"; the page states the one throughput definition (batch / p50)."""
+    from harness.report.render import render_markdown
+
+    run = fixture_run()
+    run.cases[1] = measured(EVIL, "ort-cpu", 128.0 / 7.53, 78.0 * 79.74, 3e-7)
+    (table,) = comparison_tables(run, {EVIL: "torch-cpu"})
+    rows = {r["metric"].key: r for r in table["rows"]}
+    assert rows["throughput_sps"]["change"]["ort-cpu"] == "79.7x faster"
+    assert rows["latency_p50_ms"]["change"]["ort-cpu"] == "7.5x faster"
+    html = render_html(run)
+    assert "79.7x faster" in html and "7.5x faster" in html
+    assert "7873" not in html and "+86.7%" not in html
+    assert "Throughput = batch / p50 latency" in html
+    md = render_markdown(run)
+    assert "7.5x faster" in md and "+86.7%" not in md
+    slow = fixture_run()
+    slow.cases[1] = measured(EVIL, "ort-cpu", 128.0 * 1.3, 78.0 / 1.3)
+    (table,) = comparison_tables(slow, {EVIL: "torch-cpu"})
+    rows = {r["metric"].key: r for r in table["rows"]}
+    assert rows["latency_p50_ms"]["change"]["ort-cpu"] == "1.3x slower"
+    assert rows["throughput_sps"]["change"]["ort-cpu"] == "1.3x slower"

@@ -46,7 +46,7 @@ def test_single_sample_and_empty():
         latency_stats([])
 
 
-def test_throughput_is_batch_over_mean_latency():
+def test_throughput_is_batch_over_p50_latency():
     assert throughput_sps(8, 4.0) == pytest.approx(2000.0)
     assert throughput_sps(1, 0.0) == 0.0
 
@@ -106,3 +106,16 @@ def test_statistics_of_samples_are_computed_in_one_place():
                     and isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy", "statistics")):
                 found.append(rel)
     assert sorted(set(found) - set(OWN_STATISTICS)) == []
+
+
+def test_every_writer_of_throughput_uses_the_p50():
+    """One definition (batch / p50): no module computes throughput from the mean latency."""
+    import re
+    from pathlib import Path
+
+    import harness
+
+    root = Path(harness.__file__).parent
+    calls = [(p.relative_to(root), m.group(0)) for p in root.rglob("*.py")
+             for m in re.finditer(r"throughput_sps\([^()]*\)", p.read_text())]
+    assert calls and all("p50_ms" in c for _, c in calls), calls

@@ -82,7 +82,7 @@ def test_cpu_machine_reasons_are_precise():
     try:
         import tensorrt  # noqa: F401
     except ImportError:
-        assert 'pip install -e ".[tensorrt]"' in trt.reason
+        assert 'pip install -c constraints/cpu.txt -e ".[tensorrt]"' in trt.reason
 
 
 @pytest.mark.parametrize("name, provider, hint", [("ort-rocm", "ROCMExecutionProvider", "ROCm"),

@@ -71,7 +71,7 @@ def test_missing_extra_is_a_skip_with_the_install_command(name, monkeypatch):
     for key in [k for k in sys.modules if k == module or k.startswith(module + ".")] + [module]:
         monkeypatch.setitem(sys.modules, key, None)  # `import module(.sub)` now raises ImportError
     verdict = get_runtime(name).availability()
-    assert not verdict and f'pip install -e ".[{extra}]"' in verdict.reason
+    assert not verdict and f'pip install -c constraints/cpu.txt -e ".[{extra}]"' in verdict.reason
 
 
 def test_openvino_hint_follows_the_scenario_and_precision_hint_is_explicit(cache):

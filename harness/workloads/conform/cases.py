@@ -27,6 +27,10 @@ PRECISION_TOLERANCES: dict[Precision, tuple[float, float]] = {
     Precision.FP16: (1e-2, 1e-3),
 }
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
+# Operators whose outputs are random draws: ONNX's expected outputs come from numpy's generator, which no runtime
+# reproduces, so a mismatch in value says nothing about the runtime (the case is "nondeterministic").
+RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                        "Bernoulli"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class ConformanceCase:
     expected: list[Any]  # arrays; lists for sequences; None for an absent optional
     rtol: float
     atol: float
+    random: str = ""  # why the expected output is random ("" when it is not): see random_reason
 
     @property
     def fingerprint(self) -> str:
@@ -79,8 +84,36 @@ def node_cases() -> tuple[ConformanceCase, ...]:
         out.append(ConformanceCase(c.name, op, domain or "ai.onnx", _opset(c.model),
                                    "expanded" if expanded else "node", c.model.SerializeToString(),
                                    {n: _array(v) for n, v in zip(names, inputs_arr)},
-                                   [_value(v) for v in outputs_arr], c.rtol, c.atol))
+                                   [_value(v) for v in outputs_arr], c.rtol, c.atol,
+                                   random_reason(c.model, dict(zip(names, inputs_arr)))))
     return tuple(out)
+
+
+def random_reason(model: Any, feeds: dict[str, Any]) -> str:
+    """Why the outputs of `model` (a ModelProto) fed `feeds` are random draws, or "": a random operator, or a
+    Dropout in training mode (its third input true, fed or a constant initializer) with a ratio above 0."""
+    from onnx import numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = numpy_helper.to_array(a.t)
+
+    def value(name: str) -> Any:
+        v = feeds.get(name, consts.get(name))
+        return None if v is None else np.asarray(_array(v))
+
+    for n in model.graph.node:
+        if n.op_type in RANDOM_OPS:
+            return f"{n.op_type} draws random numbers"
+        if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
+            training = value(n.input[2])
+            ratio = value(n.input[1]) if n.input[1] else np.asarray(0.5)
+            if training is not None and bool(training.all()) and (ratio is None or float(ratio) > 0):
+                return "training-mode Dropout draws a random mask"
+    return ""
 
 
 def light_cases() -> list[ConformanceCase]:
@@ -112,7 +145,8 @@ def light_cases() -> list[ConformanceCase]:
         if len(expected) != len(model.graph.output):
             continue  # no stored expected outputs: ONNX would compute them with its reference evaluator
         out.append(ConformanceCase(t.name, f"model:{t.model_name}", "ai.onnx", _opset(model), "model",
-                                   model.SerializeToString(), feeds, expected, t.rtol, t.atol))
+                                   model.SerializeToString(), feeds, expected, t.rtol, t.atol,
+                                   random_reason(model, feeds)))
     return out
 
 
@@ -172,18 +206,21 @@ def _index() -> dict[str, ConformanceCase]:
 
 
 # ------------------------------------------------------------------ comparison, as ONNX's backend runner does
-def compare_outputs(expected: Sequence[Any], actual: Sequence[Any], rtol: float, atol: float) -> dict[str, Any]:
+def compare_outputs(expected: Sequence[Any], actual: Sequence[Any], rtol: float, atol: float,
+                    values: bool = True) -> dict[str, Any]:
     """{"ok", "max_abs", "max_rel", "reason"}: every output matches in count, shape, dtype and value
-    (|a - e| <= atol + rtol |e|, NaN where NaN, exact for strings), as onnx's assert_similar_outputs."""
-    worst = {"max_abs": 0.0, "max_rel": 0.0}
+    (|a - e| <= atol + rtol |e|, NaN where NaN, exact for strings), as onnx's assert_similar_outputs;
+    `values` False: count, shape and dtype only (a random expected output)."""
+    worst = {"max_abs": 0.0, "max_rel": 0.0, "values": values}
     try:
         problem = _compare_list(list(expected), list(actual), rtol, atol, worst, "")
     except Exception as exc:  # noqa: BLE001 - an output we cannot compare is a failure with its reason
         problem = f"outputs not comparable: {type(exc).__name__}: {exc}"
+    worst.pop("values")
     return {"ok": problem is None, "reason": problem or "", **worst}
 
 
-def _compare_list(expected: list[Any], actual: list[Any], rtol: float, atol: float, worst: dict[str, float],
+def _compare_list(expected: list[Any], actual: list[Any], rtol: float, atol: float, worst: dict[str, Any],
                   where: str) -> str | None:
     if len(expected) != len(actual):
         return f"{where or 'outputs'}: {len(actual)} values, expected {len(expected)}"
@@ -202,7 +239,7 @@ def _compare_list(expected: list[Any], actual: list[Any], rtol: float, atol: flo
     return None
 
 
-def _compare_array(e: np.ndarray, a: Any, rtol: float, atol: float, worst: dict[str, float],
+def _compare_array(e: np.ndarray, a: Any, rtol: float, atol: float, worst: dict[str, Any],
                    at: str) -> str | None:
     if a is None:
         return f"{at}: none, expected an array of shape {e.shape}"
@@ -213,7 +250,7 @@ def _compare_array(e: np.ndarray, a: Any, rtol: float, atol: float, worst: dict[
         return None if np.array_equal(a.astype(object), e.astype(object)) else f"{at}: strings differ"
     if a.dtype != e.dtype:
         return f"{at}: dtype {a.dtype}, expected {e.dtype}"
-    if e.size == 0:
+    if e.size == 0 or not worst["values"]:
         return None
     if e.dtype.kind == "b":
         bad = int(np.count_nonzero(a != e))

@@ -23,7 +23,10 @@ def run_case(payload: dict[str, Any]) -> dict[str, Any]:
     """payload: runtime (a Runtime class), precision, model (bytes), inputs, expected, rtol, atol, threads.
 
     Statuses: passed / failed (max_abs, max_rel), unsupported (loading or compiling raised: the runtime refused
-    the model), error (inference raised, or the FP16 conversion failed), skipped (FP16 left nothing to convert).
+    the model), error (inference raised), conversion (the harness's own FP16 conversion failed: not the
+    runtime's fault), nondeterministic (the expected output is random, e.g. training-mode Dropout: the values
+    differ but the shapes and dtypes match, so nothing is judged), skipped (FP16 left nothing to convert).
+    payload["random"]: why the case's expected output is random ("" or absent when it is not).
     """
     runtime = payload["runtime"]
     precision = Precision(payload["precision"])
@@ -44,11 +47,12 @@ def run_case(payload: dict[str, Any]) -> dict[str, Any]:
             if "already converted to float16" in str(exc):  # a model with FP16 tensors: the converter declines
                 return {**out, "status": "skipped", "phase": "convert",
                         "reason": f"the FP16 conversion declines a model that has FP16 tensors: {short(exc)}"}
-            return {**out, "status": "error", "phase": "convert", "reason": f"FP16 conversion failed: {short(exc)}"}
+            return {**out, "status": "conversion", "phase": "convert",
+                    "reason": f"the harness's FP16 conversion failed: {short(exc)}"}
         changed = _io_changes(original, proto)
         if changed:  # keep_io_types promised FP32 inputs and outputs: a fault of the conversion, not the runtime
-            return {**out, "status": "error", "phase": "convert",
-                    "reason": f"the FP16 conversion changed the graph's I/O types: {changed}"}
+            return {**out, "status": "conversion", "phase": "convert",
+                    "reason": f"the harness's FP16 conversion changed the graph's I/O types: {changed}"}
         converted = proto.SerializeToString()
         if not any(n.op_type == "Cast" for n in proto.graph.node):
             return {**out, "status": "skipped", "phase": "convert",
@@ -69,6 +73,14 @@ def run_case(payload: dict[str, Any]) -> dict[str, Any]:
         return {**out, "status": "error", "phase": "run", "reason": short(exc)}
     out["infer_ns"] = max(1, time.perf_counter_ns() - t1)
     verdict = compare_outputs(payload["expected"], list(actual), payload["rtol"], payload["atol"])
+    random = str(payload.get("random") or "")
+    if random and not verdict["ok"]:
+        # values are random draws; only the structure (count, shape, dtype) can be judged
+        shape = compare_outputs(payload["expected"], list(actual), payload["rtol"], payload["atol"], values=False)
+        if shape["ok"]:
+            return {**out, "status": "nondeterministic", "phase": "accuracy",
+                    "reason": f"{random}: values not compared (shapes and dtypes match); {verdict['reason']}",
+                    "max_abs": verdict["max_abs"], "max_rel": verdict["max_rel"]}
     return {**out, "status": "passed" if verdict["ok"] else "failed", "phase": "accuracy",
             "reason": verdict["reason"], "max_abs": verdict["max_abs"], "max_rel": verdict["max_rel"]}
 

@@ -16,9 +16,12 @@ from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.conform.cases import PRECISION_TOLERANCES, SUITE, ConformanceCase, case_by_name, collect
 
 # conformance status -> the harness's case status (results schema): unsupported is a skip with the runtime's
-# refusal as its reason, an exception at inference an error; crashed and timeout come from the supervisor
+# refusal as its reason, an exception at inference an error; conversion (the harness's own FP16 conversion
+# failed) an error of the harness; nondeterministic (a random expected output) a skip; crashed and timeout come
+# from the supervisor
 HARNESS_STATUS = {"passed": "passed", "failed": "failed", "unsupported": "skipped", "skipped": "skipped",
-                  "error": "error", "crashed": "crashed", "timeout": "timeout", "oom": "oom"}
+                  "error": "error", "conversion": "error", "nondeterministic": "skipped", "crashed": "crashed",
+                  "timeout": "timeout", "oom": "oom"}
 
 
 def resolve_runtimes(names: Sequence[str], precisions: Sequence[Precision]
@@ -101,7 +104,7 @@ class ConformWorkload(Workload):
         c = case_by_name(case.model)
         rtol, atol = c.tolerance(case.precision)
         return {"model": c.model, "inputs": c.inputs, "expected": c.expected, "rtol": rtol, "atol": atol,
-                "info": case_info(c, case), "fingerprint": c.fingerprint}
+                "random": c.random, "info": case_info(c, case), "fingerprint": c.fingerprint}
 
     def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
         return ConformState()

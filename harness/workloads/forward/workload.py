@@ -163,7 +163,7 @@ class ForwardState(WorkerState):
             case, "passed" if passed else "failed", reason="; ".join(reasons),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
-            latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.mean_ms),
+            latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
             accuracy=accuracy_dict, reference_runtime=spec.reference,
             setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
