@@ -177,15 +177,43 @@ def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _torch_cuda_version() -> str:
+def _torch_build() -> tuple[str, str | None] | None:
+    """(torch's version, the CUDA it was built with or None) from its installed files, without importing torch
+    (2-3 s: most of a short run's start-up). None where torch is not installed."""
+    import ast
+    import importlib.util
+    import re
+
     try:
-        import torch
-    except ImportError as exc:
-        return _na(f"torch is not importable: {exc}")
-    return torch.version.cuda or _na(f"torch {torch.__version__} is a CPU-only build")
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+        found = re.search(r"^cuda(?:\s*:[^=\n]*)?\s*=\s*(.+)$", text, re.MULTILINE)
+        cuda = ast.literal_eval(found.group(1).strip()) if found else None
+        return version("torch"), (str(cuda) if cuda else None)
+    except (OSError, ValueError, SyntaxError, PackageNotFoundError):
+        return None
+
+
+def _torch_cuda_version() -> str:
+    build = _torch_build()
+    if build is None:
+        try:
+            import torch
+        except ImportError as exc:
+            return _na(f"torch is not importable: {exc}")
+        return torch.version.cuda or _na(f"torch {torch.__version__} is a CPU-only build")
+    return build[1] or _na(f"torch {build[0]} is a CPU-only build")
 
 
 def _cudnn_version() -> Any:
+    build = _torch_build()
+    if build is not None and build[1] is None:  # a CPU-only build has no cuDNN: no need to import torch
+        return _na("torch was built without cuDNN")
     try:
         import torch
 

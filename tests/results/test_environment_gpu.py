@@ -33,3 +33,23 @@ def test_clock_drop_between_start_and_end_is_flagged():
 def test_cpu_machine_end_snapshot_has_no_drop():
     start = {"gpu": nvml_facts(FakeNvml(fail_init=True))}
     assert gpu_end_snapshot(start, FakeNvml(fail_init=True))["gpu_clock_drop"] is None
+
+
+def test_torch_build_is_read_from_its_files_without_importing_torch(tmp_path, monkeypatch):
+    """torch's version and CUDA build come from its installed version.py (importing torch took 2-3 s of every
+    run's start); they agree with what torch says of itself; a CUDA build's version.py is read the same."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    import torch
+
+    from harness.results.environment import _torch_build
+
+    assert _torch_build() == (torch.__version__, torch.version.cuda)
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=str(fake / "__init__.py")))
+    monkeypatch.setattr("harness.results.environment.version", lambda name: "2.11.0+cu130")
+    assert _torch_build() == ("2.11.0+cu130", "13.0")
