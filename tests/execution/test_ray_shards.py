@@ -126,15 +126,19 @@ def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):
     assert code == 1  # crashed cases: the run still finished, with a report
     runs = [load_results(p) for p in out.glob("*/results.json")]
     lost = next(r for r in runs if r.environment.get("ray_node") == doomed.node_id)
-    statuses = [c.status for c in lost.cases]
+    # the doomed node holds the fake-slow cases (placed there); Ray may give it the unplaced fake-ok shard too
+    slow = [c for c in lost.cases if c.case.runtime == "fake-slow"]
+    statuses = [c.status for c in slow]
     # the cases that came back before the node died keep their rows (the kill is asynchronous: one more case
     # may finish first); every later one is crashed with the reason
     n_passed = statuses.count("passed")
     assert len(statuses) == 4 and 1 <= n_passed <= 3 and not lost.complete
     assert statuses == ["passed"] * n_passed + ["crashed"] * (4 - n_passed), statuses
-    assert "lost before this case finished" in lost.cases[-1].reason
-    others = [c for r in runs if r is not lost for c in r.cases]
-    assert len(others) == 4 and all(c.status == "passed" and c.case.runtime == "fake-ok" for c in others)
+    assert "lost before this case finished" in slow[-1].reason
+    fast = [c for r in runs for c in r.cases if c.case.runtime == "fake-ok"]
+    assert len(fast) == 4 and all(c.status == "passed" or (c.status == "crashed" and "lost before" in c.reason)
+                                  for c in fast)
+    assert all(c.status == "passed" for r in runs if r is not lost for c in r.cases)
     assert (out / "report.html").is_file() and "shard lost" in text
 
 
