@@ -59,7 +59,7 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
     Requirement("cv_max", "coefficient of variation", "", _latency("cv"), "max", timing=True),
     Requirement("drift_within_tolerance", "drift within tolerance", "",
                 lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag",
-                why_not=lambda r: (r.accuracy or {}).get("message") or r.reason or "drift over tolerance"),
+                why_not=lambda r: r.reason or "drift over tolerance"),
     Requirement("not_noisy", "no noisy measurement", "",
                 lambda r: None if r.latency is None else not r.latency.get("noisy"), "flag", timing=True,
                 why_not=lambda r: f"noisy: robust CV {(r.latency or {}).get('rcv', float('nan')):.3f} over the "

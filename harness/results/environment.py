@@ -115,7 +115,8 @@ def gpu_snapshot(nvml: Any = None) -> dict[str, Any]:
     and `--no-isolation` runs measure in this process). Every figure that cannot be read says
     "not available: <reason>".
     """
-    out: dict[str, Any] = {"torch_cuda": _torch_cuda_version(), "cudnn": _cudnn_version(),
+    build = _torch_build()
+    out: dict[str, Any] = {"torch_cuda": _torch_cuda_version(build), "cudnn": _cudnn_version(build),
                            "tensorrt": _tensorrt_version()}
     out.update(nvml_facts(nvml))
     return out
@@ -199,8 +200,7 @@ def _torch_build() -> tuple[str, str | None] | None:
         return None
 
 
-def _torch_cuda_version() -> str:
-    build = _torch_build()
+def _torch_cuda_version(build: tuple[str, str | None] | None) -> str:
     if build is None:
         try:
             import torch
@@ -210,8 +210,7 @@ def _torch_cuda_version() -> str:
     return build[1] or _na(f"torch {build[0]} is a CPU-only build")
 
 
-def _cudnn_version() -> Any:
-    build = _torch_build()
+def _cudnn_version(build: tuple[str, str | None] | None) -> Any:
     if build is not None and build[1] is None:  # a CPU-only build has no cuDNN: no need to import torch
         return _na("torch was built without cuDNN")
     try:

@@ -193,8 +193,6 @@ class RuntimeSut:
             self.call()
             self.synchronize()
             self.call_ns.append(time.perf_counter_ns() - t)
-        # fixed here, so that every try of a Server search is judged against the same bound
-        self.default_bound_ms = SERVER_LATENCY_FACTOR * self.pace_s(1.0) * 1e3
 
     def server_bound(self, config: RunConfig, p50_s: float, single: ScenarioRun | None) -> None:
         """The Server tests' p99 bound and what it came from (`bound_basis`, stored with each try): --server-latency,
@@ -206,16 +204,13 @@ class RuntimeSut:
         calls_ms = SERVER_LATENCY_FACTOR * self.pace_s(p50_s) * 1e3
         if single is None or not single.latency_ms.get("p99"):
             single = self.test("single-stream", config, p50_s, None)
-        p99 = single.latency_ms.get("p99")
-        if not p99:
+        p99 = single.latency_ms.get("p99") or 0.0
+        if SERVER_SINGLE_STREAM_FACTOR * p99 >= calls_ms:
+            self.default_bound_ms = SERVER_SINGLE_STREAM_FACTOR * p99
+            self.bound_basis = f"{SERVER_SINGLE_STREAM_FACTOR:g} x the single-stream p99 of {p99:.3g} ms"
+        else:
             self.default_bound_ms = calls_ms
             self.bound_basis = f"{SERVER_LATENCY_FACTOR:g} x the median call of {calls_ms / SERVER_LATENCY_FACTOR:.3g} ms"
-            return
-        from_single = SERVER_SINGLE_STREAM_FACTOR * p99
-        self.default_bound_ms = max(from_single, calls_ms)
-        self.bound_basis = (f"{SERVER_SINGLE_STREAM_FACTOR:g} x the single-stream p99 of {p99:.3g} ms"
-                            if from_single >= calls_ms else
-                            f"{SERVER_LATENCY_FACTOR:g} x the median call of {calls_ms / SERVER_LATENCY_FACTOR:.3g} ms")
 
     def pace_s(self, fallback_s: float) -> float:
         """The median of the latest calls, in seconds (`fallback_s` before any)."""
