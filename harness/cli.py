@@ -1,4 +1,4 @@
-"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history |
+"""`harness run | report | models | runtimes | variants | env | cache | baseline | compare | gate-check | qualify | history |
 conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     _conform_parser(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
+    sub.add_parser("variants", help="list the deployment-variant kinds (--variants KIND=VALUE) and which runtimes "
+                                    "take each")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
 
     cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
@@ -185,7 +187,7 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify", "conform"}
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "gate-check", "qualify", "conform"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,7 +231,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "variants": cmd_variants, "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify, "conform": cmd_conform}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
@@ -358,6 +360,18 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
         precisions = ",".join(sorted(p.value for p in cls.precisions))
         state = "available" if avail else f"unavailable: {avail.reason}"
         print(f"{name:<12} device={cls.device:<5} precisions={precisions:<16} {state}")
+    return EXIT_OK
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    from harness.runtimes import get_runtime, runtime_names
+    from harness.variants import KINDS
+
+    for kind in KINDS.values():
+        takers = [n for n in runtime_names() if kind.needs is None or kind.needs in get_runtime(n).variant_hooks]
+        print(f"{kind.key}=  {kind.values}\n    {kind.title}\n    runtimes: "
+              f"{'every runtime' if kind.needs is None else ', '.join(takers)}"
+              + (f"; precisions: {', '.join(sorted(p.value for p in kind.precisions))}" if kind.precisions else ""))
     return EXIT_OK
 
 

@@ -30,6 +30,7 @@ class MatrixConfig:
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     batch_sizes: tuple[int, ...] = (1, 8)
     seq_lens: tuple[int, ...] = (128,)  # ignored by models without a sequence axis
+    variants: tuple[str | None, ...] = (None,)  # canonical deployment-variant names (harness.variants); None: base
     quick: bool = False
     user_models: tuple[str, ...] = ()  # --model files (absolute paths) or factories, registered in every worker
     shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files

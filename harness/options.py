@@ -89,6 +89,15 @@ def precisions(text: Any, what: str) -> tuple[Precision, ...]:
         raise UsageError(str(exc)) from None
 
 
+def variants(text: Any, what: str) -> tuple[str | None, ...]:
+    from harness.variants import parse_variants
+
+    try:
+        return parse_variants(str(text))
+    except UsageError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+
+
 def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
     try:
         parsed = parse_tolerance_overrides(text)
@@ -251,6 +260,10 @@ RUNTIMES = OptionGroup("runtimes", "runtimes and precisions", (
                           "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES",
               field="precisions", parse=precisions),
+    OptionDef("variants", "comma-separated deployment variants, each KIND=VALUE or several joined by +, `base` for "
+                          "none, e.g. base,opt=basic,int8=dynamic+weights=per-tensor (default: base; `harness "
+                          "variants` lists the kinds); a case of a runtime that cannot take a variant is skipped "
+                          "with the reason", "SPELLINGS", field="variants", parse=variants),
 ))
 TIMING = OptionGroup("timing", "timing", (
     OptionDef("min-time", "minimum measured seconds per case (default: 1.0; with --quick: 0.5)", "SECONDS",

@@ -30,6 +30,7 @@ CSV_COLUMNS = (
     "offline_sps", "offline_result", "server_qps", "server_result",
     # contention (harness.measure.contention): was the worker kept from the CPU while it was timed?
     "contended", "runqueue_wait_fraction", "contention_cause",
+    "variant",  # a deployment variant's canonical name (harness.variants); empty for the run's defaults
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -183,9 +184,9 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
         cols: dict[str, Any] = {}
         ref_col: dict[str, str] = {}
         for _, row in group.iterrows():
-            label = _column_label(row["runtime"], row["source"], multi)
+            label = _column_label(runtime_label(row), row["source"], multi)
             cols.setdefault(label, row)
-            if row["runtime"] == ref:
+            if row["runtime"] == ref and runtime_label(row) == row["runtime"]:
                 ref_col.setdefault(row["source"], label)
         labels = list(cols)
         vs = {c: ref_col[cols[c]["source"]] for c in labels
@@ -217,6 +218,50 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })
     return tables
+
+
+def runtime_label(row: Any) -> str:
+    """A frame row's runtime as tables show it: `ort-cpu`, or `ort-cpu~opt=basic` for a variant's case."""
+    v = row["variant"]
+    return str(row["runtime"]) if v is None or (isinstance(v, float) and pd.isna(v)) or v == "" \
+        else f"{row['runtime']}~{v}"
+
+
+def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+    """The deployment-variants view: per (model, runtime, batch, seq, source) that ran any variant, one row per
+    (precision, variant) with latency, throughput, setup time, drift and task accuracy, the base (no variant)
+    first. `best` is the fastest row whose drift is within the model's tolerance (status passed); `vs_base` is
+    each row's p50 speed-up over the base row of its precision."""
+    df = cases_frame(runs)
+    df = df[df["status"].isin(MEASURED)]
+    out: list[dict[str, Any]] = []
+    if df.empty or df["variant"].isna().all():
+        return out
+    order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
+    for key, g in df.groupby(["model", "runtime", "batch", "seq", "source"], dropna=False, sort=False):
+        if g["variant"].isna().all():
+            continue
+        g = g.assign(_p=g["precision"].map(order).fillna(9), _v=g["variant"].notna())
+        g = g.sort_values(["_p", "_v", "variant"], na_position="first")
+        base = {r.precision: _num(r.latency_p50_ms) for r in g.itertuples() if pd.isna(r.variant)}
+        rows = []
+        for r in g.itertuples():
+            p50, ref = _num(r.latency_p50_ms), base.get(r.precision)
+            rows.append({"variant": None if pd.isna(r.variant) else str(r.variant), "precision": r.precision,
+                         "status": r.status, "p50_ms": p50, "p99_ms": _num(r.latency_p99_ms),
+                         "throughput_sps": _num(r.throughput_sps), "setup_s": _num(r.setup_s),
+                         "rel_l2": _num(r.rel_l2), "task_accuracy": _num(r.task_accuracy),
+                         "recipe": r.precision_recipe, "reason": r.reason, "noisy": bool(r.noisy),
+                         "contended": r.contended in (True, 1),
+                         "vs_base": ref / p50 if ref and p50 and not pd.isna(r.variant) else None})
+        within = [x for x in rows if x["status"] == "passed" and x["p50_ms"] and not x["contended"]]
+        best = min(within, key=lambda x: x["p50_ms"]) if within else None
+        for x in rows:
+            x["best"] = x is best
+        model, runtime, batch, seq, source = key
+        out.append({"model": model, "runtime": runtime, "batch": int(batch),
+                    "seq": None if pd.isna(seq) else int(seq), "source": source, "rows": rows})
+    return out
 
 
 def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:

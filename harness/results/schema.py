@@ -65,6 +65,7 @@ class CaseId:
     seq: Shape | None
     device: Name
     gen: Shape | None = None  # generation workload: tokens generated per sequence (seq is then the prompt length)
+    variant: Name | None = None  # a deployment variant's canonical name (harness.variants), e.g. "opt=basic"
 
     def __post_init__(self) -> None:
         if not isinstance(self.precision, Precision):
@@ -74,7 +75,13 @@ class CaseId:
     def id(self) -> str:
         s = f"-s{self.seq}" if self.seq is not None else ""
         g = f"-g{self.gen}" if self.gen is not None else ""
-        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}{g}"
+        v = f"~{self.variant}" if self.variant is not None else ""
+        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}{g}{v}"
+
+    @property
+    def runtime_label(self) -> str:
+        """The runtime as tables show it: `ort-cpu`, or `ort-cpu~opt=basic` for a variant's cases."""
+        return self.runtime if self.variant is None else f"{self.runtime}~{self.variant}"
 
     @property
     def dims(self) -> dict[str, int]:
@@ -86,21 +93,24 @@ class CaseId:
         return d
 
     @property
-    def activation_key(self) -> tuple[str, str, Precision]:
+    def activation_key(self) -> tuple[str, str, Precision, str | None]:
         """Cases sharing this key share one runtime activation (session, compile, engine)."""
-        return (self.model, self.runtime, self.precision)
+        return (self.model, self.runtime, self.precision, self.variant)
 
     def as_dict(self) -> dict[str, Any]:
         d = {**asdict(self), "precision": self.precision.value}
         if self.gen is None:  # forward cases are stored as before the generation workload
             del d["gen"]
+        if self.variant is None:  # and cases without a variant as before the variant axis
+            del d["variant"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseId":
         return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
                    batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
-                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]))
+                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]),
+                   variant=None if d.get("variant") is None else str(d["variant"]))
 
 
 BlockKind = Literal["case", "round", "confirm"]

@@ -31,7 +31,7 @@ def full_case() -> CaseResult:
     keeps it so: a new field must be given a value here)."""
     samples = [1_000_000 + 1_000 * i for i in range(10)]
     return CaseResult(
-        case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu", gen=16), status="failed", reason="drift 0.2",
+        case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu", gen=16, variant="opt=basic"), status="failed", reason="drift 0.2",
         phase="accuracy", signal="SIGSEGV", stderr_tail="tail", samples_ns=samples, warmup_iters=5,
         timing_scope="host_to_host", scenario="offline", latency=latency_stats(samples).as_dict(),
         throughput_sps=3980.1, accuracy={"max_abs": 0.25, "passed": False}, reference_runtime="torch", setup_s=1.5,

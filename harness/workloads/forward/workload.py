@@ -57,7 +57,7 @@ class ForwardWorkload(Workload):
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
-        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, m.seq_lens)
+        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, m.seq_lens, variants=m.variants)
 
     def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
         return ForwardState(timer, defer_blocks)
@@ -96,7 +96,7 @@ class ForwardState(WorkerState):
         spec = get_model(case.model)
         set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
-        refused = check_case(case, spec, cls, config, self._availability)
+        refused = check_case(case, spec, cls, config, self._availability) or refuse_variant(case, spec, cls)
         if refused is not None:
             return refused
         sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources)
@@ -108,12 +108,14 @@ class ForwardState(WorkerState):
     def _measure(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
                  on_phase: PhaseCallback, sampler: MemorySampler) -> CaseResult:
         precision = case.precision
-        options = runtime_options(spec, config)
+        # the variant's model and options run the case; the reference is the model's own FP32 (base options)
+        base_options = runtime_options(spec, config)
+        run_spec, options = with_variant(case, spec, base_options)
         on_phase("load")
         feed, fed = case_feed(spec, case.dims, config.inputs)
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
         sampler.start()
-        runtime, reused = self._activate(case, spec, cls, precision, options)
+        runtime, reused = self._activate(case, run_spec, cls, precision, options)
         on_phase("warmup")
         outputs = runtime.infer(feed)
         call = runtime.bind(feed)
@@ -122,7 +124,7 @@ class ForwardState(WorkerState):
             policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
         setup_s = runtime.setup_s
         repeats = config.measure.repeats
-        timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
+        timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
                                                       policy, repeats, lambda: on_phase("run"),
                                                       config.measure.contention_limit)
         device_timer = runtime.device_timer()
@@ -135,7 +137,7 @@ class ForwardState(WorkerState):
                                             config.inputs.seed, self.timer, block_policy(policy, repeats),
                                             runtime.synchronize, noise_cv)
         on_phase("accuracy")
-        reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
+        reference, judged, ref_check = self._reference(spec, case, feed, base_options, runtime, outputs)
         tolerance = spec.tolerance(precision, config.accuracy.tolerance_override(precision))
         accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
         accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
@@ -145,7 +147,7 @@ class ForwardState(WorkerState):
         reasons += [] if accuracy else [accuracy.message]
         split = task_split(spec, config)
         if split is not None:
-            task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio, split)
+            task = self._task_accuracy(spec, case, base_options, runtime, tolerance.min_task_ratio, split)
             accuracy_dict["task"] = task.as_dict()
             if not task:
                 passed = False
@@ -167,8 +169,8 @@ class ForwardState(WorkerState):
             accuracy=accuracy_dict, reference_runtime=spec.reference,
             setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
-            feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
-            details={**runtime.details(), **fed, "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+            feed_sha256=feed_digest(feed), model_fingerprint=run_spec.fingerprint(), **blocks,
+            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
                      "model_has_torch_module": spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                      if math.isfinite(ref_check["repeat_max_abs"]) else None,
@@ -249,11 +251,11 @@ class ForwardState(WorkerState):
         set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
         precision = case.precision
-        options = runtime_options(spec, config)
+        run_spec, options = with_variant(case, spec, runtime_options(spec, config))
         feed, _ = case_feed(spec, case.dims, config.inputs)
         if fresh:
             self._drop_active()
-        runtime, reused = self._activate(case, spec, cls, precision, options)
+        runtime, reused = self._activate(case, run_spec, cls, precision, options)
         try:
             runtime.infer(feed)
             call = runtime.bind(feed)
@@ -278,7 +280,7 @@ class ForwardState(WorkerState):
         acc = top1_accuracy(runtime.infer, split, case.batch, output)
         key = (spec.name, spec.fingerprint(), split.description, case.batch, options.threads, options.exporter)
         if key not in self._reference_task:
-            if runtime.name == spec.reference and runtime.precision is Precision.FP32:
+            if is_reference(runtime, spec):
                 self._reference_task[key] = acc
             else:
                 self._reference_task[key] = top1_accuracy(self._reference_rt(spec, options).infer, split,
@@ -305,7 +307,7 @@ class ForwardState(WorkerState):
         A case that is its own reference is judged by its second run against its first: 0 when the model is
         deterministic (reports show "reference"), the run-to-run difference when it is not.
         """
-        own = runtime.name == spec.reference and runtime.precision is Precision.FP32
+        own = is_reference(runtime, spec)
         key = (spec.name, tuple(sorted(case.dims.items())), feed_digest(feed))
         if any(k[0] != spec.name for k in self._references):
             self._references.clear()  # keep one model's references at a time (LM logits are large)
@@ -336,6 +338,44 @@ class ForwardState(WorkerState):
         self._drop_reference()
         self._references.clear()
         self._reference_task.clear()
+
+
+def is_reference(runtime: Runtime, spec: ModelSpec) -> bool:
+    """Whether `runtime` is the model's own FP32 reference (its reference runtime at FP32, no variant)."""
+    return runtime.name == spec.reference and runtime.precision is Precision.FP32 and runtime.options.variant is None
+
+
+def refuse_variant(case: CaseId, spec: ModelSpec, cls: type[Runtime]) -> CaseResult | None:
+    """The skipped row of a case whose runtime (or model, or precision) cannot take its variant, else None."""
+    if case.variant is None:
+        return None
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    why = variant.refusal(spec, cls.variant_hooks, cls.name, case.precision) if variant is not None else None
+    return CaseResult(case, "skipped", reason=why, model_fingerprint=spec.fingerprint()) if why else None
+
+
+def with_variant(case: CaseId, spec: ModelSpec, options: RuntimeOptions) -> tuple[ModelSpec, RuntimeOptions]:
+    """The model and runtime options a case runs with: its variant's (harness.variants) applied to the run's."""
+    if case.variant is None:
+        return spec, options
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    return variant.apply(spec, options) if variant is not None else (spec, options)
+
+
+def variant_details(case: CaseId) -> dict[str, Any]:
+    """What a variant case's knobs are, in words (CaseResult.details["variant"])."""
+    if case.variant is None:
+        return {}
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    knobs = variant.knobs if variant is not None else ()
+    return {"variant": {"name": case.variant,
+                        "knobs": [{"kind": k.kind.key, "value": k.value, "what": k.kind.title} for k in knobs]}}
 
 
 MEMORY_COVERS = {
