@@ -61,7 +61,7 @@ class TransformedOnnxFromOnnx:
                 after = opt.model
         except ModelError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any transform failure is one clear error
+        except Exception as exc:
             raise ModelError(f"{self.source.path}: graph transform {self.transform} failed: "
                              f"{type(exc).__name__}: {exc}") from exc
         onnx.save(after, str(path))

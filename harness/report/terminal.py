@@ -103,3 +103,19 @@ def _verdict(name: str, result: str, figure: str, r: object) -> str:
     elif error:
         text += f" ({error.splitlines()[0][:120]})"
     return text
+
+
+def ab_lines(run: RunResults) -> list[str]:
+    """One line per A/B case: B over A with its interval, the pairs judged and the verdict with its reason."""
+    out = []
+    for c in run.cases:
+        ab = c.ab
+        if ab is None:
+            if c.status != "passed":
+                out.append(f"{c.case.id}: {c.status}: {visible((c.reason or '').splitlines()[0] if c.reason else '')}")
+            continue
+        side_b = ab.b_case.model if ab.b.startswith("model:") else ab.b
+        out.append(f"{c.case.id} vs {side_b}: {ab.verdict} - {ab.reason}"
+                   + ("" if (ab.b_vs_a or {}).get("passed", True) else
+                      f"; B's outputs differ from A's beyond the FP32 tolerance (rel_l2 {ab.b_vs_a['rel_l2']:.3g})"))
+    return out

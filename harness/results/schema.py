@@ -231,6 +231,67 @@ def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
     return max(valid, key=lambda r: r.target_qps or 0.0) if valid else (server[-1] if server else None)
 
 
+AbSideName = Literal["a", "b"]
+
+
+@dataclass
+class AbBlock:
+    """One block of an interleaved A/B measurement (`harness ab`): which side, which pair, its raw samples and
+    what the kernel said about it (harness.measure.contention)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    side: AbSideName
+    pair: Count  # 0-based pair index; a pair is one block of each side, back to back in the drawn order
+    samples_ns: Samples
+    contention: Object | None = None
+
+    @property
+    def p50_ms(self) -> float:
+        return median_ms(self.samples_ns)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AbBlock:
+        return cls(side=d["side"], pair=int(d["pair"]), samples_ns=[int(x) for x in d["samples_ns"]],
+                   contention=d.get("contention"))
+
+
+@dataclass
+class AbResult:
+    """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated once
+    in the same worker, measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
+    judged by a paired test on the block medians (harness.gating.ab): `ratio` is B's p50 over A's (>1: B slower),
+    with its confidence interval. The case's own samples are side A's; `b_case` is side B's identity."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    a: Text  # what each side is, e.g. "base", "opt=basic", "model.onnx"
+    b: Text
+    b_case: CaseId
+    order: Texts = field(default_factory=list)  # per pair, "ab" or "ba"
+    blocks: Annotated[list[AbBlock], Strict()] = field(default_factory=list)
+    block_time_s: NonNegative | None = None
+    inject: NonNegative = 0.0  # gate-check only: B's calls made this fraction of A's p50 slower on purpose
+    verdict: Text = ""  # harness.gating.verdicts.Verdict value
+    reason: Text = ""
+    ratio: Finite | None = None
+    ci_low: Finite | None = None
+    ci_high: Finite | None = None
+    confidence: NonNegative | None = None
+    min_effect: NonNegative | None = None
+    pairs_used: Count = 0  # pairs neither of whose blocks was contended
+    # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
+    b_vs_a: Object | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AbResult:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["b_case"] = d["b_case"] if isinstance(d["b_case"], CaseId) else CaseId.from_dict(d["b_case"])
+        kw["blocks"] = [b if isinstance(b, AbBlock) else AbBlock.from_dict(b) for b in d.get("blocks") or ()]
+        return cls(**kw)
+
+
 @dataclass
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
@@ -289,6 +350,8 @@ class CaseResult:
     # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
     # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
     contention: Object | None = None
+    # `harness ab`: the interleaved A/B measurement of this case and its paired verdict (harness.workloads.ab)
+    ab: AbResult | None = None
 
     @property
     def drift_note(self) -> str:
@@ -319,6 +382,8 @@ class CaseResult:
         d = asdict(self)
         d["case"] = self.case.as_dict()
         d["id"] = self.case.id
+        if self.ab is not None:
+            d["ab"]["b_case"] = self.ab.b_case.as_dict()
         return d
 
     @classmethod
@@ -328,6 +393,8 @@ class CaseResult:
         kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
         kwargs["scenarios"] = [s if isinstance(s, ScenarioRun) else ScenarioRun.from_dict(s)
                                for s in d.get("scenarios") or ()]
+        if d.get("ab") is not None and not isinstance(d["ab"], AbResult):
+            kwargs["ab"] = AbResult.from_dict(d["ab"])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 

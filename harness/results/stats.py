@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -112,3 +113,35 @@ def throughput_sps(batch: int, p50_ms: float) -> float:
     """Samples per second of a sequential loop: batch size over the median (p50) latency, the one definition
     everywhere (so it never contradicts the p50 column; a mean would follow a few slow outliers)."""
     return batch * 1000.0 / p50_ms if p50_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """B over A from paired blocks (`harness ab`): the geometric mean of the per-pair ratios of block medians and
+    its two-sided `confidence` interval (Student's t on the log ratios), over `pairs` pairs."""
+
+    ratio: float
+    low: float
+    high: float
+    pairs: int
+    confidence: float
+
+
+def paired_ratio(a_blocks_ns: Sequence[Sequence[int]], b_blocks_ns: Sequence[Sequence[int]],
+                 confidence: float = 0.99) -> PairedRatio | None:
+    """The paired test of an interleaved A/B measurement: block i of A and block i of B ran back to back, so
+    the machine's slow drifts cancel in their ratio. Log ratios of the block medians, their mean and a t interval
+    (pairs are independent draws of the order AB/BA). None with fewer than 2 pairs (no spread to judge by)."""
+    from scipy import stats as st
+
+    n = min(len(a_blocks_ns), len(b_blocks_ns))
+    if n < 2:
+        return None
+    a = np.array([median_ns(x) for x in a_blocks_ns[:n]], dtype=np.float64)
+    b = np.array([median_ns(x) for x in b_blocks_ns[:n]], dtype=np.float64)
+    if (a <= 0).any() or (b <= 0).any():
+        return None
+    d = np.log(b / a)
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n)
+    half = float(st.t.ppf(0.5 + confidence / 2, n - 1)) * se
+    return PairedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, confidence)

@@ -17,6 +17,8 @@ from harness.results.schema import (
     CaseId,
     CaseResult,
     RunResults,
+    AbBlock,
+    AbResult,
     ScenarioRun,
     results_from_doc,
 )
@@ -51,7 +53,13 @@ def full_case() -> CaseResult:
                                target_latency_percentile=0.99, target_latency_basis="--server-latency",
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e")],
-        end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"})
+        end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"},
+        ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
+                                                           variant="opt=basic"),
+                    order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], {"contended": False}),
+                                                AbBlock("b", 0, samples[5:], {"contended": True})],
+                    block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
+                    ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}))
 
 
 def full_run() -> RunResults:
@@ -72,6 +80,8 @@ RECORDS: dict[type, Any] = {
     CaseId: lambda d: d["cases"][0]["case"],
     Block: lambda d: d["cases"][0]["blocks"][0],
     ScenarioRun: lambda d: d["cases"][0]["scenarios"][0],
+    AbResult: lambda d: d["cases"][0]["ab"],
+    AbBlock: lambda d: d["cases"][0]["ab"]["blocks"][0],
 }
 
 

@@ -3,8 +3,6 @@ and a variant case is judged against the model's own FP32 reference."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import onnx
 import pytest
