@@ -17,7 +17,7 @@ from harness.report import charts
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   end_to_end_tables, run_labels, skip_reasons, variant_tables)
+                                   end_to_end_tables, run_labels, skip_reasons, variant_tables, ab_rows)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.store import atomic_write_text
@@ -206,7 +206,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
-        end_to_end=end_to_end_tables(runs), variants=variant_tables(forward),
+        end_to_end=end_to_end_tables(runs), variants=variant_tables(forward), ab=ab_rows(runs),
         scenarios=scenario_rows(all_cases),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,

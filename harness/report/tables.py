@@ -264,6 +264,25 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
     return out
 
 
+def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+    """One row per interleaved A/B case (`harness ab`): the sides, B/A with its interval, the pairs judged, the
+    verdict and its reason, each side's p50 over its blocks, and whether B's outputs matched A's."""
+    out = []
+    for run, label in zip(as_runs(runs), run_labels(as_runs(runs))):
+        for c in run.cases:
+            ab = c.ab
+            if ab is None:
+                continue
+            b_p50 = ((c.details.get("b") or {}).get("latency") or {}).get("p50_ms")
+            out.append({"case": c.case.id, "a": ab.a, "b": ab.b, "source": label, "verdict": ab.verdict,
+                        "reason": ab.reason, "ratio": ab.ratio, "ci_low": ab.ci_low, "ci_high": ab.ci_high,
+                        "confidence": ab.confidence, "pairs_used": ab.pairs_used, "pairs": len(ab.order),
+                        "a_p50_ms": (c.latency or {}).get("p50_ms"), "b_p50_ms": b_p50,
+                        "outputs_match": (ab.b_vs_a or {}).get("passed"),
+                        "outputs_rel_l2": (ab.b_vs_a or {}).get("rel_l2"), "inject": ab.inject})
+    return out
+
+
 def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:
     """Per model: one row per measured case (runtime, precision, shape, source) with the drift metrics, the
     pass/fail verdict, and the speed-up over the same runtime's FP32 case at the same shape and source."""

@@ -136,3 +136,5 @@ def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake
     (case,) = doc["cases"]
     assert case["ab"]["b_case"]["model"] == "b" and len(case["ab"]["blocks"]) == 12
     assert not case["ab"]["b_vs_a"]["passed"] or case["ab"]["b_vs_a"]["max_abs"] == 0.0
+    html = (out / "report.html").read_text()
+    assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "6 of 6" in html
