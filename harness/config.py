@@ -47,6 +47,9 @@ class MeasureConfig:
     # a block is `contended` when its threads waited this share of their runnable time for a CPU
     # (harness.measure.contention); $HARNESS_CONTENTION_LIMIT sets the default (1 turns the verdict off)
     contention_limit: float = field(default_factory=default_contention_limit)
+    # --settle: wait up to this long for a quiet machine before each case, and re-measure a contended block once
+    # it is quiet again (both kept); 0: off
+    settle_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

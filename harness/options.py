@@ -301,6 +301,10 @@ TIMING = OptionGroup("timing", "timing", (
                                   "gates and qualify) when the worker's threads waited this share of their "
                                   "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
               "FRACTION", field="contention_limit", parse=fraction),
+    OptionDef("settle", "wait up to SECONDS for a quiet machine (as many cores free of other processes as the "
+                        "case's threads) before each case, and re-measure a contended block once it is quiet "
+                        "again, keeping the contended one in the case's details (default: 0, off)", "SECONDS",
+              field="settle_s", parse=float_at_least(0.0)),
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",

@@ -141,6 +141,7 @@ class OnnxRuntime(Runtime):
                 "enable_mem_pattern": bool(so.enable_mem_pattern), "enable_mem_reuse": bool(so.enable_mem_reuse),
                 "intra_op_num_threads": int(so.intra_op_num_threads),
                 "inter_op_num_threads": int(so.inter_op_num_threads),
+                "intra_op_allow_spinning": _config_entry(so, SPIN_ENTRY, "1") != "0",
                 **({"fixed_dimensions": dict(self._fixed)} if self._fixed else {})}
 
     def _provider_options(self) -> dict[str, Any]:
@@ -201,9 +202,22 @@ def _memory_pattern(so: Any, value: str, threads: int) -> None:
     so.enable_mem_pattern = so.enable_mem_reuse = value == "on"
 
 
+def _spinning(so: Any, value: str, threads: int) -> None:
+    so.add_session_config_entry(SPIN_ENTRY, "1" if value == "on" else "0")
+
+
+SPIN_ENTRY = "session.intra_op.allow_spinning"
+
+
+def _config_entry(so: Any, key: str, default: str) -> str:
+    """A session config entry as set, else ONNX Runtime's default (an entry never set raises on reading)."""
+    try:
+        return str(so.get_session_config_entry(key))
+    except RuntimeError:
+        return default
 # RuntimeOptions.session keys (harness.variants.ort_session) -> how each sets an ort.SessionOptions
 SESSION_KNOBS = {"graph_optimization_level": _level, "execution_mode": _execution_mode,
-                 "memory_pattern": _memory_pattern}
+                 "memory_pattern": _memory_pattern, "intra_op_spinning": _spinning}
 
 
 class OrtCpu(OnnxRuntime):

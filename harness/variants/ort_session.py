@@ -46,4 +46,13 @@ class MemPattern(_SessionKnob):
     option = "memory_pattern"
 
 
-OPT, EXEC, MEM = OptLevel(), ExecMode(), MemPattern()
+class Spinning(_SessionKnob):
+    key = "spin"
+    title = ("ONNX Runtime's intra-op thread pool spinning while it waits for work (default: on); off frees the "
+             "cores between calls, the wait policy that matters when the machine is shared")
+    values = "on or off"
+    choices = ("on", "off")
+    option = "intra_op_spinning"
+
+
+OPT, EXEC, MEM, SPIN = OptLevel(), ExecMode(), MemPattern(), Spinning()

@@ -6,13 +6,13 @@ from harness.errors import UsageError
 from harness.variants.base import BASE, Knob, Variant, VariantKind
 from harness.variants.export import AXES, OPSET
 from harness.variants.graph import FUSE, SIMPLIFY
-from harness.variants.ort_session import EXEC, MEM, OPT
+from harness.variants.ort_session import EXEC, MEM, OPT, SPIN
 from harness.variants.prune import PRUNE
 from harness.variants.quant import INT8, WEIGHTS
 from harness.variants.threads import THREADS
 
 # The registry: one line per kind, in the order knobs are spelled in a canonical variant name.
-KINDS: dict[str, VariantKind] = {k.key: k for k in (OPT, EXEC, MEM, THREADS, OPSET, AXES, SIMPLIFY, FUSE, INT8,
+KINDS: dict[str, VariantKind] = {k.key: k for k in (OPT, EXEC, MEM, SPIN, THREADS, OPSET, AXES, SIMPLIFY, FUSE, INT8,
                                                     WEIGHTS, PRUNE)}
 
 

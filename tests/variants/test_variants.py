@@ -39,7 +39,7 @@ def test_spellings_are_canonical_and_bad_ones_name_the_knob():
                        ("threads=0", "whole number"), ("opset=7", "opset from 13")]:
         with pytest.raises(UsageError, match=match):
             parse_variant(bad)
-    assert set(KINDS) >= {"opt", "exec", "mem", "threads", "opset", "axes", "simplify", "fuse", "int8", "weights",
+    assert set(KINDS) >= {"opt", "exec", "mem", "spin", "threads", "opset", "axes", "simplify", "fuse", "int8", "weights",
                           "prune"}
 
 
@@ -60,17 +60,19 @@ def test_matrix_ids_and_the_cases_a_runtime_cannot_take():
 
 # ------------------------------------------------------------------ ONNX Runtime session knobs, read back
 def test_session_knobs_are_what_the_session_reports(options):
-    spec, opts = _apply("opt=basic+exec=parallel+mem=off", get_model("mlp"), options)
+    spec, opts = _apply("opt=basic+exec=parallel+mem=off+spin=off", get_model("mlp"), options)
     with get_runtime("ort-cpu")(spec, Precision.FP32, opts) as rt:
         got = rt.session_options()
         rt.infer(make_feed(spec, {"batch": 2}, 0))
     assert got["graph_optimization_level"] == "ORT_ENABLE_BASIC"
     assert got["execution_mode"] == "ORT_PARALLEL" and got["inter_op_num_threads"] == 2  # at least 2
     assert got["enable_mem_pattern"] is False and got["enable_mem_reuse"] is False
+    assert got["intra_op_allow_spinning"] is False
     with get_runtime("ort-cpu")(get_model("mlp"), Precision.FP32, options) as rt:
         default = rt.session_options()
     assert default["graph_optimization_level"] == "ORT_ENABLE_ALL" and default["enable_mem_pattern"] is True
     assert default["execution_mode"] == "ORT_SEQUENTIAL" and rt.options.session == ()
+    assert default["intra_op_allow_spinning"] is True
     assert "session_options" not in rt.details()  # recorded for variant cases only
 
 

@@ -18,7 +18,7 @@ from harness.config import RunConfig
 from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError
 from harness.matrix import case_ids
-from harness.measure.contention import ContentionProbe, case_contention
+from harness.measure.contention import ContentionProbe, case_contention, wait_quiet
 from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -84,6 +84,7 @@ class ForwardState(WorkerState):
         self._references: dict[tuple[Any, ...], Any] = {}
         self._availability: dict[type[Runtime], Availability] = {}
         self._reference_task: dict[tuple[Any, ...], float] = {}
+        self._settle: dict[str, Any] = {}  # the case's --settle record (waits, re-measured blocks)
 
     def explain(self, reason: str, case: CaseId, config: RunConfig) -> str:
         return fed_inputs_note(reason, case.model, config)
@@ -113,6 +114,10 @@ class ForwardState(WorkerState):
         run_spec, options = with_variant(case, spec, base_options)
         on_phase("load")
         feed, fed = case_feed(spec, case.dims, config.inputs)
+        self._settle = {}
+        if config.measure.settle_s > 0:  # --settle: a quiet machine before the case, within the bound
+            on_phase("settle")
+            self._settle["before_case"] = wait_quiet(options.threads, config.measure.settle_s)
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
         sampler.start()
         runtime, reused = self._activate(case, run_spec, cls, precision, options)
@@ -126,7 +131,7 @@ class ForwardState(WorkerState):
         repeats = config.measure.repeats
         timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
                                                       policy, repeats, lambda: on_phase("run"),
-                                                      config.measure.contention_limit)
+                                                      config.measure.contention_limit, config.measure.settle_s)
         device_timer = runtime.device_timer()
         memory = sampler.stop(MEMORY_COVERS[reused])
         noise_cv = config.measure.noise_cv
@@ -170,7 +175,8 @@ class ForwardState(WorkerState):
             setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
             feed_sha256=feed_digest(feed), model_fingerprint=run_spec.fingerprint(), **blocks,
-            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused,
+                     **({"settle": self._settle} if self._settle else {}), "warmup_time_s": policy.warmup_time_s,
                      "model_has_torch_module": spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                      if math.isfinite(ref_check["repeat_max_abs"]) else None,
@@ -198,7 +204,7 @@ class ForwardState(WorkerState):
     def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                         options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
                         policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
-                        contention_limit: float) -> tuple[TimedRun, dict[str, Any], Runtime]:
+                        contention_limit: float, settle_s: float = 0.0) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
         Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
@@ -231,6 +237,9 @@ class ForwardState(WorkerState):
                                on_measure=_started(probe, on_measure if i == 0 else None),
                                device_timer=runtime.device_timer())
             contention = probe.stop()
+            if settle_s > 0 and (contention or {}).get("contended"):
+                t, contention = self._resettled(i, t, contention, call, block, runtime, options.threads,
+                                                contention_limit, settle_s)
             samples += t.samples_ns
             device += t.device_samples_ns
             measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats,
@@ -240,6 +249,23 @@ class ForwardState(WorkerState):
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         info["contention"] = case_contention([b.contention for b in measured])
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
+
+    def _resettled(self, i: int, t: TimedRun, contention: dict[str, Any], call: Callable[[], object],
+                   block: TimingPolicy, runtime: Runtime, threads: int, limit: float, settle_s: float
+                   ) -> tuple[TimedRun, dict[str, Any] | None]:
+        """--settle: block `i` was contended; wait (within `settle_s`) for a quiet machine and measure it again on
+        the same activation. The new block counts for the case; the contended one is kept in details["settle"]
+        with its raw samples (never lost, never in the case's percentiles)."""
+        waited = wait_quiet(threads, settle_s)
+        probe = ContentionProbe(threads, limit)
+        again = self.timer.run(call, block, runtime.synchronize, on_measure=probe.start,
+                               device_timer=runtime.device_timer())
+        after = probe.stop()
+        self._settle.setdefault("remeasured", []).append(
+            {"block": i, "samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
+             "contention": contention, "wait": waited,
+             "contended_again": bool((after or {}).get("contended"))})
+        return again, after
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """One more measurement block of an already-run case (a later round of --repeats): activation (fresh
