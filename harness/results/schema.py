@@ -19,7 +19,7 @@ from pydantic import Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
-from harness.results.stats import checked_figures, median_ms, median_ns
+from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
     Count,
@@ -551,9 +551,11 @@ def _check_blocks(blocks: list[Block], samples_ns: list[int], where: str) -> Non
 def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
     """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
     for key, v in lat.items():
-        if key == "noisy":
+        if key in FLAG_KEYS:
             if not isinstance(v, bool):
                 raise ResultsError(f"{where}.{key}: {short(v)}: expected true or false")
+        elif v is None and key in OPTIONAL_KEYS:  # an interval unbounded on that side, a ratio not read
+            continue
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ResultsError(f"{where}.{key}: {short(v)}: not a finite number")
         elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):
