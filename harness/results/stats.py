@@ -83,16 +83,17 @@ def quantile_ci(sorted_values: np.ndarray, q: float, level: float = CI_LEVEL) ->
     return (None if lo is None else float(sorted_values[lo - 1]), None if hi is None else float(sorted_values[hi - 1]))
 
 
+def tail_basis(n: int) -> str | None:
+    """Which ratio the tail flag reads from `n` samples: "p99/p50" (a p99 is quoted), "p90/p50", or None."""
+    return "p99/p50" if quoted(99, n) else "p90/p50" if quoted(90, n) else None
+
+
 def tail_ratio(n: int, p50: float, p90: float, p99: float) -> tuple[str, float] | None:
-    """The tail ratio read for the tail flag: ("p99/p50", r) when a p99 is quoted, else ("p90/p50", r) when a
-    p90 is, else None."""
-    if p50 <= 0:
+    """The tail ratio read for the tail flag: (tail_basis(n), p99/p50 or p90/p50); None when neither is quoted."""
+    basis = tail_basis(n)
+    if basis is None or p50 <= 0:
         return None
-    if quoted(99, n):
-        return "p99/p50", p99 / p50
-    if quoted(90, n):
-        return "p90/p50", p90 / p50
-    return None
+    return basis, (p99 if basis == "p99/p50" else p90) / p50
 
 
 def is_tail_heavy(basis: str, ratio: float) -> bool:
