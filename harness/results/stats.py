@@ -34,9 +34,10 @@ CI_LEVEL = 0.95
 
 # The tail flag: p99 / p50 over TAIL_P99_RATIO (or, with fewer samples than a p99 needs, p90 / p50 over
 # TAIL_P90_RATIO) says a case has a second mode of slow calls (stalls, a thread pool waiting whole scheduler
-# slices), which a noise flag read from the middle of the samples cannot see. Chosen from 40 measured cases of
-# quick and CI runs on this 2-core machine, quiet to busy (docs/method.md, "Tail-heavy"): p99 / p50 at most 2.6,
-# p90 / p50 at most 2.1; a log-normal would need sigma 0.69 (a 2x spread between p16 and p84) to reach 5.
+# slices), which a noise flag read from the middle of the samples cannot see. Chosen from the quick, CI and
+# gate-check runs of this 2-core machine, quiet to busy (docs/method.md, "Tail-heavy"): p99 / p50 at most 2.62
+# (median 1.60) in 44 cases of 100+ samples, p90 / p50 at most 2.07 (median 1.15) in 58 cases of 10+. A
+# log-normal reaches a p99 / p50 of 5 only at sigma 0.69, and a p90 / p50 of 3 at sigma 0.86.
 TAIL_P99_RATIO = 5.0
 TAIL_P90_RATIO = 3.0
 
