@@ -162,7 +162,7 @@ def scenario_cells(runs: list[Any]) -> dict[str, Any]:
 def end_to_end_cells(e2e: dict[str, Any] | None) -> dict[str, Any]:
     """The end-to-end figures of a case (empty cells for a model without pre/post steps)."""
     lat = (e2e or {}).get("latency") or {}
-    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": lat.get("p99_ms"),
+    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": quoted_figure(lat, 99),  # empty from under 100 samples
             "pre_p50_ms": (e2e or {}).get("pre_p50_ms"), "post_p50_ms": (e2e or {}).get("post_p50_ms")}
 
 

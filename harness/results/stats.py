@@ -181,6 +181,13 @@ def median_ms(samples_ns: Sequence[int] | np.ndarray) -> float:
     return round(median_ns(samples_ns) / 1e6, 6)
 
 
+def median_ci_ms(samples_ns: Sequence[int] | np.ndarray) -> tuple[float | None, float | None]:
+    """The CI_LEVEL interval of the median of nanosecond samples, in ms rounded to the nanosecond like
+    median_ms (None: a side the samples cannot bound, under 6 samples)."""
+    lo, hi = quantile_ci(np.sort(np.asarray(samples_ns, dtype=np.float64)), 0.50)
+    return (None if lo is None else round(lo / 1e6, 6), None if hi is None else round(hi / 1e6, 6))
+
+
 def column_medians_ms(rows_ns: Sequence[Sequence[int]]) -> list[float]:
     """Per position, the median over rows of equal length (nanoseconds in, ms out): e.g. the decode step at each
     context length over repeated generations."""
@@ -192,13 +199,16 @@ def percentiles(values: Sequence[float] | np.ndarray, qs: Sequence[float]) -> li
     return [float(v) for v in np.percentile(np.asarray(values, dtype=np.float64), list(qs))]
 
 
-def summary_ms(samples_ns: Sequence[int], qs: Sequence[int]) -> dict[str, float | int] | None:
-    """`p{q}_ms` for each percentile q, mean_ms, min_ms, max_ms and n of nanosecond samples (None: no samples)."""
+def summary_ms(samples_ns: Sequence[int], qs: Sequence[int]) -> dict[str, float | int | None] | None:
+    """`p{q}_ms` for each percentile q (with `p50_ci_low_ms` ... `p99_ci_high_ms`, the 95% intervals of the
+    median and the p99 where asked for), mean_ms, min_ms, max_ms and n of nanosecond samples (None: no samples)."""
     if not len(samples_ns):
         return None
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    out: dict[str, float | int] = {f"p{q}_ms": v for q, v in zip(qs, percentiles(ms, qs))}
-    out.update(mean_ms=float(ms.mean()), min_ms=float(ms.min()), max_ms=float(ms.max()), n=int(ms.size))
+    ms = np.sort(np.asarray(samples_ns, dtype=np.float64) / 1e6)
+    out: dict[str, float | int | None] = {f"p{q}_ms": v for q, v in zip(qs, percentiles(ms, qs))}
+    for q in (q for q in qs if q in (50, 99)):  # the intervals of the median and the p99, as in LatencyStats
+        out[f"p{q}_ci_low_ms"], out[f"p{q}_ci_high_ms"] = quantile_ci(ms, q / 100)
+    out.update(mean_ms=float(ms.mean()), min_ms=float(ms[0]), max_ms=float(ms[-1]), n=int(ms.size))
     return out
 
 

@@ -225,3 +225,22 @@ def test_old_latency_records_without_the_new_figures_still_load():
         results_from_doc(doc({**new, "p99_ci_high_ms": "inf"}))
     with pytest.raises(ResultsError, match="tail_heavy"):
         results_from_doc(doc({**new, "tail_heavy": 1}))
+
+
+def test_block_medians_and_generation_percentiles_carry_their_intervals_too():
+    """Every stored median and p99 has its interval: a block's p50 (results.json `blocks`), the generation
+    summaries (summary_ms) and the end-to-end steps (median_ci_ms), in ms rounded like the medians."""
+    from harness.results.schema import Block
+    from harness.results.stats import median_ci_ms, quantile_ci, summary_ms
+
+    samples = [1_000_000 + 3_001 * ((7 * i) % 101) for i in range(101)]
+    b = Block.measured(samples, "case")
+    lo, hi = quantile_ci(np.sort(np.asarray(samples, dtype=np.float64)), 0.5)
+    assert (b.p50_ci_low_ms, b.p50_ci_high_ms) == (round(lo / 1e6, 6), round(hi / 1e6, 6)) == median_ci_ms(samples)
+    assert b.p50_ci_low_ms < b.p50_ms < b.p50_ci_high_ms
+    assert Block.failed("died", "round").p50_ci_low_ms is None
+    assert Block.from_dict({"samples": 3, "p50_ms": 1.0}).p50_ci_high_ms is None  # written before: loads
+    assert median_ci_ms([5_000_000] * 5) == (None, None)
+    s = summary_ms(samples, (50, 90, 99))
+    assert s["p50_ci_low_ms"] < s["p50_ms"] < s["p50_ci_high_ms"]
+    assert s["p99_ci_high_ms"] is None and "p90_ci_low_ms" not in s  # 101 samples cannot bound a p99 above
