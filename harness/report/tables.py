@@ -81,9 +81,10 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
 
 
 def quoted_figure(lat: dict[str, Any], q: int) -> float | None:
-    """A stored percentile `p{q}_ms`, or None where it came from fewer samples than it needs (stats.quoted); a
-    latency without `iterations` (older results) is taken as it is."""
-    v, n = lat.get(f"p{q}_ms"), lat.get("iterations")
+    """A stored percentile `p{q}_ms`, or None where it came from fewer samples than it needs (stats.quoted); its
+    count is `iterations` (LatencyStats) or `n` (a generation summary); without either (older results) it is
+    taken as it is."""
+    v, n = lat.get(f"p{q}_ms"), lat.get("iterations", lat.get("n"))
     return v if n is None or quoted(q, int(n)) else None
 
 
@@ -191,7 +192,7 @@ def _generation_cells(r: CaseResult) -> dict[str, Any]:
     g = getattr(r, "generation", None) or {}
     conf = g.get("conformance") or {}
     return {"gen": r.case.gen, "ttft_p50_ms": (g.get("ttft") or {}).get("p50_ms"),
-            **{f"tpot_{p}_ms": (g.get("tpot") or {}).get(f"{p}_ms") for p in ("p50", "p90", "p99")},
+            **{f"tpot_{p}_ms": quoted_figure(g.get("tpot") or {}, int(p[1:])) for p in ("p50", "p90", "p99")},
             "tokens_per_s": g.get("tokens_per_s"), "token_match_rate": conf.get("exact_match_rate"),
             "first_divergence": conf.get("first_divergence")}
 

@@ -77,3 +77,16 @@ def test_html_and_markdown_show_the_same():
     assert "n/a (n=12 &lt; 100)" in html
     md = render_markdown(run)
     assert "p50 ms [95% CI]" in md and "robust CV" in md and "n/a (n=12 &lt; 100)" in md and "tail-heavy" in md
+
+
+def test_a_generation_p99_from_too_few_decode_steps_is_not_shown():
+    from harness.report.generation import generation_row
+    from harness.results.stats import summary_ms
+
+    c = CaseResult(CaseId("tiny-lm", "torch-cpu", "fp32", 1, 8, "cpu", gen=4), "passed")
+    c.generation = {"tpot": summary_ms([1_000_000 + 1000 * i for i in range(40)], (50, 90, 99))}
+    row = generation_row(c)
+    assert row["tpot_p50_ms"] > 0 and row["tpot_p90_ms"] > 0 and row["tpot_p99_ms"] is None
+    c.generation = {"tpot": summary_ms([1_000_000 + 1000 * i for i in range(400)], (50, 90, 99))}
+    assert generation_row(c)["tpot_p99_ms"] > 0
+    assert cases_frame(RunResults("r", "t", cases=[c])).loc[0, "tpot_p99_ms"] > 0
