@@ -19,7 +19,7 @@ from pydantic import Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
-from harness.results.stats import checked_figures, median_ms, median_ns
+from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
     Count,
@@ -131,6 +131,10 @@ class Block:
     kind: BlockKind = "case"
     reactivated: Flag = False  # measured after a fresh activation
     error: Text | None = None
+    # the 95% distribution-free interval of the block's median (harness.results.stats.median_ci_ms); None: a side
+    # its samples cannot bound (under 6 samples), a failed block, or results from before it was stored
+    p50_ci_low_ms: Finite | None = None
+    p50_ci_high_ms: Finite | None = None
     # what the kernel said about the block's timed loop (harness.measure.contention): run-queue wait of the
     # worker's threads, CPU time, preemptions, machine CPU pressure; `contended` and its `cause`
     contention: Object | None = None
@@ -142,8 +146,10 @@ class Block:
     @classmethod
     def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False,
                  contention: dict[str, Any] | None = None) -> Block:
-        """The block holding these samples (nanoseconds), its median in ms."""
-        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention)
+        """The block holding these samples (nanoseconds), its median and the median's 95% interval in ms."""
+        lo, hi = median_ci_ms(samples_ns)
+        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention,
+                   p50_ci_low_ms=lo, p50_ci_high_ms=hi)
 
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
@@ -153,7 +159,13 @@ class Block:
     def from_dict(cls, d: dict[str, Any]) -> Block:
         return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
                    kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"))
+                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"),
+                   p50_ci_low_ms=_float_or_none(d.get("p50_ci_low_ms")),
+                   p50_ci_high_ms=_float_or_none(d.get("p50_ci_high_ms")))
+
+
+def _float_or_none(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 def block_p50_ms(samples_ns: Any) -> float:
@@ -618,9 +630,11 @@ def _check_blocks(blocks: list[Block], samples_ns: list[int], where: str) -> Non
 def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
     """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
     for key, v in lat.items():
-        if key == "noisy":
+        if key in FLAG_KEYS:
             if not isinstance(v, bool):
                 raise ResultsError(f"{where}.{key}: {short(v)}: expected true or false")
+        elif v is None and key in OPTIONAL_KEYS:  # an interval unbounded on that side, a ratio not read
+            continue
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ResultsError(f"{where}.{key}: {short(v)}: not a finite number")
         elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):
