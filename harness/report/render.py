@@ -18,7 +18,7 @@ from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
                                    end_to_end_tables, flags_text, interval_text, percentile_text, run_labels,
-                                   ab_rows, skip_reasons, variant_tables)
+                                   ab_rows, runtime_label, skip_reasons, variant_tables)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.stats import quoted, too_few_text
@@ -91,7 +91,7 @@ def _latency_charts(runs: list[RunResults], labels: list[str], tables: list[dict
     for run, label in zip(runs, labels):
         for c in run.cases:
             if c.measured and c.samples_ns:
-                col = f"{c.case.runtime} @ {label}" if multi else c.case.runtime
+                col = f"{c.case.runtime_label} @ {label}" if multi else c.case.runtime_label
                 key = (f"{c.case.model}|{c.case.precision}|{c.case.batch}|{c.case.seq}", col)
                 samples.setdefault(key, list(c.samples_ns))
     for t in tables:
@@ -127,7 +127,8 @@ def _batch_charts(tables: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
 def _tradeoff_charts(runs: list[RunResults], refs: dict[str, str]) -> dict[str, Any]:
     """Per model: speed-up over the reference runtime's FP32 case (same shape, same run) vs drift."""
     df = cases_frame(runs)
-    df = df[df["status"].isin(["passed", "failed"])]
+    df = df[df["status"].isin(["passed", "failed"])].copy()
+    df["runtime"] = [runtime_label(row) for _, row in df.iterrows()]  # a variant is a point of its own
     out: dict[str, Any] = {}
     for model, g in df.groupby("model", sort=False):
         ref = refs.get(str(model))
@@ -319,6 +320,8 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     refs = reference_runtimes(runs)
     measured = df[df["status"].isin(["passed", "failed"])].copy()
     if not measured.empty:
+        # a variant's case is a column of its own (`ort-cpu~opt=basic`), never the reference
+        measured["runtime"] = [runtime_label(row) for _, row in measured.iterrows()]
         ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
                    for r in measured.itertuples() if r.runtime == refs.get(r.model)}
         measured["vs_ref"] = [
@@ -355,7 +358,8 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     if not problems.empty:
         lines += ["### Problems", ""]
         for r in problems.head(max_rows).itertuples():
-            case = _md(f"{r.model}-{r.runtime}-{r.precision}-b{r.batch}" + ("" if pd.isna(r.seq) else f"-s{r.seq}"))
+            case = _md(f"{r.model}-{r.runtime}-{r.precision}-b{r.batch}" + ("" if pd.isna(r.seq) else f"-s{r.seq}")
+                       + ("" if pd.isna(r.variant) else f"~{r.variant}"))
             lines.append(f"- {case} **{r.status}**: {_md(str(r.reason or ''))[:300]}")
         lines.append("")
     skips = skip_reasons(runs)

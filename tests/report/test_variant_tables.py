@@ -11,7 +11,8 @@ def _case(variant, p50_ms, status="passed", rel_l2=1e-7, precision="fp32", runti
     ns = int(p50_ms * 1e6)
     return CaseResult(CaseId("mlp", runtime, precision, 1, None, "cpu", variant=variant), status,
                       samples_ns=[ns] * 5, latency={"p50_ms": p50_ms, "p99_ms": p50_ms, "noisy": False},
-                      throughput_sps=1000 / p50_ms, accuracy={"rel_l2": rel_l2}, setup_s=0.5)
+                      throughput_sps=1000 / p50_ms, accuracy={"rel_l2": rel_l2}, setup_s=0.5,
+                      reference_runtime="torch-cpu")
 
 
 def _run():
@@ -43,3 +44,15 @@ def test_variants_are_their_own_columns_and_the_reference_is_the_base(tmp_path):
     assert fp32["reference"] == "torch-cpu"
     html = render_html(_run())
     assert 'id="variants"' in html and "&#9733; <code>int8=dynamic</code>" in html
+
+
+def test_markdown_names_variants_and_keeps_the_reference_the_base():
+    from harness.report.render import render_markdown
+
+    run = _run()
+    run.cases.append(_case("prune=0.3", 2.0, runtime="torch-cpu"))
+    md = render_markdown(run)
+    rows = {line.split("|")[2].strip(): line for line in md.splitlines() if line.startswith("| mlp")}
+    assert "ort-cpu~opt=disabled" in rows and "torch-cpu~prune=0.3" in rows
+    assert "| ref |" in rows["torch-cpu"] and "| ref |" not in rows["torch-cpu~prune=0.3"]
+    assert "2.0x faster" in rows["torch-cpu~prune=0.3"]  # against the base torch-cpu case (4.0 ms)
