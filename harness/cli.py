@@ -609,14 +609,37 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return cert.exit_code
 
 
+def _session_cases(config: RunConfig, cases: list[CaseId]) -> tuple[Any, bool]:
+    """Run `cases` of the config's workload through one run session (no pytest), one case line per broken case;
+    returns (the session, finished; written and rendered either way) and prints the workload's terminal lines."""
+    from harness.execution.session import HarnessSession
+    from harness.report.progress import RunProgress
+    from harness.workloads import get_workload
+
+    session = HarnessSession(config, progress=RunProgress(case_lines=False))
+    session.progress.start("case", len(cases))
+    interrupted = False
+    try:
+        for case in cases:
+            result = session.execute(case)
+            if result.status in ("crashed", "timeout", "oom"):
+                session.progress.note(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.finish(interrupted=interrupted)
+    assert session.run is not None
+    for line in get_workload(config.workload).terminal_lines(session.run):
+        print(line)
+    return session, not interrupted
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     """`harness ab A B`: the A/B workload through the run session (as `harness run --workload ab --ab-a A --ab-b B`
     without pytest): each case in the supervised worker, results.json after every case, the report."""
     import os
 
-    from harness.execution.session import HarnessSession
     from harness.gating.verdicts import Verdict
-    from harness.report.progress import RunProgress
     from harness.workloads import get_workload
 
     raw = dict(vars(args))
@@ -631,30 +654,15 @@ def cmd_ab(args: argparse.Namespace) -> int:
     out = config.outputs.out_dir
     print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {config.ab.ab_pairs} pairs of "
           f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
-    session = HarnessSession(config, progress=RunProgress(case_lines=False))
-    session.progress.start("case", len(cases))
-    interrupted = False
-    try:
-        for case in cases:
-            session.execute(case)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        session.finish(interrupted=interrupted)
-    assert session.run is not None
-    for line in workload.terminal_lines(session.run):
-        print(line)
+    session, finished = _session_cases(config, cases)
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
     regressed = any(c.ab is not None and c.ab.verdict == Verdict.REGRESSED.value for c in session.run.cases)
-    return session.exit_status() or (EXIT_INTERRUPTED if interrupted else EXIT_FAILED if regressed else EXIT_OK)
-
+    return session.exit_status() or (EXIT_INTERRUPTED if not finished else EXIT_FAILED if regressed else EXIT_OK)
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
     """`harness conform`: the conformance workload through the run session (as `harness run --workload conform`,
     without pytest): each case in the supervised worker, results.json after every case, conformance.html."""
-    from harness.execution.session import HarnessSession
-    from harness.report.progress import RunProgress
     from harness.workloads import get_workload
     from harness.workloads.conform.cases import collect
     from harness.workloads.conform.workload import resolve_runtimes
@@ -678,24 +686,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
     out = config.outputs.out_dir
     print(f"{len(cases)} run(s): {', '.join(r.name for r in runtimes)} x "
           f"{', '.join(map(str, config.matrix.precisions))} -> {out}")
-    session = HarnessSession(config, progress=RunProgress(case_lines=False))
-    session.progress.start("case", len(cases))
-    interrupted = False
     t0 = time.perf_counter()
-    try:
-        for case in cases:
-            result = session.execute(case)
-            if result.status in ("crashed", "timeout", "oom"):
-                session.progress.note(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        session.finish(interrupted=interrupted)
-    assert session.run is not None
-    for line in workload.terminal_lines(session.run):
-        print(line)
+    session, finished = _session_cases(config, cases)
     print(f"wall {time.perf_counter() - t0:.0f} s; results: {out / 'results.json'}; page: {out / 'conformance.html'}")
-    return session.exit_status() or (EXIT_INTERRUPTED if interrupted else EXIT_OK)
+    return session.exit_status() or (EXIT_OK if finished else EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

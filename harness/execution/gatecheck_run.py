@@ -56,16 +56,23 @@ class SupervisedRuns:
         self.workers += 1
         config = self.config.replace(out_dir=self._root / f"{self.workers:03d}",
                                      run_id=f"gate-check-{self.workers:03d}")
-        self.session, self._seen = self.session_factory(config), set()
-        interrupted = False
-        try:
-            return fn(*args)
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
-        finally:
-            self.session.finish(interrupted=interrupted)
-            self.session = None
+        self._seen = set()
+        return in_session(self, self.session_factory(config), fn, *args)
+
+
+def in_session(owner: Any, session: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` with `owner.session` set to `session` (a fresh run session: its own supervised worker),
+    finished afterwards, interrupted or not."""
+    owner.session = session
+    interrupted = False
+    try:
+        return fn(*args)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        session.finish(interrupted=interrupted)
+        owner.session = None
 
 
 class SupervisedAb:
@@ -77,6 +84,7 @@ class SupervisedAb:
         self.config = config.replace(workload="ab", ab_a="base", ab_b="base")
         self.session_factory = session_factory or HarnessSession
         self.session: Any = None
+        self.base = self.config
         self.trials = 0
         self._root = Path(config.outputs.out_dir) if config.outputs.out_dir else Path(tempfile.mkdtemp())
 
@@ -90,16 +98,8 @@ class SupervisedAb:
         return result.ab.verdict
 
     def execute(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One trial, `fn(*args)` measuring through a fresh session (one worker) that is finished afterwards."""
         self.trials += 1
         self.base = self.config.replace(out_dir=self._root / f"{self.trials:03d}",
                                         run_id=f"gate-check-ab-{self.trials:03d}")
-        self.session = self.session_factory(self.base)
-        interrupted = False
-        try:
-            return fn(*args)
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
-        finally:
-            self.session.finish(interrupted=interrupted)
-            self.session = None
+        return in_session(self, self.session_factory(self.base), fn, *args)

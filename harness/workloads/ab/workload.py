@@ -1,10 +1,5 @@
-"""The A/B workload: side A and side B of one case (two variants, two model files) activated once each in the
-same worker and measured in short alternating blocks, AB or BA per pair in a balanced random order, so that the
-machine's slow drifts fall on both sides alike; judged by a paired test on the block medians (harness.gating.ab).
-
-This is the literature's answer to a shared machine (Kalibera & Jones, "Rigorous benchmarking in reasonable
-time"; duet benchmarking): a stored baseline measured an hour ago under another load cannot tell a 5% slowdown
-from the load; two sides measured in the same seconds can."""
+"""The A/B workload: two sides of one case activated once each in one worker and measured in alternating
+blocks, judged by a paired test (harness.gating.ab); the method is in docs/variants.md."""
 
 from __future__ import annotations
 
