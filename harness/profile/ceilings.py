@@ -11,7 +11,6 @@ its method, size, repetitions and the best and median over the repetitions; the 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from harness.results.stats import median_ns  # the one median; it keeps the values' own unit (here GFLOP/s, GB/s)
 
 CEILINGS_KIND = "ceilings"
 METHOD_VERSION = "ceilings/1"  # bump when a method changes: old entries stop matching
@@ -127,7 +128,7 @@ def _entry(name: str, precision: str, method: str, size: str, work: float, times
            unit: str = "GFLOP/s") -> dict[str, Any]:
     rates = [work / t / 1e9 for t in times]
     return {"name": name, "precision": precision, "method": method, "size": size, "work_per_rep": work,
-            "repetitions": len(times), "best": round(max(rates), 3), "median": round(statistics.median(rates), 3),
+            "repetitions": len(times), "best": round(max(rates), 3), "median": round(median_ns(rates), 3),
             "unit": unit}
 
 
