@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.results.stats import median_ns  # the one median; it keeps the values' own unit (here GFLOP/s, GB/s)
+from harness.results.stats import median_ns  # the one median (in the values' own unit)
 
 CEILINGS_KIND = "ceilings"
 METHOD_VERSION = "ceilings/1"  # bump when a method changes: old entries stop matching

@@ -26,7 +26,9 @@ Conventions (every figure below is per output element unless said otherwise):
   by op type as such; any other op is "not counted" and listed by op type: never a silent zero.
 
 Bytes moved: each node reads each distinct input tensor once (initializers included) and writes each output
-once, at its element type; Shape and Size read metadata only (output bytes only). This is the unfused traffic:
+once, at its element type; Shape and Size read metadata only (output bytes only); Gather, GatherElements,
+GatherND and Slice read from their data input only as many bytes as they write (an embedding lookup reads the
+rows it gathers, not the table). This is the unfused traffic:
 a runtime that fuses nodes or keeps a tensor in cache moves less. A node whose tensors' shapes or types are
 unknown after inference has bytes None and is listed.
 """
@@ -52,6 +54,7 @@ DATA_MOVEMENT = frozenset({
     "Compress", "ReverseSequence", "Trilu", "OneHot",
 })
 _METADATA_ONLY = frozenset({"Shape", "Size"})
+_READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})  # data read: output's size
 
 # element-wise: FLOPs per output element
 ELEMENTWISE: Mapping[str, int] = {
@@ -379,6 +382,8 @@ class _Shapes:
 
 def _bytes(node: Any, tensors: Mapping[str, TensorInfo]) -> int | None:
     names = [] if node.op_type in _METADATA_ONLY else list(dict.fromkeys(i for i in node.input if i))
+    if node.op_type in _READS_WHAT_IT_WRITES and names and node.output:
+        names[0] = node.output[0]  # an embedding lookup reads the rows it gathers, not the whole table
     names += [o for o in node.output if o]
     total = 0
     for n in names:

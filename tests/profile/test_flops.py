@@ -162,3 +162,11 @@ def test_shape_arithmetic_is_folded_to_sizes():
     assert (add.op_type, add.flops, add.bytes_moved) == ("Add", 18, 4 * (18 + 9 + 18))
     assert cost.not_counted == {"Range": 1} and cost.bytes_unknown == {}
     assert len(onnx.load_from_string(m.SerializeToString()).graph.node) == 5  # the caller's model is untouched
+
+
+def test_gather_reads_the_rows_it_gathers_not_the_table():
+    node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
+    m = _model([node], [("ids", TensorProto.INT64, [2, 5])], [("y", F, None)], [("table", (1000, 16), np.float32)])
+    n, _ = _one(m)
+    assert (n.kind, n.flops) == ("data movement", 0)
+    assert n.bytes_moved == 2 * (2 * 5 * 16 * 4) + 2 * 5 * 8  # rows read + rows written + the indices
