@@ -29,8 +29,14 @@ class RooflinePoint:
     percent_of_peak: float
     bound: str
 
+    @property
+    def over_roof(self) -> bool:
+        """Achieved more than the roof: the ceilings are too low for this case (measured under load, on other
+        settings, or a kernel faster than the GEMM that set the peak); the percentages are then not meaningful."""
+        return self.achieved_gflops > self.roof_gflops
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "over_roof": self.over_roof}
 
 
 def roofline_point(flops: float, bytes_moved: float, latency_s: float, peak_gflops: float,

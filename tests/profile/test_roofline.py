@@ -14,7 +14,8 @@ def test_memory_bound_case():
     assert p.intensity == pytest.approx(2.0) and p.ridge_intensity == pytest.approx(10.0)
     assert p.roof_gflops == pytest.approx(20.0)  # min(100, 2 * 10)
     assert p.percent_of_roof == pytest.approx(20.0) and p.percent_of_peak == pytest.approx(4.0)
-    assert p.bound == "memory"
+    assert p.bound == "memory" and not p.over_roof and p.to_dict()["over_roof"] is False
+    assert roofline_point(2e9, 1e9, 0.05, peak_gflops=100.0, bandwidth_gbs=10.0).over_roof  # 40 > roof 20
 
 
 def test_compute_bound_case_and_ceilings_dict():
