@@ -1,13 +1,5 @@
-"""The machine's own ceilings: peak FLOP/s per precision and memory bandwidth, measured once per machine and cached.
-
-Compute: a square GEMM of n x n matrices (2*n^3 FLOPs, a multiply-add counted as 2) through numpy (FP32, its
-BLAS at the run's thread count through threadpoolctl) and through ONNX Runtime's CPU MatMul with
-intra_op_num_threads = threads (FP32, FP16) and MatMulInteger (INT8: uint8 x int8 -> int32, 2*n^3 integer
-ops). Memory: a stream-triad-style a = b + s*c over float64 arrays each at least 4x the last-level cache,
-through numpy in `threads` Python threads over equal slices (numpy's ufuncs release the GIL); numpy does it in
-two passes (a = s*c, then a += b), so 5 arrays' bytes move per repetition and are counted. Each figure keeps
-its method, size, repetitions and the best and median over the repetitions; the ceiling used is the best.
-"""
+"""The machine's own ceilings: peak FLOP/s per precision and memory bandwidth, measured once per machine and
+cached (the method: measure_ceilings' docstring and docs/method.md)."""
 
 from __future__ import annotations
 
@@ -85,7 +77,16 @@ def machine_ceilings(threads: int, cache: Path | str | None = None, *, remeasure
 # ------------------------------------------------------------------------------------------------ measuring
 def measure_ceilings(threads: int) -> dict[str, Any]:
     """Measure now (no cache): {"threads", "measured_at", "compute": [entry...], "peak_gflops": {precision:
-    best}, "bandwidth": entry, "bandwidth_gbs": best, "not_measured": {precision: why}}."""
+    best}, "bandwidth": entry, "bandwidth_gbs": best, "not_measured": {precision: why}}.
+
+    Compute: a square GEMM of n x n matrices (2*n^3 FLOPs, a multiply-add counted as 2) through numpy (FP32, its
+    BLAS at the run's thread count through threadpoolctl) and through ONNX Runtime's CPU MatMul with
+    intra_op_num_threads = threads (FP32, FP16) and MatMulInteger (INT8: uint8 x int8 -> int32, 2*n^3 integer
+    ops). Memory: a stream-triad-style a = b + s*c over float64 arrays each at least 4x the last-level cache,
+    through numpy in `threads` Python threads over equal slices (numpy's ufuncs release the GIL); numpy does it in
+    two passes (a = s*c, then a += b), so 5 arrays' bytes move per repetition and are counted. Each figure keeps
+    its method, size, repetitions and the best and median over the repetitions; the ceiling used is the best.
+    """
     from harness.measure.cpu import OthersCpu
 
     others = OthersCpu()

@@ -1,37 +1,5 @@
-"""FLOPs and bytes moved per node of an ONNX graph, from its inferred shapes at a case's concrete sizes.
-
-Conventions (every figure below is per output element unless said otherwise):
-
-- A multiply-add is 2 FLOPs (one multiply, one add): a GEMM of (M, K) x (K, N) is 2*M*N*K FLOPs.
-- Each arithmetic operation, comparison, min/max and elementary function (exp, log, sqrt, erf, tanh, sin...)
-  in an op's defining formula counts 1 FLOP, whatever its cost in cycles.
-- Conv: 2 * C_in/groups * prod(kernel) per output element, + 1 with a bias (strides, dilations and padding
-  act through the output shape). ConvTranspose: 2 * C_out/groups * prod(kernel) per input element, + 1 per
-  output element with a bias. Gemm: 2*M*N*K, + M*N for the bias C, + M*N for alpha != 1, + M*N for beta != 1
-  with C. MatMul (batched, broadcast, 1-D): 2*K per output element.
-- Attention is counted through the MatMul, Softmax, Mul/Div and Add nodes it is exported as.
-- LayerNormalization: 7 (mean: 1 add; variance: subtract, square, add; normalise: 1 multiply by 1/std with the
-  deviation reused; scale 1; bias 1), 6 without a bias; the per-row scalars (the divisions, eps, sqrt) are
-  not counted. InstanceNormalization and GroupNormalization: 7. RMSNormalization / SimplifiedLayer-
-  Normalization: 4 (square, add, multiply by 1/rms, scale). com.microsoft SkipLayerNormalization: the
-  LayerNorm's 7 (6 without beta) + 1 for the skip add + 1 for the bias when given; SkipSimplified...: 4 + 1
-  (+1). BatchNormalization (inference): 2 (one multiply-add with the per-channel constants folded once).
-- Softmax / LogSoftmax: 5 (max, subtract, exp, sum, divide or subtract the log).
-- Reductions: 1 per input element (ReduceSumSquare, ReduceL1, ReduceL2 2; ReduceLogSumExp 2), + 1 per output
-  element for ReduceMean's division (and ReduceL2's sqrt, ReduceLogSumExp's log).
-- Pooling: MaxPool prod(kernel) - 1 comparisons per output element; AveragePool prod(kernel) (the adds and the
-  division; the whole window, padding included); GlobalAveragePool 1 per input element; GlobalMaxPool 1 per
-  input element less 1 per output element.
-- Data movement (Reshape, Transpose, Concat, Slice, Gather, Cast, Where, Expand, Pad, ...) is 0 FLOPs, listed
-  by op type as such; any other op is "not counted" and listed by op type: never a silent zero.
-
-Bytes moved: each node reads each distinct input tensor once (initializers included) and writes each output
-once, at its element type; Shape and Size read metadata only (output bytes only); Gather, GatherElements,
-GatherND and Slice read from their data input only as many bytes as they write (an embedding lookup reads the
-rows it gathers, not the table). This is the unfused traffic:
-a runtime that fuses nodes or keeps a tensor in cache moves less. A node whose tensors' shapes or types are
-unknown after inference has bytes None and is listed.
-"""
+"""FLOPs and bytes moved per node of an ONNX graph, from its inferred shapes at a case's concrete sizes
+(conventions: graph_cost's docstring and docs/method.md)."""
 
 from __future__ import annotations
 
@@ -159,6 +127,38 @@ def graph_cost(model: Any, dims: Mapping[str, int] | None = None, *, source: str
 
     A free input dimension missing from `dims` is a UsageError naming it; local functions are inlined first;
     the nodes of subgraphs (If, Loop, Scan) are not entered: the node is listed as not counted.
+
+    Conventions (every figure below is per output element unless said otherwise):
+
+    - A multiply-add is 2 FLOPs (one multiply, one add): a GEMM of (M, K) x (K, N) is 2*M*N*K FLOPs.
+    - Each arithmetic operation, comparison, min/max and elementary function (exp, log, sqrt, erf, tanh, sin...)
+      in an op's defining formula counts 1 FLOP, whatever its cost in cycles.
+    - Conv: 2 * C_in/groups * prod(kernel) per output element, + 1 with a bias (strides, dilations and padding
+      act through the output shape). ConvTranspose: 2 * C_out/groups * prod(kernel) per input element, + 1 per
+      output element with a bias. Gemm: 2*M*N*K, + M*N for the bias C, + M*N for alpha != 1, + M*N for beta != 1
+      with C. MatMul (batched, broadcast, 1-D): 2*K per output element.
+    - Attention is counted through the MatMul, Softmax, Mul/Div and Add nodes it is exported as.
+    - LayerNormalization: 7 (mean: 1 add; variance: subtract, square, add; normalise: 1 multiply by 1/std with the
+      deviation reused; scale 1; bias 1), 6 without a bias; the per-row scalars (the divisions, eps, sqrt) are
+      not counted. InstanceNormalization and GroupNormalization: 7. RMSNormalization / SimplifiedLayer-
+      Normalization: 4 (square, add, multiply by 1/rms, scale). com.microsoft SkipLayerNormalization: the
+      LayerNorm's 7 (6 without beta) + 1 for the skip add + 1 for the bias when given; SkipSimplified...: 4 + 1
+      (+1). BatchNormalization (inference): 2 (one multiply-add with the per-channel constants folded once).
+    - Softmax / LogSoftmax: 5 (max, subtract, exp, sum, divide or subtract the log).
+    - Reductions: 1 per input element (ReduceSumSquare, ReduceL1, ReduceL2 2; ReduceLogSumExp 2), + 1 per output
+      element for ReduceMean's division (and ReduceL2's sqrt, ReduceLogSumExp's log).
+    - Pooling: MaxPool prod(kernel) - 1 comparisons per output element; AveragePool prod(kernel) (the adds and the
+      division; the whole window, padding included); GlobalAveragePool 1 per input element; GlobalMaxPool 1 per
+      input element less 1 per output element.
+    - Data movement (Reshape, Transpose, Concat, Slice, Gather, Cast, Where, Expand, Pad, ...) is 0 FLOPs, listed
+      by op type as such; any other op is "not counted" and listed by op type: never a silent zero.
+
+    Bytes moved: each node reads each distinct input tensor once (initializers included) and writes each output
+    once, at its element type; Shape and Size read metadata only (output bytes only); Gather, GatherElements,
+    GatherND and Slice read from their data input only as many bytes as they write (an embedding lookup reads the
+    rows it gathers, not the table). This is the unfused traffic: a runtime that fuses nodes or keeps a tensor
+    in cache moves less. A node whose tensors' shapes or types are
+    unknown after inference has bytes None and is listed.
     """
     import onnx
 
