@@ -172,6 +172,8 @@ def _gemm_ort(threads: int, precision: str, n: int | None = None) -> dict[str, A
         op, a_type, b_type, y_type = "MatMul", tp, tp, tp
         a, b = rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
         what = f"MatMul {np.dtype(dtype).name}"
+        if precision == "fp16":  # where the CPU EP lacks an FP16 kernel, ORT computes in FP32 behind Casts
+            what += " (as ONNX Runtime runs it: possibly FP32 math behind inserted Casts)"
     graph = helper.make_graph([helper.make_node(op, ["A", "B"], ["Y"])], "gemm",
                               [helper.make_tensor_value_info("A", a_type, [n, n]),
                                helper.make_tensor_value_info("B", b_type, [n, n])],

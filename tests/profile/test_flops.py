@@ -170,3 +170,14 @@ def test_gather_reads_the_rows_it_gathers_not_the_table():
     n, _ = _one(m)
     assert (n.kind, n.flops) == ("data movement", 0)
     assert n.bytes_moved == 2 * (2 * 5 * 16 * 4) + 2 * 5 * 8  # rows read + rows written + the indices
+
+
+def test_conv_transpose_and_gemm_trans_a():
+    # x (1, 4, 5, 5), W (4, 6/2, 3, 3), groups 2, stride 2 -> (1, 6, 11, 11): 2 * C_out/g * k per input element
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=2, strides=[2, 2], kernel_shape=[3, 3])
+    m = _model([node], [("x", F, [1, 4, 5, 5])], [("y", F, None)],
+               [("w", (4, 3, 3, 3), np.float32), ("b", (6,), np.float32)])
+    assert _one(m)[0].flops == 4 * 25 * 2 * 3 * 9 + 6 * 11 * 11
+    node = helper.make_node("Gemm", ["a", "b"], ["y"], transA=1)  # A (K=10, M=3), B (10, 6), no bias
+    m = _model([node], [("a", F, [10, 3])], [("y", F, None)], [("b", (10, 6), np.float32)])
+    assert _one(m)[0].flops == 2 * 3 * 6 * 10
