@@ -1,5 +1,5 @@
-"""`harness run | report | models | runtimes | variants | env | cache | baseline | compare | gate-check | qualify | history |
-conform`: thin commands over the library and the pytest suites."""
+"""`harness run | report | models | runtimes | variants | env | ceilings | cache | baseline | compare | gate-check | qualify |
+history | conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("variants", help="list the deployment-variant kinds (--variants KIND=VALUE) and which runtimes "
                                     "take each")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
+
+    ceil = sub.add_parser("ceilings", help="this machine's measured peak FLOP/s per precision and memory bandwidth "
+                                           "(measured once per machine and thread count, then cached)")
+    ceil.add_argument("--threads", type=_positive_int, help="threads (default: the CPUs this process may use)")
+    ceil.add_argument("--remeasure", action="store_true", help="measure again even if this machine's are cached")
+    ceil.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
+    ceil.add_argument("--json", action="store_true", help="print the stored record as JSON")
 
     cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
@@ -272,7 +279,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "variants": cmd_variants, "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "variants": cmd_variants, "env": cmd_env, "ceilings": cmd_ceilings, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
@@ -422,6 +429,27 @@ def cmd_env(args: argparse.Namespace) -> int:
     env = snapshot(threads=default_threads())
     env["harness_overhead"] = measure_overhead()
     print(json.dumps(env, indent=2, default=str))
+    return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def cmd_ceilings(args: argparse.Namespace) -> int:
+    from harness.profile.ceilings import ceilings_text, machine_ceilings
+    from harness.results.environment import default_threads
+
+    ceilings = machine_ceilings(args.threads or default_threads(),
+                                Path(args.cache_dir).expanduser() if args.cache_dir else None,
+                                remeasure=args.remeasure)
+    print(json.dumps(ceilings, indent=2) if args.json else ceilings_text(ceilings))
     return EXIT_OK
 
 

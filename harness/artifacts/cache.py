@@ -107,6 +107,20 @@ class ArtifactCache:
             raise
         return Artifact(final_dir / filename, key, False, build_s, meta)
 
+    def discard(self, kind: str, label: str, key_parts: Mapping[str, Any]) -> bool:
+        """Remove the one entry of (kind, label, key_parts), as clear() does (renamed aside, then deleted);
+        True if there was one. The next get_or_build builds it again."""
+        folder = self.root / kind / f"{_safe(label)}-{cache_key(key_parts)[:16]}"
+        if not folder.is_dir():
+            return False
+        trash = folder.parent / f".trash-{folder.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(folder, trash)
+        except OSError:  # removed by someone else meanwhile
+            return False
+        shutil.rmtree(trash, ignore_errors=True)
+        return True
+
     def entries(self) -> list[Path]:
         if not self.root.is_dir():
             return []

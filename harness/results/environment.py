@@ -57,6 +57,21 @@ def cpu_busy_percent(interval: float = 0.5) -> float:
     return float(psutil.cpu_percent(interval=interval))
 
 
+def cpu_fingerprint(cpu: str | None = None, cores: int | None = None, memory_gb: float | None = None,
+                    gpu_names: list[str] | None = None) -> str:
+    """The machine fingerprint of snapshot(): CPU model, logical cores, memory, OS and architecture (and the GPU
+    names where there are GPUs); the arguments default to this machine's CPU facts."""
+    import psutil
+
+    cpu = cpu if cpu is not None else cpu_model()
+    cores = cores if cores is not None else psutil.cpu_count(logical=True)
+    memory_gb = memory_gb if memory_gb is not None else round(psutil.virtual_memory().total / 2**30, 2)
+    fp_src = f"{cpu}|{cores}|{memory_gb}|{platform.system()}|{platform.machine()}"
+    if gpu_names:  # results from different GPUs are different machines (CPU-only fingerprints unchanged)
+        fp_src += "|" + ",".join(gpu_names)
+    return hashlib.sha256(fp_src.encode()).hexdigest()[:16]
+
+
 def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str, Any]:
     """The machine and software a run measured on. `machine` labels the run in merged reports."""
     import psutil
@@ -84,11 +99,8 @@ def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str
         cpus = len(env["cpu_affinity"] or ()) or env["cpu_cores_logical"] or 1
         env["cpu_cores_free_at_start"] = round(max(0.0, cpus * (1.0 - busy / 100.0)), 2)
     env["gpu"] = gpu_snapshot()
-    fp_src = f"{cpu}|{env['cpu_cores_logical']}|{env['memory_total_gb']}|{platform.system()}|{platform.machine()}"
     gpu_names = [str(g.get("name")) for g in env["gpu"].get("gpus", [])]
-    if gpu_names:  # results from different GPUs are different machines (CPU-only fingerprints unchanged)
-        fp_src += "|" + ",".join(gpu_names)
-    env["machine_fingerprint"] = hashlib.sha256(fp_src.encode()).hexdigest()[:16]
+    env["machine_fingerprint"] = cpu_fingerprint(cpu, env["cpu_cores_logical"], env["memory_total_gb"], gpu_names)
     env["machine"] = f"{env['hostname']} ({cpu}, {env['cpu_cores_logical']} cpus, threads={threads})"
     return env
 
