@@ -278,6 +278,33 @@ def xy_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_labe
         return _to_svg(fig, title, tips, repr(series))
 
 
+def curve_chart(series: dict[str, list[tuple[float, float, str]]], *, title: str, x_label: str, y_label: str,
+                bounds: dict[str, float] | None = None, width: int = 560, height: int = 280) -> str:
+    """Measured points joined in x order, one line per series, each point with its tooltip (x, y, tip), e.g. a
+    batcher's p99 latency over the throughput it served; `bounds`: dashed horizontal lines (a latency bound)."""
+    tips: dict[str, str] = {}
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        for i, (name, pts) in enumerate(series.items()):
+            pts = sorted(pts)
+            ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], color=color(i), lw=1.5, marker="o", ms=4,
+                    label=_text(name))
+            for j, (x, y, tip) in enumerate(pts):
+                gid = f"pt{i}-{j}"
+                ax.plot([x], [y], "o", color=color(i), ms=7, alpha=0)[0].set_gid(gid)
+                tips[gid] = f"{name}: {tip}"
+        for name, y in (bounds or {}).items():
+            ax.axhline(y, color="#888888", lw=1, ls=(0, (4, 3)), label=_text(name))
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        nice_axis(ax, "x")
+        nice_axis(ax, "y")
+        ax.set_xlabel(_text(x_label))
+        ax.set_ylabel(_text(y_label))
+        _legend(fig, ax, len(series) + len(bounds or {}))
+        return _to_svg(fig, title, tips, repr((series, bounds)))
+
+
 def chart(draw: Callable[[Any, Any, dict[str, str]], None], *, title: str, width: int, height: int,
           salt: str = "") -> str:
     """A chart drawn by `draw(fig, ax, tips)` on one axes, as inline SVG (for other modules of report/)."""
