@@ -275,7 +275,8 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
     for section in out.values():
         section["chart"] = Markup(charts.curve_chart(
             section["series"], title="Latency over throughput, LoadGen Server tests", x_label="completed samples/s",
-            y_label="latency ms", bounds=section["bounds"])) if section["series"] else None
+            y_label="latency ms", bounds=section["bounds"],
+            dashed=[n for n in section["series"] if n.endswith(" p50")])) if section["series"] else None
     return out
 
 

@@ -259,3 +259,27 @@ def test_the_batchers_figures_survive_results_json_and_the_report_draws_its_curv
     assert "p99 bound 20 ms" in sec
     assert "1:10 2:20 3:30 4:117" in sec and "4:100" in sec and ">3.44<" in sec  # the histogram and mean batch
     assert sec.count("<tr>") == 1 + 3  # the header, offline and two server tries (the plain case has no rows)
+
+
+def test_the_default_server_bound_adds_the_batchers_wait_and_the_terminal_names_the_batcher(config):
+    from harness.report.terminal import scenario_lines
+    from harness.results.schema import RunResults
+    from harness.workloads.forward.scenarios import RuntimeSut
+
+    sut = RuntimeSut(lambda: None, lambda: None, batch=1)
+    sut.call_ns = [2 * MS] * 5
+    sut.batcher = Batcher(BatcherPolicy(8, 3.0), [lambda: None] * 8, lambda: None, lambda s: None)
+    sut.server_bound(config, 2e-3, ScenarioRun("single-stream", "VALID", latency_ms={"p99": 1.0}))
+    assert sut.default_bound_ms == pytest.approx(23.0)
+    assert sut.bound_basis == "10 x the median call of 2 ms, plus the batcher's max wait of 3 ms"
+    assert sut.per_call("server") == sut.per_call("offline") == 8 and sut.per_call("single-stream") == 1
+    # LoadGen expects the batcher's full call (timed before the tests), not the case's call, in Offline
+    sut.batched_ns = [4 * MS, 5 * MS, 6 * MS]
+    assert sut.pace_for("offline", 1.0) == 5e-3 and sut.pace_for("single-stream", 1.0) == 2e-3
+    assert sut.settings("offline", config, 2e-3, None).offline_expected_qps == pytest.approx(2 * 8 / 5e-3)
+    c = CaseRunner().run(CaseId("fake-linear", "fake-2ms", "fp32", 1, None, "cpu"), config)
+    c.scenarios = [ScenarioRun("server", "VALID", target_qps=900.0, latency_ms={"p99": 7.0}, target_latency_ms=23.0,
+                               batcher=BatcherRun(8, 3.0, [1, 0, 0, 0, 0, 0, 0, 3], {"p99": 2.5}, 3))]
+    (line,) = scenario_lines(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    assert "server VALID 900 QPS, p99 7 ms under a 23 ms bound; 1 of 1 tries VALID (batcher max 8 wait 3 ms: " \
+           "mean batch 6.25, queue wait p99 2.5 ms)" in line, line

@@ -100,7 +100,7 @@ def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps:
     fixed = config.loadgen.server_qps
     if fixed:
         return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
-    capacity = offline_sps or sut.per_call("server") / sut.pace_s(p50_s)
+    capacity = offline_sps or sut.per_call("server") / sut.pace_for("server", p50_s)
     lo, hi = 0.0, capacity
     tries: list[ScenarioRun] = []
     for step in range(1, max(1, int(config.loadgen.server_tries)) + 1):
@@ -132,6 +132,7 @@ class RuntimeSut:
         self.error: str | None = None
         self.batcher: Batcher | None = None  # --batcher: serves the Server and Offline tests
         self.batcher_refusal: str | None = None  # --batcher asked, and why this case cannot batch
+        self.batched_ns: list[int] = []  # the batcher's full-batch calls timed before the tests (calibrate)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stop = STOP
 
@@ -222,6 +223,13 @@ class RuntimeSut:
             self.call()
             self.synchronize()
             self.call_ns.append(time.perf_counter_ns() - t)
+        if self.batcher is not None:  # the batcher's full call, for what LoadGen is told to expect of it
+            full = self.batcher.calls[-1]
+            for _ in range(calls):
+                t = time.perf_counter_ns()
+                full()
+                self.synchronize()
+                self.batched_ns.append(time.perf_counter_ns() - t)
 
     def server_bound(self, config: RunConfig, p50_s: float, single: ScenarioRun | None) -> None:
         """The Server tests' p99 bound and what it came from (`bound_basis`, stored with each try): --server-latency,
@@ -243,6 +251,13 @@ class RuntimeSut:
         if self.batcher is not None and self.batcher.policy.max_wait_ms:  # the wait the batcher adds by design
             self.default_bound_ms += self.batcher.policy.max_wait_ms
             self.bound_basis += f", plus the batcher's max wait of {self.batcher.policy.max_wait_ms:g} ms"
+
+    def pace_for(self, scenario: str, fallback_s: float) -> float:
+        """The pace of one call of this scenario's test: the batcher's full call where it serves the scenario."""
+        if self.batched(scenario) and self.batched_ns:
+            recent = sorted(self.batched_ns)
+            return max(recent[len(recent) // 2] / 1e9, 1e-6)
+        return self.pace_s(fallback_s)
 
     def pace_s(self, fallback_s: float) -> float:
         """The median of the latest calls, in seconds (`fallback_s` before any)."""
@@ -280,13 +295,12 @@ class RuntimeSut:
             if batcher is not None:
                 batcher.reset()
             self.run_loadgen(settings, log, batcher)
-            if batcher is not None:
-                self.call_ns += batcher.call_ns
+            if batcher is not None:  # its calls are of several sizes: not the pace of the case's call
                 self.error = batcher.error
             record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
             if batcher is not None:
                 record.batcher = batcher.figures()
-            timed = sorted(self.call_ns[before:])
+            timed = sorted(batcher.call_ns if batcher is not None else self.call_ns[before:])
             if timed:
                 record.calls = len(timed)
                 record.call_p50_ms = round(timed[len(timed) // 2] / 1e6, 6)
@@ -338,7 +352,7 @@ class RuntimeSut:
         s.single_stream_expected_latency_ns = max(1, int(pace * 0.5e9))
         s.multi_stream_expected_latency_ns = max(1, int(calls_per_query * pace * 0.5e9))
         s.multi_stream_samples_per_query = MULTI_STREAM_SAMPLES
-        s.offline_expected_qps = 2.0 * self.per_call(scenario) / pace
+        s.offline_expected_qps = 2.0 * self.per_call(scenario) / self.pace_for(scenario, p50_s)
         if qps is not None:
             s.server_target_qps = float(qps)
         bound_ms = (config.loadgen.server_latency_ms or self.default_bound_ms
