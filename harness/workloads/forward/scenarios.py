@@ -120,7 +120,8 @@ class RuntimeSut:
     activated the runtime and ran its timed loop (so a GPU runtime's context and stream stay its own) takes
     up to `batch` of them per call of the case's feed (the same bound call as the timed loop: a batch that is
     not full is padded), synchronises the device, then tells LoadGen they are complete. Samples carry no
-    output data (performance mode)."""
+    output data (performance mode). With --batcher, the Server and Offline tests are served by a Batcher
+    (harness.workloads.forward.batcher) on this same thread instead: one call per batch of its own size."""
 
     def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int,
                  deadline: float = math.inf) -> None:
@@ -149,7 +150,7 @@ class RuntimeSut:
 
     def per_call(self, scenario: str) -> int:
         """The most samples one call of this scenario's test serves."""
-        return self.batcher.policy.max_batch if self.batcher is not None and scenario in BATCHED else self.batch
+        return self.batcher.policy.max_batch if self.batched(scenario) and self.batcher else self.batch
 
     def flush(self) -> None:
         pass
@@ -295,7 +296,7 @@ class RuntimeSut:
             if batcher is not None:
                 batcher.reset()
             self.run_loadgen(settings, log, batcher)
-            if batcher is not None:  # its calls are of several sizes: not the pace of the case's call
+            if batcher is not None:  # its calls (of several sizes) stay out of call_ns, the case call's pace
                 self.error = batcher.error
             record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
             if batcher is not None:
