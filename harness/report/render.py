@@ -280,6 +280,15 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
     return out
 
 
+def _batcher_cell(r: ScenarioRun) -> str:
+    """A batched test's batches in brief (Markdown): the policy, the mean batch and the queue wait's p99."""
+    b = r.batcher
+    if b is None:
+        return ""
+    return (f"max {b.max_batch} wait {_fmt(b.max_wait_ms)} ms: mean batch {_fmt(b.mean_batch)}, queue wait p99 "
+            f"{_fmt(b.queue_wait_ms.get('p99'))} ms")
+
+
 def _headline(r: ScenarioRun, tries: int) -> str:
     """The scenario's MLPerf figure: single-stream p90, multi-stream p99 per query, offline samples/s, server
     the target QPS (the highest VALID one of a search)."""
@@ -362,8 +371,11 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     scen = [{"case": r["case"].id, **({"source": r["label"]} if len(runs) > 1 else {}), "scenario": r["run"].scenario,
-             "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200]}
+             "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200],
+             "batcher": _batcher_cell(r["run"])}
             for rows in scenario_rows(all_cases).values() for r in rows]
+    if not any(row["batcher"] for row in scen):  # the column only where --batcher ran
+        scen = [{k: v for k, v in row.items() if k != "batcher"} for row in scen]
     if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
         lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
     lines += generation_markdown(runs, labels, _md_table)

@@ -4,9 +4,9 @@ drives it over a fake runtime; a model that cannot batch is skipped with its rea
 
 from __future__ import annotations
 
+import json
 import queue
 from collections import deque
-import json
 from typing import Any
 
 import numpy as np
@@ -233,7 +233,7 @@ def test_a_fixed_batch_model_skips_the_batched_scenarios_with_the_reason(config,
 def test_the_batchers_figures_survive_results_json_and_the_report_draws_its_curve(config, tmp_path):
     import dataclasses
 
-    from harness.report.render import render_html
+    from harness.report.render import render_html, render_markdown
     from harness.results.schema import RunResults, results_from_doc
 
     base = CaseRunner().run(CaseId("fake-linear", "fake-2ms", "fp32", 1, None, "cpu"), config)
@@ -259,6 +259,8 @@ def test_the_batchers_figures_survive_results_json_and_the_report_draws_its_curv
     assert "p99 bound 20 ms" in sec
     assert "1:10 2:20 3:30 4:117" in sec and "4:100" in sec and ">3.44<" in sec  # the histogram and mean batch
     assert sec.count("<tr>") == 1 + 3  # the header, offline and two server tries (the plain case has no rows)
+    md = render_markdown(back)
+    assert "max 4 wait 2 ms: mean batch 3.44, queue wait p99 2 ms" in md  # the Server peak's batches
 
 
 def test_the_default_server_bound_adds_the_batchers_wait_and_the_terminal_names_the_batcher(config):

@@ -1,10 +1,5 @@
-"""The dynamic batcher in front of a runtime for the LoadGen Server and Offline scenarios (--batcher).
-
-Samples LoadGen hands over wait in a queue, stamped with their arrival time; one dispatcher thread (the thread
-that activated the runtime) takes them in arrival order and sends a batch out as one runtime call when
-`max_batch` samples are waiting or when the oldest has waited `max_wait_ms`, whichever comes first. The call is
-one of the feeds bound before the test, one per batch size 1..max_batch (rows of the case's feed along the
-model's batch axis), so nothing is allocated per call. See docs/scenarios.md."""
+"""The dynamic batcher before a runtime in LoadGen's Server and Offline scenarios (--batcher): queued samples
+go out as one call of their batch size when max wait or the oldest waited max wait (docs/scenarios.md)."""
 
 from __future__ import annotations
 
@@ -37,7 +32,7 @@ def batch_refusal(spec: ModelSpec, runtime: Any) -> str | None:
         return f"--batcher: {fixed[1]}: the model cannot take batches of other sizes"
     # A runtime that sets up per input shape (compiles, reshapes) keeps one shape's state at a time: the bound
     # calls of several batch sizes would run on the last one set up.
-    if isinstance(runtime, Runtime) and type(runtime)._setup_shape is not Runtime._setup_shape:  # noqa: SLF001
+    if isinstance(runtime, Runtime) and type(runtime)._setup_shape is not Runtime._setup_shape:
         return (f"--batcher: {runtime.name} sets its model up per input shape, so calls of several batch sizes "
                 f"cannot alternate")
     return None
