@@ -121,6 +121,9 @@ class LoadgenConfig:
     batcher: BatcherPolicy | None = None  # --batcher: Server and Offline through a dynamic batcher (None: none)
 
     def __post_init__(self) -> None:
+        if self.batcher is not None and not {"server", "offline"} & set(self.scenarios):
+            raise UsageError(f"--batcher {self.batcher.describe()} serves the server and offline scenarios; "
+                             f"--scenarios has neither ({', '.join(self.scenarios) or 'none'})")
         if self.server_qps and self.server_qps * max(self.scenario_duration_s, 1.0) > MAX_SERVER_QUERIES:
             raise UsageError(
                 f"--server-qps {self.server_qps:g} x --scenario-duration {self.scenario_duration_s:g} s asks LoadGen "

@@ -181,9 +181,15 @@ def test_batcher_option_parses_and_its_errors_are_one_line():
 def test_batcher_option_reaches_the_config_through_the_table(tmp_path):
     from harness.options import parse_run_options
 
-    cfg = parse_run_options({"models": "mlp", "runtimes": "torch-cpu", "batcher": "max=4,wait=1.5", "out": str(tmp_path / "o")})
+    raw = {"models": "mlp", "runtimes": "torch-cpu", "batcher": "max=4,wait=1.5", "scenarios": "server",
+           "out": str(tmp_path / "o")}
+    cfg = parse_run_options(raw)
     assert cfg.loadgen.batcher == BatcherPolicy(4, 1.5)
     assert cfg.as_dict()["batcher"] == {"max_batch": 4, "max_wait_ms": 1.5}
+    with pytest.raises(UsageError) as e:  # nothing for it to serve
+        parse_run_options({**raw, "scenarios": "single-stream"})
+    assert str(e.value) == ("--batcher max=4,wait=1.5 serves the server and offline scenarios; --scenarios has "
+                            "neither (single-stream)")
 
 
 # ------------------------------------------------------------------ real LoadGen over a fake runtime
