@@ -1,4 +1,4 @@
-"""`harness run | report | models | runtimes | env | cache | baseline | compare | gate-check | qualify | history |
+"""`harness run | report | models | runtimes | variants | env | cache | baseline | compare | gate-check | qualify | history |
 conform`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
@@ -15,10 +15,23 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
     from pathlib import Path
     from typing import Any, Sequence
 
-    from harness.options import (CONFORMANCE, MODELS, OUTPUTS, PROCESS, RUN_GROUPS, RUNTIMES, TIMING,
-                                 OptionGroup, add_options, parse_run_options)
     from harness.display import visible
     from harness.errors import HarnessError, UsageError
+    from harness.options import (
+        AB,
+        BUILD,
+        CONFORMANCE,
+        INPUTS,
+        MODELS,
+        OUTPUTS,
+        PROCESS,
+        RUN_GROUPS,
+        RUNTIMES,
+        TIMING,
+        OptionGroup,
+        add_options,
+        parse_run_options,
+    )
 except KeyboardInterrupt:
     print("harness: interrupted", file=sys.stderr)
     raise SystemExit(130) from None
@@ -54,8 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     _gating_parsers(sub)
     _history_parsers(sub)
     _conform_parser(sub)
+    _ab_parser(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
+    sub.add_parser("variants", help="list the deployment-variant kinds (--variants KIND=VALUE) and which runtimes "
+                                    "take each")
     sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
 
     cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
@@ -87,7 +103,31 @@ GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_len
                          "models", "batch_sizes", "seq_lens"),
                      RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
                      TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
-                     PROCESS.only("threads"))
+                     PROCESS.only("threads"),
+                     AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence"))
+
+
+# `harness ab A B`: one or a few cases, both sides interleaved in one worker
+AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
+                                                                         "seq_lens"),
+             RUNTIMES.with_defaults(runtimes="ort-cpu").only("runtimes", "precisions"),
+             AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed"),
+             TIMING.only("warmup", "contention_limit"), PROCESS, INPUTS, BUILD, OUTPUTS)
+
+
+def _ab_parser(sub: Any) -> None:
+    c = sub.add_parser("ab", help="interleaved A/B: two variants or two model files of the same cases, measured "
+                                  "in alternating blocks in one worker and judged by a paired test",
+                       description="Measure side A and side B of each case (--models x --runtimes x --precisions x "
+                                   "shapes) interleaved: both activated once in the same supervised worker, then "
+                                   "--ab-pairs pairs of short blocks, AB or BA in a balanced random order; B/A is "
+                                   "the geometric mean of the pairs' median ratios with a t interval. Verdicts as "
+                                   "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
+                                   "Exit 1 when a case regressed, 0 otherwise, 2 on bad options.")
+    c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
+                                             "(`harness variants`), or an .onnx file")
+    c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
+    _add_groups(c, AB_GROUPS)
 
 
 def _conform_parser(sub: Any) -> None:
@@ -140,6 +180,9 @@ def _gating_parsers(sub: Any) -> None:
     gc.add_argument("--levels", default="5,10,15,20,30",
                     help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
     gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
+    gc.add_argument("--ab", action="store_true",
+                    help="measure `harness ab` instead of compare: per case and round, the case A/B against itself "
+                         "(false alarms) and with B slowed by each level (power), in one worker per round")
     gate_args(gc)
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
@@ -185,7 +228,7 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "gate-check", "qualify", "conform"}
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate-check", "qualify", "conform"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,8 +272,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
-                "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify, "conform": cmd_conform}[args.command](args)
+                "variants": cmd_variants, "env": cmd_env, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
+                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -264,7 +307,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
     from harness.pytest_plugin import RunConfigCarrier
-
     from harness.workloads import get_workload
 
     config = parse_run_options(vars(args), RUN_GROUPS)
@@ -358,6 +400,18 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
         precisions = ",".join(sorted(p.value for p in cls.precisions))
         state = "available" if avail else f"unavailable: {avail.reason}"
         print(f"{name:<12} device={cls.device:<5} precisions={precisions:<16} {state}")
+    return EXIT_OK
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    from harness.runtimes import get_runtime, runtime_names
+    from harness.variants import KINDS
+
+    for kind in KINDS.values():
+        takers = [n for n in runtime_names() if kind.needs is None or kind.needs in get_runtime(n).variant_hooks]
+        print(f"{kind.key}=  {kind.values}\n    {kind.title}\n    runtimes: "
+              f"{'every runtime' if kind.needs is None else ', '.join(takers)}"
+              + (f"; precisions: {', '.join(sorted(p.value for p in kind.precisions))}" if kind.precisions else ""))
     return EXIT_OK
 
 
@@ -471,6 +525,8 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
     config = parse_run_options({**vars(args), "out": str(out / "runs") if out else None}, GATE_CHECK_GROUPS)
     cases = get_workload(config.workload).cases(config)
+    if args.ab:
+        return _gate_check_ab(config, cases, levels, args.rounds, out)
     print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.measure.repeats} block(s) x (1 + "
           f"{len(levels)} slowdown levels); {gates.describe()}")
     runs = SupervisedRuns(config)  # each simulated run a session with its own supervised worker
@@ -493,6 +549,31 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _gate_check_ab(config: RunConfig, cases: list[CaseId], levels: tuple[float, ...], rounds: int,
+                   out: Path | None) -> int:
+    from harness.execution.gatecheck_run import SupervisedAb
+    from harness.gating.gatecheck import ab_gate_check
+    from harness.report.terminal import markdown_as_text
+    from harness.results.environment import snapshot
+    from harness.results.store import atomic_write_text
+
+    ab = config.ab
+    print(f"gate-check --ab: {len(cases)} case(s) x {rounds} rounds x (A/A + {len(levels)} slowdown levels); "
+          f"{ab.ab_pairs} pairs of {ab.ab_block_time_s:g} s blocks, minimum effect {ab.ab_min_effect:.0%}, "
+          f"{ab.ab_confidence:.0%} interval")
+    runs = SupervisedAb(config)
+    result = ab_gate_check(cases, runs.verdict, trials=rounds, levels=levels, progress=print, execute=runs.execute)
+    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
+    result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    md = result.markdown()
+    print(markdown_as_text(md), end="")
+    if out is not None:
+        atomic_write_text(out / "gatecheck-ab.json", json.dumps(result.as_dict(), indent=1))
+        atomic_write_text(out / "gatecheck-ab.md", md)
+        print(f"written: {out / 'gatecheck-ab.json'}, {out / 'gatecheck-ab.md'}")
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from harness.history import open_history
     from harness.history.text import history_command
@@ -507,8 +588,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_qualify(args: argparse.Namespace) -> int:
     import time
 
-    from harness.gating import load_run
     from harness.execution.qualify_run import run_spec, spec_case
+    from harness.gating import load_run
     from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
@@ -526,6 +607,47 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
     return cert.exit_code
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    """`harness ab A B`: the A/B workload through the run session (as `harness run --workload ab --ab-a A --ab-b B`
+    without pytest): each case in the supervised worker, results.json after every case, the report."""
+    import os
+
+    from harness.execution.session import HarnessSession
+    from harness.gating.verdicts import Verdict
+    from harness.report.progress import RunProgress
+    from harness.workloads import get_workload
+
+    raw = dict(vars(args))
+    files = [s for s in (args.ab_a, args.ab_b) if s.endswith(".onnx") or os.path.sep in s]
+    if files:  # model-file sides are user models of the run
+        raw["model"] = list(dict.fromkeys([*(raw.get("model") or []), *files]))
+    config = parse_run_options(raw, (*AB_GROUPS, AB.only("ab_a", "ab_b")), out_prefix="ab-", workload="ab")
+    workload = get_workload("ab")
+    cases = workload.cases(config)
+    if not cases:
+        raise UsageError("no case to measure: give --models and --runtimes")
+    out = config.outputs.out_dir
+    print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {config.ab.ab_pairs} pairs of "
+          f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
+    session = HarnessSession(config, progress=RunProgress(case_lines=False))
+    session.progress.start("case", len(cases))
+    interrupted = False
+    try:
+        for case in cases:
+            session.execute(case)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.finish(interrupted=interrupted)
+    assert session.run is not None
+    for line in workload.terminal_lines(session.run):
+        print(line)
+    print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
+    regressed = any(c.ab is not None and c.ab.verdict == Verdict.REGRESSED.value for c in session.run.cases)
+    return session.exit_status() or (EXIT_INTERRUPTED if interrupted else EXIT_FAILED if regressed else EXIT_OK)
+
 
 
 def cmd_conform(args: argparse.Namespace) -> int:

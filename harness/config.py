@@ -30,6 +30,7 @@ class MatrixConfig:
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     batch_sizes: tuple[int, ...] = (1, 8)
     seq_lens: tuple[int, ...] = (128,)  # ignored by models without a sequence axis
+    variants: tuple[str | None, ...] = (None,)  # canonical deployment-variant names (harness.variants); None: base
     quick: bool = False
     user_models: tuple[str, ...] = ()  # --model files (absolute paths) or factories, registered in every worker
     shapes: tuple[tuple[str, int], ...] = ()  # --shape NAME=DIM for user ONNX files
@@ -46,6 +47,9 @@ class MeasureConfig:
     # a block is `contended` when its threads waited this share of their runnable time for a CPU
     # (harness.measure.contention); $HARNESS_CONTENTION_LIMIT sets the default (1 turns the verdict off)
     contention_limit: float = field(default_factory=default_contention_limit)
+    # --settle: wait up to this long for a quiet machine before each case, and re-measure a contended block once
+    # it is quiet again (both kept); 0: off
+    settle_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +167,21 @@ class ConformanceConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AbConfig:
+    """The A/B workload (`harness ab A B`, harness.workloads.ab): the two sides and how they are interleaved."""
+
+    # a side: "base", a variant's canonical name (harness.variants) or "model:NAME" (a --model file's model)
+    ab_a: str = "base"
+    ab_b: str = "base"
+    ab_pairs: int = 10  # pairs of blocks (one of each side, in a drawn order AB or BA, balanced)
+    ab_block_time_s: float = 0.2  # measured time per block (plus a short warm-up of its own)
+    ab_min_effect: float = 0.02  # B/A beyond 1 +- this is a change (under it: pass), as compare's threshold
+    ab_confidence: float = 0.99  # of the interval on B/A; regressed/improved need it to exclude 1
+    ab_seed: int = 0  # the draw of the block order
+    ab_inject: float = 0.0  # gate-check: B's calls made this fraction of A's p50 slower (a planted slowdown)
+
+
+@dataclass(frozen=True, kw_only=True)
 class GatingConfig:
     """Judging the run against a baseline as it finishes."""
 
@@ -192,7 +211,7 @@ class FleetConfig:
 SECTIONS: dict[str, type] = {
     "matrix": MatrixConfig, "measure": MeasureConfig, "process": ProcessConfig, "inputs": InputsConfig,
     "artifacts": ArtifactsConfig, "accuracy": AccuracyConfig, "loadgen": LoadgenConfig,
-    "generation": GenerationConfig, "conformance": ConformanceConfig, "gating": GatingConfig,
+    "generation": GenerationConfig, "conformance": ConformanceConfig, "ab": AbConfig, "gating": GatingConfig,
     "outputs": OutputsConfig, "fleet": FleetConfig,
 }
 
@@ -212,6 +231,7 @@ class RunConfig:
     loadgen: LoadgenConfig = field(default_factory=LoadgenConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     conformance: ConformanceConfig = field(default_factory=ConformanceConfig)
+    ab: AbConfig = field(default_factory=AbConfig)
     gating: GatingConfig = field(default_factory=GatingConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)

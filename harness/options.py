@@ -89,6 +89,32 @@ def precisions(text: Any, what: str) -> tuple[Precision, ...]:
         raise UsageError(str(exc)) from None
 
 
+def variants(text: Any, what: str) -> tuple[str | None, ...]:
+    from harness.variants import parse_variants
+
+    try:
+        return parse_variants(str(text))
+    except UsageError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+
+
+def ab_side(text: Any, what: str) -> str:
+    """An A/B side: `base`, a variant spelling (canonical name) or a --model file (`model:NAME`)."""
+    from harness.model_files import is_factory_ref, user_model_name
+    from harness.variants import parse_variant
+
+    t = str(text).strip()
+    if t.endswith(".onnx") or os.path.sep in t or is_factory_ref(t):
+        if not is_factory_ref(t) and not os.path.isfile(t):
+            raise UsageError(f"--{what} {t}: no such model file")
+        return f"model:{user_model_name(t)}"
+    try:
+        v = parse_variant(t)
+    except UsageError as exc:
+        raise UsageError(f"--{what}: {exc} (or give an .onnx model file)") from None
+    return "base" if v is None else v.name
+
+
 def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
     try:
         parsed = parse_tolerance_overrides(text)
@@ -285,6 +311,10 @@ RUNTIMES = OptionGroup("runtimes", "runtimes and precisions", (
                           "see `harness runtimes`; with --quick: torch-cpu,ort-cpu)", "NAMES"),
     OptionDef("precisions", "comma-separated precisions: fp32, fp16, bf16, int8 (default: fp32)", "NAMES",
               field="precisions", parse=precisions),
+    OptionDef("variants", "comma-separated deployment variants, each KIND=VALUE or several joined by +, `base` for "
+                          "none, e.g. base,opt=basic,int8=dynamic+weights=per-tensor (default: base; `harness "
+                          "variants` lists the kinds); a case of a runtime that cannot take a variant is skipped "
+                          "with the reason", "SPELLINGS", field="variants", parse=variants),
 ))
 TIMING = OptionGroup("timing", "timing", (
     OptionDef("min-time", "minimum measured seconds per case (default: 1.0; with --quick: 0.5)", "SECONDS",
@@ -305,6 +335,10 @@ TIMING = OptionGroup("timing", "timing", (
                                   "gates and qualify) when the worker's threads waited this share of their "
                                   "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
               "FRACTION", field="contention_limit", parse=fraction),
+    OptionDef("settle", "wait up to SECONDS for a quiet machine (as many cores free of other processes as the "
+                        "case's threads) before each case, and re-measure a contended block once it is quiet "
+                        "again, keeping the contended one in the case's details (default: 0, off)", "SECONDS",
+              field="settle_s", parse=float_at_least(0.0)),
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
@@ -368,6 +402,24 @@ WORKLOAD = OptionGroup("workload", "workload", (
                           "agreement; docs/generation.md) or conform (ONNX backend operator cases on every runtime "
                           "that runs an ONNX model; docs/conformance.md)", "NAME", field="workload",
               parse=workload_name),
+))
+AB = OptionGroup("ab", "A/B workload", (
+    OptionDef("ab-a", "--workload ab: side A (the baseline): base, a variant spelling (e.g. opt=basic) or an .onnx "
+                      "file also given with --model (default: base)", "SIDE", field="ab_a", parse=ab_side),
+    OptionDef("ab-b", "--workload ab: side B (the candidate), as --ab-a (default: base)", "SIDE", field="ab_b",
+              parse=ab_side),
+    OptionDef("ab-pairs", "--workload ab: pairs of alternating blocks, AB or BA in a balanced random order "
+                          "(default: 10)", "N", field="ab_pairs", parse=int_at_least(2)),
+    OptionDef("ab-block-time", "--workload ab: measured seconds per block (default: 0.2)", "SECONDS",
+              field="ab_block_time_s", parse=float_at_least(0.001)),
+    OptionDef("ab-min-effect", "--workload ab: a B/A change of this fraction or more whose interval excludes 1 is "
+                               "regressed or improved; an interval within twice it either side of 1 is pass; "
+                               "anything else noise (default: 0.02)", "FRACTION",
+              field="ab_min_effect", parse=fraction),
+    OptionDef("ab-confidence", "--workload ab: confidence of the interval on B/A (default: 0.99)", "FRACTION",
+              field="ab_confidence", parse=fraction),
+    OptionDef("ab-seed", "--workload ab: seed of the block order (default: 0)", "N", field="ab_seed",
+              parse=int_at_least(0)),
 ))
 GENERATION = OptionGroup("generation", "generation workload", (
     OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "
@@ -438,7 +490,7 @@ FLEET = OptionGroup("fleet", "Ray cluster", (
 
 # `harness run` and the pytest plugin: every group
 RUN_GROUPS: tuple[OptionGroup, ...] = (MODELS, RUNTIMES, WORKLOAD, TIMING, PROCESS, INPUTS, BUILD, ACCURACY,
-                                       SCENARIOS, GENERATION, CONFORMANCE, GATING, OUTPUTS, FLEET)
+                                       SCENARIOS, GENERATION, CONFORMANCE, AB, GATING, OUTPUTS, FLEET)
 OPTIONS: tuple[OptionDef, ...] = tuple(o for g in RUN_GROUPS for o in g.options)
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 

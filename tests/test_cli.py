@@ -94,6 +94,10 @@ def test_models_runtimes_env(capsys):
     assert "mlp" in out and "resnet18" in out
     assert main(["runtimes"]) == 0
     assert re.search(r"ort-cpu\s+device=cpu.*available", capsys.readouterr().out)
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^opt=  disabled, basic, extended or all\n.*\n    runtimes: ort-cpu, ", out, re.M)
+    assert re.search(r"^prune=.*\n.*\n    runtimes: every runtime$", out, re.M)
     assert main(["env"]) == 0
     env = json.loads(capsys.readouterr().out)
     assert env["harness_overhead"]["overhead_p50_ns"] > 0 and env["cpu_cores_logical"] >= 1

@@ -62,6 +62,7 @@ class Int8OnnxFromOnnx:
     calibration_source: str = ""  # what the feeds are, for the recipe and the cache key
     calibration_method: str = DEFAULT_CALIBRATION_METHOD
     activations: str = "u8"
+    per_channel: bool = True  # weights quantised per output channel (False: one scale per tensor)
 
     def __post_init__(self) -> None:
         if self.method not in ("static", "dynamic"):
@@ -75,6 +76,10 @@ class Int8OnnxFromOnnx:
             raise ValueError("static INT8 quantisation needs calibration feeds")
 
     @property
+    def granularity(self) -> str:
+        return "per-channel" if self.per_channel else "per-tensor"
+
+    @property
     def reduce_range(self) -> bool:
         return self.activations == "u8" and not cpu_has_vnni()
 
@@ -86,7 +91,8 @@ class Int8OnnxFromOnnx:
                 "calibration_method": self.calibration_method if self.method == "static" else None,
                 "calibration_source": self.calibration_source if self.method == "static" else None,
                 "reduce_range": self.reduce_range, "onnx": onnx.__version__,
-                "onnxruntime": onnxruntime.__version__, "step": "Int8OnnxFromOnnx/1"}
+                "onnxruntime": onnxruntime.__version__, "step": "Int8OnnxFromOnnx/1",
+                **({} if self.per_channel else {"per_channel": False})}  # keys of per-channel builds unchanged
 
     def __call__(self) -> Artifact:
         return self.cache.get_or_build("onnx-int8", self.label, self.key_parts(), "model.onnx", self._quantize)
@@ -105,13 +111,13 @@ class Int8OnnxFromOnnx:
         try:
             if self.method == "static":
                 n_feeds = self._static(work, path)
-                what = (f"int8: ORT static QDQ, per-channel {'7-bit ' if self.reduce_range else ''}INT8 weights, "
+                what = (f"int8: ORT static QDQ, {self.granularity} {'7-bit ' if self.reduce_range else ''}INT8 weights, "
                         f"{'asymmetric UINT8' if self.activations == 'u8' else 'symmetric INT8'} activations, "
                         f"{CALIBRATION_METHODS[self.calibration_method]} calibration on {n_feeds} feeds "
                         f"({self.calibration_source})")
             else:
                 self._dynamic(work, path)
-                what = ("int8: ORT dynamic, per-channel INT8 weights of MatMul"
+                what = (f"int8: ORT dynamic, {self.granularity} INT8 weights of MatMul"
                         + (f" ({rewritten} Gemm rewritten to MatMul + Add)" if rewritten else "")
                         + ", UINT8 activations quantised at run time"
                         + ("; Conv stays FP32 (no dynamic INT8 Conv kernel)" if has_conv else ""))
@@ -147,7 +153,7 @@ class Int8OnnxFromOnnx:
         feeds = _FeedReader(self.calibration())  # type: ignore[misc]
         symmetric = self.activations == "s8"
         quantize_static(
-            str(src), str(dst), feeds, quant_format=QuantFormat.QDQ, per_channel=True,
+            str(src), str(dst), feeds, quant_format=QuantFormat.QDQ, per_channel=self.per_channel,
             reduce_range=self.reduce_range,
             activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8, weight_type=QuantType.QInt8,
             calibrate_method=getattr(CalibrationMethod, CALIBRATION_METHODS[self.calibration_method]),
@@ -160,7 +166,7 @@ class Int8OnnxFromOnnx:
     def _dynamic(self, src: Path, dst: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        quantize_dynamic(str(src), str(dst), op_types_to_quantize=list(DYNAMIC_OPS), per_channel=True,
+        quantize_dynamic(str(src), str(dst), op_types_to_quantize=list(DYNAMIC_OPS), per_channel=self.per_channel,
                          reduce_range=self.reduce_range, weight_type=QuantType.QInt8)
 
 

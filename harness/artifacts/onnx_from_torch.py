@@ -144,11 +144,13 @@ def _check_dynamic_axes(spec: ModelSpec, model: Any, path: Path) -> None:
                                  f"{gdims[i].dim_value}; the batch/seq axes must stay dynamic")
 
 
-def onnx_for_model(spec: ModelSpec, cache: ArtifactCache, exporter: str = "dynamo") -> Artifact:
-    """The FP32 ONNX file for a model: the user's own file, or the cached export of its torch module."""
+def onnx_for_model(spec: ModelSpec, cache: ArtifactCache, exporter: str = "dynamo",
+                   opset: int | None = None) -> Artifact:
+    """The FP32 ONNX file for a model: the user's own file, or the cached export of its torch module (at
+    `opset`, else the exporter's default)."""
     if spec.onnx_path is not None:
         from harness.model_files import check_model_path
 
         check_model_path(spec.onnx_path)  # before onnxruntime opens it
         return Artifact(Path(spec.onnx_path), spec.fingerprint(), True, 0.0, {"kind": "user-onnx"})
-    return OnnxFromTorch(spec, cache, exporter)()
+    return OnnxFromTorch(spec, cache, exporter, opset)()

@@ -17,6 +17,7 @@ class RuntimeOptions:
     calibration_method: minmax | entropy | percentile (static INT8 only).
     int8_activations: u8 (asymmetric, x86 CPU kernels) | s8 (symmetric; TensorRT wants this: an adapter
     passes dataclasses.replace(options, int8_activations="s8") to onnx_for_precision).
+    The fields after compile_mode are set by a deployment variant (harness.variants) only.
     """
 
     threads: int
@@ -29,3 +30,10 @@ class RuntimeOptions:
     calibration_method: str = DEFAULT_CALIBRATION_METHOD
     int8_activations: str = "u8"
     compile_mode: str = "default"  # torch.compile mode (torch-compile-* runtimes)
+    # A deployment variant's knobs (harness.variants; each applies them with dataclasses.replace):
+    opset: int | None = None  # the export's ONNX opset (None: the exporter's default)
+    graph_transforms: tuple[str, ...] = ()  # FP32 ONNX transforms, in order (harness.artifacts.transform)
+    per_channel: bool = True  # INT8 weights per output channel (False: per tensor)
+    fixed_axes: bool = False  # free dimensions fixed to the case's shape when a session is made
+    session: tuple[tuple[str, str], ...] = ()  # runtime session knobs (ONNX Runtime: SESSION_KNOBS)
+    variant: str | None = None  # the variant's canonical name (None: the run's defaults)

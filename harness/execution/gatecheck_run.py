@@ -66,3 +66,40 @@ class SupervisedRuns:
         finally:
             self.session.finish(interrupted=interrupted)
             self.session = None
+
+
+class SupervisedAb:
+    """`harness gate-check --ab`'s measurement: each trial a run session of its own (one supervised worker) in
+    which every case is measured by the A/B workload against itself, as it is (A/A) and with B slowed by each
+    level (AbConfig.ab_inject), the block order drawn with the trial's seed."""
+
+    def __init__(self, config: RunConfig, session_factory: Callable[[RunConfig], Any] | None = None) -> None:
+        self.config = config.replace(workload="ab", ab_a="base", ab_b="base")
+        self.session_factory = session_factory or HarnessSession
+        self.session: Any = None
+        self.trials = 0
+        self._root = Path(config.outputs.out_dir) if config.outputs.out_dir else Path(tempfile.mkdtemp())
+
+    def verdict(self, case: CaseId, inject: float, trial: int) -> str:
+        if self.session is None:
+            raise RuntimeError("SupervisedAb.verdict outside a trial (call it through execute)")
+        self.session.config = self.base.replace(ab_inject=inject, ab_seed=trial)
+        result = self.session.execute(case)
+        if result.ab is None:
+            raise HarnessError(f"gate-check: case {case.id} was not measured ({result.status}: {result.reason})")
+        return result.ab.verdict
+
+    def execute(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.trials += 1
+        self.base = self.config.replace(out_dir=self._root / f"{self.trials:03d}",
+                                        run_id=f"gate-check-ab-{self.trials:03d}")
+        self.session = self.session_factory(self.base)
+        interrupted = False
+        try:
+            return fn(*args)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            self.session.finish(interrupted=interrupted)
+            self.session = None

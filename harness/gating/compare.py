@@ -21,13 +21,14 @@ from harness.gating.gates import Gate, GateConfig
 from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
-from harness.results.stats import median_ns
+from harness.results.stats import median_ns, min_samples, quoted
 
 METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
           "after fresh activations, a matrix sweep apart); bootstrap (exact order-statistic resampling of every "
           "block) of the ratio current / baseline: regressed when the ratio exceeds 1 + T and its one-sided lower "
           "bound at the gate confidence exceeds 1 + T/2 (the bounds widened by the gate's run-to-run spread, "
-          "run_sigma, per case where gate-check measured it); an effect without that evidence is noise")
+          "run_sigma, per case where gate-check measured it); an effect without that evidence is noise; a percentile "
+          "from fewer samples than it is quoted from (p99: 100 in the gated block) is inconclusive, not judged")
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,10 @@ def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks,
         name += f" (best of {len(base_runs[-1])}/{len(c_blocks)} blocks)"
     if k > 1:
         name += f" vs the median of {k} baseline runs (their spread: sigma {measured_sigma:.3f})"
-    if ratio > 1.0 + t:
+    unquoted = _too_few_for_gate(gate, b_size, c_blocks[c_best].size)
+    if unquoted:  # a percentile the report calls n/a is not judged either way
+        v, why, p = Verdict.INCONCLUSIVE, f"inconclusive (too few samples): {name} {pct}: {unquoted}", p_worse
+    elif ratio > 1.0 + t:
         if lo > worse_bar:
             v, why, p = Verdict.REGRESSED, f"{name} {pct}: over {t:.0%}, lower bound {lo:.3f} > {worse_bar:.3f}", \
                 p_worse
@@ -169,6 +173,17 @@ def block_sigma(r: CaseResult) -> float | None:
     if len(blocks) < 2:
         return None
     return float(np.std(np.log([max(median_ns(b), 1.0) for b in blocks]), ddof=1))
+
+
+def _too_few_for_gate(gate: Gate, nb: int, nc: int) -> str:
+    """Why a gate's percentile is not judged ("" when it is): a gated block with fewer samples than the percentile
+    is quoted from (harness.results.stats.min_samples: p99 100, p95 20, p90 10, median 2)."""
+    q = round(gate.quantile * 100, 6)
+    if quoted(q, min(nb, nc)):
+        return ""
+    sides = ", ".join(f"{side} {n}" for side, n in (("baseline", nb), ("current", nc)) if not quoted(q, n))
+    return (f"the {gate.statistic} needs {min_samples(q)} samples in the gated block, {sides}: not judged; "
+            f"measure longer (--min-time, --min-iters)")
 
 
 def _few_samples_note(gate: Gate, nb: int, nc: int) -> str:

@@ -221,3 +221,89 @@ def _score(cases: Sequence[CaseId], a_runs: dict[CaseId, list[Run]],
                 trials += 1
         results.append(LevelResult(lv, trials, detected, {c.id: round(lv * delays[c] * 1e6, 2) for c in cases}))
     return aa_trials, false_alarms, noise, results
+
+
+# ------------------------------------------------------------------ the same check for `harness ab`
+# verdict_of(case, inject, trial) -> the A/B verdict of `case` against itself with B slowed by `inject` (a
+# fraction of A's p50, 0 for A/A), its block order drawn with seed `trial`
+AbVerdictOf = Callable[[CaseId, float, int], str]
+
+
+@dataclass
+class AbCheckResult:
+    """`harness gate-check --ab`: per case and trial, one A/A measurement and one per injected slowdown level."""
+
+    cases: list[str]
+    trials: int
+    aa: dict[str, int]  # verdict -> count over the A/A measurements
+    levels: dict[float, dict[str, int]]  # level -> verdict -> count
+    wall_s: float = 0.0
+    machine: str = ""
+    measured_at: str = ""
+
+    @property
+    def aa_total(self) -> int:
+        return sum(self.aa.values())
+
+    @property
+    def false_alarm_rate(self) -> float:
+        alarms = self.aa.get("regressed", 0) + self.aa.get("improved", 0)
+        return alarms / self.aa_total if self.aa_total else 0.0
+
+    def power(self, level: float) -> float:
+        counts = self.levels[level]
+        total = sum(counts.values())
+        return counts.get("regressed", 0) / total if total else 0.0
+
+    @property
+    def smallest_detected(self) -> float | None:
+        for lv in sorted(self.levels):
+            if self.power(lv) >= POWER_TARGET:
+                return lv
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "ab", "cases": self.cases, "trials": self.trials, "aa": self.aa,
+                "false_alarm_rate": self.false_alarm_rate, "power_target": POWER_TARGET,
+                "levels": [{"level": lv, "verdicts": c, "power": self.power(lv)} for lv, c in self.levels.items()],
+                "smallest_detected": self.smallest_detected, "wall_s": self.wall_s, "machine": self.machine,
+                "measured_at": self.measured_at}
+
+    def markdown(self) -> str:
+        def counts(c: dict[str, int]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+
+        lines = [f"# gate-check of `harness ab` ({len(self.cases)} case(s), {self.trials} trials each)", "",
+                 "| B slowed by | measurements | verdicts | power (regressed) |", "| --- | --- | --- | --- |",
+                 f"| 0% (A/A) | {self.aa_total} | {counts(self.aa)} | false alarms {self.false_alarm_rate:.1%} |"]
+        lines += [f"| {lv:.0%} | {sum(c.values())} | {counts(c)} | {self.power(lv):.1%} |"
+                  for lv, c in sorted(self.levels.items())]
+        best = self.smallest_detected
+        lines += ["", f"Smallest slowdown detected with {POWER_TARGET:.0%} power: "
+                  + (f"{best:.0%}" if best is not None else "none of the levels") + "."]
+        return "\n".join(lines) + "\n"
+
+
+def ab_trial(cases: Sequence[CaseId], verdict_of: AbVerdictOf, levels: Sequence[float], trial: int
+             ) -> list[tuple[CaseId, float, str]]:
+    """One trial: every case A/A and at every level, in one worker session."""
+    return [(c, lv, verdict_of(c, lv, trial)) for c in cases for lv in (0.0, *levels)]
+
+
+def ab_gate_check(cases: Sequence[CaseId], verdict_of: AbVerdictOf, trials: int = 20,
+                  levels: Sequence[float] = DEFAULT_LEVELS, progress: Callable[[str], None] = lambda line: None,
+                  execute: Callable[..., list[tuple[CaseId, float, str]]] | None = None) -> AbCheckResult:
+    """Score `harness ab` as gate-check scores compare: the share of A/A measurements called regressed or
+    improved (false alarms) and, per injected slowdown, the share called regressed (power)."""
+    if not cases:
+        raise ValueError("gate-check needs at least one case")
+    t0 = time.perf_counter()
+    out = AbCheckResult([c.id for c in cases], trials, {}, {lv: {} for lv in levels})
+    for t in range(trials):
+        args = (cases, verdict_of, levels, t)
+        for _case, lv, verdict in (execute(ab_trial, *args) if execute else ab_trial(*args)):
+            bucket = out.aa if lv == 0.0 else out.levels[lv]
+            bucket[verdict] = bucket.get(verdict, 0) + 1
+        progress(f"trial {t + 1}/{trials} done ({time.perf_counter() - t0:.0f} s)")
+    out.wall_s = round(time.perf_counter() - t0, 1)
+    return out

@@ -15,6 +15,7 @@ from typing import Any
 from harness.errors import UsageError
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stats import quoted, too_few_text
 from harness.results.stored import read_toml
 
 
@@ -44,19 +45,24 @@ class Requirement:
     kind: str  # "max" (measured <= limit), "min" (measured >= limit), "flag" (must be true)
     timing: bool = False  # a timing figure: inconclusive, never PASS or FAIL, where contention inflated it
     why_not: Callable[[CaseResult], str] | None = None  # a failed flag's reason (default "<label>: no")
+    percentile: int | None = None  # a latency percentile: inconclusive from too few samples (stats.quoted)
 
 
 REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
-    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max", timing=True),
-    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max", timing=True),
-    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max", timing=True),
-    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max", timing=True),
+    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max", timing=True,
+                percentile=50),
+    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max", timing=True,
+                percentile=90),
+    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max", timing=True,
+                percentile=95),
+    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max", timing=True,
+                percentile=99),
     Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max", timing=True),
     Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min", timing=True),
     Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: getattr(r, "gpu_peak_mb", None), "max"),
     Requirement("rel_l2_max", "drift rel L2", "", _accuracy("rel_l2"), "max"),
     Requirement("max_abs_max", "drift max |diff|", "", _accuracy("max_abs"), "max"),
-    Requirement("cv_max", "coefficient of variation", "", _latency("cv"), "max", timing=True),
+    Requirement("cv_max", "plain coefficient of variation (std/mean)", "", _latency("cv"), "max", timing=True),
     Requirement("drift_within_tolerance", "drift within tolerance", "",
                 lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag",
                 why_not=lambda r: r.reason or "drift over tolerance"),
@@ -247,6 +253,11 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
                                  "a quiet machine", inconclusive=True)
+    n = (result.latency or {}).get("iterations")
+    if req.percentile is not None and n is not None and not quoted(req.percentile, int(n)):
+        return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
+                                 f"inconclusive (too few samples): {too_few_text(req.percentile, int(n))}: not "
+                                 f"judged; measure longer ([measure] min_time, min_iters)", inconclusive=True)
     if req.kind == "flag":
         ok = bool(value)
         return out(ok, ok, "yes" if ok else (req.why_not(result) if req.why_not else f"{req.label}: no"))

@@ -169,3 +169,27 @@ def case_contention(blocks: list[dict[str, Any] | None]) -> dict[str, Any] | Non
     if contended:
         out["cause"] = max(contended, key=lambda b: b.get("wait_fraction") or 0.0)["cause"]
     return out
+
+
+QUIET_WINDOW_S = 0.25  # how long one look at the machine lasts (/proc/stat ticks are 10 ms: 25 of them)
+
+
+def wait_quiet(threads: int, timeout_s: float, window_s: float = QUIET_WINDOW_S, read: Any = snapshot,
+               sleep: Any = time.sleep) -> dict[str, Any]:
+    """--settle: look at the machine in windows of `window_s` until as many cores are free of other processes as
+    the case has threads (and CPU pressure, where the kernel reports it, under 10%), or `timeout_s` passed.
+    Returns what was seen: waited_s, quiet, looks, and the last window's cores_free and psi_some."""
+    threads = max(1, int(threads))
+    t0 = time.perf_counter()
+    looks, last = 0, {}
+    while True:
+        before = read()
+        sleep(window_s)
+        last = figures(before, read(), threads)
+        looks += 1
+        free, psi = last.get("cores_free"), last.get("psi_some")
+        quiet = (free is None or free >= threads - 0.05) and (psi is None or psi < 0.10)
+        waited = time.perf_counter() - t0
+        if quiet or waited >= timeout_s:
+            return {"waited_s": round(waited, 3), "quiet": quiet, "looks": looks,
+                    "cores_free": free, "psi_some": psi}

@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.errors import ModelError
 from harness.measure.timer import Timer, TimingPolicy
-from harness.results.stats import latency_stats, median_ms, throughput_sps
+from harness.results.stats import latency_stats, median_ci_ms, median_ms, throughput_sps
 
 
 def measure_end_to_end(pipeline: Any, infer: Callable[[Mapping[str, np.ndarray]], Any], inputs: Any,
@@ -52,7 +52,11 @@ def measure_end_to_end(pipeline: Any, infer: Callable[[Mapping[str, np.ndarray]]
     timed = timer.run(call, policy, synchronize)
     stats = latency_stats(timed.samples_ns, noise_cv)
     n = len(timed.samples_ns)  # the step lists also hold the warm-up calls: keep the timed ones
-    medians = {f"{k}_p50_ms": median_ms(v[-n:]) if v else None for k, v in steps.items()}
+    medians: dict[str, float | None] = {}
+    for k, v in steps.items():  # each step's median and its 95% interval (None: not measured, or unbounded)
+        lo, hi = median_ci_ms(v[-n:]) if v else (None, None)
+        medians.update({f"{k}_p50_ms": median_ms(v[-n:]) if v else None, f"{k}_p50_ci_low_ms": lo,
+                        f"{k}_p50_ci_high_ms": hi})
     return {"steps": pipeline.steps, "samples_ns": list(timed.samples_ns), "warmup_iters": timed.warmup_iters,
             "latency": stats.as_dict(), "throughput_sps": throughput_sps(int(dims.get("batch", 1)), stats.p50_ms),
             **medians}

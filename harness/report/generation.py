@@ -10,10 +10,17 @@ from markupsafe import Markup
 
 from harness.report import charts
 from harness.results.schema import CaseResult, RunResults
+from harness.results.stats import quoted
 
 
 def _stat(g: dict[str, Any], what: str, key: str) -> float | None:
-    v = (g.get(what) or {}).get(key)
+    """A generation summary's figure; None where missing or a percentile from too few samples (stats.quoted:
+    a p99 needs 100 decode steps)."""
+    summary = g.get(what) or {}
+    v, n = summary.get(key), summary.get("n")
+    q = key[1:-3] if key.startswith("p") and key.endswith("_ms") else ""
+    if q.isdigit() and isinstance(n, int) and not quoted(int(q), n):
+        return None
     return float(v) if isinstance(v, (int, float)) else None
 
 

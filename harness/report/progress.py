@@ -10,7 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from harness.report.tables import flags_text, interval_text
 from harness.results.schema import BROKEN, CaseResult, RunResults
+from harness.results.stats import TAIL_P90_RATIO, TAIL_P99_RATIO, robust_cv
+from harness.results.stats import tail_basis as _basis
 
 # Live line refreshes per second: the elapsed time moves, and the parent stays idle while a worker measures.
 REFRESH_PER_S = 1.0
@@ -37,9 +40,13 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
     head = f"{status:<7} {result.case.id}"
     if result.measured and result.latency:
         lat = result.latency
-        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms  rcv {_rcv(lat):.2f}"
-        if lat.get("noisy"):
-            tail += " (noisy)"
+        ci = ""
+        if "p50_ci_low_ms" in lat or "p50_ci_high_ms" in lat:
+            ci = " " + interval_text(lat.get("p50_ci_low_ms"), lat.get("p50_ci_high_ms"))
+        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms{ci}  rcv {_rcv(result):.2f}"
+        flags = flags_text(lat)
+        if flags:
+            tail += f" ({flags})"
         if status == "failed":  # the reason says "drift over tolerance: ..." with the figures
             tail += f"  {first_line(result.reason)}"
         return head + tail
@@ -50,10 +57,12 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
     return f"{head}{where}: {reason}" + (f"  (log: {log})" if log else "")
 
 
-def _rcv(latency: dict[str, Any]) -> float:
-    """The robust CV of stored statistics (results written before it existed: the plain CV)."""
-    v = latency.get("rcv", latency.get("cv"))
-    return float(v) if v is not None else float("nan")
+def _rcv(result: CaseResult) -> float:
+    """The robust CV of a case's stored statistics (results written before it existed: from its samples)."""
+    v = (result.latency or {}).get("rcv")
+    if v is None:
+        return robust_cv(result.samples_ns) if result.samples_ns else float("nan")
+    return float(v)
 
 
 def first_line(text: str | None, limit: int = 160) -> str:
@@ -232,9 +241,16 @@ def noise_lines(run: RunResults) -> list[str]:
     cv_limit = (run.config or {}).get("noise_cv")
     noisy = [c for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
     if noisy:
-        shown = ", ".join(f"{c.case.id} (rcv {_rcv(c.latency):.2f})" for c in noisy[:8])
+        shown = ", ".join(f"{c.case.id} (rcv {_rcv(c):.2f})" for c in noisy[:8])
         more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
         out.append(f"noisy (robust cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
+    heavy = [c for c in run.cases if c.measured and (c.latency or {}).get("tail_heavy")]
+    if heavy:
+        shown = ", ".join(f"{c.case.id} ({_basis(int(c.latency.get('iterations') or len(c.samples_ns)))} {c.latency.get('tail_ratio', float('nan')):.3g})"
+                          for c in heavy[:8])
+        more = f" and {len(heavy) - 8} more" if len(heavy) > 8 else ""
+        out.append(f"tail-heavy (p99/p50 > {TAIL_P99_RATIO:g}, or p90/p50 > {TAIL_P90_RATIO:g} under 100 samples: "
+                   f"a second mode of slow calls, stalls): {len(heavy)} case(s): {shown}{more}")
     contended = [c for c in run.cases if c.measured and (getattr(c, "contention", None) or {}).get("contended")]
     if contended:
         first = contended[0]

@@ -17,12 +17,30 @@ from harness.report import charts
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   end_to_end_tables, run_labels, skip_reasons)
+                                   end_to_end_tables, flags_text, interval_text, percentile_text, run_labels,
+                                   ab_rows, runtime_label, skip_reasons, variant_tables)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
+from harness.results.stats import quoted, too_few_text
 from harness.results.store import atomic_write_text
 
 Runs = RunResults | Sequence[RunResults]
+
+
+def _interval_cells(lat: dict[str, Any] | None) -> dict[str, str]:
+    """The "All cases" table's extra latency text: the 95% intervals of the p50 and p99 ("" where the results
+    predate them), and what stands instead of a p99 from too few samples ("n/a (n=12 < 100)")."""
+    lat = lat or {}
+    n = lat.get("iterations")
+    out = {"p50_ci": "", "p99_ci": "", "p99_na": ""}
+    if n is None or lat.get("p50_ms") is None:
+        return out
+    for q in (50, 99):
+        if not quoted(q, int(n)):
+            out[f"p{q}_na"] = too_few_text(q, int(n))
+        elif f"p{q}_ci_low_ms" in lat:
+            out[f"p{q}_ci"] = interval_text(lat.get(f"p{q}_ci_low_ms"), lat.get(f"p{q}_ci_high_ms"))
+    return out
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -73,7 +91,7 @@ def _latency_charts(runs: list[RunResults], labels: list[str], tables: list[dict
     for run, label in zip(runs, labels):
         for c in run.cases:
             if c.measured and c.samples_ns:
-                col = f"{c.case.runtime} @ {label}" if multi else c.case.runtime
+                col = f"{c.case.runtime_label} @ {label}" if multi else c.case.runtime_label
                 key = (f"{c.case.model}|{c.case.precision}|{c.case.batch}|{c.case.seq}", col)
                 samples.setdefault(key, list(c.samples_ns))
     for t in tables:
@@ -109,7 +127,8 @@ def _batch_charts(tables: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
 def _tradeoff_charts(runs: list[RunResults], refs: dict[str, str]) -> dict[str, Any]:
     """Per model: speed-up over the reference runtime's FP32 case (same shape, same run) vs drift."""
     df = cases_frame(runs)
-    df = df[df["status"].isin(["passed", "failed"])]
+    df = df[df["status"].isin(["passed", "failed"])].copy()
+    df["runtime"] = [runtime_label(row) for _, row in df.iterrows()]  # a variant is a point of its own
     out: dict[str, Any] = {}
     for model, g in df.groupby("model", sort=False):
         ref = refs.get(str(model))
@@ -191,7 +210,8 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     for t in tables:
         by_model.setdefault(t["model"], []).append(t)
     df = cases_frame(runs)
-    rows = [{**row, "id": c.case.id} for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
+    rows = [{**row, "id": c.case.id, **_interval_cells(c.latency)}
+            for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
     drift = {m: _records(d) for m, d in drift_tables(forward).items()}
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
@@ -206,7 +226,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         runs=runs, multi=len(runs) > 1, sources=_sources(runs, labels), labels=labels, run=runs[0], config=runs[0].config, counts=_total_counts(runs),
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
-        end_to_end=end_to_end_tables(runs),
+        end_to_end=end_to_end_tables(runs), variants=variant_tables(forward), ab=ab_rows(runs),
         scenarios=scenario_rows(all_cases), batcher=batcher_sections(all_cases, len(runs) > 1),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,
@@ -351,6 +371,8 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     refs = reference_runtimes(runs)
     measured = df[df["status"].isin(["passed", "failed"])].copy()
     if not measured.empty:
+        # a variant's case is a column of its own (`ort-cpu~opt=basic`), never the reference
+        measured["runtime"] = [runtime_label(row) for _, row in measured.iterrows()]
         ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
                    for r in measured.itertuples() if r.runtime == refs.get(r.model)}
         measured["vs_ref"] = [
@@ -358,14 +380,21 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
                  r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
             for r in measured.itertuples()]
         measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]
-        cols = ["model", "runtime", "precision", "batch", "seq", "latency_p50_ms", "latency_p99_ms",
+        latencies = [c.latency for run in runs for c in run.cases]  # cases_frame's rows, in order
+        measured["p50_text"] = [percentile_text(latencies[i], 50) for i in measured.index]
+        measured["p99_text"] = [percentile_text(latencies[i], 99) for i in measured.index]
+        measured["flags"] = [flags_text(latencies[i]) for i in measured.index]
+        cols = ["model", "runtime", "precision", "batch", "seq", "p50_text", "p99_text", "robust_cv", "flags",
                 "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
-        view = measured[cols].rename(columns={"latency_p50_ms": "p50 ms", "latency_p99_ms": "p99 ms",
-                                              "throughput_sps": "samples/s", "vs_ref": "p50 vs ref"})
+        view = measured[cols].rename(columns={"p50_text": "p50 ms [95% CI]", "p99_text": "p99 ms [95% CI]",
+                                              "robust_cv": "robust CV", "throughput_sps": "samples/s",
+                                              "vs_ref": "p50 vs ref"})
         lines += ["### Measured cases", "",
                   ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
                    "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
-                   "\"1.3x slower\"."), ""]
+                   "\"1.3x slower\"; [95% CI]: the distribution-free interval from the raw samples (inf: they "
+                   "cannot bound it); a p99 from fewer than 100 samples is n/a; robust CV (1.4826 x MAD / "
+                   "median) is what decides noisy."), ""]
         lines += [_md_table(view.head(max_rows)), ""]
         if len(view) > max_rows:
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
@@ -383,7 +412,8 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     if not problems.empty:
         lines += ["### Problems", ""]
         for r in problems.head(max_rows).itertuples():
-            case = _md(f"{r.model}-{r.runtime}-{r.precision}-b{r.batch}" + ("" if pd.isna(r.seq) else f"-s{r.seq}"))
+            case = _md(f"{r.model}-{r.runtime}-{r.precision}-b{r.batch}" + ("" if pd.isna(r.seq) else f"-s{r.seq}")
+                       + ("" if pd.isna(r.variant) else f"~{r.variant}"))
             lines.append(f"- {case} **{r.status}**: {_md(str(r.reason or ''))[:300]}")
         lines.append("")
     skips = skip_reasons(runs)

@@ -10,12 +10,18 @@ import pandas as pd
 
 from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.schema import CaseResult, RunResults
+from harness.results.stats import quoted, too_few_text
 
 # results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
     "model", "runtime", "precision", "batch", "seq", "device", "status",
+    # a percentile from fewer samples than it needs (harness.results.stats.min_samples: p99 100, p95 20, p90 10)
+    # is left empty; the 95% intervals of the median and the p99 follow (empty: unbounded on that side)
     "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms", "latency_std_ms",
-    "iterations", "cv", "noisy", "throughput_sps", "scenario", "timing_scope",
+    "latency_p50_ci_low_ms", "latency_p50_ci_high_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms",
+    # robust_cv (1.4826 x MAD / median) decides `noisy`; plain_cv is std / mean (results.json's `cv`)
+    "iterations", "robust_cv", "noisy", "tail_ratio", "tail_heavy", "plain_cv",
+    "throughput_sps", "scenario", "timing_scope",
     "max_abs", "mean_abs", "rel_l2", "cosine", "top1_agreement", "setup_s", "phase", "signal",
     "reason", "onnx_path",
     "host_peak_mb", "gpu_peak_mb", "p99_abs", "task_accuracy", "task_accuracy_ratio", "precision_recipe",
@@ -30,6 +36,7 @@ CSV_COLUMNS = (
     "offline_sps", "offline_result", "server_qps", "server_result",
     # contention (harness.measure.contention): was the worker kept from the CPU while it was timed?
     "contended", "runqueue_wait_fraction", "contention_cause",
+    "variant",  # a deployment variant's canonical name (harness.variants); empty for the run's defaults
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -56,10 +63,7 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
     task = acc.get("task") or {}
     return {
         **r.case.as_dict(), "status": r.status,
-        "latency_p50_ms": lat.get("p50_ms"), "latency_p90_ms": lat.get("p90_ms"),
-        "latency_p95_ms": lat.get("p95_ms"), "latency_p99_ms": lat.get("p99_ms"),
-        "latency_mean_ms": lat.get("mean_ms"), "latency_std_ms": lat.get("std_ms"),
-        "iterations": lat.get("iterations"), "cv": lat.get("cv"), "noisy": lat.get("noisy"),
+        **latency_cells(lat),
         "throughput_sps": r.throughput_sps, "scenario": r.scenario, "timing_scope": r.timing_scope,
         "max_abs": acc.get("max_abs"), "mean_abs": acc.get("mean_abs"), "rel_l2": acc.get("rel_l2"),
         "cosine": acc.get("cosine"), "top1_agreement": acc.get("top1_agreement"),
@@ -74,6 +78,61 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         **scenario_cells(getattr(r, "scenarios", None) or []),
         **contention_cells(getattr(r, "contention", None)),
     }
+
+
+def quoted_figure(lat: dict[str, Any], q: int) -> float | None:
+    """A stored percentile `p{q}_ms`, or None where it came from fewer samples than it needs (stats.quoted); its
+    count is `iterations` (LatencyStats) or `n` (a generation summary); without either (older results) it is
+    taken as it is."""
+    v, n = lat.get(f"p{q}_ms"), lat.get("iterations", lat.get("n"))
+    return v if n is None or quoted(q, int(n)) else None
+
+
+def latency_cells(lat: dict[str, Any]) -> dict[str, Any]:
+    """The CSV's latency columns of a stored `latency` (empty cells where a figure is missing or not quoted)."""
+    p99 = quoted_figure(lat, 99)
+    return {
+        "latency_p50_ms": lat.get("p50_ms"), "latency_p90_ms": quoted_figure(lat, 90),
+        "latency_p95_ms": quoted_figure(lat, 95), "latency_p99_ms": p99,
+        "latency_mean_ms": lat.get("mean_ms"), "latency_std_ms": lat.get("std_ms"),
+        "latency_p50_ci_low_ms": lat.get("p50_ci_low_ms"), "latency_p50_ci_high_ms": lat.get("p50_ci_high_ms"),
+        "latency_p99_ci_low_ms": lat.get("p99_ci_low_ms") if p99 is not None else None,
+        "latency_p99_ci_high_ms": lat.get("p99_ci_high_ms") if p99 is not None else None,
+        "iterations": lat.get("iterations"), "robust_cv": lat.get("rcv"), "noisy": lat.get("noisy"),
+        "tail_ratio": lat.get("tail_ratio"), "tail_heavy": lat.get("tail_heavy"), "plain_cv": lat.get("cv"),
+    }
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def interval_text(lo: Any, hi: Any) -> str:
+    """A 95% interval as shown: "[12.1, 12.6]"; an unbounded side as "-inf" / "inf" (ASCII, any terminal)."""
+    lo, hi = _num(lo), _num(hi)
+    return f"[{'-inf' if lo is None else _fmt(lo)}, {'inf' if hi is None else _fmt(hi)}]"
+
+
+def percentile_text(lat: dict[str, Any] | None, q: int, interval: bool = True) -> str:
+    """A case's p50 or p99 as the terminal and the report show it: "12.3 [12.1, 12.6]" (the figure and its 95%
+    interval, in ms), "n/a (n=12 < 100)" from too few samples, "-" when not measured. Results from before the
+    intervals show the figure alone."""
+    lat = lat or {}
+    v, n = _num(lat.get(f"p{q}_ms")), lat.get("iterations")
+    if v is None:
+        return "-"
+    if n is not None and not quoted(q, int(n)):
+        return too_few_text(q, int(n))
+    keys = (f"p{q}_ci_low_ms", f"p{q}_ci_high_ms")
+    if not interval or not any(k in lat for k in keys):
+        return _fmt(v)
+    return f"{_fmt(v)} {interval_text(lat.get(keys[0]), lat.get(keys[1]))}"
+
+
+def flags_text(lat: dict[str, Any] | None) -> str:
+    """The flags that travel with a case's latency: "noisy", "tail-heavy" (both: "noisy, tail-heavy")."""
+    lat = lat or {}
+    return ", ".join(name for name, key in (("noisy", "noisy"), ("tail-heavy", "tail_heavy")) if lat.get(key))
 
 
 def contention_cells(info: dict[str, Any] | None) -> dict[str, Any]:
@@ -104,7 +163,7 @@ def scenario_cells(runs: list[Any]) -> dict[str, Any]:
 def end_to_end_cells(e2e: dict[str, Any] | None) -> dict[str, Any]:
     """The end-to-end figures of a case (empty cells for a model without pre/post steps)."""
     lat = (e2e or {}).get("latency") or {}
-    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": lat.get("p99_ms"),
+    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": quoted_figure(lat, 99),  # empty from under 100 samples
             "pre_p50_ms": (e2e or {}).get("pre_p50_ms"), "post_p50_ms": (e2e or {}).get("post_p50_ms")}
 
 
@@ -133,7 +192,7 @@ def _generation_cells(r: CaseResult) -> dict[str, Any]:
     g = getattr(r, "generation", None) or {}
     conf = g.get("conformance") or {}
     return {"gen": r.case.gen, "ttft_p50_ms": (g.get("ttft") or {}).get("p50_ms"),
-            **{f"tpot_{p}_ms": (g.get("tpot") or {}).get(f"{p}_ms") for p in ("p50", "p90", "p99")},
+            **{f"tpot_{p}_ms": quoted_figure(g.get("tpot") or {}, int(p[1:])) for p in ("p50", "p90", "p99")},
             "tokens_per_s": g.get("tokens_per_s"), "token_match_rate": conf.get("exact_match_rate"),
             "first_divergence": conf.get("first_divergence")}
 
@@ -183,9 +242,9 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
         cols: dict[str, Any] = {}
         ref_col: dict[str, str] = {}
         for _, row in group.iterrows():
-            label = _column_label(row["runtime"], row["source"], multi)
+            label = _column_label(runtime_label(row), row["source"], multi)
             cols.setdefault(label, row)
-            if row["runtime"] == ref:
+            if row["runtime"] == ref and runtime_label(row) == row["runtime"]:
                 ref_col.setdefault(row["source"], label)
         labels = list(cols)
         vs = {c: ref_col[cols[c]["source"]] for c in labels
@@ -212,11 +271,75 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
             "vs": vs, "others": list(vs), "rows": rows,
             "noisy": [c for c in labels if bool(cols[c]["noisy"])],
+            "tail_heavy": [c for c in labels if cols[c]["tail_heavy"] in (True, 1)],
             "contended": [c for c in labels if cols[c].get("contended") in (True, 1)],
             "failed": [c for c in labels if cols[c]["status"] == "failed"],
             "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })
     return tables
+
+
+def runtime_label(row: Any) -> str:
+    """A frame row's runtime as tables show it: `ort-cpu`, or `ort-cpu~opt=basic` for a variant's case."""
+    v = row["variant"]
+    return str(row["runtime"]) if v is None or (isinstance(v, float) and pd.isna(v)) or v == "" \
+        else f"{row['runtime']}~{v}"
+
+
+def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+    """The deployment-variants view: per (model, runtime, batch, seq, source) that ran any variant, one row per
+    (precision, variant) with latency, throughput, setup time, drift and task accuracy, the base (no variant)
+    first. `best` is the fastest row whose drift is within the model's tolerance (status passed); `vs_base` is
+    each row's p50 speed-up over the base row of its precision."""
+    df = cases_frame(runs)
+    df = df[df["status"].isin(MEASURED)]
+    out: list[dict[str, Any]] = []
+    if df.empty or df["variant"].isna().all():
+        return out
+    order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
+    for key, g in df.groupby(["model", "runtime", "batch", "seq", "source"], dropna=False, sort=False):
+        if g["variant"].isna().all():
+            continue
+        g = g.assign(_p=g["precision"].map(order).fillna(9), _v=g["variant"].notna())
+        g = g.sort_values(["_p", "_v", "variant"], na_position="first")
+        base = {r.precision: _num(r.latency_p50_ms) for r in g.itertuples() if pd.isna(r.variant)}
+        rows = []
+        for r in g.itertuples():
+            p50, ref = _num(r.latency_p50_ms), base.get(r.precision)
+            rows.append({"variant": None if pd.isna(r.variant) else str(r.variant), "precision": r.precision,
+                         "status": r.status, "p50_ms": p50, "p99_ms": _num(r.latency_p99_ms),
+                         "throughput_sps": _num(r.throughput_sps), "setup_s": _num(r.setup_s),
+                         "rel_l2": _num(r.rel_l2), "task_accuracy": _num(r.task_accuracy),
+                         "recipe": r.precision_recipe, "reason": r.reason, "noisy": bool(r.noisy),
+                         "contended": r.contended in (True, 1),
+                         "vs_base": ref / p50 if ref and p50 and not pd.isna(r.variant) else None})
+        within = [x for x in rows if x["status"] == "passed" and x["p50_ms"] and not x["contended"]]
+        best = min(within, key=lambda x: x["p50_ms"]) if within else None
+        for x in rows:
+            x["best"] = x is best
+        model, runtime, batch, seq, source = key
+        out.append({"model": model, "runtime": runtime, "batch": int(batch),
+                    "seq": None if pd.isna(seq) else int(seq), "source": source, "rows": rows})
+    return out
+
+
+def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+    """One row per interleaved A/B case (`harness ab`): the sides, B/A with its interval, the pairs judged, the
+    verdict and its reason, each side's p50 over its blocks, and whether B's outputs matched A's."""
+    out = []
+    for run, label in zip(as_runs(runs), run_labels(as_runs(runs))):
+        for c in run.cases:
+            ab = c.ab
+            if ab is None:
+                continue
+            b_p50 = ((c.details.get("b") or {}).get("latency") or {}).get("p50_ms")
+            out.append({"case": c.case.id, "a": ab.a, "b": ab.b, "source": label, "verdict": ab.verdict,
+                        "reason": ab.reason, "ratio": ab.ratio, "ci_low": ab.ci_low, "ci_high": ab.ci_high,
+                        "confidence": ab.confidence, "pairs_used": ab.pairs_used, "pairs": len(ab.order),
+                        "a_p50_ms": (c.latency or {}).get("p50_ms"), "b_p50_ms": b_p50,
+                        "outputs_match": (ab.b_vs_a or {}).get("passed"),
+                        "outputs_rel_l2": (ab.b_vs_a or {}).get("rel_l2"), "inject": ab.inject})
+    return out
 
 
 def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:

@@ -5,21 +5,28 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.display import visible
-from harness.report.tables import cases_frame, drift_cell
+from harness.report.tables import cases_frame, drift_cell, flags_text, percentile_text
 from harness.results.schema import RunResults, ScenarioRun
 
 
 def terminal_table(run: RunResults, width: int = 160) -> str:
+    """One row per case: p50 and p99 with their 95% intervals in ms ("n/a (n=12 < 100)" for a p99 from too few
+    samples), the robust CV that decides `noisy`, the flags (noisy, tail-heavy), throughput and drift."""
     df = cases_frame(run)
     if df.empty:
         return "(no cases)"
     df.insert(0, "case", [c.case.id for c in run.cases])
-    cols = ["case", "status", "latency_p50_ms", "latency_p99_ms", "cv", "throughput_sps", "rel_l2",
-            "top1_agreement", "reason"]
-    view = df[cols].rename(columns={"latency_p50_ms": "p50_ms", "latency_p99_ms": "p99_ms",
-                                    "throughput_sps": "samples/s", "top1_agreement": "top1"})
+    cols = ["case", "status", "throughput_sps", "rel_l2", "top1_agreement", "reason"]
+    view = df[cols].rename(columns={"throughput_sps": "samples/s", "top1_agreement": "top1"})
+    measured = [c.measured and bool(c.latency) for c in run.cases]
+    view.insert(2, "p50_ms [95% CI]", [percentile_text(c.latency, 50) if m else "-"
+                                       for c, m in zip(run.cases, measured)])
+    view.insert(3, "p99_ms [95% CI]", [percentile_text(c.latency, 99) if m else "-"
+                                       for c, m in zip(run.cases, measured)])
+    view.insert(4, "robust_cv", pd.to_numeric(df["robust_cv"], errors="coerce"))
+    view.insert(5, "flags", [flags_text(c.latency) if m else "" for c, m in zip(run.cases, measured)])
     view = view.assign(case=view["case"].map(visible), reason=view["reason"].fillna("").map(visible).str.slice(0, 70))
-    numeric = ["p50_ms", "p99_ms", "cv", "samples/s", "top1"]
+    numeric = ["samples/s", "top1"]
     view[numeric] = view[numeric].apply(pd.to_numeric, errors="coerce")  # None (not measured) -> NaN -> "-"
     view["rel_l2"] = [drift_cell(v, note) for v, note in zip(df["rel_l2"], df["drift_note"])]
     return view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}", max_colwidth=72)
@@ -114,3 +121,19 @@ def _verdict(name: str, result: str, figure: str, r: object) -> str:
     elif error:
         text += f" ({error.splitlines()[0][:120]})"
     return text
+
+
+def ab_lines(run: RunResults) -> list[str]:
+    """One line per A/B case: B over A with its interval, the pairs judged and the verdict with its reason."""
+    out = []
+    for c in run.cases:
+        ab = c.ab
+        if ab is None:
+            if c.status != "passed":
+                out.append(f"{c.case.id}: {c.status}: {visible((c.reason or '').splitlines()[0] if c.reason else '')}")
+            continue
+        side_b = ab.b_case.model if ab.b.startswith("model:") else ab.b
+        out.append(f"{c.case.id} vs {side_b}: {ab.verdict} - {ab.reason}"
+                   + ("" if (ab.b_vs_a or {}).get("passed", True) else
+                      f"; B's outputs differ from A's beyond the FP32 tolerance (rel_l2 {ab.b_vs_a['rel_l2']:.3g})"))
+    return out

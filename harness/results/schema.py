@@ -19,7 +19,7 @@ from pydantic import Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
-from harness.results.stats import checked_figures, median_ms, median_ns
+from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
     Count,
@@ -65,6 +65,7 @@ class CaseId:
     seq: Shape | None
     device: Name
     gen: Shape | None = None  # generation workload: tokens generated per sequence (seq is then the prompt length)
+    variant: Name | None = None  # a deployment variant's canonical name (harness.variants), e.g. "opt=basic"
 
     def __post_init__(self) -> None:
         if not isinstance(self.precision, Precision):
@@ -74,7 +75,13 @@ class CaseId:
     def id(self) -> str:
         s = f"-s{self.seq}" if self.seq is not None else ""
         g = f"-g{self.gen}" if self.gen is not None else ""
-        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}{g}"
+        v = f"~{self.variant}" if self.variant is not None else ""
+        return f"{self.model}-{self.runtime}-{self.precision}-b{self.batch}{s}{g}{v}"
+
+    @property
+    def runtime_label(self) -> str:
+        """The runtime as tables show it: `ort-cpu`, or `ort-cpu~opt=basic` for a variant's cases."""
+        return self.runtime if self.variant is None else f"{self.runtime}~{self.variant}"
 
     @property
     def dims(self) -> dict[str, int]:
@@ -86,21 +93,24 @@ class CaseId:
         return d
 
     @property
-    def activation_key(self) -> tuple[str, str, Precision]:
+    def activation_key(self) -> tuple[str, str, Precision, str | None]:
         """Cases sharing this key share one runtime activation (session, compile, engine)."""
-        return (self.model, self.runtime, self.precision)
+        return (self.model, self.runtime, self.precision, self.variant)
 
     def as_dict(self) -> dict[str, Any]:
         d = {**asdict(self), "precision": self.precision.value}
         if self.gen is None:  # forward cases are stored as before the generation workload
             del d["gen"]
+        if self.variant is None:  # and cases without a variant as before the variant axis
+            del d["variant"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseId":
         return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
                    batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
-                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]))
+                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]),
+                   variant=None if d.get("variant") is None else str(d["variant"]))
 
 
 BlockKind = Literal["case", "round", "confirm"]
@@ -121,6 +131,10 @@ class Block:
     kind: BlockKind = "case"
     reactivated: Flag = False  # measured after a fresh activation
     error: Text | None = None
+    # the 95% distribution-free interval of the block's median (harness.results.stats.median_ci_ms); None: a side
+    # its samples cannot bound (under 6 samples), a failed block, or results from before it was stored
+    p50_ci_low_ms: Finite | None = None
+    p50_ci_high_ms: Finite | None = None
     # what the kernel said about the block's timed loop (harness.measure.contention): run-queue wait of the
     # worker's threads, CPU time, preemptions, machine CPU pressure; `contended` and its `cause`
     contention: Object | None = None
@@ -132,8 +146,10 @@ class Block:
     @classmethod
     def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False,
                  contention: dict[str, Any] | None = None) -> Block:
-        """The block holding these samples (nanoseconds), its median in ms."""
-        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention)
+        """The block holding these samples (nanoseconds), its median and the median's 95% interval in ms."""
+        lo, hi = median_ci_ms(samples_ns)
+        return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention,
+                   p50_ci_low_ms=lo, p50_ci_high_ms=hi)
 
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
@@ -143,7 +159,13 @@ class Block:
     def from_dict(cls, d: dict[str, Any]) -> Block:
         return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
                    kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"))
+                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"),
+                   p50_ci_low_ms=_float_or_none(d.get("p50_ci_low_ms")),
+                   p50_ci_high_ms=_float_or_none(d.get("p50_ci_high_ms")))
+
+
+def _float_or_none(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 def block_p50_ms(samples_ns: Any) -> float:
@@ -253,6 +275,67 @@ def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
     return max(valid, key=lambda r: r.target_qps or 0.0) if valid else (server[-1] if server else None)
 
 
+AbSideName = Literal["a", "b"]
+
+
+@dataclass
+class AbBlock:
+    """One block of an interleaved A/B measurement (`harness ab`): which side, which pair, its raw samples and
+    what the kernel said about it (harness.measure.contention)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    side: AbSideName
+    pair: Count  # 0-based pair index; a pair is one block of each side, back to back in the drawn order
+    samples_ns: Samples
+    contention: Object | None = None
+
+    @property
+    def p50_ms(self) -> float:
+        return median_ms(self.samples_ns)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AbBlock:
+        return cls(side=d["side"], pair=int(d["pair"]), samples_ns=[int(x) for x in d["samples_ns"]],
+                   contention=d.get("contention"))
+
+
+@dataclass
+class AbResult:
+    """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated once
+    in the same worker, measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
+    judged by a paired test on the block medians (harness.gating.ab): `ratio` is B's p50 over A's (>1: B slower),
+    with its confidence interval. The case's own samples are side A's; `b_case` is side B's identity."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    a: Text  # what each side is, e.g. "base", "opt=basic", "model.onnx"
+    b: Text
+    b_case: CaseId
+    order: Texts = field(default_factory=list)  # per pair, "ab" or "ba"
+    blocks: Annotated[list[AbBlock], Strict()] = field(default_factory=list)
+    block_time_s: NonNegative | None = None
+    inject: NonNegative = 0.0  # gate-check only: B's calls made this fraction of A's p50 slower on purpose
+    verdict: Text = ""  # harness.gating.verdicts.Verdict value
+    reason: Text = ""
+    ratio: Finite | None = None
+    ci_low: Finite | None = None
+    ci_high: Finite | None = None
+    confidence: NonNegative | None = None
+    min_effect: NonNegative | None = None
+    pairs_used: Count = 0  # pairs neither of whose blocks was contended
+    # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
+    b_vs_a: Object | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AbResult:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["b_case"] = d["b_case"] if isinstance(d["b_case"], CaseId) else CaseId.from_dict(d["b_case"])
+        kw["blocks"] = [b if isinstance(b, AbBlock) else AbBlock.from_dict(b) for b in d.get("blocks") or ()]
+        return cls(**kw)
+
+
 @dataclass
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
@@ -311,6 +394,8 @@ class CaseResult:
     # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
     # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
     contention: Object | None = None
+    # `harness ab`: the interleaved A/B measurement of this case and its paired verdict (harness.workloads.ab)
+    ab: AbResult | None = None
 
     @property
     def drift_note(self) -> str:
@@ -341,6 +426,8 @@ class CaseResult:
         d = asdict(self)
         d["case"] = self.case.as_dict()
         d["id"] = self.case.id
+        if self.ab is not None:
+            d["ab"]["b_case"] = self.ab.b_case.as_dict()
         return d
 
     @classmethod
@@ -350,6 +437,8 @@ class CaseResult:
         kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
         kwargs["scenarios"] = [s if isinstance(s, ScenarioRun) else ScenarioRun.from_dict(s)
                                for s in d.get("scenarios") or ()]
+        if d.get("ab") is not None and not isinstance(d["ab"], AbResult):
+            kwargs["ab"] = AbResult.from_dict(d["ab"])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 
@@ -573,9 +662,11 @@ def _check_blocks(blocks: list[Block], samples_ns: list[int], where: str) -> Non
 def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
     """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
     for key, v in lat.items():
-        if key == "noisy":
+        if key in FLAG_KEYS:
             if not isinstance(v, bool):
                 raise ResultsError(f"{where}.{key}: {short(v)}: expected true or false")
+        elif v is None and key in OPTIONAL_KEYS:  # an interval unbounded on that side, a ratio not read
+            continue
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ResultsError(f"{where}.{key}: {short(v)}: not a finite number")
         elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):

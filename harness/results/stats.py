@@ -1,4 +1,5 @@
-"""Statistics derived from raw latency samples, in one place: percentiles, medians, spread, CV, noise flag."""
+"""Statistics derived from raw latency samples, in one place: percentiles and their confidence intervals,
+medians, spread, CV, the noise and tail flags."""
 
 # Every figure a case stores or shows that is derived from its samples comes from here (the case's `latency`, a
 # block's `p50_ms`, the end-to-end step medians, the generation percentiles), and so does the reader's check that
@@ -6,8 +7,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+import math
 
 import numpy as np
 
@@ -20,44 +24,144 @@ DEFAULT_NOISE_CV = 0.10
 MAD_TO_SIGMA = 1.4826
 
 
+# Confidence intervals: distribution-free, from order statistics. For the q-quantile of n independent samples of
+# any continuous distribution, the number of samples below the true quantile is Binomial(n, q); the interval
+# [X_(l), X_(u)] of sorted samples covers it with probability P(l <= B < u), exact for every distribution, with no
+# resampling and no seed. l and u are chosen with at most (1 - CI_LEVEL) / 2 on each side; where no rank gives
+# that (the lower bound of a median from fewer than 6 samples, the upper bound of a p99 from fewer than 367) that
+# side is unbounded (None), which is the honest answer: those samples cannot bound it. A bootstrap would instead
+# give a p99 from 50 samples an interval of the largest few samples, narrow and wrong.
+CI_LEVEL = 0.95
+
+# The tail flag: p99 / p50 over TAIL_P99_RATIO (or, with fewer samples than a p99 needs, p90 / p50 over
+# TAIL_P90_RATIO) says a case has a second mode of slow calls (stalls, a thread pool waiting whole scheduler
+# slices), which a noise flag read from the middle of the samples cannot see. Chosen from the quick, CI and
+# gate-check runs of this 2-core machine, quiet to busy (docs/method.md, "Tail-heavy"): p99 / p50 at most 2.62
+# (median 1.60) in 44 cases of 100+ samples, p90 / p50 at most 2.07 (median 1.15) in 58 cases of 10+. A
+# log-normal reaches a p99 / p50 of 5 only at sigma 0.69, and a p90 / p50 of 3 at sigma 0.86.
+TAIL_P99_RATIO = 5.0
+TAIL_P90_RATIO = 3.0
+
+
+def min_samples(q: float) -> int:
+    """The fewest samples a percentile `q` (0-100) is quoted from: 1 / (1 - q/100), so that one sample is expected
+    above it (p99: 100, p95: 20, p90: 10, p50: 2); below that the figure is the largest sample by another name."""
+    if q >= 100:
+        raise ValueError(f"percentile {q} has no sample count that supports it")
+    return max(1, math.ceil(round(1.0 / (1.0 - q / 100.0), 9)))
+
+
+def quoted(q: float, n: int) -> bool:
+    """Whether percentile `q` (0-100) of `n` samples is quoted (shown, gated); see min_samples."""
+    return n >= min_samples(q)
+
+
+def too_few_text(q: float, n: int) -> str:
+    """What is shown instead of a percentile from too few samples: "n/a (n=12 < 100)"."""
+    return f"n/a (n={n} < {min_samples(q)})"
+
+
+def quantile_ci_ranks(n: int, q: float, level: float = CI_LEVEL) -> tuple[int | None, int | None]:
+    """1-based ranks (l, u) of the sorted samples that bound the q-quantile (0 < q < 1) of `n` samples with
+    probability at least `level`, at most (1 - level) / 2 outside on each side; None for a side no rank bounds."""
+    if n < 1:
+        return None, None
+    half = (1.0 - level) / 2.0
+    k = np.arange(n + 1, dtype=np.float64)  # successes 0 .. n
+    # log P(B = k) by the ratio P(k+1)/P(k) = (n-k)/(k+1) * q/(1-q), summed from P(B = 0) = (1-q)^n
+    steps = np.log((n - k[:-1]) / (k[:-1] + 1.0)) + math.log(q / (1.0 - q))
+    pmf = np.exp(n * math.log1p(-q) + np.concatenate(([0.0], np.cumsum(steps))))
+    below = np.cumsum(pmf)[:-1]  # F(j) = P(B <= j), j = 0 .. n-1, summed from the bottom
+    above = np.cumsum(pmf[::-1])[::-1][1:]  # P(B > j) = P(B >= j+1), j = 0 .. n-1, summed from the top
+    low = np.nonzero(below <= half)[0]  # P(X_(l) > quantile) = F(l-1) <= half: the largest such l
+    high = np.nonzero(above <= half)[0]  # P(X_(u) < quantile) = P(B >= u) <= half: the smallest such u
+    return (int(low[-1]) + 1 if low.size else None, int(high[0]) + 1 if high.size else None)
+
+
+def quantile_ci(sorted_values: np.ndarray, q: float, level: float = CI_LEVEL) -> tuple[float | None, float | None]:
+    """The distribution-free `level` interval of the q-quantile (0 < q < 1) from sorted values, in their unit;
+    None for a side the samples cannot bound."""
+    lo, hi = quantile_ci_ranks(int(sorted_values.size), q, level)
+    return (None if lo is None else float(sorted_values[lo - 1]), None if hi is None else float(sorted_values[hi - 1]))
+
+
+def tail_basis(n: int) -> str | None:
+    """Which ratio the tail flag reads from `n` samples: "p99/p50" (a p99 is quoted), "p90/p50", or None."""
+    return "p99/p50" if quoted(99, n) else "p90/p50" if quoted(90, n) else None
+
+
+def tail_ratio(n: int, p50: float, p90: float, p99: float) -> tuple[str, float] | None:
+    """The tail ratio read for the tail flag: (tail_basis(n), p99/p50 or p90/p50); None when neither is quoted."""
+    basis = tail_basis(n)
+    if basis is None or p50 <= 0:
+        return None
+    return basis, (p99 if basis == "p99/p50" else p90) / p50
+
+
+def is_tail_heavy(basis: str, ratio: float) -> bool:
+    return ratio > (TAIL_P99_RATIO if basis == "p99/p50" else TAIL_P90_RATIO)
+
+
 @dataclass(frozen=True)
 class LatencyStats:
-    """Latency statistics in milliseconds; `noisy` travels with the numbers."""
+    """Latency statistics in milliseconds; `noisy` and `tail_heavy` travel with the numbers.
+
+    Fields added after the first results were stored have defaults: results without them still load."""
 
     iterations: int
     p50_ms: float
     p90_ms: float
     p95_ms: float
-    p99_ms: float
+    p99_ms: float  # stored for every n; quoted (shown, gated) only from min_samples(99) = 100 samples
     mean_ms: float
     std_ms: float
     min_ms: float
     max_ms: float
     iqr_ms: float
-    cv: float
+    cv: float  # the plain CV, std / mean: kept for compatibility; what people read is rcv
     noisy: bool
     rcv: float = 0.0  # robust CV: 1.4826 x MAD / median; `noisy` is rcv > the noise threshold
+    # CI_LEVEL distribution-free intervals of the median and the p99 (quantile_ci); None: unbounded on that side
+    p50_ci_low_ms: float | None = None
+    p50_ci_high_ms: float | None = None
+    p99_ci_low_ms: float | None = None
+    p99_ci_high_ms: float | None = None
+    ci_level: float = CI_LEVEL
+    tail_ratio: float | None = None  # p99/p50 from 100 samples, else p90/p50 from 10, else None (tail_ratio())
+    tail_heavy: bool = False  # tail_ratio over TAIL_P99_RATIO (p99/p50) or TAIL_P90_RATIO (p90/p50)
 
-    def as_dict(self) -> dict[str, float | int | bool]:
+    def as_dict(self) -> dict[str, float | int | bool | None]:
         return asdict(self)
 
 
 def latency_stats(samples_ns: Sequence[int], noise_cv: float = DEFAULT_NOISE_CV) -> LatencyStats:
     if len(samples_ns) == 0:
         raise ValueError("no latency samples")
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
+    ms = np.sort(np.asarray(samples_ns, dtype=np.float64) / 1e6)
     p50, p90, p95, p99, q1, q3 = np.percentile(ms, [50, 90, 95, 99, 25, 75])
     mean = float(ms.mean())
     std = float(ms.std(ddof=1)) if ms.size > 1 else 0.0
     cv = std / mean if mean > 0 else 0.0
     rcv = robust_cv(ms)
+    (m_lo, m_hi), (t_lo, t_hi) = quantile_ci(ms, 0.50), quantile_ci(ms, 0.99)
+    tail = tail_ratio(int(ms.size), float(p50), float(p90), float(p99))
     return LatencyStats(iterations=int(ms.size), p50_ms=float(p50), p90_ms=float(p90), p95_ms=float(p95),
-                        p99_ms=float(p99), mean_ms=mean, std_ms=std, min_ms=float(ms.min()),
-                        max_ms=float(ms.max()), iqr_ms=float(q3 - q1), cv=cv, noisy=bool(rcv > noise_cv), rcv=rcv)
+                        p99_ms=float(p99), mean_ms=mean, std_ms=std, min_ms=float(ms[0]),
+                        max_ms=float(ms[-1]), iqr_ms=float(q3 - q1), cv=cv, noisy=bool(rcv > noise_cv), rcv=rcv,
+                        p50_ci_low_ms=m_lo, p50_ci_high_ms=m_hi, p99_ci_low_ms=t_lo, p99_ci_high_ms=t_hi,
+                        tail_ratio=None if tail is None else tail[1],
+                        tail_heavy=tail is not None and is_tail_heavy(*tail))
+
+
+# Keys of a stored `latency` that are flags (true/false), and those that may be null (an unbounded side of an
+# interval, a tail ratio from too few samples); every other key is a finite number (harness.results.schema).
+FLAG_KEYS = ("noisy", "tail_heavy")
+OPTIONAL_KEYS = ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms", "p99_ci_high_ms", "tail_ratio")
 
 
 # The figures of LatencyStats that are functions of the samples alone and that the reader checks against them
-# (`noisy` and `rcv` depend on the threshold, or came later, and are not checked).
+# (`noisy` and `rcv` depend on the threshold, or came later, and are not checked; the intervals and the tail
+# ratio came later too).
 CHECKED_FIGURES = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "mean_ms", "std_ms", "iqr_ms", "cv")
 
 
@@ -78,6 +182,13 @@ def median_ms(samples_ns: Sequence[int] | np.ndarray) -> float:
     return round(median_ns(samples_ns) / 1e6, 6)
 
 
+def median_ci_ms(samples_ns: Sequence[int] | np.ndarray) -> tuple[float | None, float | None]:
+    """The CI_LEVEL interval of the median of nanosecond samples, in ms rounded to the nanosecond like
+    median_ms (None: a side the samples cannot bound, under 6 samples)."""
+    lo, hi = quantile_ci(np.sort(np.asarray(samples_ns, dtype=np.float64)), 0.50)
+    return (None if lo is None else round(lo / 1e6, 6), None if hi is None else round(hi / 1e6, 6))
+
+
 def column_medians_ms(rows_ns: Sequence[Sequence[int]]) -> list[float]:
     """Per position, the median over rows of equal length (nanoseconds in, ms out): e.g. the decode step at each
     context length over repeated generations."""
@@ -89,13 +200,16 @@ def percentiles(values: Sequence[float] | np.ndarray, qs: Sequence[float]) -> li
     return [float(v) for v in np.percentile(np.asarray(values, dtype=np.float64), list(qs))]
 
 
-def summary_ms(samples_ns: Sequence[int], qs: Sequence[int]) -> dict[str, float | int] | None:
-    """`p{q}_ms` for each percentile q, mean_ms, min_ms, max_ms and n of nanosecond samples (None: no samples)."""
+def summary_ms(samples_ns: Sequence[int], qs: Sequence[int]) -> dict[str, float | int | None] | None:
+    """`p{q}_ms` for each percentile q (with `p50_ci_low_ms` ... `p99_ci_high_ms`, the 95% intervals of the
+    median and the p99 where asked for), mean_ms, min_ms, max_ms and n of nanosecond samples (None: no samples)."""
     if not len(samples_ns):
         return None
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    out: dict[str, float | int] = {f"p{q}_ms": v for q, v in zip(qs, percentiles(ms, qs))}
-    out.update(mean_ms=float(ms.mean()), min_ms=float(ms.min()), max_ms=float(ms.max()), n=int(ms.size))
+    ms = np.sort(np.asarray(samples_ns, dtype=np.float64) / 1e6)
+    out: dict[str, float | int | None] = {f"p{q}_ms": v for q, v in zip(qs, percentiles(ms, qs))}
+    for q in (q for q in qs if q in (50, 99)):  # the intervals of the median and the p99, as in LatencyStats
+        out[f"p{q}_ci_low_ms"], out[f"p{q}_ci_high_ms"] = quantile_ci(ms, q / 100)
+    out.update(mean_ms=float(ms.mean()), min_ms=float(ms[0]), max_ms=float(ms[-1]), n=int(ms.size))
     return out
 
 
@@ -112,3 +226,35 @@ def throughput_sps(batch: int, p50_ms: float) -> float:
     """Samples per second of a sequential loop: batch size over the median (p50) latency, the one definition
     everywhere (so it never contradicts the p50 column; a mean would follow a few slow outliers)."""
     return batch * 1000.0 / p50_ms if p50_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """B over A from paired blocks (`harness ab`): the geometric mean of the per-pair ratios of block medians and
+    its two-sided `confidence` interval (Student's t on the log ratios), over `pairs` pairs."""
+
+    ratio: float
+    low: float
+    high: float
+    pairs: int
+    confidence: float
+
+
+def paired_ratio(a_blocks_ns: Sequence[Sequence[int]], b_blocks_ns: Sequence[Sequence[int]],
+                 confidence: float = 0.99) -> PairedRatio | None:
+    """The paired test of an interleaved A/B measurement: block i of A and block i of B ran back to back, so
+    the machine's slow drifts cancel in their ratio. Log ratios of the block medians, their mean and a t interval
+    (pairs are independent draws of the order AB/BA). None with fewer than 2 pairs (no spread to judge by)."""
+    from scipy import stats as st
+
+    n = min(len(a_blocks_ns), len(b_blocks_ns))
+    if n < 2:
+        return None
+    a = np.array([median_ns(x) for x in a_blocks_ns[:n]], dtype=np.float64)
+    b = np.array([median_ns(x) for x in b_blocks_ns[:n]], dtype=np.float64)
+    if (a <= 0).any() or (b <= 0).any():
+        return None
+    d = np.log(b / a)
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n)
+    half = float(st.t.ppf(0.5 + confidence / 2, n - 1)) * se
+    return PairedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, confidence)

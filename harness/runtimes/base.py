@@ -50,6 +50,11 @@ class Runtime(ABC):
     memory_sources: ClassVar[frozenset[str]] = frozenset()
     # the decoder capability: this runtime steps a causal LM with its KV cache (`decoder()`; --workload generate)
     decodes: ClassVar[bool] = False
+    # deployment-variant knobs this runtime honours (harness.variants: a knob names the hook it needs):
+    # "onnx-export" / "onnx-graph" (it runs the harness's FP32 ONNX: onnx_fp32 applies the export opset and graph
+    # transforms), "int8-recipe" (its INT8 is onnx_for_precision's), "ort-session" (ONNX Runtime session knobs),
+    # "fixed-axes" (free dimensions fixed per shape). Knobs needing none (threads, pruning) apply to every runtime.
+    variant_hooks: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model

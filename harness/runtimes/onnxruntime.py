@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.artifacts import onnx_for_model, onnx_for_precision
+from harness.artifacts import onnx_for_precision, onnx_fp32
 from harness.precision import Precision
 from harness.runtimes.base import Availability, Runtime
 
@@ -25,6 +25,8 @@ class OnnxRuntime(Runtime):
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
     decodes: ClassVar[bool] = True
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "int8-recipe", "ort-session",
+                                                         "fixed-axes"})
     generation_io_device: ClassVar[str] = "cpu"  # where the KV cache's OrtValues live between decode steps
 
     @classmethod
@@ -80,20 +82,67 @@ class OnnxRuntime(Runtime):
 
         self.artifact = onnx_for_precision(self.model, self.precision, self.options)
         self.recipe = str(self.artifact.meta.get("recipe") or self.precision)
+        self._ort_version = ort.__version__
+        self._fixed: dict[str, int] = {}
+        self._session = None if self.options.fixed_axes else self._new_session({})
+
+    def _setup_shape(self, feed: Mapping[str, Any]) -> None:
+        """A deployment variant with fixed axes (axes=fixed): a session per input shape, every free dimension
+        of the graph's inputs fixed to the feed's size (SessionOptions.add_free_dimension_override_by_name)."""
+        if not self.options.fixed_axes:
+            return
+        sizes: dict[str, int] = {}
+        for i in self._graph_inputs():
+            value = feed.get(i.name)
+            for axis, dim in enumerate(i.shape):
+                if isinstance(dim, str) and value is not None and axis < np.ndim(value):
+                    sizes.setdefault(dim, int(np.shape(value)[axis]))
+        self._session = None
+        self._session = self._new_session(sizes)
+
+    def _graph_inputs(self) -> list[Any]:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        return list(ort.InferenceSession(str(self.artifact.path), so, providers=["CPUExecutionProvider"])
+                    .get_inputs())
+
+    def _new_session(self, fixed: Mapping[str, int]) -> Any:
+        import onnxruntime as ort
+
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.intra_op_num_threads = self.options.threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
-        self._session = ort.InferenceSession(str(self.artifact.path), so,
-                                             providers=self._providers())
-        active = self._session.get_providers()
+        for key, value in self.options.session:  # a deployment variant's knobs (harness.variants.ort_session)
+            SESSION_KNOBS[key](so, value, self.options.threads)
+        for dim, size in fixed.items():
+            so.add_free_dimension_override_by_name(dim, size)
+        session = ort.InferenceSession(str(self.artifact.path), so, providers=self._providers())
+        active = session.get_providers()
         if not active or active[0] != self.provider:
             # onnxruntime falls back to CPU silently when a provider's libraries are missing.
             raise RuntimeError(f"{self.provider} not available: the session fell back to {active}")
-        self._output_names = [o.name for o in self._session.get_outputs()]
-        self._ort_version = ort.__version__
+        self._output_names = [o.name for o in session.get_outputs()]
+        self._fixed = dict(fixed)
+        return session
+
+    def session_options(self) -> dict[str, Any]:
+        """The active session's options as ONNX Runtime reports them back (get_session_options)."""
+        if self._session is None:
+            return {}
+        so = self._session.get_session_options()
+        return {"graph_optimization_level": str(so.graph_optimization_level).rsplit(".", 1)[-1],
+                "execution_mode": str(so.execution_mode).rsplit(".", 1)[-1],
+                "enable_mem_pattern": bool(so.enable_mem_pattern), "enable_mem_reuse": bool(so.enable_mem_reuse),
+                "intra_op_num_threads": int(so.intra_op_num_threads),
+                "inter_op_num_threads": int(so.inter_op_num_threads),
+                "intra_op_allow_spinning": _config_entry(so, SPIN_ENTRY, "1") != "0",
+                **({"fixed_dimensions": dict(self._fixed)} if self._fixed else {})}
 
     def _provider_options(self) -> dict[str, Any]:
         """Options of `provider` at session creation; GPU subclasses add device, stream, precision flags."""
@@ -123,11 +172,52 @@ class OnnxRuntime(Runtime):
     def onnx_pair(self) -> tuple[Path, Path] | None:
         if self.artifact is None or self.precision is Precision.FP32:
             return None
-        return onnx_for_model(self.model, self.options.cache, self.options.exporter).path, self.artifact.path
+        return onnx_fp32(self.model, self.options).path, self.artifact.path
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "provider": self.provider,
-                "onnxruntime": getattr(self, "_ort_version", None)}
+                "onnxruntime": getattr(self, "_ort_version", None),
+                **({"session_options": self.session_options()} if self.options.variant else {})}
+
+
+def _level(so: Any, value: str, threads: int) -> None:
+    import onnxruntime as ort
+
+    levels = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+              "all": "ORT_ENABLE_ALL"}
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, levels[value])
+
+
+def _execution_mode(so: Any, value: str, threads: int) -> None:
+    import onnxruntime as ort
+
+    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL if value == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
+    if value == "parallel":
+        # independent branches run on the inter-op pool: the run's threads, at least 2 (with one inter-op thread
+        # ONNX Runtime quietly runs the session sequentially, as get_session_options() then reports)
+        so.inter_op_num_threads = max(2, threads)
+
+
+def _memory_pattern(so: Any, value: str, threads: int) -> None:
+    so.enable_mem_pattern = so.enable_mem_reuse = value == "on"
+
+
+def _spinning(so: Any, value: str, threads: int) -> None:
+    so.add_session_config_entry(SPIN_ENTRY, "1" if value == "on" else "0")
+
+
+SPIN_ENTRY = "session.intra_op.allow_spinning"
+
+
+def _config_entry(so: Any, key: str, default: str) -> str:
+    """A session config entry as set, else ONNX Runtime's default (an entry never set raises on reading)."""
+    try:
+        return str(so.get_session_config_entry(key))
+    except RuntimeError:
+        return default
+# RuntimeOptions.session keys (harness.variants.ort_session) -> how each sets an ort.SessionOptions
+SESSION_KNOBS = {"graph_optimization_level": _level, "execution_mode": _execution_mode,
+                 "memory_pattern": _memory_pattern, "intra_op_spinning": _spinning}
 
 
 class OrtCpu(OnnxRuntime):
@@ -299,6 +389,8 @@ class OrtCudaBase(OrtAccelerator):
     warmup_floor_s: ClassVar[float] = 1.0
     memory_sources: ClassVar[frozenset[str]] = frozenset({"nvml"})
     decodes: ClassVar[bool] = True
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "int8-recipe", "ort-session",
+                                                         "fixed-axes"})
     generation_io_device: ClassVar[str] = "cuda"
 
     @classmethod

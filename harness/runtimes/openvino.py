@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.artifacts import onnx_for_model
+from harness.artifacts import onnx_fp32
 from harness.errors import install_hint
 from harness.model import ModelSpec
 from harness.precision import Precision
@@ -31,6 +31,7 @@ class OpenVinoCpu(Runtime):
     """
 
     name: ClassVar[str] = "openvino-cpu"
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "int8-recipe"})
     precisions: ClassVar[frozenset[Precision]] = frozenset(_HINTS)
     description: ClassVar[str] = "OpenVINO Runtime, CPU plugin, ONNX frontend, latency/throughput hint"
 
@@ -108,7 +109,7 @@ class OpenVinoCpu(Runtime):
 
             self._onnx = onnx_for_precision(self.model, Precision.INT8, self.options)
         else:
-            self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+            self._onnx = onnx_fp32(self.model, self.options)
         self.artifact = self._onnx
         if self.precision is Precision.INT8:
             self.recipe = f"{self._onnx.meta.get('recipe', 'int8: QDQ ONNX')} (compiled by OpenVINO CPU)"

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.artifacts import onnx_for_model
+from harness.artifacts import onnx_fp32
 from harness.artifacts.trt_engine import EngineFlags, TrtEngineFromOnnx, exact_profiles, profile_ranges
 from harness.errors import ModelError, install_hint
 from harness.measure.cuda import DEVICE_RESIDENT, CudaEventTimer, torch_cuda_reason
@@ -45,6 +45,7 @@ class TensorRT(Runtime):
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tensorrt"
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph"})
     device: ClassVar[str] = "cuda"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     timing_scope: ClassVar[str] = DEVICE_RESIDENT
@@ -94,7 +95,7 @@ class TensorRT(Runtime):
 
     def _onnx_and_flags(self, trt: Any) -> tuple[Any, EngineFlags]:
         """The ONNX model to parse and the builder flags for this precision and TensorRT version."""
-        fp32 = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+        fp32 = onnx_fp32(self.model, self.options)
         has_flag = hasattr(trt.BuilderFlag, "FP16")  # removed in TensorRT 11 (strong typing only)
         if self.precision is Precision.FP32:
             return fp32, EngineFlags(strongly_typed=not has_flag)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.artifacts import onnx_for_model
+from harness.artifacts import onnx_fp32
 from harness.errors import install_hint
 from harness.model import ModelSpec
 from harness.precision import Precision
@@ -27,6 +27,7 @@ class TvmCpu(Runtime):
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tvm-cpu"
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
 
     @classmethod
@@ -86,7 +87,7 @@ class TvmCpu(Runtime):
         config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
         if config is not None:
             config(1, self.options.threads)  # kBig affinity mode with the run's thread count
-        self._onnx = onnx_for_model(self.model, self.options.cache, self.options.exporter)
+        self._onnx = onnx_fp32(self.model, self.options)
         self._target: dict[str, Any] = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
         self._device = tvm.cpu(0)
         self._vm: Any = None

@@ -354,3 +354,35 @@ def test_a_contended_measurement_is_inconclusive_never_regressed_or_pass():
     assert all(r.verdict is Verdict.PASS for r in timing if "ort-cpu" not in r.case_id)
     assert cmp.exit_code == 0
     assert "inconclusive" in verdicts_markdown(cmp)
+
+
+# ------------------------------------------------------------------ a percentile from too few samples
+def test_a_p99_gate_on_fewer_than_100_samples_is_inconclusive_not_judged():
+    """Five times slower in every sample, but 60 samples per run: the report calls the p99 n/a, so the gate does
+    not judge it (neither regressed nor pass), with the reason; the median gate on the same samples judges."""
+    p99 = parse_gate("p99:20%")
+    base, cur = samples(1.0, 60, 1), [v * 5 for v in samples(1.0, 60, 2)]
+    s = compare_samples(base, cur, p99)
+    assert s.verdict is Verdict.INCONCLUSIVE
+    assert "too few samples" in s.reason and "needs 100 samples" in s.reason and "baseline 60, current 60" in s.reason
+    assert compare_samples(base, cur, MEDIAN10).verdict is Verdict.REGRESSED
+    many_b, many_c = samples(1.0, 150, 1), [v * 5 for v in samples(1.0, 150, 2)]
+    assert compare_samples(many_b, many_c, p99).verdict is Verdict.REGRESSED
+
+
+def test_the_gated_block_decides_the_sample_count():
+    """Three blocks of 50 hold 150 samples, but the gate reads one block: p99 from 50 is not judged."""
+    p99 = parse_gate("p99:20%")
+    base = [samples(1.0, 50, s) for s in (1, 2, 3)]
+    cur = [[v * 5 for v in samples(1.0, 50, s)] for s in (4, 5, 6)]
+    assert compare_samples(base, cur, p99).verdict is Verdict.INCONCLUSIVE
+
+
+def test_compare_runs_records_the_inconclusive_p99_and_still_exits_clean():
+    cases = CASES[:1]
+    a = run_of(case_result(cases[0], samples(1.0, 40, 1)))
+    b = run_of(case_result(cases[0], [v * 3 for v in samples(1.0, 40, 2)]))
+    cmp = compare_runs(a, b, GateConfig(gates=(parse_gate("p99:20%"),)))
+    rec = next(r for r in cmp.records if r.metric == "latency_p99")
+    assert rec.verdict is Verdict.INCONCLUSIVE and "not judged" in rec.reason
+    assert cmp.exit_code == 0 and cmp.counts()["inconclusive"] == 1

@@ -273,3 +273,17 @@ def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, s
     cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
     noisy = next(r for r in cert.requirements if r.case_id == CASE1.id and r.requirement == "not_noisy")
     assert noisy.status == "FAIL" and noisy.reason.startswith("noisy: robust CV ") and cert.verdict == "FAIL"
+
+
+def test_a_percentile_requirement_on_too_few_samples_is_inconclusive(tmp_path, spec_file):
+    """p99_ms_max on 12 samples: not judged (the report shows "n/a (n=12 < 100)"), the certificate INCONCLUSIVE;
+    the p50 limit of the other case is judged as ever."""
+    res = results_file(tmp_path, case_result(CASE1, samples(2.0, 12, 1)), case_result(CASE2, samples(3.0, 12, 2)))
+    from harness.gating import load_run
+
+    cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
+    by = {(r.case_id, r.requirement): r for r in cert.requirements}
+    p99 = by[(CASE1.id, "p99_ms_max")]
+    assert p99.status == "INCONCLUSIVE" and "n/a (n=12 < 100)" in p99.reason and "not judged" in p99.reason
+    assert by[(CASE2.id, "p50_ms_max")].status == "PASS"
+    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 1

@@ -18,6 +18,8 @@ from harness.results.schema import (
     CaseId,
     CaseResult,
     RunResults,
+    AbBlock,
+    AbResult,
     ScenarioRun,
     results_from_doc,
 )
@@ -32,7 +34,7 @@ def full_case() -> CaseResult:
     keeps it so: a new field must be given a value here)."""
     samples = [1_000_000 + 1_000 * i for i in range(10)]
     return CaseResult(
-        case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu", gen=16), status="failed", reason="drift 0.2",
+        case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu", gen=16, variant="opt=basic"), status="failed", reason="drift 0.2",
         phase="accuracy", signal="SIGSEGV", stderr_tail="tail", samples_ns=samples, warmup_iters=5,
         timing_scope="host_to_host", scenario="offline", latency=latency_stats(samples).as_dict(),
         throughput_sps=3980.1, accuracy={"max_abs": 0.25, "passed": False}, reference_runtime="torch", setup_s=1.5,
@@ -53,7 +55,13 @@ def full_case() -> CaseResult:
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
                                batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],
-        end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"})
+        end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"},
+        ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
+                                                           variant="opt=basic"),
+                    order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], {"contended": False}),
+                                                AbBlock("b", 0, samples[5:], {"contended": True})],
+                    block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
+                    ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}))
 
 
 def full_run() -> RunResults:
@@ -74,6 +82,9 @@ RECORDS: dict[type, Any] = {
     CaseId: lambda d: d["cases"][0]["case"],
     Block: lambda d: d["cases"][0]["blocks"][0],
     ScenarioRun: lambda d: d["cases"][0]["scenarios"][0],
+    AbResult: lambda d: d["cases"][0]["ab"],
+    AbBlock: lambda d: d["cases"][0]["ab"]["blocks"][0],
+    BatcherRun: lambda d: d["cases"][0]["scenarios"][0]["batcher"],
 }
 
 

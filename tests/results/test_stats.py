@@ -119,3 +119,128 @@ def test_every_writer_of_throughput_uses_the_p50():
     calls = [(p.relative_to(root), m.group(0)) for p in root.rglob("*.py")
              for m in re.finditer(r"throughput_sps\([^()]*\)", p.read_text())]
     assert calls and all("p50_ms" in c for _, c in calls), calls
+
+
+# ------------------------------------------------------------------ confidence intervals, quoting, the tail flag
+def test_quantile_interval_ranks_are_the_binomial_order_statistic_bounds():
+    """Each side holds at most 2.5% (exact binomial tails, checked against scipy), and one rank further in would
+    hold more: the tightest distribution-free 95% interval with equal tail limits."""
+    from scipy import stats as st
+
+    from harness.results.stats import quantile_ci_ranks
+
+    for n, q in ((6, 0.5), (30, 0.5), (100, 0.5), (1001, 0.5), (368, 0.99), (1000, 0.99), (20_000, 0.99),
+                 (50, 0.9)):
+        lo, hi = quantile_ci_ranks(n, q)
+        assert lo is not None and hi is not None and lo < hi
+        assert st.binom.cdf(lo - 1, n, q) <= 0.025 < st.binom.cdf(lo, n, q)
+        assert st.binom.sf(hi - 1, n, q) <= 0.025 < st.binom.sf(hi - 2, n, q)
+        assert st.binom.cdf(hi - 1, n, q) - st.binom.cdf(lo - 1, n, q) >= 0.95
+
+
+def test_too_few_samples_leave_a_side_unbounded():
+    """A median needs 6 samples for a 95% interval; a p99's upper bound needs 368 (0.99^n <= 2.5%): with fewer,
+    the side is None, never a made-up bound."""
+    from harness.results.stats import quantile_ci_ranks
+
+    assert quantile_ci_ranks(5, 0.5) == (None, None)
+    assert quantile_ci_ranks(6, 0.5) == (1, 6)
+    assert quantile_ci_ranks(367, 0.99)[1] is None and quantile_ci_ranks(367, 0.99)[0] is not None
+    assert quantile_ci_ranks(368, 0.99)[1] == 368
+    s = latency_stats([1_000_000 + 1000 * i for i in range(150)])
+    assert s.p99_ci_low_ms is not None and s.p99_ci_high_ms is None
+    assert s.p50_ci_low_ms <= s.p50_ms <= s.p50_ci_high_ms
+
+
+def test_interval_covers_the_true_median_and_p99_about_95_percent_of_the_time():
+    """Coverage over seeded simulated runs of a skewed distribution with a known quantile (no timing)."""
+    from harness.results.stats import quantile_ci
+
+    rng = np.random.default_rng(7)
+    for q, n in ((0.5, 60), (0.99, 600)):
+        true = float(np.exp(0.3 * 2.3263478740408408)) if q == 0.99 else 1.0  # log-normal(0, 0.3) quantile
+        hits = 0
+        for _ in range(2000):
+            lo, hi = quantile_ci(np.sort(rng.lognormal(0.0, 0.3, size=n)), q)
+            hits += lo <= true <= hi
+        assert 0.94 <= hits / 2000 <= 0.995, (q, hits)
+
+
+def test_latency_stats_store_the_intervals_in_milliseconds():
+    rng = np.random.default_rng(3)
+    samples = (rng.lognormal(mean=14, sigma=0.1, size=2000)).astype(np.int64)
+    s = latency_stats(samples.tolist())
+    ms = np.sort(samples / 1e6)
+    assert s.ci_level == 0.95
+    assert s.p50_ci_low_ms < s.p50_ms < s.p50_ci_high_ms and s.p99_ci_low_ms < s.p99_ms < s.p99_ci_high_ms
+    assert {s.p50_ci_low_ms, s.p50_ci_high_ms, s.p99_ci_low_ms, s.p99_ci_high_ms} <= set(ms.tolist())
+
+
+def test_percentiles_are_quoted_from_enough_samples_only():
+    from harness.results.stats import min_samples, quoted, too_few_text
+
+    assert [min_samples(q) for q in (50, 90, 95, 99)] == [2, 10, 20, 100]
+    assert not quoted(99, 99) and quoted(99, 100) and quoted(90, 12) and not quoted(95, 12)
+    assert too_few_text(99, 12) == "n/a (n=12 < 100)"
+
+
+def test_tail_flag_reads_p99_over_p50_or_p90_over_p50_with_fewer_samples():
+    """Stalls at whole scheduler slices (24 ms) among 0.05 ms calls: tail-heavy, though not noisy (the middle
+    is steady); a steady case is neither; with 40 samples the flag reads p90/p50."""
+    steady = [50_000 + (i % 7) * 1_000 for i in range(1000)]
+    s = latency_stats(steady)
+    assert not s.tail_heavy and s.tail_ratio == pytest.approx(s.p99_ms / s.p50_ms)
+    stalled = list(steady)
+    for i in range(0, 1000, 50):  # 2% of the calls wait 24 ms
+        stalled[i] = 24_000_000
+    s = latency_stats(stalled)
+    assert s.tail_heavy and not s.noisy and s.tail_ratio > 100
+    few = [50_000] * 30 + [24_000_000] * 10  # 40 samples: no p99; a p90/p50 of 480
+    s = latency_stats(few)
+    assert s.tail_heavy and s.tail_ratio == pytest.approx(s.p90_ms / s.p50_ms)
+    s = latency_stats([50_000] * 5 + [24_000_000] * 3)  # 8 samples: neither p99 nor p90 is quoted
+    assert s.tail_ratio is None and not s.tail_heavy
+
+
+def test_old_latency_records_without_the_new_figures_still_load():
+    """A stored `latency` from before the intervals and the tail flag (no such keys) reads as before; the new
+    keys accept null (an unbounded side) but not text."""
+    from harness.errors import ResultsError
+    from harness.results.schema import CaseId, CaseResult, RunResults, results_from_doc
+
+    samples = [1_000_000 + 1_000 * i for i in range(10)]
+    new = latency_stats(samples).as_dict()
+    old = {k: v for k, v in new.items() if k not in ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms",
+                                                     "p99_ci_high_ms", "ci_level", "tail_ratio", "tail_heavy",
+                                                     "rcv")}
+
+    def doc(lat):
+        case = CaseResult(CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
+                          latency=lat)
+        return RunResults("r", "t", cases=[case]).as_dict()
+
+    assert results_from_doc(doc(old)).cases[0].latency == old
+    assert new["p99_ci_high_ms"] is None and results_from_doc(doc(new)).cases[0].latency == new
+    with pytest.raises(ResultsError, match="p99_ci_high_ms"):
+        results_from_doc(doc({**new, "p99_ci_high_ms": "inf"}))
+    with pytest.raises(ResultsError, match="tail_heavy"):
+        results_from_doc(doc({**new, "tail_heavy": 1}))
+
+
+def test_block_medians_and_generation_percentiles_carry_their_intervals_too():
+    """Every stored median and p99 has its interval: a block's p50 (results.json `blocks`), the generation
+    summaries (summary_ms) and the end-to-end steps (median_ci_ms), in ms rounded like the medians."""
+    from harness.results.schema import Block
+    from harness.results.stats import median_ci_ms, quantile_ci, summary_ms
+
+    samples = [1_000_000 + 3_001 * ((7 * i) % 101) for i in range(101)]
+    b = Block.measured(samples, "case")
+    lo, hi = quantile_ci(np.sort(np.asarray(samples, dtype=np.float64)), 0.5)
+    assert (b.p50_ci_low_ms, b.p50_ci_high_ms) == (round(lo / 1e6, 6), round(hi / 1e6, 6)) == median_ci_ms(samples)
+    assert b.p50_ci_low_ms < b.p50_ms < b.p50_ci_high_ms
+    assert Block.failed("died", "round").p50_ci_low_ms is None
+    assert Block.from_dict({"samples": 3, "p50_ms": 1.0}).p50_ci_high_ms is None  # written before: loads
+    assert median_ci_ms([5_000_000] * 5) == (None, None)
+    s = summary_ms(samples, (50, 90, 99))
+    assert s["p50_ci_low_ms"] < s["p50_ms"] < s["p50_ci_high_ms"]
+    assert s["p99_ci_high_ms"] is None and "p90_ci_low_ms" not in s  # 101 samples cannot bound a p99 above

@@ -18,7 +18,7 @@ from harness.config import RunConfig
 from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError
 from harness.matrix import case_ids
-from harness.measure.contention import ContentionProbe, case_contention
+from harness.measure.contention import ContentionProbe, case_contention, wait_quiet
 from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -57,7 +57,7 @@ class ForwardWorkload(Workload):
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
-        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, m.seq_lens)
+        return case_ids(m.models, m.runtimes, m.precisions, m.batch_sizes, m.seq_lens, variants=m.variants)
 
     def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
         return ForwardState(timer, defer_blocks)
@@ -84,6 +84,7 @@ class ForwardState(WorkerState):
         self._references: dict[tuple[Any, ...], Any] = {}
         self._availability: dict[type[Runtime], Availability] = {}
         self._reference_task: dict[tuple[Any, ...], float] = {}
+        self._settle: dict[str, Any] = {}  # the case's --settle record (waits, re-measured blocks)
 
     def explain(self, reason: str, case: CaseId, config: RunConfig) -> str:
         return fed_inputs_note(reason, case.model, config)
@@ -96,7 +97,7 @@ class ForwardState(WorkerState):
         spec = get_model(case.model)
         set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
-        refused = check_case(case, spec, cls, config, self._availability)
+        refused = check_case(case, spec, cls, config, self._availability) or refuse_variant(case, spec, cls)
         if refused is not None:
             return refused
         sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources)
@@ -108,12 +109,18 @@ class ForwardState(WorkerState):
     def _measure(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
                  on_phase: PhaseCallback, sampler: MemorySampler) -> CaseResult:
         precision = case.precision
-        options = runtime_options(spec, config)
+        # the variant's model and options run the case; the reference is the model's own FP32 (base options)
+        base_options = runtime_options(spec, config)
+        run_spec, options = with_variant(case, spec, base_options)
         on_phase("load")
         feed, fed = case_feed(spec, case.dims, config.inputs)
+        self._settle = {}
+        if config.measure.settle_s > 0:  # --settle: a quiet machine before the case, within the bound
+            on_phase("settle")
+            self._settle["before_case"] = wait_quiet(options.threads, config.measure.settle_s)
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
         sampler.start()
-        runtime, reused = self._activate(case, spec, cls, precision, options)
+        runtime, reused = self._activate(case, run_spec, cls, precision, options)
         on_phase("warmup")
         outputs = runtime.infer(feed)
         call = runtime.bind(feed)
@@ -122,9 +129,9 @@ class ForwardState(WorkerState):
             policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
         setup_s = runtime.setup_s
         repeats = config.measure.repeats
-        timed, blocks, runtime = self._measure_blocks(case, spec, cls, precision, options, runtime, feed, call,
+        timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
                                                       policy, repeats, lambda: on_phase("run"),
-                                                      config.measure.contention_limit)
+                                                      config.measure.contention_limit, config.measure.settle_s)
         device_timer = runtime.device_timer()
         memory = sampler.stop(MEMORY_COVERS[reused])
         noise_cv = config.measure.noise_cv
@@ -135,7 +142,7 @@ class ForwardState(WorkerState):
                                             config.inputs.seed, self.timer, block_policy(policy, repeats),
                                             runtime.synchronize, noise_cv)
         on_phase("accuracy")
-        reference, judged, ref_check = self._reference(spec, case, feed, options, runtime, outputs)
+        reference, judged, ref_check = self._reference(spec, case, feed, base_options, runtime, outputs)
         tolerance = spec.tolerance(precision, config.accuracy.tolerance_override(precision))
         accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
         accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
@@ -145,7 +152,7 @@ class ForwardState(WorkerState):
         reasons += [] if accuracy else [accuracy.message]
         split = task_split(spec, config)
         if split is not None:
-            task = self._task_accuracy(spec, case, options, runtime, tolerance.min_task_ratio, split)
+            task = self._task_accuracy(spec, case, base_options, runtime, tolerance.min_task_ratio, split)
             accuracy_dict["task"] = task.as_dict()
             if not task:
                 passed = False
@@ -167,8 +174,9 @@ class ForwardState(WorkerState):
             accuracy=accuracy_dict, reference_runtime=spec.reference,
             setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
-            feed_sha256=feed_digest(feed), model_fingerprint=spec.fingerprint(), **blocks,
-            details={**runtime.details(), **fed, "activation_reused": reused, "warmup_time_s": policy.warmup_time_s,
+            feed_sha256=feed_digest(feed), model_fingerprint=run_spec.fingerprint(), **blocks,
+            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused,
+                     **({"settle": self._settle} if self._settle else {}), "warmup_time_s": policy.warmup_time_s,
                      "model_has_torch_module": spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                      if math.isfinite(ref_check["repeat_max_abs"]) else None,
@@ -196,7 +204,7 @@ class ForwardState(WorkerState):
     def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                         options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
                         policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
-                        contention_limit: float) -> tuple[TimedRun, dict[str, Any], Runtime]:
+                        contention_limit: float, settle_s: float = 0.0) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
         Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
@@ -229,6 +237,9 @@ class ForwardState(WorkerState):
                                on_measure=_started(probe, on_measure if i == 0 else None),
                                device_timer=runtime.device_timer())
             contention = probe.stop()
+            if settle_s > 0 and (contention or {}).get("contended"):
+                t, contention = self._resettled(i, t, contention, call, block, runtime, options.threads,
+                                                contention_limit, settle_s)
             samples += t.samples_ns
             device += t.device_samples_ns
             measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats,
@@ -238,6 +249,23 @@ class ForwardState(WorkerState):
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         info["contention"] = case_contention([b.contention for b in measured])
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
+
+    def _resettled(self, i: int, t: TimedRun, contention: dict[str, Any], call: Callable[[], object],
+                   block: TimingPolicy, runtime: Runtime, threads: int, limit: float, settle_s: float
+                   ) -> tuple[TimedRun, dict[str, Any] | None]:
+        """--settle: block `i` was contended; wait (within `settle_s`) for a quiet machine and measure it again on
+        the same activation. The new block counts for the case; the contended one is kept in details["settle"]
+        with its raw samples (never lost, never in the case's percentiles)."""
+        waited = wait_quiet(threads, settle_s)
+        probe = ContentionProbe(threads, limit)
+        again = self.timer.run(call, block, runtime.synchronize, on_measure=probe.start,
+                               device_timer=runtime.device_timer())
+        after = probe.stop()
+        self._settle.setdefault("remeasured", []).append(
+            {"block": i, "samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
+             "contention": contention, "wait": waited,
+             "contended_again": bool((after or {}).get("contended"))})
+        return again, after
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """One more measurement block of an already-run case (a later round of --repeats): activation (fresh
@@ -249,11 +277,11 @@ class ForwardState(WorkerState):
         set_active_cache_dir(config.artifacts.cache_dir)
         cls = get_runtime(case.runtime)
         precision = case.precision
-        options = runtime_options(spec, config)
+        run_spec, options = with_variant(case, spec, runtime_options(spec, config))
         feed, _ = case_feed(spec, case.dims, config.inputs)
         if fresh:
             self._drop_active()
-        runtime, reused = self._activate(case, spec, cls, precision, options)
+        runtime, reused = self._activate(case, run_spec, cls, precision, options)
         try:
             runtime.infer(feed)
             call = runtime.bind(feed)
@@ -278,7 +306,7 @@ class ForwardState(WorkerState):
         acc = top1_accuracy(runtime.infer, split, case.batch, output)
         key = (spec.name, spec.fingerprint(), split.description, case.batch, options.threads, options.exporter)
         if key not in self._reference_task:
-            if runtime.name == spec.reference and runtime.precision is Precision.FP32:
+            if is_reference(runtime, spec):
                 self._reference_task[key] = acc
             else:
                 self._reference_task[key] = top1_accuracy(self._reference_rt(spec, options).infer, split,
@@ -305,7 +333,7 @@ class ForwardState(WorkerState):
         A case that is its own reference is judged by its second run against its first: 0 when the model is
         deterministic (reports show "reference"), the run-to-run difference when it is not.
         """
-        own = runtime.name == spec.reference and runtime.precision is Precision.FP32
+        own = is_reference(runtime, spec)
         key = (spec.name, tuple(sorted(case.dims.items())), feed_digest(feed))
         if any(k[0] != spec.name for k in self._references):
             self._references.clear()  # keep one model's references at a time (LM logits are large)
@@ -336,6 +364,44 @@ class ForwardState(WorkerState):
         self._drop_reference()
         self._references.clear()
         self._reference_task.clear()
+
+
+def is_reference(runtime: Runtime, spec: ModelSpec) -> bool:
+    """Whether `runtime` is the model's own FP32 reference (its reference runtime at FP32, no variant)."""
+    return runtime.name == spec.reference and runtime.precision is Precision.FP32 and runtime.options.variant is None
+
+
+def refuse_variant(case: CaseId, spec: ModelSpec, cls: type[Runtime]) -> CaseResult | None:
+    """The skipped row of a case whose runtime (or model, or precision) cannot take its variant, else None."""
+    if case.variant is None:
+        return None
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    why = variant.refusal(spec, cls.variant_hooks, cls.name, case.precision) if variant is not None else None
+    return CaseResult(case, "skipped", reason=why, model_fingerprint=spec.fingerprint()) if why else None
+
+
+def with_variant(case: CaseId, spec: ModelSpec, options: RuntimeOptions) -> tuple[ModelSpec, RuntimeOptions]:
+    """The model and runtime options a case runs with: its variant's (harness.variants) applied to the run's."""
+    if case.variant is None:
+        return spec, options
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    return variant.apply(spec, options) if variant is not None else (spec, options)
+
+
+def variant_details(case: CaseId) -> dict[str, Any]:
+    """What a variant case's knobs are, in words (CaseResult.details["variant"])."""
+    if case.variant is None:
+        return {}
+    from harness.variants import parse_variant
+
+    variant = parse_variant(case.variant)
+    knobs = variant.knobs if variant is not None else ()
+    return {"variant": {"name": case.variant,
+                        "knobs": [{"kind": k.kind.key, "value": k.value, "what": k.kind.title} for k in knobs]}}
 
 
 MEMORY_COVERS = {

@@ -1,0 +1,140 @@
+"""`harness ab`: both sides in one worker, interleaved blocks in a balanced drawn order, on a fake runtime whose
+latency is exact on a fake clock (side B, `threads=2`, costs 5% more per call)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from harness.execution import CaseRunner
+from harness.measure.timer import Timer
+from harness.results.schema import CaseId
+from harness.runtimes import register_runtime
+from harness.workloads.ab.workload import AB, block_order, side_case, slowed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+@pytest.fixture(scope="module")
+def clocked(fakes):
+    class FakeClocked(fakes.FakeOk):
+        """y = 2x; each call advances CLOCK by 100 us (+5% with 2 threads), with a seeded +-1% jitter."""
+
+        name: ClassVar[str] = "fake-clocked"
+        rng = np.random.default_rng(0)
+
+        def _infer(self, prepared: Any) -> dict[str, Any]:
+            slower = 1.05 if self.options.threads == 2 else 1.0
+            CLOCK.now += int(100_000 * slower * (1 + 0.01 * self.rng.standard_normal()))
+            return {"y": prepared["x"] * 2.0}
+
+    return register_runtime(FakeClocked, replace=True)
+
+
+def _config(tmp_path, a="base", b="threads=2", **extra):
+    from harness.options import OPTIONS, parse_run_options
+
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-clocked", batch_sizes="1", threads="1", warmup="2",
+               ab_a=a, ab_b=b, ab_block_time="0.002", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"),
+               **extra)
+    return parse_run_options(raw, workload="ab")
+
+
+def test_a_planted_5_percent_is_regressed_and_an_equal_pair_passes(tmp_path, clocked):
+    runner = CaseRunner(timer=Timer(CLOCK))
+    (case,) = AB.cases(_config(tmp_path))
+    assert case == CaseId("fake-linear", "fake-clocked", "fp32", 1, None, "cpu")
+    r = runner.run(case, _config(tmp_path))
+    ab = r.ab
+    assert r.status == "failed" and ab.verdict == "regressed" and r.reason == ab.reason, ab.reason
+    assert ab.ci_low > 1.0 and abs(ab.ratio - 1.05) < 0.01 and ab.pairs_used == 10
+    assert ab.b_case == CaseId("fake-linear", "fake-clocked", "fp32", 1, None, "cpu", variant="threads=2")
+    assert sorted(ab.order) == ["ab"] * 5 + ["ba"] * 5  # balanced
+    # blocks in the drawn order, each side once per pair, each at least 5 calls and the block time
+    assert [b.side for b in ab.blocks] == [s for o in ab.order for s in o]
+    assert all(len(b.samples_ns) >= 5 and sum(b.samples_ns) >= 1_900_000 for b in ab.blocks)  # 2 ms of ~100 us calls
+    assert r.samples_ns == [x for b in ab.blocks if b.side == "a" for x in b.samples_ns]
+    assert ab.b_vs_a["passed"] and ab.b_vs_a["max_abs"] == 0.0
+    same = runner.run(case, _config(tmp_path, b="base"))
+    assert same.ab.verdict == "pass" and same.ab.ci_low < 1.0 < same.ab.ci_high, same.ab.reason
+    improved = runner.run(AB.cases(_config(tmp_path, a="threads=2", b="base"))[0],
+                          _config(tmp_path, a="threads=2", b="base"))
+    assert improved.case.variant == "threads=2" and improved.ab.verdict == "improved"
+
+
+def test_a_side_the_runtime_cannot_take_is_the_cases_skip(tmp_path, clocked):
+    config = _config(tmp_path, b="opt=basic")
+    r = CaseRunner(timer=Timer(CLOCK)).run(AB.cases(config)[0], config)
+    assert r.status == "skipped" and r.reason.startswith("side B (fake-linear-fake-clocked-fp32-b1~opt=basic): ")
+    assert "ort-session" in r.reason
+
+
+def test_block_order_is_balanced_and_seeded():
+    assert block_order(10, 0) == block_order(10, 0) and block_order(10, 0) != block_order(10, 1)
+    odd = block_order(7, 3)
+    assert len(odd) == 7 and abs(odd.count("ab") - odd.count("ba")) == 1
+    c = CaseId("m", "ort-cpu", "fp32", 1, None, "cpu")
+    assert side_case(c, "model:other").model == "other" and side_case(c, "opt=basic").variant == "opt=basic"
+
+
+def test_the_planted_slowdown_spins_on_the_clock():
+    t = {"now": 0}
+
+    def clock():
+        t["now"] += 1_000
+        return t["now"]
+
+    calls = []
+    run = slowed(lambda: calls.append(1), 50_000, clock)
+    run()
+    assert calls == [1] and 50_000 <= t["now"] <= 52_000
+
+
+def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake_env):
+    """Two ONNX files through `harness ab` in a supervised worker: B has twice the work of A (a second MatMul
+    chain) and is regressed; the JSON keeps both sides' blocks."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(path, depth):
+        w = numpy_helper.from_array(np.eye(256, dtype=np.float32), "w")
+        nodes, x = [], "x"
+        for i in range(depth):
+            nodes.append(helper.make_node("MatMul", [x, "w"], [f"h{i}"]))
+            x = f"h{i}"
+        nodes.append(helper.make_node("Identity", [x], ["y"]))
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])], [w])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, str(path))
+        return str(path)
+
+    a, b = model(tmp_path / "a.onnx", 8), model(tmp_path / "b.onnx", 32)
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "ab", a, b, "--runtimes", "ort-cpu", "--batch-sizes",
+                        "64", "--threads", "1", "--ab-pairs", "6", "--ab-block-time", "0.05", "--out", str(out)],
+                       env=fake_env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "a-ort-cpu-fp32-b64 vs b: regressed - B/A " in p.stdout
+    doc = json.loads((out / "results.json").read_text())
+    (case,) = doc["cases"]
+    assert case["ab"]["b_case"]["model"] == "b" and len(case["ab"]["blocks"]) == 12
+    assert not case["ab"]["b_vs_a"]["passed"] or case["ab"]["b_vs_a"]["max_abs"] == 0.0
+    html = (out / "report.html").read_text()
+    assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "6 of 6" in html

@@ -1,0 +1,79 @@
+"""The paired verdict of an interleaved A/B measurement, on block samples with known ratios."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.gating.ab import judge_ab
+from harness.gating.verdicts import Verdict
+from harness.results.schema import AbBlock
+
+
+def _blocks(ratio, pairs=10, noise=0.01, seed=0, contended=()):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(pairs):
+        drift = 1 + 0.3 * np.sin(i)  # the machine's slow drift: both blocks of a pair share it
+        for side, r in (("a", 1.0), ("b", ratio)):
+            samples = (1_000_000 * drift * r * (1 + noise * rng.standard_normal(40))).astype(int).tolist()
+            c = {"contended": True, "cause": "2 threads, 1.0 core free"} if (i, side) in contended else None
+            out.append(AbBlock(side, i, samples, c))
+    return out
+
+
+def test_a_planted_5_percent_is_found_and_an_equal_pair_is_not():
+    v = judge_ab(_blocks(1.05))
+    assert v.verdict is Verdict.REGRESSED and v.ratio.low > 1.0 and abs(v.ratio.ratio - 1.05) < 0.01
+    assert v.reason.startswith("B/A 1.05") and "99% interval, 10 pairs" in v.reason
+    assert judge_ab(_blocks(1 / 1.05)).verdict is Verdict.IMPROVED
+    same = judge_ab(_blocks(1.0))
+    assert same.verdict is Verdict.PASS and same.ratio.low < 1.0 < same.ratio.high
+
+
+def test_drift_between_pairs_does_not_count_against_b():
+    """A 30% swing of the machine across pairs (sin drift above) is shared by each pair: no false alarm."""
+    for seed in range(20):
+        assert judge_ab(_blocks(1.0, seed=seed)).verdict is Verdict.PASS
+
+
+def test_small_and_unclear_effects():
+    assert judge_ab(_blocks(1.01, noise=0.001)).verdict is Verdict.PASS  # real, under the 2% minimum effect
+    wide = judge_ab(_blocks(1.04, pairs=4, noise=0.3, seed=3))
+    assert wide.verdict is Verdict.NOISE and "too wide to rule out a 4% change" in wide.reason  # never a pass
+    assert judge_ab(_blocks(1.05), min_effect=0.10).verdict is Verdict.PASS
+
+
+def test_contended_pairs_are_left_out_or_make_it_inconclusive():
+    few = judge_ab(_blocks(1.05, contended={(0, "a"), (3, "b")}))
+    assert few.verdict is Verdict.REGRESSED and few.pairs_used == 8 and few.ratio.pairs == 8
+    most = judge_ab(_blocks(1.05, contended={(i, "b") for i in range(7)}))
+    assert most.verdict is Verdict.INCONCLUSIVE and most.ratio is None
+    assert most.reason.startswith("contended: 7 of 10 pairs") and "(2 threads, 1.0 core free)" in most.reason
+
+
+@pytest.mark.parametrize("pairs", [0, 1, 3])
+def test_too_few_pairs_is_inconclusive(pairs):
+    v = judge_ab(_blocks(1.5, pairs=pairs))
+    assert v.verdict is Verdict.INCONCLUSIVE and "at least 4" in v.reason
+
+
+def test_gate_check_of_ab_counts_false_alarms_and_power():
+    from harness.gating.gatecheck import ab_gate_check
+    from harness.results.schema import CaseId
+
+    cases = [CaseId("m", "r", "fp32", 1, None, "cpu"), CaseId("n", "r", "fp32", 1, None, "cpu")]
+
+    def verdict_of(case, inject, trial):  # a planted gate: 5% found from trial 1 on, one A/A false alarm
+        if inject == 0.0:
+            return "regressed" if (case.model, trial) == ("m", 3) else "pass"
+        return "regressed" if inject >= 0.10 or trial > 0 else "noise"
+
+    ran = []
+    r = ab_gate_check(cases, verdict_of, trials=10, levels=(0.05, 0.10),
+                      execute=lambda fn, *a: ran.append(a[-1]) or fn(*a))
+    assert ran == list(range(10))  # one execute (one worker session) per trial
+    assert r.aa == {"pass": 19, "regressed": 1} and r.false_alarm_rate == 0.05
+    assert r.power(0.05) == 0.9 and r.power(0.10) == 1.0 and r.smallest_detected == 0.10
+    md = r.markdown()
+    assert "| 0% (A/A) | 20 | pass 19, regressed 1 | false alarms 5.0% |" in md and "95% power: 10%" in md

@@ -1,0 +1,77 @@
+"""--settle: waiting for a quiet machine (fake kernel readings) and re-measuring a contended block."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.measure.contention import Snapshot, wait_quiet
+
+
+class FakeMachine:
+    """Snapshots whose other-process CPU use per window follows `others` (cores), one value per window."""
+
+    def __init__(self, others):
+        self.others, self.t, self.busy, self.reads = list(others), 0, 0.0, 0
+
+    def read(self):
+        self.reads += 1
+        return Snapshot(self.t, None, None, None, 0.0, None, None, self.busy)
+
+    def sleep(self, s):
+        load = self.others.pop(0) if self.others else 0.0
+        self.t += int(s * 1e9)
+        self.busy += load * s
+
+
+def test_waits_until_enough_cores_are_free(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    m = FakeMachine([2.0, 1.5, 0.9, 0.0])
+    got = wait_quiet(1, timeout_s=60, read=m.read, sleep=m.sleep)
+    assert got["quiet"] and got["looks"] == 3 and got["cores_free"] == pytest.approx(1.1)
+
+
+def test_gives_up_at_the_bound_and_says_so(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    m = FakeMachine([2.0] * 100)
+    got = wait_quiet(2, timeout_s=0.0, read=m.read, sleep=m.sleep)
+    assert not got["quiet"] and got["looks"] == 1 and got["cores_free"] == 0.0
+
+
+def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeypatch, fakes):
+    from harness.execution import CaseRunner
+    from harness.options import OPTIONS, parse_run_options
+    from harness.results.schema import CaseId
+    from harness.workloads.forward import workload as fw
+
+    class Probe:  # the first block is contended, every later one clean
+        calls = 0
+
+        def __init__(self, threads, limit):
+            pass
+
+        def start(self):
+            pass
+
+        def stop(self):
+            Probe.calls += 1
+            if Probe.calls == 1:
+                return {"contended": True, "cause": "planted", "wait_fraction": 0.5}
+            return {"contended": False, "wait_fraction": 0.0}
+
+    waits = []
+    monkeypatch.setattr(fw, "ContentionProbe", Probe)
+    monkeypatch.setattr(fw, "wait_quiet", lambda threads, s: waits.append(s) or {"quiet": True, "waited_s": 0.1})
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="2", min_time="0.01", min_iters="3",
+               warmup="1", repeats="2", settle="5", threads="1", cache_dir=str(tmp_path / "c"),
+               out=str(tmp_path / "o"))
+    config = parse_run_options(raw)
+    assert config.measure.settle_s == 5.0
+    r = CaseRunner().run(CaseId("fake-linear", "fake-ok", "fp32", 2, None, "cpu"), config)
+    settle = r.details["settle"]
+    assert waits == [5.0, 5.0]  # before the case, then before the re-measure
+    (again,) = settle["remeasured"]
+    assert again["block"] == 0 and again["contention"]["cause"] == "planted" and not again["contended_again"]
+    assert len(again["samples_ns"]) >= 2  # the contended block's raw samples, kept
+    assert not r.contention["contended"] and r.contention["blocks"] == 2  # the case is judged on clean blocks
+    assert sum(b.samples for b in r.blocks) == len(r.samples_ns)
