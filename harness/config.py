@@ -99,6 +99,19 @@ class AccuracyConfig:
         return Tolerance(**bounds) if bounds else None
 
 
+@dataclass(frozen=True)
+class BatcherPolicy:
+    """--batcher: a dynamic batcher in front of the runtime for the LoadGen Server and Offline scenarios
+    (harness.workloads.forward.batcher): queued samples go out as one call when `max_batch` are waiting or the
+    oldest has waited `max_wait_ms`, whichever comes first."""
+
+    max_batch: int
+    max_wait_ms: float
+
+    def describe(self) -> str:
+        return f"max={self.max_batch},wait={self.max_wait_ms:g}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadgenConfig:
     """MLPerf LoadGen scenarios run on every measured forward case (harness.workloads.forward.scenarios)."""
@@ -109,8 +122,12 @@ class LoadgenConfig:
     server_qps: float | None = None  # a fixed Server target QPS (None: search for the highest VALID one)
     server_latency_ms: float | None = None  # the Server p99 bound (None: derived from the measured latency)
     server_tries: int = 4  # Server search: LoadGen tests tried
+    batcher: BatcherPolicy | None = None  # --batcher: Server and Offline through a dynamic batcher (None: none)
 
     def __post_init__(self) -> None:
+        if self.batcher is not None and not {"server", "offline"} & set(self.scenarios):
+            raise UsageError(f"--batcher {self.batcher.describe()} serves the server and offline scenarios; "
+                             f"--scenarios has neither ({', '.join(self.scenarios) or 'none'})")
         if self.server_qps and self.server_qps * max(self.scenario_duration_s, 1.0) > MAX_SERVER_QUERIES:
             raise UsageError(
                 f"--server-qps {self.server_qps:g} x --scenario-duration {self.scenario_duration_s:g} s asks LoadGen "

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.int8 import CALIBRATION_METHODS, INT8_METHODS
-from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, RunConfig, section_of
+from harness.config import COMPILE_MODES, EXPORTERS, QUICK_TAG, BatcherPolicy, RunConfig, section_of
 from harness.errors import UsageError
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
@@ -133,6 +133,40 @@ def scenario_names(text: Any, what: str) -> tuple[str, ...]:
         if n not in SCENARIO_NAMES:
             raise UsageError(f"--{what} {n!r}: valid scenarios: {', '.join(SCENARIO_NAMES)}, or all")
     return given
+
+
+MAX_BATCHER_BATCH = 1024  # --batcher max: the batcher binds one feed per batch size 1..max before the tests
+MAX_BATCHER_WAIT_MS = 10_000.0
+
+
+def batcher_policy(text: Any, what: str) -> BatcherPolicy:
+    """`max=N,wait=MS`: the dynamic batcher's largest batch (1..1024 samples) and the longest the oldest queued
+    sample waits (ms, 0..10000) before a batch that is not full goes out."""
+    spelling = f"--{what} {str(text)!r}"
+    values: dict[str, str] = {}
+    for part in str(text).split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or key not in ("max", "wait") or not value.strip():
+            raise UsageError(f"{spelling}: expected max=N,wait=MS (e.g. max=8,wait=2), not {part.strip()!r}")
+        if key in values:
+            raise UsageError(f"{spelling}: {key} given twice")
+        values[key] = value.strip()
+    missing = [k for k in ("max", "wait") if k not in values]
+    if missing:
+        raise UsageError(f"{spelling}: {' and '.join(missing)} missing (e.g. max=8,wait=2)")
+    try:
+        max_batch = int(values["max"])
+    except ValueError:
+        raise UsageError(f"{spelling}: max {values['max']!r} is not a whole number of samples") from None
+    try:
+        wait = float(values["wait"])
+    except ValueError:
+        raise UsageError(f"{spelling}: wait {values['wait']!r} is not a number of ms") from None
+    if not 1 <= max_batch <= MAX_BATCHER_BATCH:
+        raise UsageError(f"{spelling}: max {max_batch} is outside 1..{MAX_BATCHER_BATCH}")
+    if not 0.0 <= wait <= MAX_BATCHER_WAIT_MS:  # also refuses nan and inf
+        raise UsageError(f"{spelling}: wait {values['wait']} ms is outside 0..{MAX_BATCHER_WAIT_MS:g}")
+    return BatcherPolicy(max_batch, wait)
 
 
 def feeds_file(text: Any, what: str) -> str:
@@ -429,6 +463,12 @@ SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
               field="server_latency_ms", parse=float_at_least(1e-3)),
     OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
                               "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
+    OptionDef("batcher", "serve the Server and Offline scenarios through a dynamic batcher: queued samples go to "
+                         "the runtime as one call of a batch-N feed when max are waiting or the oldest has waited "
+                         "wait ms, whichever is first; its batch sizes and queue waits are stored with each test "
+                         "(default: none: each call takes what is queued, up to the case's batch). A model with "
+                         "a fixed batch cannot batch: those tests are skipped with the reason. See "
+                         "docs/scenarios.md", "max=N,wait=MS", field="batcher", parse=batcher_policy),
 ))
 OUTPUTS = OptionGroup("outputs", "outputs", (
     OptionDef("out", "output folder (default: reports/YYYYmmdd-HHMMSS, with reports/latest pointing at it)",

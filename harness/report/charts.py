@@ -278,6 +278,43 @@ def xy_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_labe
         return _to_svg(fig, title, tips, repr(series))
 
 
+def curve_chart(series: dict[str, list[tuple[float, float, str]]], *, title: str, x_label: str, y_label: str,
+                bounds: dict[str, float] | None = None, dashed: Sequence[str] = (), width: int = 560,
+                height: int = 280) -> str:
+    """Measured points joined in x order, one line per series, each point with its tooltip (x, y, tip), e.g. a
+    batcher's p99 latency over the throughput it served. A series named in `dashed` is drawn dashed in the colour
+    of the series before it (p50 under its p99); `bounds`: grey dashed horizontal lines (a latency bound). The y
+    axis turns logarithmic when the values span more than 30x (a queue that grew beside ones that did not)."""
+    tips: dict[str, str] = {}
+    ys = [y for pts in series.values() for _, y, _ in pts if y > 0] + [y for y in (bounds or {}).values() if y > 0]
+    log = bool(ys) and max(ys) / min(ys) > 30
+    with _figure(width, height) as fig:
+        ax = fig.add_subplot()
+        c = -1
+        for i, (name, pts) in enumerate(series.items()):
+            c += name not in dashed or c < 0
+            pts = sorted(pts)
+            ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], color=color(c), lw=1.5, marker="o", ms=4,
+                    ls="--" if name in dashed else "-", label=_text(name))
+            for j, (x, y, tip) in enumerate(pts):
+                gid = f"pt{i}-{j}"
+                ax.plot([x], [y], "o", color=color(c), ms=7, alpha=0)[0].set_gid(gid)
+                tips[gid] = f"{name}: {tip}"
+        for name, y in (bounds or {}).items():
+            ax.axhline(y, color="#888888", lw=1, ls=(0, (4, 3)), label=_text(name))
+        ax.set_xlim(left=0)
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        nice_axis(ax, "x")
+        nice_axis(ax, "y", log=log)
+        ax.set_xlabel(_text(x_label))
+        ax.set_ylabel(_text(y_label + (" (log)" if log else "")))
+        _legend(fig, ax, len(series) + len(bounds or {}))
+        return _to_svg(fig, title, tips, repr((series, bounds, tuple(dashed))))
+
+
 def chart(draw: Callable[[Any, Any, dict[str, str]], None], *, title: str, width: int, height: int,
           salt: str = "") -> str:
     """A chart drawn by `draw(fig, ax, tips)` on one axes, as inline SVG (for other modules of report/)."""

@@ -227,7 +227,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         tables_by_model=by_model, batch_charts=_batch_charts(tables),
         tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
         end_to_end=end_to_end_tables(runs), variants=variant_tables(forward), ab=ab_rows(runs),
-        scenarios=scenario_rows(all_cases),
+        scenarios=scenario_rows(all_cases), batcher=batcher_sections(all_cases, len(runs) > 1),
         models=models, refs=refs, onnx_only=onnx_only,
         rows=rows, fmt=_fmt,
         dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),
@@ -256,6 +256,57 @@ def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, 
                 "search": ", ".join(f"{_fmt(t.target_qps)} {t.result}" for t in tries) if len(tries) > 1 else "",
                 "reasons": "; ".join(r.reasons or ([r.error] if r.error else []))})
     return out
+
+
+def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str, dict[str, Any]]:
+    """--batcher: per model with a batched LoadGen test, the latency/throughput curve of its Server tests (p99
+    and p50 latency over the completed samples/s, one line per case, batched or not: a run without --batcher
+    reported beside one draws the plain SUT's curve with it) and a row per batched test with its batches."""
+    out: dict[str, dict[str, Any]] = {}
+    batched_models = {c.case.model for _, c in all_cases for r in (getattr(c, "scenarios", None) or []) if r.batcher}
+    for label, c in all_cases:
+        if c.case.model not in batched_models:
+            continue
+        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        section = out.setdefault(c.case.model, {"series": {}, "bounds": {}, "rows": []})
+        server = [r for r in runs if r.scenario == "server" and r.samples_per_s and r.latency_ms.get("p99")]
+        policy = next((r.batcher for r in runs if r.batcher), None)
+        name = (f"{c.case.runtime} b{c.case.batch}" + (f" {label}" if multi else "")
+                + (f", batcher max {policy.max_batch} wait {_fmt(policy.max_wait_ms)} ms" if policy else ", no batcher"))
+        for pct in ("p99", "p50"):
+            pts = [(float(r.samples_per_s or 0.0), float(r.latency_ms[pct]),
+                    f"{_fmt(r.samples_per_s)} samples/s (target {_fmt(r.target_qps)} QPS, {r.result}): {pct} "
+                    f"{_fmt(r.latency_ms[pct])} ms" + (f", mean batch {_fmt(r.batcher.mean_batch)}"
+                                                      if r.batcher else ""))
+                   for r in server if r.latency_ms.get(pct) is not None]
+            if pts:
+                section["series"][f"{name} {pct}"] = pts
+        for r in server:
+            if r.target_latency_ms:
+                section["bounds"][f"p99 bound {_fmt(r.target_latency_ms)} ms"] = float(r.target_latency_ms)
+        for r in runs:
+            b = r.batcher
+            if b is None and not (policy and r.scenario in ("server", "offline")):
+                continue
+            section["rows"].append({
+                "label": label, "case": c.case, "run": r, "batcher": b,
+                "histogram": " ".join(f"{i + 1}:{n}" for i, n in enumerate(b.batch_sizes) if n) if b else "",
+                "reason": "; ".join(r.reasons or ([r.error] if r.error else []))})
+    for section in out.values():
+        section["chart"] = Markup(charts.curve_chart(
+            section["series"], title="Latency over throughput, LoadGen Server tests", x_label="completed samples/s",
+            y_label="latency ms", bounds=section["bounds"],
+            dashed=[n for n in section["series"] if n.endswith(" p50")])) if section["series"] else None
+    return out
+
+
+def _batcher_cell(r: ScenarioRun) -> str:
+    """A batched test's batches in brief (Markdown): the policy, the mean batch and the queue wait's p99."""
+    b = r.batcher
+    if b is None:
+        return ""
+    return (f"max {b.max_batch} wait {_fmt(b.max_wait_ms)} ms: mean batch {_fmt(b.mean_batch)}, queue wait p99 "
+            f"{_fmt(b.queue_wait_ms.get('p99'))} ms")
 
 
 def _headline(r: ScenarioRun, tries: int) -> str:
@@ -349,8 +400,11 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
             lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     scen = [{"case": r["case"].id, **({"source": r["label"]} if len(runs) > 1 else {}), "scenario": r["run"].scenario,
-             "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200]}
+             "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200],
+             "batcher": _batcher_cell(r["run"])}
             for rows in scenario_rows(all_cases).values() for r in rows]
+    if not any(row["batcher"] for row in scen):  # the column only where --batcher ran
+        scen = [{k: v for k, v in row.items() if k != "batcher"} for row in scen]
     if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
         lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
     lines += generation_markdown(runs, labels, _md_table)

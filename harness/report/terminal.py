@@ -6,7 +6,7 @@ import pandas as pd
 
 from harness.display import visible
 from harness.report.tables import cases_frame, drift_cell, flags_text, percentile_text
-from harness.results.schema import RunResults
+from harness.results.schema import RunResults, ScenarioRun
 
 
 def terminal_table(run: RunResults, width: int = 160) -> str:
@@ -84,7 +84,7 @@ def scenario_lines(run: RunResults) -> list[str]:
                       "multi-stream": (f"p99 {r.query_latency_ms.get('p99'):.3g} ms per query"
                                        if r.query_latency_ms.get("p99") else ""),
                       "offline": f"{r.samples_per_s:.4g} samples/s" if r.samples_per_s else ""}[r.scenario]
-            parts.append(_verdict(r.scenario, r.result, figure, r))
+            parts.append(_verdict(r.scenario, r.result, _batched(figure, r), r))
         tries = [r for r in runs if r.scenario == "server"]
         if tries:
             peak = peak_server(list(runs))
@@ -96,9 +96,20 @@ def scenario_lines(run: RunResults) -> list[str]:
                     bound += f" ({peak.target_latency_basis})"
             valid = sum(r.result == "VALID" for r in tries)
             figure = f"{peak.target_qps:g} QPS, {bound}" if peak.target_qps else bound
-            parts.append(_verdict("server", peak.result, f"{figure}; {valid} of {len(tries)} tries VALID", peak))
+            parts.append(_verdict("server", peak.result,
+                                  _batched(f"{figure}; {valid} of {len(tries)} tries VALID", peak), peak))
         out.append(f"{c.case.id}: LoadGen " + "; ".join(parts))
     return out
+
+
+def _batched(figure: str, r: ScenarioRun) -> str:
+    """The figure, with the dynamic batcher's mean batch and queue-wait p99 where the test went through it."""
+    b = r.batcher
+    if b is None or b.mean_batch is None:
+        return figure
+    wait = b.queue_wait_ms.get("p99")
+    return (f"{figure} (batcher max {b.max_batch} wait {b.max_wait_ms:g} ms: mean batch {b.mean_batch:.3g}"
+            + (f", queue wait p99 {wait:.3g} ms)" if wait is not None else ")"))
 
 
 def _verdict(name: str, result: str, figure: str, r: object) -> str:

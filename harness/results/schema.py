@@ -180,6 +180,35 @@ SCENARIO_RESULTS: tuple[str, ...] = get_args(ScenarioResult)
 
 
 @dataclass
+class BatcherRun:
+    """What the dynamic batcher (--batcher) did during one LoadGen test: its policy, how many samples each call
+    took (`batch_sizes[i]`: the calls of i + 1 samples) and how long samples waited in its queue, from LoadGen
+    handing them over to their call starting (p50, p90, p99, mean, max, in ms). LoadGen's latency of a sample is
+    this wait, plus its call, plus LoadGen's own overhead."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    max_batch: Shape
+    max_wait_ms: NonNegative
+    batch_sizes: Annotated[list[Count], Strict()] = field(default_factory=list)
+    queue_wait_ms: Figures = field(default_factory=dict)
+    full_batches: Count = 0  # calls that went out because max_batch samples were waiting (the rest: max_wait)
+
+    @property
+    def batches(self) -> int:
+        return sum(self.batch_sizes)
+
+    @property
+    def samples(self) -> int:
+        return sum((i + 1) * n for i, n in enumerate(self.batch_sizes))
+
+    @property
+    def mean_batch(self) -> float | None:
+        """Samples per call, derived from the histogram (never stored beside it)."""
+        return self.samples / self.batches if self.batches else None
+
+
+@dataclass
 class ScenarioRun:
     """One MLPerf LoadGen test of a case (--scenarios; harness.execution.scenarios), as LoadGen's log says it.
 
@@ -219,8 +248,11 @@ class ScenarioRun:
     wall_s: NonNegative | None = None
     log_dir: Text | None = None  # LoadGen's summary and detail logs, relative to the run folder
     error: Text | None = None
+    batcher: BatcherRun | None = None  # --batcher: the server and offline tests' batches and queue waits
 
     def __post_init__(self) -> None:
+        if isinstance(self.batcher, dict):
+            self.batcher = BatcherRun(**self.batcher)
         if self.scenario not in SCENARIO_NAMES:
             raise ValueError(f"unknown scenario {self.scenario!r}; valid: {SCENARIO_NAMES}")
         if self.result not in SCENARIO_RESULTS:

@@ -91,6 +91,12 @@ class _Verdicts:
     def pace_s(self, fallback_s):
         return fallback_s
 
+    def per_call(self, scenario):
+        return self.batch
+
+    def pace_for(self, scenario, fallback_s):
+        return fallback_s
+
     def test(self, scenario, config, p50_s, log_dir, qps=None):
         self.asked.append(qps)
         return ScenarioRun("server", "VALID" if qps <= self.peak else "INVALID", target_qps=qps)

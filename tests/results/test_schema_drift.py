@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from harness.precision import Precision
 from harness.results.schema import (
     SCHEMA_VERSION,
+    BatcherRun,
     Block,
     CaseId,
     CaseResult,
@@ -52,7 +53,8 @@ def full_case() -> CaseResult:
                                early_stopping_ms=2.1, target_qps=100.0, target_latency_ms=10.0,
                                target_latency_percentile=0.99, target_latency_basis="--server-latency",
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
-                               call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e")],
+                               call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
+                               batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],
         end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"},
         ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
                                                            variant="opt=basic"),
@@ -82,6 +84,7 @@ RECORDS: dict[type, Any] = {
     ScenarioRun: lambda d: d["cases"][0]["scenarios"][0],
     AbResult: lambda d: d["cases"][0]["ab"],
     AbBlock: lambda d: d["cases"][0]["ab"]["blocks"][0],
+    BatcherRun: lambda d: d["cases"][0]["scenarios"][0]["batcher"],
 }
 
 
@@ -114,7 +117,7 @@ def test_full_case_sets_every_field() -> None:
     """The round trip below covers every field only if the fixture sets each one away from its default (in at
     least one of the records of its type; schema_version can only be the current one)."""
     case = full_case()
-    for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios):
+    for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher]):
         for f in dataclasses.fields(records[0]):
             if f.name == "schema_version":
                 continue

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
+from harness.model import ModelSpec
 from harness.results.schema import CaseId, ScenarioRun
+from harness.workloads.forward.batcher import STOP, Batcher, batch_feeds, batch_refusal
 
 # LoadGen's names of the scenarios
 LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "server": "Server",
@@ -40,13 +42,16 @@ _PCTS = (("50.00", "p50"), ("90.00", "p90"), ("95.00", "p95"), ("97.00", "p97"),
          ("99.90", "p99.9"))
 
 Phase = Callable[[str], None]
+BATCHED = ("server", "offline")  # the scenarios --batcher serves
 
 
 def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: RunConfig, timed_p50_ms: float,
-                  on_phase: Phase = lambda phase: None) -> list[ScenarioRun]:
+                  on_phase: Phase = lambda phase: None, spec: ModelSpec | None = None) -> list[ScenarioRun]:
     """Every scenario the run asks for (config.loadgen.scenarios; none: []) on `runtime`, already activated and warm,
     with `feed` (the case's batch) as the query sample library. A scenario that fails is a record with
-    result "error", never the case's failure. Offline runs before Server, whose search starts from it."""
+    result "error", never the case's failure. Offline runs before Server, whose search starts from it.
+    --batcher: Server and Offline go through the dynamic batcher, its feeds of batch 1..max cut from `feed`
+    along `spec`'s batch axis (a model that cannot batch: those tests are skipped with the reason)."""
     wanted = tuple(config.loadgen.scenarios)
     if not wanted:
         return []
@@ -58,6 +63,15 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: RunC
     try:
         sut = RuntimeSut(runtime.bind(feed), runtime.synchronize, case.batch,
                          deadline=time.perf_counter() + budget_s)
+        policy = config.loadgen.batcher
+        if policy is not None and any(name in BATCHED for name in order):
+            refused = "--batcher: the case's model is unknown here" if spec is None else batch_refusal(spec, runtime)
+            if refused:
+                sut.batcher_refusal = refused
+            else:
+                assert spec is not None
+                calls = [runtime.bind(f) for f in batch_feeds(spec, feed, policy.max_batch)]
+                sut.batcher = Batcher(policy, calls, runtime.synchronize, _complete)
     except Exception as exc:  # noqa: BLE001 - a scenario's failure is its record, never the case's
         return [ScenarioRun(name, "error", error=f"binding the feed: {type(exc).__name__}: {exc}") for name in order]
     logs = _log_root(config, case)
@@ -86,7 +100,7 @@ def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps:
     fixed = config.loadgen.server_qps
     if fixed:
         return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
-    capacity = offline_sps or sut.batch / sut.pace_s(p50_s)
+    capacity = offline_sps or sut.per_call("server") / sut.pace_for("server", p50_s)
     lo, hi = 0.0, capacity
     tries: list[ScenarioRun] = []
     for step in range(1, max(1, int(config.loadgen.server_tries)) + 1):
@@ -106,7 +120,8 @@ class RuntimeSut:
     activated the runtime and ran its timed loop (so a GPU runtime's context and stream stay its own) takes
     up to `batch` of them per call of the case's feed (the same bound call as the timed loop: a batch that is
     not full is padded), synchronises the device, then tells LoadGen they are complete. Samples carry no
-    output data (performance mode)."""
+    output data (performance mode). With --batcher, the Server and Offline tests are served by a Batcher
+    (harness.workloads.forward.batcher) on this same thread instead: one call per batch of its own size."""
 
     def __init__(self, call: Callable[[], object], synchronize: Callable[[], None], batch: int,
                  deadline: float = math.inf) -> None:
@@ -116,13 +131,26 @@ class RuntimeSut:
         self.default_bound_ms: float | None = None  # the Server p99 bound without --server-latency (server_bound)
         self.bound_basis: str | None = None  # what the Server bound came from, in words
         self.error: str | None = None
+        self.batcher: Batcher | None = None  # --batcher: serves the Server and Offline tests
+        self.batcher_refusal: str | None = None  # --batcher asked, and why this case cannot batch
+        self.batched_ns: list[int] = []  # the batcher's full-batch calls timed before the tests (calibrate)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._stop = object()
+        self._stop = STOP
 
     def issue(self, samples: Any) -> None:
-        """LoadGen's issue_query (called on LoadGen's threads): queue the samples for the serving thread."""
+        """LoadGen's issue_query (called on LoadGen's threads): queue the samples, with their arrival time, for
+        the serving thread."""
+        now = time.perf_counter_ns()
         for s in samples:
-            self._queue.put(s)
+            self._queue.put((s, now))
+
+    def batched(self, scenario: str) -> bool:
+        """Whether this scenario's test goes through the dynamic batcher."""
+        return self.batcher is not None and scenario in BATCHED
+
+    def per_call(self, scenario: str) -> int:
+        """The most samples one call of this scenario's test serves."""
+        return self.batcher.policy.max_batch if self.batched(scenario) and self.batcher else self.batch
 
     def flush(self) -> None:
         pass
@@ -136,7 +164,7 @@ class RuntimeSut:
             first = self._queue.get()
             if first is self._stop:
                 return
-            chunk = [first]
+            chunk = [first[0]]
             while len(chunk) < self.batch:
                 try:
                     item = self._queue.get_nowait()
@@ -145,7 +173,7 @@ class RuntimeSut:
                 if item is self._stop:  # not expected: LoadGen returns only when every sample completed
                     stop = True
                     break
-                chunk.append(item)
+                chunk.append(item[0])
             if self.error is None:
                 try:
                     t = time.perf_counter_ns()
@@ -156,9 +184,9 @@ class RuntimeSut:
                     self.error = f"{type(exc).__name__}: {exc}"
             lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in chunk])
 
-    def run_loadgen(self, settings: Any, log: Any) -> None:
-        """One LoadGen test in a helper thread while this thread serves its samples; LoadGen's own failure
-        is raised here."""
+    def run_loadgen(self, settings: Any, log: Any, batcher: Batcher | None = None) -> None:
+        """One LoadGen test in a helper thread while this thread serves its samples (through `batcher` when
+        given: this thread is its one dispatcher); LoadGen's own failure is raised here."""
         import mlperf_loadgen as lg
 
         failure: list[BaseException] = []
@@ -177,7 +205,10 @@ class RuntimeSut:
 
         driver = threading.Thread(target=drive, name="loadgen", daemon=True)
         driver.start()
-        self.serve()
+        if batcher is not None:
+            batcher.serve(self._queue)
+        else:
+            self.serve()
         driver.join()
         if failure:
             raise failure[0]
@@ -193,6 +224,13 @@ class RuntimeSut:
             self.call()
             self.synchronize()
             self.call_ns.append(time.perf_counter_ns() - t)
+        if self.batcher is not None:  # the batcher's full call, for what LoadGen is told to expect of it
+            full = self.batcher.calls[-1]
+            for _ in range(calls):
+                t = time.perf_counter_ns()
+                full()
+                self.synchronize()
+                self.batched_ns.append(time.perf_counter_ns() - t)
 
     def server_bound(self, config: RunConfig, p50_s: float, single: ScenarioRun | None) -> None:
         """The Server tests' p99 bound and what it came from (`bound_basis`, stored with each try): --server-latency,
@@ -211,6 +249,16 @@ class RuntimeSut:
         else:
             self.default_bound_ms = calls_ms
             self.bound_basis = f"{SERVER_LATENCY_FACTOR:g} x the median call of {calls_ms / SERVER_LATENCY_FACTOR:.3g} ms"
+        if self.batcher is not None and self.batcher.policy.max_wait_ms:  # the wait the batcher adds by design
+            self.default_bound_ms += self.batcher.policy.max_wait_ms
+            self.bound_basis += f", plus the batcher's max wait of {self.batcher.policy.max_wait_ms:g} ms"
+
+    def pace_for(self, scenario: str, fallback_s: float) -> float:
+        """The pace of one call of this scenario's test: the batcher's full call where it serves the scenario."""
+        if self.batched(scenario) and self.batched_ns:
+            recent = sorted(self.batched_ns)
+            return max(recent[len(recent) // 2] / 1e9, 1e-6)
+        return self.pace_s(fallback_s)
 
     def pace_s(self, fallback_s: float) -> float:
         """The median of the latest calls, in seconds (`fallback_s` before any)."""
@@ -223,6 +271,9 @@ class RuntimeSut:
         import mlperf_loadgen as lg
 
         t0 = time.perf_counter()
+        if self.batcher_refusal and scenario in BATCHED:
+            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
+                               error=self.batcher_refusal)
         expected = self.expected_s(scenario, config, p50_s, qps)
         if t0 + expected > self.deadline:
             return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
@@ -241,9 +292,16 @@ class RuntimeSut:
             log.enable_trace = False
             self.error = None
             before = len(self.call_ns)
-            self.run_loadgen(settings, log)
+            batcher = self.batcher if self.batched(scenario) else None
+            if batcher is not None:
+                batcher.reset()
+            self.run_loadgen(settings, log, batcher)
+            if batcher is not None:  # its calls (of several sizes) stay out of call_ns, the case call's pace
+                self.error = batcher.error
             record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
-            timed = sorted(self.call_ns[before:])
+            if batcher is not None:
+                record.batcher = batcher.figures()
+            timed = sorted(batcher.call_ns if batcher is not None else self.call_ns[before:])
             if timed:
                 record.calls = len(timed)
                 record.call_p50_ms = round(timed[len(timed) // 2] / 1e6, 6)
@@ -295,7 +353,7 @@ class RuntimeSut:
         s.single_stream_expected_latency_ns = max(1, int(pace * 0.5e9))
         s.multi_stream_expected_latency_ns = max(1, int(calls_per_query * pace * 0.5e9))
         s.multi_stream_samples_per_query = MULTI_STREAM_SAMPLES
-        s.offline_expected_qps = 2.0 * self.batch / pace
+        s.offline_expected_qps = 2.0 * self.per_call(scenario) / self.pace_for(scenario, p50_s)
         if qps is not None:
             s.server_target_qps = float(qps)
         bound_ms = (config.loadgen.server_latency_ms or self.default_bound_ms
@@ -304,6 +362,13 @@ class RuntimeSut:
         s.server_target_latency_percentile = 0.99
         return s
 
+
+
+def _complete(samples: list[Any]) -> None:
+    """Tell LoadGen these samples are done (performance mode: no output data)."""
+    import mlperf_loadgen as lg
+
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in samples])
 
 
 def _noop(_samples: Any) -> None:

@@ -165,7 +165,7 @@ class ForwardState(WorkerState):
                                          config.measure.threads,
                                          budget_s=min(120.0, 0.25 * config.process.case_timeout_s))
         stats = latency_stats(timed.samples_ns, noise_cv)
-        scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase)  # --scenarios
+        scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase, spec)  # --scenarios
         return CaseResult(
             case, "passed" if passed else "failed", reason="; ".join(reasons),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
