@@ -174,7 +174,7 @@ def test_iobinding_path_matches_plain_session_run(cache):
 def trt_runtime(monkeypatch, cache):
     from harness.runtimes import tensorrt as trtmod
 
-    monkeypatch.setattr(trtmod, "onnx_for_model", lambda *a, **k: "fp32.onnx")
+    monkeypatch.setattr(trtmod, "onnx_fp32", lambda *a, **k: "fp32.onnx")
 
     def make(precision: Precision, precision_onnx=None):
         rt = trtmod.TensorRT(get_model("mlp"), precision, RuntimeOptions(threads=1, cache=cache))
