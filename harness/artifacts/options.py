@@ -36,4 +36,5 @@ class RuntimeOptions:
     per_channel: bool = True  # INT8 weights per output channel (False: per tensor)
     fixed_axes: bool = False  # free dimensions fixed to the case's shape when a session is made
     session: tuple[tuple[str, str], ...] = ()  # runtime session knobs (ONNX Runtime: SESSION_KNOBS)
+    tuning_trials: int = 0  # TVM MetaSchedule trials before the compile (tvm-cpu; 0: untuned)
     variant: str | None = None  # the variant's canonical name (None: the run's defaults)

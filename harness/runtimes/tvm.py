@@ -20,14 +20,15 @@ INSTALL = install_hint("tvm") + " (apache-tvm; not in the same environment as th
 class TvmCpu(Runtime):
     """relax.frontend.onnx.from_onnx -> tvm.compile(llvm, host mcpu) -> relax.VirtualMachine on tvm.cpu().
 
-    One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned: the default
-    Relax pipeline applies no schedules, so the figures show TVM's floor, not what a tuned deployment reaches
-    (MetaSchedule tuning segfaults with apache-tvm 0.27.0.post1 here; see docs/runtimes.md).
+    One compiled library per static input shape, cached as an artifact (TvmFromOnnx). Untuned by default: the
+    default Relax pipeline applies no schedules, so the figures show TVM's floor. The `tune=N` variant (hook
+    "tvm-tuning") builds TvmTunedFromOnnx instead: MetaSchedule with N trials, in a child process whose crash
+    is a skip with its cause (docs/runtimes.md).
     """
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tvm-cpu"
-    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph"})
+    variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "tvm-tuning"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
 
     @classmethod
@@ -98,10 +99,19 @@ class TvmCpu(Runtime):
         from harness.artifacts.tvm_from_onnx import TvmFromOnnx
 
         names = [t.name for t in self.model.inputs]
+        shapes = {n: tuple(feed[n].shape) for n in names}
+        dtypes = {n: str(feed[n].dtype) for n in names}
         self._vm = None
-        self.artifact = TvmFromOnnx(
-            self._onnx, self.options.cache, shapes={n: tuple(feed[n].shape) for n in names},
-            dtypes={n: str(feed[n].dtype) for n in names}, target=self._target, label=self.model.name)()
+        if self.options.tuning_trials > 0:
+            from harness.artifacts.tvm_tune import TvmTunedFromOnnx
+
+            self._target = {**self._target, "num-cores": self.options.threads}  # the schedules depend on it
+            self.artifact = TvmTunedFromOnnx(
+                self._onnx, self.options.cache, shapes=shapes, dtypes=dtypes, target=self._target,
+                trials=self.options.tuning_trials, tvm_version=str(self._tvm.__version__), label=self.model.name)()
+        else:
+            self.artifact = TvmFromOnnx(self._onnx, self.options.cache, shapes=shapes, dtypes=dtypes,
+                                        target=self._target, label=self.model.name)()
         lib = self._tvm.runtime.load_module(str(self.artifact.path))
         self._vm = relax.VirtualMachine(lib, self._device)
         self._main = self._vm["main"]
@@ -126,7 +136,12 @@ class TvmCpu(Runtime):
 
     def details(self) -> dict[str, Any]:
         out = {**super().details(), "target": getattr(self, "_target", None),
-               "tuning": "untuned"}
+               "tuning": "metaschedule" if self.options.tuning_trials > 0 else "untuned"}
+        if self.options.tuning_trials > 0:
+            meta = self.artifact.meta if self.artifact is not None else {}
+            # the build's own record (on a cache hit too): the budget, what MetaSchedule measured, its time
+            out.update({"tuning_trials": self.options.tuning_trials, "tuning_trials_run": meta.get("tuning_trials_run"),
+                        "tuning_tasks": meta.get("tuning_tasks"), "tuning_s": meta.get("tuning_s")})
         if hasattr(self, "_tvm"):
             out["tvm"] = self._tvm.__version__
         return out

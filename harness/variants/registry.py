@@ -10,10 +10,11 @@ from harness.variants.ort_session import EXEC, MEM, OPT, SPIN
 from harness.variants.prune import PRUNE
 from harness.variants.quant import INT8, WEIGHTS
 from harness.variants.threads import THREADS
+from harness.variants.tvm_tune import TUNE
 
 # The registry: one line per kind, in the order knobs are spelled in a canonical variant name.
 KINDS: dict[str, VariantKind] = {k.key: k for k in (OPT, EXEC, MEM, SPIN, THREADS, OPSET, AXES, SIMPLIFY, FUSE, INT8,
-                                                    WEIGHTS, PRUNE)}
+                                                    WEIGHTS, PRUNE, TUNE)}
 
 
 def parse_variant(spelling: str) -> Variant | None:
