@@ -6,6 +6,7 @@ The fake tuners run without TVM (the main CI venv has none); the real tuning nee
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 
@@ -108,9 +109,12 @@ def test_a_tuned_build_is_cached_with_its_database_trials_and_time(tmp_path):
 
 
 def _tvm_cpu():
+    """tvm-cpu, or a skip with its reason; a failure where CI requires it (HARNESS_REQUIRE_RUNTIMES, .ci/extras)."""
     cls = get_runtime("tvm-cpu")
     verdict = cls.availability()
     if not verdict:
+        if "tvm-cpu" in os.environ.get("HARNESS_REQUIRE_RUNTIMES", "").split(","):
+            pytest.fail(f"tvm-cpu is required here (HARNESS_REQUIRE_RUNTIMES) but unavailable: {verdict.reason}")
         pytest.skip(verdict.reason)
     return cls
 
