@@ -1,11 +1,5 @@
-"""TvmTunedFromOnnx: tune an ONNX file's Relax module with MetaSchedule for a trial budget, compile it with the
-tuning database applied, exported as a cached .so beside its database and logs.
-
-The tuning runs in a child process (`python -m harness.artifacts.tvm_tune JOB.json`): MetaSchedule has
-segfaulted here (apache-tvm 0.27 with apache-tvm-ffi 0.1.15 crashes serialising a module), and a crash must
-cost the case a skip with its cause, not the worker. The child dies with its parent (PR_SET_PDEATHSIG), so the
-case timeout that kills a worker ends the tuning too.
-"""
+"""TvmTunedFromOnnx: MetaSchedule tuning of an ONNX file for a trial budget, compiled with its database into a
+cached .so; the tuning runs in a child process (a crash is a skip with its cause; docs/runtimes.md)."""
 
 from __future__ import annotations
 
