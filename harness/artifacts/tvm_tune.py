@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.cache import Artifact, ArtifactCache
-from harness.errors import UnsupportedModelError
+from harness.errors import UnsupportedModelError, install_hint
 
 TUNER = (sys.executable, "-m", "harness.artifacts.tvm_tune")
 TUNING_DIR = "tuning"  # in the artifact folder: job.json, result.json, tuner.log, the JSON database, logs/
@@ -78,8 +78,10 @@ def run_tuner(command: Sequence[str], job: Mapping[str, Any], work: Path) -> dic
     if proc.returncode != 0 or not result_path.is_file():
         text = log.read_text(errors="replace")
         sys.stderr.write("".join(text.splitlines(keepends=True)[-20:]))  # the case's stderr tail keeps it
+        cause = crash_cause(text)
+        hint = f" (the tvm extra pins what tuning needs: {install_hint('tvm')})" if _KNOWN.search(cause) else ""
         raise UnsupportedModelError(f"TVM MetaSchedule tuning {_how(proc.returncode)} after {wall:.0f} s: "
-                                    f"{crash_cause(text)}")
+                                    f"{cause}{hint}")
     result = json.loads(result_path.read_text())
     result["tuning_trials_run"] = count_records(work)
     return result
@@ -94,6 +96,7 @@ def _how(code: int) -> str:
     return f"failed (exit status {code})" if code else "wrote no result"
 
 
+_KNOWN = re.compile(r"xgboost|ToJSONGraph")  # causes an environment without the tvm extra's pins shows
 _ERROR_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Interrupt)|Check failed)\b.*")
 _NATIVE_FRAME = re.compile(r"\bin ((?:tvm|ffi)::[\w:<>~]+)")
 
