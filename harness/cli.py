@@ -551,7 +551,10 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
-    config = parse_run_options({**vars(args), "out": str(out / "runs") if out else None}, GATE_CHECK_GROUPS)
+    config = parse_run_options(vars(args), GATE_CHECK_GROUPS)
+    import tempfile  # gate-check's groups have no --out of a run: its runs go under OUT/runs/ (or a temp folder)
+
+    config = config.replace(out_dir=out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-")))
     cases = get_workload(config.workload).cases(config)
     if args.ab:
         return _gate_check_ab(config, cases, levels, args.rounds, out)

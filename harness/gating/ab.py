@@ -28,7 +28,8 @@ def _contended(block: AbBlock) -> bool:
 def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: float = 0.99) -> AbVerdict:
     """B against A in compare's vocabulary. Pairs with a contended block (the worker waited for a CPU: harness.
     measure.contention) are left out; with fewer than MIN_PAIRS clean pairs, or fewer than half, the answer is
-    inconclusive. Then, with r = B/A the geometric mean of the pairs' median ratios and its interval:
+    inconclusive. Then, with r = B/A from the pairs' median ratios (Hodges-Lehmann on their logs) and its
+    Wilcoxon signed-rank interval (harness.results.stats.paired_ratio):
     |r - 1| at least `min_effect` and the interval excluding 1 -> regressed (r > 1) or improved; else the interval
     within 1 +- 2 x min_effect -> pass (any change is small, and the pairs show it); else noise (the pairs cannot
     tell: a wide interval is never called a pass)."""
@@ -48,7 +49,8 @@ def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: fl
     r = paired_ratio([clean[i]["a"].samples_ns for i in order], [clean[i]["b"].samples_ns for i in order],
                      confidence)
     if r is None:
-        return AbVerdict(Verdict.INCONCLUSIVE, "no block medians to compare", None, len(clean))
+        return AbVerdict(Verdict.INCONCLUSIVE, f"{len(clean)} clean pairs are too few for a {confidence:.0%} "
+                         f"signed-rank interval (99%: 8 pairs; 95%: 6)", None, len(clean))
     text = f"B/A {r.ratio:.4f} [{r.low:.4f}, {r.high:.4f}] ({confidence:.0%} interval, {r.pairs} pairs)"
     big = abs(math.log(r.ratio)) >= math.log1p(min_effect)
     if big and r.low > 1.0:

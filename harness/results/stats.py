@@ -230,8 +230,8 @@ def throughput_sps(batch: int, p50_ms: float) -> float:
 
 @dataclass(frozen=True)
 class PairedRatio:
-    """B over A from paired blocks (`harness ab`): the geometric mean of the per-pair ratios of block medians and
-    its two-sided `confidence` interval (Student's t on the log ratios), over `pairs` pairs."""
+    """B over A from paired blocks (`harness ab`): exp of the Hodges-Lehmann estimate of the per-pair log ratios
+    of block medians, and its `confidence` interval (Wilcoxon signed-rank), over `pairs` pairs."""
 
     ratio: float
     low: float
@@ -240,13 +240,30 @@ class PairedRatio:
     confidence: float
 
 
+def _signed_rank_critical(n: int, alpha: float) -> int:
+    """The largest k with P(T <= k) <= alpha / 2 for the Wilcoxon signed-rank statistic of n pairs (exact: the
+    count of sign patterns per rank sum), or -1 when even T = 0 is more likely than that (too few pairs)."""
+    total = n * (n + 1) // 2
+    ways = [1] + [0] * total
+    for r in range(1, n + 1):
+        for t in range(total, r - 1, -1):
+            ways[t] += ways[t - r]
+    k, acc, all_ = -1, 0, 2 ** n
+    for t in range(total + 1):
+        acc += ways[t]
+        if acc / all_ > alpha / 2:
+            break
+        k = t
+    return k
+
+
 def paired_ratio(a_blocks_ns: Sequence[Sequence[int]], b_blocks_ns: Sequence[Sequence[int]],
                  confidence: float = 0.99) -> PairedRatio | None:
     """The paired test of an interleaved A/B measurement: block i of A and block i of B ran back to back, so
-    the machine's slow drifts cancel in their ratio. Log ratios of the block medians, their mean and a t interval
-    (pairs are independent draws of the order AB/BA). None with fewer than 2 pairs (no spread to judge by)."""
-    from scipy import stats as st
-
+    the machine's slow drifts cancel in their ratio. On the log ratios of the block medians: the Hodges-Lehmann
+    estimate (the median of the pairwise means) and the Wilcoxon signed-rank interval, distribution-free and
+    robust to a pair that one disturbed block threw far off (a t interval on the mean was not: one such pair in
+    ten made a 5% slowdown `noise`, docs/measurements.md). None when the pairs are too few for the interval."""
     n = min(len(a_blocks_ns), len(b_blocks_ns))
     if n < 2:
         return None
@@ -254,7 +271,12 @@ def paired_ratio(a_blocks_ns: Sequence[Sequence[int]], b_blocks_ns: Sequence[Seq
     b = np.array([median_ns(x) for x in b_blocks_ns[:n]], dtype=np.float64)
     if (a <= 0).any() or (b <= 0).any():
         return None
+    k = _signed_rank_critical(n, 1.0 - confidence)
+    if k < 0:
+        return None
     d = np.log(b / a)
-    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n)
-    half = float(st.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return PairedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, confidence)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2.0)
+    centre = float(np.median(walsh))
+    return PairedRatio(math.exp(centre), math.exp(float(walsh[k])), math.exp(float(walsh[len(walsh) - 1 - k])), n,
+                       confidence)

@@ -128,13 +128,13 @@ def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake
     a, b = model(tmp_path / "a.onnx", 8), model(tmp_path / "b.onnx", 32)
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "harness.cli", "ab", a, b, "--runtimes", "ort-cpu", "--batch-sizes",
-                        "64", "--threads", "1", "--ab-pairs", "6", "--ab-block-time", "0.05", "--out", str(out)],
+                        "64", "--threads", "1", "--ab-pairs", "8", "--ab-block-time", "0.05", "--out", str(out)],
                        env=fake_env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "a-ort-cpu-fp32-b64 vs b: regressed - B/A " in p.stdout
     doc = json.loads((out / "results.json").read_text())
     (case,) = doc["cases"]
-    assert case["ab"]["b_case"]["model"] == "b" and len(case["ab"]["blocks"]) == 12
+    assert case["ab"]["b_case"]["model"] == "b" and len(case["ab"]["blocks"]) == 16
     assert not case["ab"]["b_vs_a"]["passed"] or case["ab"]["b_vs_a"]["max_abs"] == 0.0
     html = (out / "report.html").read_text()
-    assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "6 of 6" in html
+    assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "8 of 8" in html

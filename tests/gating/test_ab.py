@@ -39,7 +39,7 @@ def test_drift_between_pairs_does_not_count_against_b():
 
 def test_small_and_unclear_effects():
     assert judge_ab(_blocks(1.01, noise=0.001)).verdict is Verdict.PASS  # real, under the 2% minimum effect
-    wide = judge_ab(_blocks(1.04, pairs=4, noise=0.3, seed=3))
+    wide = judge_ab(_blocks(1.04, pairs=10, noise=0.3, seed=3))
     assert wide.verdict is Verdict.NOISE and "too wide to rule out a 4% change" in wide.reason  # never a pass
     assert judge_ab(_blocks(1.05), min_effect=0.10).verdict is Verdict.PASS
 
@@ -56,6 +56,22 @@ def test_contended_pairs_are_left_out_or_make_it_inconclusive():
 def test_too_few_pairs_is_inconclusive(pairs):
     v = judge_ab(_blocks(1.5, pairs=pairs))
     assert v.verdict is Verdict.INCONCLUSIVE and "at least 4" in v.reason
+
+
+def test_the_interval_needs_8_pairs_at_99_percent_and_6_at_95():
+    assert judge_ab(_blocks(1.5, pairs=7)).reason.startswith("7 clean pairs are too few for a 99% signed-rank")
+    assert judge_ab(_blocks(1.5, pairs=8)).verdict is Verdict.REGRESSED
+    assert judge_ab(_blocks(1.5, pairs=6), confidence=0.95).verdict is Verdict.REGRESSED
+
+
+def test_one_pair_thrown_far_off_by_a_disturbed_block_does_not_hide_a_5_percent_slowdown():
+    """Seen here (gate-check --ab, mlp): nine pairs near +7%, one at +41%; a t interval on the mean said noise."""
+    blocks = _blocks(1.05, noise=0.005)
+    for b in blocks:
+        if b.pair == 2 and b.side == "b":
+            b.samples_ns = [int(x * 1.35) for x in b.samples_ns]
+    v = judge_ab(blocks)
+    assert v.verdict is Verdict.REGRESSED and abs(v.ratio.ratio - 1.05) < 0.01
 
 
 def test_gate_check_of_ab_counts_false_alarms_and_power():
