@@ -128,7 +128,7 @@ def _ab_parser(sub: Any) -> None:
                        description="Measure side A and side B of each case (--models x --runtimes x --precisions x "
                                    "shapes) interleaved: both activated once in the same supervised worker, then "
                                    "--ab-pairs pairs of short blocks, AB or BA in a balanced random order; B/A is "
-                                   "the geometric mean of the pairs' median ratios with a t interval. Verdicts as "
+                                   "the Hodges-Lehmann estimate of the pairs' median ratios with a signed-rank interval. Verdicts as "
                                    "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
                                    "Exit 1 when a case regressed, 0 otherwise, 2 on bad options.")
     c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "

@@ -304,7 +304,7 @@ class AbBlock:
 class AbResult:
     """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated once
     in the same worker, measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
-    judged by a paired test on the block medians (harness.gating.ab): `ratio` is B's p50 over A's (>1: B slower),
+    judged by a paired test on the block medians (harness.gating.ab): `ratio` is B over A (>1: B slower),
     with its confidence interval. The case's own samples are side A's; `b_case` is side B's identity."""
 
     __pydantic_config__ = RECORD_CONFIG
