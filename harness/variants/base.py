@@ -60,6 +60,26 @@ class ChoiceKind(VariantKind):
         return v
 
 
+class IntKind(VariantKind):
+    """A knob whose value is a whole number in [lo, hi] (named values, e.g. tune=on, map through `aliases`)."""
+
+    lo: ClassVar[int]
+    hi: ClassVar[int]
+    aliases: ClassVar[dict[str, int]] = {}
+
+    def parse(self, value: str) -> str:
+        v = value.strip().lower()
+        if v in self.aliases:
+            return str(self.aliases[v])
+        try:
+            n = int(v)
+        except ValueError:
+            raise self.bad(value) from None
+        if not self.lo <= n <= self.hi:
+            raise self.bad(value)
+        return str(n)
+
+
 @dataclass(frozen=True)
 class Knob:
     kind: VariantKind

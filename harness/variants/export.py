@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from harness.precision import Precision
-from harness.variants.base import ChoiceKind, VariantKind
+from harness.variants.base import ChoiceKind, IntKind
 
 if TYPE_CHECKING:
     from harness.artifacts.options import RuntimeOptions
@@ -15,20 +15,12 @@ if TYPE_CHECKING:
 OPSETS = range(13, 24)  # what torch.onnx exports here (dynamo: 18+ natively, lower by its version converter)
 
 
-class Opset(VariantKind):
+class Opset(IntKind):
     key = "opset"
     title = "ONNX opset of the harness's export of the model's torch module"
     values = f"an opset from {OPSETS.start} to {OPSETS.stop - 1}"
     needs = "onnx-export"
-
-    def parse(self, value: str) -> str:
-        try:
-            n = int(value.strip())
-        except ValueError:
-            raise self.bad(value) from None
-        if n not in OPSETS:
-            raise self.bad(value)
-        return str(n)
+    lo, hi = OPSETS.start, OPSETS.stop - 1
 
     def refusal(self, value: str, spec: ModelSpec, precision: Precision) -> str | None:
         if spec.build is None:

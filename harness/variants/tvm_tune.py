@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from harness.precision import Precision
-from harness.variants.base import VariantKind
+from harness.variants.base import IntKind
 
 if TYPE_CHECKING:
     from harness.artifacts.options import RuntimeOptions
@@ -15,25 +15,14 @@ DEFAULT_TRIALS = 64  # `tune=on`: a small budget (about a minute or two of tunin
 MAX_TRIALS = 20000
 
 
-class Tune(VariantKind):
+class Tune(IntKind):
     key = "tune"
     title = (f"TVM MetaSchedule tuning: the trial budget spent before the compile (default: untuned; "
              f"tune=on is {DEFAULT_TRIALS} trials; the case timeout bounds the tuning time)")
     values = f"a whole number of trials from 1 to {MAX_TRIALS}, or on ({DEFAULT_TRIALS})"
     needs = "tvm-tuning"
     precisions = frozenset({Precision.FP32})
-
-    def parse(self, value: str) -> str:
-        v = value.strip().lower()
-        if v == "on":
-            return str(DEFAULT_TRIALS)
-        try:
-            n = int(v)
-        except ValueError:
-            raise self.bad(value) from None
-        if not 1 <= n <= MAX_TRIALS:
-            raise self.bad(value)
-        return str(n)
+    lo, hi, aliases = 1, MAX_TRIALS, {"on": DEFAULT_TRIALS}
 
     def apply_options(self, value: str, options: RuntimeOptions) -> RuntimeOptions:
         return dataclasses.replace(options, tuning_trials=int(value))
