@@ -19,11 +19,15 @@ from pathlib import Path
 
 
 
-def bare_stats(path: str, feed: dict, threads: int, seconds: float, warmup: int = 20) -> tuple[float, float]:
-    """(p50, p99) in ms of a bare loop (the harness's own statistics on its samples)."""
+def bare_stats(path: str, feed: dict, threads: int, seconds: float, warmup: int = 20,
+               into: list[int] | None = None) -> tuple[float, float]:
+    """(p50, p99) in ms of a bare loop (the harness's own statistics on its samples); the samples go `into`."""
     from harness.results.stats import latency_stats
 
-    st = latency_stats(bare_samples_ns(path, feed, threads, seconds, warmup))
+    samples = bare_samples_ns(path, feed, threads, seconds, warmup)
+    if into is not None:
+        into.extend(samples)
+    st = latency_stats(samples)
     return st.p50_ms, st.p99_ms
 
 
@@ -91,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             feed = make_feed(spec, {"batch": 1}, config.inputs.seed)
             (case,) = case_ids((name,), m.runtimes, m.precisions, m.batch_sizes, m.seq_lens[:1])
             bare, harness, bare99, harness99, ci99 = [], [], [], [], []
+            pooled_bare: list[int] = []
+            pooled_harness: list[int] = []
             for _ in range(args.rounds):
-                b50, b99 = bare_stats(path, feed, config.measure.threads, args.seconds)
+                b50, b99 = bare_stats(path, feed, config.measure.threads, args.seconds, into=pooled_bare)
                 bare.append(b50)
                 bare99.append(b99)
                 result = session.execute(case)
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name}: harness case {result.status}: {result.reason}")
                     return 1
                 harness.append(result.latency["p50_ms"])
+                pooled_harness.extend(result.samples_ns)
                 harness99.append(result.latency["p99_ms"])
                 ci99.append((result.latency.get("p99_ci_low_ms"), result.latency.get("p99_ci_high_ms")))
             for what, bs, hs in (("p50", bare, harness), ("p99", bare99, harness99)):
@@ -112,6 +119,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'OK' if good else 'OUTSIDE'} (+/-{args.tolerance:.0%})  rounds bare={[round(x, 4) for x in bs]}"
                       f" harness={[round(x, 4) for x in hs]}")
             print(f"{name:<10} harness p99 95% intervals per round: {ci99}")
+            # every sample of every round pooled: both sides saw the same alternation of the machine's episodes
+            from harness.results.stats import latency_stats
+
+            pb, ph = latency_stats(pooled_bare), latency_stats(pooled_harness)
+            for what, b, h in (("p50", pb.p50_ms, ph.p50_ms), ("p99", pb.p99_ms, ph.p99_ms)):
+                print(f"{name:<10} pooled {what}: bare {b:.4f} ms (n={pb.iterations})  harness {h:.4f} ms "
+                      f"(n={ph.iterations})  ratio {h / b:.3f}")
     finally:
         session.finish(interrupted=False)
     return 0 if ok else 1
