@@ -33,8 +33,13 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
         parse_run_options,
     )
 except KeyboardInterrupt:
+    # Nothing has run yet: one line and 130, ending the process here. A SystemExit raised from a module being
+    # imported by runpy (python -m harness.cli) could still end as a death by SIGINT (exit -2): seen in CI.
+    import os
+
     print("harness: interrupted", file=sys.stderr)
-    raise SystemExit(130) from None
+    sys.stderr.flush()
+    os._exit(130)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
