@@ -84,6 +84,7 @@ class OnnxRuntime(Runtime):
         self.recipe = str(self.artifact.meta.get("recipe") or self.precision)
         self._ort_version = ort.__version__
         self._fixed: dict[str, int] = {}
+        self._inputs: list[Any] | None = None  # axes=fixed: the graph's inputs, read at the first shape
         self._session = None if self.options.fixed_axes else self._new_session({})
 
     def _setup_shape(self, feed: Mapping[str, Any]) -> None:
@@ -101,13 +102,16 @@ class OnnxRuntime(Runtime):
         self._session = self._new_session(sizes)
 
     def _graph_inputs(self) -> list[Any]:
-        import onnxruntime as ort
+        """The graph's inputs with their free dimensions' names (read once per activation, not per shape)."""
+        if self._inputs is None:
+            import onnxruntime as ort
 
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.log_severity_level = 3
-        return list(ort.InferenceSession(str(self.artifact.path), so, providers=["CPUExecutionProvider"])
-                    .get_inputs())
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            so.log_severity_level = 3
+            self._inputs = list(ort.InferenceSession(str(self.artifact.path), so,
+                                                     providers=["CPUExecutionProvider"]).get_inputs())
+        return self._inputs
 
     def _new_session(self, fixed: Mapping[str, int]) -> Any:
         import onnxruntime as ort

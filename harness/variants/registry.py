@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from harness.errors import UsageError
 from harness.variants.base import BASE, Knob, Variant, VariantKind
 from harness.variants.export import AXES, OPSET
@@ -17,6 +19,7 @@ KINDS: dict[str, VariantKind] = {k.key: k for k in (OPT, EXEC, MEM, SPIN, THREAD
                                                     WEIGHTS, PRUNE, TUNE)}
 
 
+@functools.lru_cache(maxsize=256)  # a case's variant is parsed by the refusal, the apply and the record alike
 def parse_variant(spelling: str) -> Variant | None:
     """`opt=basic+exec=parallel` -> Variant (knobs in registry order); `base` or "" -> None (no variant)."""
     text = spelling.strip()

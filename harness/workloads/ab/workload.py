@@ -18,7 +18,7 @@ from harness.gating.ab import judge_ab
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.timer import Timer, TimingPolicy
-from harness.model import get_model
+from harness.model import ModelSpec, get_model
 from harness.precision import Precision
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
@@ -122,7 +122,7 @@ class AbState(WorkerState):
                 rt = cls(run_spec, c.precision, options)
                 rt.__enter__()
                 runtimes.append(rt)
-            return self._measure(case, b_case, config, feed, fed, runtimes, on_phase)
+            return self._measure(case, b_case, spec_a, config, feed, fed, runtimes, on_phase)
         finally:
             for rt in runtimes:
                 try:
@@ -130,9 +130,9 @@ class AbState(WorkerState):
                 except Exception:
                     pass
 
-    def _measure(self, case: CaseId, b_case: CaseId, config: RunConfig, feed: dict[str, Any],
+    def _measure(self, case: CaseId, b_case: CaseId, spec: ModelSpec, config: RunConfig, feed: dict[str, Any],
                  fed: dict[str, Any], runtimes: list[Runtime], on_phase: PhaseCallback) -> CaseResult:
-        ab, spec = config.ab, get_model(case.model)
+        ab = config.ab
         rt_a, rt_b = runtimes
         on_phase("warmup")
         out_a, out_b = rt_a.infer(feed), rt_b.infer(feed)
