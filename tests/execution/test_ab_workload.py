@@ -50,8 +50,8 @@ def _config(tmp_path, a="base", b="threads=2", **extra):
 
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-linear", runtimes="fake-clocked", batch_sizes="1", threads="1", warmup="2",
-               ab_a=a, ab_b=b, ab_block_time="0.002", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"),
-               **extra)
+               ab_a=a, ab_b=b, ab_block_time="0.002", cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "o"))
+    raw.update({"ab_pairs": "10", **extra})  # 10 pairs: the counts below
     return parse_run_options(raw, workload="ab")
 
 
