@@ -1,5 +1,5 @@
-"""`harness run | report | models | runtimes | variants | env | ceilings | cache | baseline | compare | gate-check | qualify |
-history | conform`: thin commands over the library and the pytest suites."""
+"""`harness run | report | models | runtimes | variants | env | envs | bisect | ceilings | cache | baseline | compare |
+gate-check | qualify | history | conform | ab`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     _history_parsers(sub)
     _conform_parser(sub)
     _ab_parser(sub)
+    _envs_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("variants", help="list the deployment-variant kinds (--variants KIND=VALUE) and which runtimes "
@@ -117,6 +118,42 @@ GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_len
                      TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
                      PROCESS.only("threads"),
                      AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence"))
+
+
+# `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
+BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
+                                                                             "seq_lens"),
+                 RUNTIMES.only("precisions", "variants"), TIMING, PROCESS, INPUTS, BUILD, OUTPUTS)
+
+
+def _envs_parsers(sub: Any) -> None:
+    """`envs ls|build|clear` and `bisect` (harness.envs: runtime environments)."""
+    e = sub.add_parser("envs", help="list, build or remove the runtimes' own environments (harness cache envs/)")
+    esub = e.add_subparsers(dest="envs_command", required=True, metavar="ACTION")
+    ls = esub.add_parser("ls", help="list environments: key, requirements, packages, size, last used")
+    build = esub.add_parser("build", help="build the environments these runtimes need (e.g. ort-openvino,"
+                                          "ort-cpu@1.24.4,litert-cpu); those already built are checked and kept")
+    build.add_argument("runtimes", help="comma-separated runtime names, NAME@VERSION for a release")
+    build.add_argument("--env-wheels", metavar="DIR", help="install from this folder of wheels only (offline)")
+    clear = esub.add_parser("clear", help="remove environments (all, or those whose key starts with KEY)")
+    clear.add_argument("keys", nargs="*", metavar="KEY", help="keys or key prefixes (default: every environment)")
+    for a in (ls, build, clear):
+        a.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
+
+    b = sub.add_parser("bisect", help="the first release of a runtime's package where one case's latency (by the "
+                                      "gate) or outputs (by the drift tolerance) changed",
+                       description="Measure one case (--models x shape x --precisions) on releases of RUNTIME's "
+                                   "package, each in an environment of its own (RUNTIME@VERSION), by binary search: "
+                                   "the two ends, then halves. Each release is judged against the oldest by "
+                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none.")
+    b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
+    b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
+                   help="A..B: every release from A to B that pip can install here (either end may be left out); "
+                        "or the releases, comma-separated")
+    _add_groups(b, BISECT_GROUPS)
+    b.add_argument("--gate", action="append", metavar="SPEC",
+                   help="STAT:PERCENT, e.g. median:10%% (repeatable; default median:10%%)")
+    b.add_argument("--gate-config", metavar="FILE", help="TOML file: gates, per-model overrides, confidence")
 
 
 # `harness ab A B`: one or a few cases, both sides interleaved in one worker
@@ -240,7 +277,8 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate-check", "qualify", "conform"}
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate-check", "qualify", "conform", "envs",
+                   "bisect"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -285,7 +323,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "variants": cmd_variants, "env": cmd_env, "ceilings": cmd_ceilings, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab}[args.command](args)
+                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs,
+                "bisect": cmd_bisect}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -406,11 +445,16 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_runtimes(args: argparse.Namespace) -> int:
     from harness.runtimes import get_runtime, runtime_names
 
+    from harness.envs import environment_for
+
     for name in runtime_names():
         cls = get_runtime(name)
+        spec = environment_for(cls)
         avail = cls.availability()
         precisions = ",".join(sorted(p.value for p in cls.precisions))
         state = "available" if avail else f"unavailable: {avail.reason}"
+        if spec is not None:  # `harness run` builds its environment on first use (harness envs)
+            state = f"in an environment of its own ({spec.label}; built on first use)"
         print(f"{name:<12} device={cls.device:<5} precisions={precisions:<16} {state}")
     return EXIT_OK
 
@@ -694,6 +738,83 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
     regressed = any(c.ab is not None and c.ab.verdict == Verdict.REGRESSED.value for c in session.run.cases)
     return session.exit_status() or (EXIT_INTERRUPTED if not finished else EXIT_FAILED if regressed else EXIT_OK)
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    """`harness envs ls | build | clear`: the runtimes' own environments in the cache."""
+    from harness.artifacts.cache import default_cache_dir
+    from harness.envs import EnvBuildError, EnvStore, environment_for
+    from harness.options import wheel_folder
+    from harness.runtimes import get_runtime
+
+    store = EnvStore(Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir())
+    if args.envs_command == "clear":
+        removed = store.clear(tuple(args.keys))
+        print(f"removed {len(removed)} environment(s) from {store.root}" + (f": {', '.join(removed)}" if removed
+                                                                             else ""))
+        return EXIT_OK
+    if args.envs_command == "build":
+        wheels = Path(wheel_folder(args.env_wheels, "env-wheels")) if args.env_wheels else None
+        failed = 0
+        for name in (n.strip() for n in args.runtimes.split(",") if n.strip()):
+            spec = environment_for(get_runtime(name), "auto")
+            if spec is None:
+                print(f"{name}: runs in the harness's own environment (nothing to build)")
+                continue
+            t0 = time.perf_counter()
+            try:
+                env = store.ensure(spec, wheels=wheels, progress=print, who=name)
+            except EnvBuildError as exc:
+                print(f"{name}: {exc}")
+                failed += 1
+                continue
+            print(f"{name}: {env.path} ready in {time.perf_counter() - t0:.1f} s")
+        return EXIT_FAILED if failed else EXIT_OK
+    envs = store.list()
+    if not envs:
+        print(f"{store.root}: no environments")
+        return EXIT_OK
+    print(f"{'KEY':<16} {'SIZE':>9} {'USED':>6}  REQUIREMENTS -> PACKAGES")
+    for path, manifest in envs:
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+        if manifest is None:
+            print(f"{path.name:<16} {_size(size):>9} {'':>6}  (half-built or broken: rebuilt on next use)")
+            continue
+        used = _age(time.time() - (path / "harness-env.json").stat().st_mtime)
+        pkgs = ", ".join(f"{k} {v}" for k, v in manifest.get("packages", {}).items())
+        print(f"{path.name:<16} {_size(size):>9} {used:>6}  {', '.join(manifest['requirements'])} -> {pkgs}")
+    print(f"{len(envs)} environment(s) in {store.root}")
+    return EXIT_OK
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """`harness bisect RUNTIME --versions A..B`: binary search over releases for one case (harness.envs)."""
+    from harness.execution.bisect_run import run_bisect, version_range
+    from harness.gating import load_gate_config
+    from harness.results.store import atomic_write_text
+    from harness.runtimes import get_runtime
+
+    cls = get_runtime(args.runtime)
+    if cls.distribution is None or cls.pinned_version is not None:
+        raise UsageError(f"runtime {args.runtime!r}: bisect takes a runtime with a package to pin and no @VERSION "
+                         "(e.g. ort-cpu)")
+    raw = dict(vars(args))
+    raw["runtimes"] = args.runtime
+    config = parse_run_options(raw, (*BISECT_GROUPS, RUNTIMES.only("runtimes")), out_prefix="bisect-")
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    wheels = config.process.env_wheels
+    versions = version_range(args.versions, cls.distribution, Path(wheels) if wheels else None)
+    print(f"bisect {args.runtime} ({cls.distribution}) over {len(versions)} releases: {', '.join(versions)} -> "
+          f"{config.outputs.out_dir}")
+    found = run_bisect(config, args.runtime, versions, gates)
+    lines = found.lines()
+    for line in lines:
+        print(line)
+    Path(config.outputs.out_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(config.outputs.out_dir) / "bisect.txt", "\n".join(lines) + "\n")
+    if found.problem:
+        return EXIT_USAGE
+    return EXIT_FAILED if found.first_changed else EXIT_OK
 
 
 def cmd_conform(args: argparse.Namespace) -> int:

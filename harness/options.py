@@ -220,6 +220,14 @@ def placement_rules(text: Any, what: str) -> tuple[tuple[str, str], ...]:
     return tuple(rules)
 
 
+def wheel_folder(text: Any, what: str) -> str:
+    """An existing folder of wheels (absolute): runtime environments are built from it alone."""
+    p = Path(text).expanduser().absolute()
+    if not p.is_dir():
+        raise UsageError(f"--{what} {text}: not a folder (expected a folder of .whl files)")
+    return str(p)
+
+
 def workload_name(text: Any, what: str) -> str:
     from harness.workloads import workload_names
 
@@ -350,6 +358,12 @@ PROCESS = OptionGroup("process", "threads, isolation and limits", (
               field="case_timeout_s", parse=float_at_least(0.001)),
     OptionDef("case-memory", "address-space cap per worker in GiB (default: half the machine's memory)", "GB",
               field="case_memory_gb", parse=float_at_least(0.01)),
+    OptionDef("envs", "runtime environments: `auto` runs a runtime whose packages this environment lacks, a "
+                      "pinned NAME@VERSION and ort-openvino in a virtual environment of its own, built on first "
+                      "use into the cache and reused (`harness envs`); `off`: never (such cases are skipped) "
+                      "(default: auto)", "auto|off", field="envs", parse=choice(("auto", "off"), "modes")),
+    OptionDef("env-wheels", "build runtime environments from this folder of wheels only (offline machines: pip "
+                            "--no-index --find-links DIR)", "DIR", field="env_wheels", parse=wheel_folder),
 ))
 INPUTS = OptionGroup("inputs", "inputs", (
     OptionDef("seed", "seed of the input feeds, identical for every runtime (default: 0)", "N",
@@ -409,8 +423,9 @@ AB = OptionGroup("ab", "A/B workload", (
     OptionDef("ab-b", "--workload ab: side B (the candidate), as --ab-a (default: base)", "SIDE", field="ab_b",
               parse=ab_side),
     OptionDef("ab-pairs", "--workload ab: pairs of alternating blocks, AB or BA in a balanced random order "
-                          "(default: 10)", "N", field="ab_pairs", parse=int_at_least(2)),
-    OptionDef("ab-block-time", "--workload ab: measured seconds per block (default: 0.2)", "SECONDS",
+                          "(default: 40)", "N", field="ab_pairs", parse=int_at_least(2)),
+    OptionDef("ab-block-time", "--workload ab: measured seconds per block (default: 0.05; at least 5 calls)",
+              "SECONDS",
               field="ab_block_time_s", parse=float_at_least(0.001)),
     OptionDef("ab-min-effect", "--workload ab: a B/A change of this fraction or more whose interval excludes 1 is "
                                "regressed or improved; an interval within twice it either side of 1 is pass; "

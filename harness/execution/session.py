@@ -60,7 +60,7 @@ class HarnessSession:
         self.run = RunResults(run_id=cfg.outputs.run_id, started_at=_now(), environment=env,
                               config={**cfg.as_dict(), **self.workload.run_record(cfg)}, harness_version=__version__)
         defer = cfg.measure.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
-        self.executor = (IsolatedExecutor(defer_blocks=defer) if cfg.process.isolation
+        self.executor = (IsolatedExecutor(defer_blocks=defer, say=self.progress.note) if cfg.process.isolation
                          else InProcessExecutor(defer_blocks=defer))
         write_results(self.run, out_dir)
         self._cpu = OthersCpu()

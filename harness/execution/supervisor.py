@@ -8,15 +8,22 @@ import multiprocessing as mp
 import os
 import resource
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 from multiprocessing.connection import Connection
-from typing import Any
+from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.measure.memory import ALLOCATION_MARKERS, allocation_failure, oom_reason
 from harness.config import RunConfig
 from harness.results.schema import CaseId, CaseResult
+
+if TYPE_CHECKING:  # harness.envs itself is imported when a case needs it
+    from harness.envs import RuntimeEnv
 
 _PR_SET_PDEATHSIG = 1
 
@@ -42,42 +49,130 @@ def stop_forkserver() -> None:
             pass
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class _EnvProcess:
+    """A worker started with a runtime environment's interpreter (harness.envs), with multiprocessing.Process's
+    interface as the executor uses it: the same loop (`_worker_main`) over a socket pair, another Python."""
+
+    def __init__(self, python: str, log_path: str, cap_bytes: int | None, defer_blocks: bool) -> None:
+        parent, child = socket.socketpair()
+        with open(log_path, "ab") as log:  # an import error before the worker's own redirect lands in the log too
+            self._popen = subprocess.Popen(
+                [python, "-m", "harness.execution.env_worker", str(child.fileno()), log_path, str(cap_bytes or 0),
+                 "1" if defer_blocks else "0"], pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log)
+        child.close()
+        self.conn = Connection(parent.detach())
+
+    def is_alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill(self) -> None:
+        if self.is_alive():
+            self._popen.kill()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._popen.poll()
+
+
 class IsolatedExecutor:
     isolated = True
 
-    def __init__(self, defer_blocks: bool = False) -> None:
+    def __init__(self, defer_blocks: bool = False, say: Callable[[str], None] | None = None) -> None:
         self.defer_blocks = defer_blocks  # see CaseRunner: the session measures later blocks in rounds
+        self.say = say or _to_stderr  # progress lines of environments built or reused (the run's progress)
         self._ctx = worker_context()
         self._proc: Any = None
         self._conn: Connection | None = None
         self._log_path: str | None = None
+        self._env_key: str | None = None  # the environment of the current worker (None: the harness's own)
+        self._parked: dict[str | None, tuple[Any, Connection, str]] = {}  # idle workers of other environments
+        self._envs: dict[str, RuntimeEnv | str] = {}  # environments used in this run, or why one failed
         self.workers_started = 0
         self._last_tail = ""  # the worker's stderr tail for the last reply that reported an OOM
 
     # ------------------------------------------------------------------ worker lifecycle
-    def _ensure_worker(self, config: RunConfig) -> None:
-        if self._proc is not None and self._proc.is_alive():
+    def _ensure_worker(self, config: RunConfig, env: RuntimeEnv | None = None) -> None:
+        """A live worker in `env`'s interpreter (None: the harness's own); a worker of another environment is
+        parked, alive, for the cases that come back to it."""
+        key = env.key if env is not None else None
+        alive = self._proc is not None and self._proc.is_alive()
+        if alive and self._env_key == key:
             return
-        self._reap()
+        if alive:
+            assert self._conn is not None and self._log_path is not None
+            self._parked[self._env_key] = (self._proc, self._conn, self._log_path)
+            self._proc = self._conn = self._log_path = None
+        else:
+            self._reap()
+        parked = self._parked.pop(key, None)
+        if parked is not None:
+            if parked[0].is_alive():
+                self._proc, self._conn, self._log_path = parked
+                self._env_key = key
+                return
+            self._reap_one(*parked)
         fd, self._log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")
         os.close(fd)
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         memory_gb = config.process.case_memory_gb
         cap_bytes = int(memory_gb * 2**30) if memory_gb else None
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = self._ctx.Process(target=_worker_main,
-                                 args=(child_conn, self._log_path, cap_bytes, self.defer_blocks),
-                                 name="harness-worker", daemon=True)
-        proc.start()
-        child_conn.close()
-        self._proc, self._conn = proc, parent_conn
+        if env is not None:
+            proc = _EnvProcess(str(env.python), self._log_path, cap_bytes, self.defer_blocks)
+            self._proc, self._conn = proc, proc.conn
+        else:
+            parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+            proc = self._ctx.Process(target=_worker_main,
+                                     args=(child_conn, self._log_path, cap_bytes, self.defer_blocks),
+                                     name="harness-worker", daemon=True)
+            proc.start()
+            child_conn.close()
+            self._proc, self._conn = proc, parent_conn
+        self._env_key = key
         self.workers_started += 1
 
+    def _environment(self, case: CaseId, config: RunConfig) -> RuntimeEnv | str | None:
+        """The environment `case` runs in (built on first use), None for the harness's own, or why it could not
+        be built (the case is then a skip with that reason)."""
+        from harness.envs import EnvBuildError, EnvStore, environment_for
+        from harness.runtimes import get_runtime
+
+        try:
+            cls = get_runtime(case.runtime)
+        except Exception:  # noqa: BLE001 - an unknown runtime is the worker's error to report
+            return None
+        spec = environment_for(cls, config.process.envs)
+        if spec is None:
+            return None
+        if spec.key not in self._envs:
+            wheels = config.process.env_wheels
+            try:
+                self._envs[spec.key] = EnvStore(config.artifacts.cache_dir).ensure(
+                    spec, wheels=Path(wheels) if wheels else None, progress=self.say, who=case.runtime)
+            except EnvBuildError as exc:
+                self._envs[spec.key] = str(exc)
+        return self._envs[spec.key]
+
     def _reap(self, grace_s: float = 2.0) -> None:
-        """Stop the worker (politely, then SIGKILL) and wait for it: no process is left behind."""
-        proc, conn = self._proc, self._conn
+        """Stop the current worker (politely, then SIGKILL) and wait for it: no process is left behind."""
+        proc, conn, log_path = self._proc, self._conn, self._log_path
         self._proc = self._conn = None
+        self._log_path = None
+        self._reap_one(proc, conn, log_path, grace_s)
+
+    @staticmethod
+    def _reap_one(proc: Any, conn: Connection | None, log_path: str | None, grace_s: float = 2.0) -> None:
         if conn is not None:
             try:
                 if proc is not None and proc.is_alive():
@@ -91,12 +186,11 @@ class IsolatedExecutor:
                 proc.join(5)
         if conn is not None:
             conn.close()
-        if self._log_path:
+        if log_path:
             try:
-                os.unlink(self._log_path)
+                os.unlink(log_path)
             except OSError:
                 pass
-            self._log_path = None
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -105,16 +199,25 @@ class IsolatedExecutor:
 
     def close(self) -> None:
         self._reap()
+        for parked in self._parked.values():
+            self._reap_one(*parked)
+        self._parked.clear()
         stop_forkserver()
 
     # ------------------------------------------------------------------ one case
     def run(self, case: CaseId, config: RunConfig, payload: Any = None) -> CaseResult:
         """`case` of the run's workload in the worker (with the workload's `payload` for it), supervised: a crash,
         hang or memory-cap hit costs this case's row and the worker is replaced."""
-        reply = self._exchange(("case", case, config, payload), case, config)
+        env = self._environment(case, config)
+        if isinstance(env, str):
+            return CaseResult(case, "skipped", phase="load", reason=env)
+        reply = self._exchange(("case", case, config, payload), case, config, env)
         if isinstance(reply, CaseResult):
+            reply.environment = env.record() if env is not None else None
             return reply
         result = CaseResult.from_dict(reply)
+        if env is not None:
+            result.environment = env.record()
         if result.status == "oom":  # the worker's heap may be unusable: replace it
             result.stderr_tail = result.stderr_tail or self._last_tail
             self._reap()
@@ -123,19 +226,23 @@ class IsolatedExecutor:
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
         """A later measurement block of `case` in the worker (CaseRunner.measure_block), supervised like a case:
         a crash, timeout or OOM costs this block ({"error": reason}), never the case's earlier blocks."""
-        reply = self._exchange(("block", case, config, fresh), case, config)
+        env = self._environment(case, config)
+        if isinstance(env, str):
+            return {"error": env}
+        reply = self._exchange(("block", case, config, fresh), case, config, env)
         if isinstance(reply, CaseResult):
             return {"error": f"{reply.status}: {reply.reason}"}
         if reply.get("status") == "oom":
             self._reap()
         return reply
 
-    def _exchange(self, msg: tuple[Any, ...], case: CaseId, config: RunConfig) -> dict[str, Any] | CaseResult:
+    def _exchange(self, msg: tuple[Any, ...], case: CaseId, config: RunConfig,
+                  env: RuntimeEnv | None = None) -> dict[str, Any] | CaseResult:
         """Send one request to the worker and wait for its reply (a dict); a CaseResult when the worker could
         not be started, timed out or died (the worker is then replaced on the next request)."""
         self._last_tail = ""
         for attempt in (1, 2):  # a worker that died while idle is replaced once
-            self._ensure_worker(config)
+            self._ensure_worker(config, env)
             assert self._conn is not None and self._log_path is not None
             log_offset = os.path.getsize(self._log_path)
             try:

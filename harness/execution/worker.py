@@ -87,6 +87,11 @@ class InProcessExecutor:
         self.runner = CaseRunner(defer_blocks=defer_blocks)
 
     def run(self, case: CaseId, config: RunConfig, payload: Any = None) -> CaseResult:
+        from harness.envs.spec import in_process_refusal
+
+        refusal = in_process_refusal(case.runtime, config.process.envs)
+        if refusal:
+            return CaseResult(case, "skipped", phase="load", reason=refusal)
         return self.runner.run(case, config, payload=payload)
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:

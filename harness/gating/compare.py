@@ -425,6 +425,12 @@ def contended_runs(b: CaseResult, c: CaseResult) -> str:
     return "; ".join(out)
 
 
+def compare_case(baseline: CaseResult, current: CaseResult, gates: GateConfig) -> list[VerdictRecord]:
+    """The verdicts of one case measured twice (e.g. on two releases of its runtime), as compare_runs gives
+    them, under the baseline's case id."""
+    return _case_records(baseline.case, baseline, current, gates, "")
+
+
 def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates: GateConfig,
                   run_reason: str, older: Sequence[CaseResult] = ()) -> list[VerdictRecord]:
     def one(verdict: Verdict, reason: str) -> list[VerdictRecord]:

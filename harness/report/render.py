@@ -17,8 +17,8 @@ from harness.report import charts
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   end_to_end_tables, flags_text, interval_text, percentile_text, run_labels,
-                                   ab_rows, runtime_label, skip_reasons, variant_tables)
+                                   end_to_end_tables, env_packages, flags_text, interval_text, percentile_text,
+                                   run_labels, ab_rows, runtime_label, skip_reasons, variant_tables)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.stats import quoted, too_few_text
@@ -174,6 +174,9 @@ def _env_rows(runs: list[RunResults]) -> list[tuple[str, list[Any]]]:
                              for r in runs]))
     libs = sorted({k for r in runs for k, v in (r.environment.get("libraries") or {}).items() if v})
     rows += [(k, [(r.environment.get("libraries") or {}).get(k) for r in runs]) for k in libs]
+    # runtimes that ran in an environment of their own (harness.envs): the exact packages installed there
+    own = [{c.case.runtime: env_packages(c.environment) for c in r.cases if c.environment} for r in runs]
+    rows += [(f"{rt} (own environment)", [o.get(rt) for o in own]) for rt in sorted({k for o in own for k in o})]
     return rows
 
 

@@ -37,6 +37,8 @@ CSV_COLUMNS = (
     # contention (harness.measure.contention): was the worker kept from the CPU while it was timed?
     "contended", "runqueue_wait_fraction", "contention_cause",
     "variant",  # a deployment variant's canonical name (harness.variants); empty for the run's defaults
+    # a runtime run in an environment of its own (harness.envs): every package installed there, `name version; ...`
+    "runtime_env",
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -77,7 +79,15 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         **_generation_cells(r),
         **scenario_cells(getattr(r, "scenarios", None) or []),
         **contention_cells(getattr(r, "contention", None)),
+        "runtime_env": env_packages(getattr(r, "environment", None)),
     }
+
+
+def env_packages(environment: dict[str, Any] | None) -> str | None:
+    """`name version; ...` of a case's own runtime environment (harness.envs); None: the harness's own."""
+    if not environment:
+        return None
+    return "; ".join(f"{k} {v}" for k, v in sorted((environment.get("packages") or {}).items()))
 
 
 def quoted_figure(lat: dict[str, Any], q: int) -> float | None:

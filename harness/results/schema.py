@@ -396,6 +396,9 @@ class CaseResult:
     contention: Object | None = None
     # `harness ab`: the interleaved A/B measurement of this case and its paired verdict (harness.workloads.ab)
     ab: AbResult | None = None
+    # the runtime's own environment when it ran in one (harness.envs): key, requirements, python, and the exact
+    # version of every package installed there (None: the harness's own environment)
+    environment: Object | None = None
 
     @property
     def drift_note(self) -> str:

@@ -55,7 +55,7 @@ from harness.runtimes.torchscript import TorchScript  # noqa: E402
 from harness.runtimes.torch_cuda import TorchCuda  # noqa: E402
 from harness.runtimes.onnxruntime import OrtCann, OrtCuda, OrtCudaH2H, OrtOpenVino, OrtRocm, OrtTrt  # noqa: E402
 from harness.runtimes.tensorrt import TensorRT  # noqa: E402
-from harness.runtimes import selftest  # noqa: E402
+from harness.runtimes import pinned, selftest  # noqa: E402
 
 register_runtime(TorchEager)
 register_runtime(OrtCpu)
@@ -74,6 +74,7 @@ register_runtime(OrtRocm)
 register_runtime(OrtCann)
 register_runtime(OrtOpenVino)
 register_resolver(selftest.resolve)  # gate-check's slowed wrappers, `BASE+delayNNNns`
+register_resolver(pinned.resolve)  # a version pin, `NAME@VERSION` (harness.envs)
 
 __all__ = ["Availability", "Runtime", "RuntimeOptions", "get_runtime", "register_resolver", "register_runtime",
            "runtime_names"]

@@ -55,6 +55,14 @@ class Runtime(ABC):
     # transforms), "int8-recipe" (its INT8 is onnx_for_precision's), "ort-session" (ONNX Runtime session knobs),
     # "fixed-axes" (free dimensions fixed per shape). Knobs needing none (threads, pruning) apply to every runtime.
     variant_hooks: ClassVar[frozenset[str]] = frozenset()
+    # Its own environment (harness.envs): the pip requirements it needs beyond the harness's dependencies (the
+    # optional extra's), the distribution a version pin `NAME@VERSION` applies to, and whether it always runs in
+    # an environment of its own (its distribution replaces a module of the harness's, as onnxruntime-openvino
+    # replaces onnxruntime). `pinned_version` is set on the runtime a `NAME@VERSION` name builds.
+    requirements: ClassVar[tuple[str, ...]] = ()
+    distribution: ClassVar[str | None] = None
+    own_environment: ClassVar[bool] = False
+    pinned_version: ClassVar[str | None] = None
 
     def __init__(self, model: ModelSpec, precision: Precision, options: RuntimeOptions) -> None:
         self.model = model

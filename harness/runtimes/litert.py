@@ -30,6 +30,8 @@ class LiteRtCpu(Runtime):
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "litert-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("ai-edge-litert>=1.2", "litert-torch>=0.10")  # the extra `litert`
+    distribution: ClassVar[str | None] = "ai-edge-litert"
     precisions: ClassVar[frozenset[Precision]] = frozenset(RECIPE)
     description: ClassVar[str] = "LiteRT Interpreter + XNNPACK, .tflite from litert-torch"
 

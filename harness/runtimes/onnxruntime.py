@@ -226,6 +226,7 @@ SESSION_KNOBS = {"graph_optimization_level": _level, "execution_mode": _executio
 
 class OrtCpu(OnnxRuntime):
     name: ClassVar[str] = "ort-cpu"
+    distribution: ClassVar[str | None] = "onnxruntime"  # ort-cpu@1.20.0: the CPU build of that release
     provider: ClassVar[str] = "CPUExecutionProvider"
     description: ClassVar[str] = "ONNX Runtime, CPUExecutionProvider, ORT_ENABLE_ALL"
 
@@ -386,6 +387,7 @@ class OrtCudaBase(OrtAccelerator):
     (outside the timed loop) and binds the outputs to device memory: a timed call is the model only.
     """
 
+    distribution: ClassVar[str | None] = "onnxruntime-gpu"
     device: ClassVar[str] = "cuda"
     ort_device: ClassVar[str] = "cuda"  # OrtValue / IOBinding device type of the bound inputs and outputs
     io_binding: ClassVar[bool] = True
@@ -579,6 +581,10 @@ class OrtCann(OrtAccelerator):
 
 class OrtOpenVino(OrtAccelerator):
     name: ClassVar[str] = "ort-openvino"
+    # onnxruntime-openvino provides the onnxruntime module too: it cannot sit beside the harness's onnxruntime-gpu
+    requirements: ClassVar[tuple[str, ...]] = ("onnxruntime-openvino>=1.17",)
+    distribution: ClassVar[str | None] = "onnxruntime-openvino"
+    own_environment: ClassVar[bool] = True
     provider: ClassVar[str] = "OpenVINOExecutionProvider"
     device: ClassVar[str] = "cpu"  # the EP's default device_type is CPU
     description: ClassVar[str] = "ONNX Runtime, OpenVINOExecutionProvider (device_type CPU)"

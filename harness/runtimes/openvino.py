@@ -31,6 +31,8 @@ class OpenVinoCpu(Runtime):
     """
 
     name: ClassVar[str] = "openvino-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("openvino>=2024.4",)  # the extra `openvino`
+    distribution: ClassVar[str | None] = "openvino"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "int8-recipe"})
     precisions: ClassVar[frozenset[Precision]] = frozenset(_HINTS)
     description: ClassVar[str] = "OpenVINO Runtime, CPU plugin, ONNX frontend, latency/throughput hint"

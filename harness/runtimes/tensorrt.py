@@ -45,6 +45,8 @@ class TensorRT(Runtime):
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tensorrt"
+    requirements: ClassVar[tuple[str, ...]] = ("tensorrt>=10.1",)  # the extra `tensorrt`
+    distribution: ClassVar[str | None] = "tensorrt"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph"})
     device: ClassVar[str] = "cuda"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})

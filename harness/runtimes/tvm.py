@@ -28,6 +28,9 @@ class TvmCpu(Runtime):
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tvm-cpu"
+    # the extra `tvm` (pyproject.toml says why apache-tvm-ffi is capped)
+    requirements: ClassVar[tuple[str, ...]] = ("apache-tvm>=0.20", "apache-tvm-ffi<0.1.15", "xgboost-cpu>=2.1")
+    distribution: ClassVar[str | None] = "apache-tvm"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "tvm-tuning"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
 

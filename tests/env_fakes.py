@@ -1,0 +1,80 @@
+"""Test runtime environments: harness-fakert, a package the tests publish as wheels, and its runtime fakert-cpu."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.runtimes import register_runtime
+from harness.runtimes.base import Availability
+from harness.runtimes.onnxruntime import OrtCpu
+
+
+class FakeRt(OrtCpu):
+    name: ClassVar[str] = "fakert-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("harness-fakert",)
+    distribution: ClassVar[str | None] = "harness-fakert"
+    variant_hooks: ClassVar[frozenset[str]] = frozenset()
+    description: ClassVar[str] = "TEST ONLY: ONNX Runtime CPU behind the harness-fakert package"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import harness_fakert  # noqa: F401
+        except ImportError as exc:
+            return Availability(False, f"harness-fakert is not importable: {exc}")
+        return super().availability()
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import harness_fakert
+
+        return str(harness_fakert.__version__)
+
+    def _infer(self, prepared: Any) -> Any:
+        import harness_fakert
+
+        return harness_fakert.run(super()._infer, prepared)
+
+
+register_runtime(FakeRt, replace=True)
+
+CODE = '''__version__ = {version!r}
+DELAY_S = {delay_s!r}
+SHIFT = {shift!r}
+
+
+def run(infer, prepared):
+    import time
+
+    out = infer(prepared)
+    end = time.perf_counter() + DELAY_S
+    while time.perf_counter() < end:  # a busy wait: this release's cost per call
+        pass
+    return {{k: v + SHIFT for k, v in out.items()}} if SHIFT else out
+'''
+
+
+def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"harness_fakert-{version}.dist-info"
+    files = {
+        "harness_fakert/__init__.py": CODE.format(version=version, delay_s=delay_s, shift=shift),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: harness-fakert\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: harness-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for name, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    path = folder / f"harness_fakert-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
