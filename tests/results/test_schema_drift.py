@@ -61,7 +61,9 @@ def full_case() -> CaseResult:
                     order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], {"contended": False}),
                                                 AbBlock("b", 0, samples[5:], {"contended": True})],
                     block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
-                    ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}))
+                    ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}),
+        environment={"key": "0123456789abcdef", "requirements": ["onnxruntime==1.24.4"], "python": "3.11.7",
+                     "packages": {"onnxruntime": "1.24.4"}})
 
 
 def full_run() -> RunResults:
