@@ -99,6 +99,7 @@ def peak_rows(runs: Sequence[RunResults], labels: Sequence[str]) -> list[dict[st
                     "over_roof": roof.get("over_roof"), "roof_error": roof.get("error"),
                     "peak_gflops": roof.get("peak_gflops"), "bandwidth_gbs": roof.get("bandwidth_gbs"),
                     "profile_total_ms": p.get("total_ms"), "gap_percent": p.get("gap_percent"),
+                    "adjacent_p50_ms": p.get("adjacent_p50_ms"), "adjacent_gap_percent": p.get("adjacent_gap_percent"),
                     "profile_note": p.get("unsupported") or p.get("error") or ""})
     return out
 
@@ -157,7 +158,9 @@ def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: A
                           "GB/s": f(r["gbs"]), "FLOP/byte": f(r["intensity"]),
                           "% of roof": f(r["percent_of_roof"]), "% of peak": f(r["percent_of_peak"]),
                           "bound": r["bound"] or r["roof_error"] or "-", "profile ms": f(r["profile_total_ms"]),
-                          "gap %": f(r["gap_percent"], 2), "note": r["profile_note"][:120]} for r in rows])
+                          "gap %": f(r["gap_percent"], 2), "adjacent p50 ms": f(r["adjacent_p50_ms"]),
+                          "gap to it %": f(r["adjacent_gap_percent"], 2), "note": r["profile_note"][:120]}
+                         for r in rows])
     lines = ["### Where the time goes (--profile)", "", table(peak), ""]
     for t in where_time_goes(runs, labels):
         if not t["rows"]:

@@ -64,14 +64,21 @@ class CaseProfiler:
         except Exception as exc:  # noqa: BLE001
             out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
+        runs = profile_runs(p50_ms)
         try:
-            prof = runtime.profile(feed, profile_runs(p50_ms))
+            adjacent = adjacent_p50_ms(runtime, feed, runs)
+            prof = runtime.profile(feed, runs)
         except CannotProfile as exc:
             return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}
         except Exception as exc:  # noqa: BLE001
             return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
                     "roofline": roofline}
-        return {**out, **profile_record(prof, cost, p50_ms, roofline)}
+        record = profile_record(prof, cost, p50_ms, roofline)
+        # the same runs unprofiled, just before the profiled pass: the machine in the same state (a shared machine's
+        # load moves between the timed loop and the profile; this gap is the profiler's and the mapping's alone)
+        record["adjacent_p50_ms"] = adjacent
+        record["adjacent_gap_percent"] = 100.0 * (record["total_ms"] - adjacent) / adjacent if adjacent > 0 else None
+        return {**out, **record}
 
     def _roofline(self, cost: Any, runtime: Runtime, case: CaseId, p50_ms: float, threads: int) -> dict[str, Any]:
         from harness.profile.roofline import case_roofline
@@ -93,6 +100,23 @@ class CaseProfiler:
                 "peak_method": peak.get("method") or peak.get("name"),
                 "bandwidth_method": (ceilings.get("bandwidth") or {}).get("method"),
                 "ceilings_warning": ceilings.get("warning")}
+
+
+def adjacent_p50_ms(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> float:
+    """The median of `runs` unprofiled calls of the case's bound inference (ms), taken right before the profiled
+    pass; not part of the case's samples (the timed loop is over)."""
+    import time
+
+    from harness.results.stats import median_ns
+
+    call = runtime.bind(feed)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        call()
+        runtime.synchronize()
+        times.append(time.perf_counter_ns() - t0)
+    return float(median_ns(times)) / 1e6
 
 
 def case_dims(case: CaseId, shapes: tuple[tuple[str, int], ...]) -> dict[str, int]:
