@@ -186,6 +186,22 @@ def fused_covers(graph: SourceGraph, name: str, inputs: Sequence[str], outputs: 
     return ()
 
 
+def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:
+    """Profiles of the same case taken in several passes as one: each op's time and the wall time averaged
+    over all the runs (weighted by each pass's runs)."""
+    runs = sum(p.runs for p in profiles)
+    ops: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+    for p in profiles:
+        for op in p.ops:
+            row = ops.setdefault((op.name, op.covers), [op, 0.0])
+            row[1] += op.time_us * p.runs
+    first = profiles[0]
+    merged = tuple(OpTime(op.name, op.op_type, total / runs, op.covers, op.fusion) for op, total in ops.values())
+    return OpProfile(merged, runs, sum(p.wall_us * p.runs for p in profiles) / runs,
+                     first.method + (f", in {len(profiles)} passes" if len(profiles) > 1 else ""), first.graph,
+                     tuple(dict.fromkeys(n for p in profiles for n in p.notes)))
+
+
 # ------------------------------------------------------------------------------------------ the mapping
 def layer_times(profile: OpProfile, cost: Any = None) -> dict[str, Any]:
     """The profile on the graph's nodes: {"nodes": [{"node", "op_type", "time_us", "share", "fusion", "ops"}],

@@ -158,3 +158,13 @@ def test_torch_module_self_times_map_onto_the_scopes_the_exporter_recorded():
     table = layer_times(OpProfile(tuple(ops.values()), 1, 60.0, "hooks"), graph_cost(m))
     assert {r["node"]: r["time_us"] for r in table["nodes"]}["/conv/Conv"] == 41.5
     assert table["unmapped_us"] == 0.5
+
+
+def test_passes_merge_into_one_profile_weighted_by_their_runs():
+    from harness.profile.layers import merge_profiles
+
+    a = OpProfile((OpTime("k", "Conv", 10.0, ("n",)), OpTime("r", "Reorder", 1.0)), 2, 12.0, "m")
+    b = OpProfile((OpTime("k", "Conv", 16.0, ("n",)),), 1, 18.0, "m")
+    merged = merge_profiles([a, b])
+    assert merged.runs == 3 and merged.wall_us == 14.0 and merged.method == "m, in 2 passes"
+    assert {o.name: o.time_us for o in merged.ops} == {"k": 12.0, "r": 2.0 / 3}

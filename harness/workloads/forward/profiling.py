@@ -7,12 +7,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.profile.layers import CannotProfile, profile_record
+from harness.profile.layers import CannotProfile, merge_profiles, profile_record
+from harness.results.stats import median_ns
 from harness.results.schema import CaseId
 from harness.runtimes import Runtime
 
 PROFILE_TIME_S = 1.0  # the profiled runs last about this long (at the case's measured p50) ...
 MIN_RUNS, MAX_RUNS = 5, 200  # ... within these counts
+PASSES = 4  # profiled passes, each after as many unprofiled calls (at least MIN_RUNS runs per pass)
 
 
 def profile_runs(p50_ms: float) -> int:
@@ -52,9 +54,10 @@ class CaseProfiler:
     def profile(self, runtime: Runtime, feed: Mapping[str, Any], case: CaseId, p50_ms: float, threads: int,
                 dims: Mapping[str, int]) -> dict[str, Any]:
         """CaseResult.profile of a measured case: its cost (FLOPs and bytes of the graph at the case's sizes),
-        its roofline point (the measured p50 under this machine's ceilings), and the per-layer times of a
-        profiled pass (layers.profile_record), or why there are none ("unsupported": the runtime has no
-        profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
+        its roofline point (the measured p50 under this machine's ceilings), and the per-layer times of the
+        profiled runs (layers.profile_record; profile_runs() of them in up to PASSES passes, each after as many
+        unprofiled calls, whose median is "adjacent_p50_ms"), or why there are none ("unsupported": the runtime
+        has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
         out: dict[str, Any] = {}
         cost = None
         try:
@@ -65,17 +68,24 @@ class CaseProfiler:
             out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
         runs = profile_runs(p50_ms)
+        passes = max(1, min(PASSES, runs // MIN_RUNS))
+        adjacent_ns: list[int] = []
+        profiles = []
         try:
-            adjacent = adjacent_p50_ms(runtime, feed, runs)
-            prof = runtime.profile(feed, runs)
+            for i in range(passes):  # unprofiled and profiled runs in alternating chunks: the same machine state
+                share = runs // passes + (1 if i < runs % passes else 0)
+                adjacent_ns += unprofiled_ns(runtime, feed, share)
+                profiles.append(runtime.profile(feed, share))
+            prof = merge_profiles(profiles)
+            adjacent = median_ns(adjacent_ns) / 1e6
         except CannotProfile as exc:
             return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}
         except Exception as exc:  # noqa: BLE001
             return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
                     "roofline": roofline}
         record = profile_record(prof, cost, p50_ms, roofline)
-        # the same runs unprofiled, just before the profiled pass: the machine in the same state (a shared machine's
-        # load moves between the timed loop and the profile; this gap is the profiler's and the mapping's alone)
+        # as many runs unprofiled, alternating with the profiled ones: the machine in the same state (a shared
+        # machine's load moves between the timed loop and the profile; this gap is the profiler's and the mapping's)
         record["adjacent_p50_ms"] = adjacent
         record["adjacent_gap_percent"] = 100.0 * (record["total_ms"] - adjacent) / adjacent if adjacent > 0 else None
         return {**out, **record}
@@ -102,12 +112,10 @@ class CaseProfiler:
                 "ceilings_warning": ceilings.get("warning")}
 
 
-def adjacent_p50_ms(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> float:
-    """The median of `runs` unprofiled calls of the case's bound inference (ms), taken right before the profiled
-    pass; not part of the case's samples (the timed loop is over)."""
+def unprofiled_ns(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> list[int]:
+    """`runs` unprofiled calls of the case's bound inference (ns each), between the profiled passes; not part of
+    the case's samples (its timed loop is over)."""
     import time
-
-    from harness.results.stats import median_ns
 
     call = runtime.bind(feed)
     times = []
@@ -116,7 +124,7 @@ def adjacent_p50_ms(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> flo
         call()
         runtime.synchronize()
         times.append(time.perf_counter_ns() - t0)
-    return float(median_ns(times)) / 1e6
+    return times
 
 
 def case_dims(case: CaseId, shapes: tuple[tuple[str, int], ...]) -> dict[str, int]:
