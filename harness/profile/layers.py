@@ -229,7 +229,8 @@ def layer_times(profile: OpProfile, cost: Any = None) -> dict[str, Any]:
             times[n] = times.get(n, 0.0) + (op.time_us if len(op.covers) == 1 else op.time_us * w / total)
             ops.setdefault(n, []).append(op.name)
             if op.fusion or len(op.covers) > 1:
-                fusion[n] = op.fusion or op.op_type
+                named = op.fusion or op.op_type
+                fusion[n] = named if not fusion.get(n) or named in fusion[n] else f"{fusion[n]} + {named}"
     order = [n.name for n in cost.nodes] if cost is not None else []
     order += [n for n in times if n not in set(order)]
     mapped = sum(times.values())

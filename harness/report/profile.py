@@ -76,6 +76,7 @@ def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int 
                             "unmapped_ms": p.get("unmapped_ms", 0.0),
                             "unmapped_share": p.get("unmapped_ms", 0.0) / total if total else None,
                             "total_ms": total, "p50_ms": p.get("measured_p50_ms"), "gap": p.get("gap_percent"),
+                            "adjacent_ms": p.get("adjacent_p50_ms"), "adjacent_gap": p.get("adjacent_gap_percent"),
                             "wall_ms": p.get("wall_ms"), "runs": p.get("runs"), "method": p.get("method")})
         out.append({"model": model, "batch": batch, "seq": seq, "columns": columns, "rows": rows,
                     "summary": summary, "unsupported": unsupported})
@@ -176,6 +177,10 @@ def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: A
                                 **{s["column"]: f"{s['unmapped_ms']:.3f}" for s in t["summary"]}},
                                {"layer": "profile total / p50", "op": "",
                                 **{s["column"]: f"{s['total_ms']:.3f} / {s['p50_ms']:.3f} ({s['gap']:+.1f}%)"
+                                   for s in t["summary"]}},
+                               {"layer": "adjacent p50 (gap)", "op": "",
+                                **{s["column"]: f"{s['adjacent_ms']:.3f} ({s['adjacent_gap']:+.1f}%)"
+                                   if s["adjacent_ms"] is not None and s["adjacent_gap"] is not None else "-"
                                    for s in t["summary"]}}])
         lines += [f"#### {t['model']} {shape} (ms per inference, share of the profile)", "", table(view), ""]
     return lines

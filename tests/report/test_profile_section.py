@@ -22,7 +22,7 @@ def case(runtime, times, p50, localization=None, profile_extra=None):
     total = sum(times.values())
     profile: dict = {"nodes": nodes, "unmapped": [{"name": "reorder", "op_type": "Reorder", "time_ms": 0.05}],
                "unmapped_ms": 0.05, "total_ms": total + 0.05, "measured_p50_ms": p50,
-               "gap_percent": 100 * (total + 0.05 - p50) / p50, "wall_ms": p50 * 1.1, "runs": 10, "method": "m",
+               "gap_percent": 100 * (total + 0.05 - p50) / p50, "adjacent_p50_ms": p50, "adjacent_gap_percent": 1.0, "wall_ms": p50 * 1.1, "runs": 10, "method": "m",
                "cost": {"flops": 1e9, "bytes_moved": 1e8}, "roofline": _roof(50.0, 10.0), **(profile_extra or {})}
     return CaseResult(CaseId("net", runtime, "fp32", 1, None, "cpu"), "passed",
                       latency={"p50_ms": p50, "p90_ms": p50, "p95_ms": p50, "p99_ms": p50, "mean_ms": p50,
@@ -64,4 +64,4 @@ def test_html_shows_the_section_the_chart_and_escapes_names():
 def test_markdown_lists_percent_of_peak_and_the_top_layers():
     md = render_markdown(run())
     assert "### Where the time goes (--profile)" in md and "% of peak" in md
-    assert "#### net b1" in md and "the rest" in md and "profile total / p50" in md
+    assert "#### net b1" in md and "the rest" in md and "profile total / p50" in md and "adjacent p50 (gap)" in md
