@@ -50,6 +50,9 @@ class MeasureConfig:
     # --settle: wait up to this long for a quiet machine before each case, and re-measure a contended block once
     # it is quiet again (both kept); 0: off
     settle_s: float = 0.0
+    # --profile: after the timed loop (never inside it), a profiled pass per case: per-layer times on the ONNX
+    # graph, FLOPs, bytes and the case's place under the machine's roofline (harness.workloads.forward.profiling)
+    profile: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

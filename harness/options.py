@@ -347,6 +347,11 @@ TIMING = OptionGroup("timing", "timing", (
                         "case's threads) before each case, and re-measure a contended block once it is quiet "
                         "again, keeping the contended one in the case's details (default: 0, off)", "SECONDS",
               field="settle_s", parse=float_at_least(0.0)),
+    OptionDef("profile", "after each case's timed loop (never inside it), a profiled pass under the runtime's own "
+                         "profiler: time per layer of the ONNX graph (fused kernels credited to the nodes they "
+                         "cover), FLOPs and bytes, achieved GFLOP/s and GB/s and the percent of this machine's "
+                         "measured roofline; a runtime without a profiler says why (docs/profile.md)",
+              flag=True, field="profile", parse=switch(True)),
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",

@@ -14,6 +14,7 @@ from markupsafe import Markup
 from harness.display import csv_cell, speed_text, visible
 from harness.model import get_model
 from harness.report import charts
+from harness.report.profile import peak_rows, profile_markdown, roofline_chart, where_time_goes
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
 from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
@@ -220,6 +221,8 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
     onnx_only = {m for m in models if _onnx_only(m, [c for _, c in all_cases if c.case.model == m])}
+    profile_tables = where_time_goes(forward, labels)
+    peaks = peak_rows(forward, labels)
     vlist = list(verdicts or [])
     vcounts: dict[str, int] = {}
     for v in vlist:
@@ -239,6 +242,8 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
         trends=_trend_charts(trends), conformance_page=conformance_page,
+        profile_tables=profile_tables, peaks=peaks,
+        roofline=Markup(roofline_chart(peaks)) if peaks and roofline_chart(peaks) else None,
     )
 
 
@@ -411,6 +416,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
         lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
     lines += generation_markdown(runs, labels, _md_table)
+    lines += profile_markdown(runs, labels, _md_table)
     problems = df[~df["status"].isin(["passed", "skipped"])]
     if not problems.empty:
         lines += ["### Problems", ""]

@@ -399,6 +399,11 @@ class CaseResult:
     # the runtime's own environment when it ran in one (harness.envs): key, requirements, python, and the exact
     # version of every package installed there (None: the harness's own environment)
     environment: Object | None = None
+    # --profile (harness.workloads.forward.profiling, after the timed loop): the graph's FLOPs and bytes ("cost"),
+    # the roofline point of the measured p50 ("roofline"), and a profiled pass's time per ONNX node ("nodes",
+    # "unmapped", "total_ms" against "measured_p50_ms", "gap_percent"), or why there is none ("unsupported",
+    # "error"); layout: harness.profile.layers.profile_record
+    profile: Object | None = None
 
     @property
     def drift_note(self) -> str:

@@ -198,6 +198,40 @@ class Runtime(ABC):
         runtime, or nothing to compare (it runs the FP32 file itself)."""
         return None
 
+    # ------------------------------------------------------------------ profiling (--profile)
+    # Why this runtime gives no per-op profile (an adapter that can overrides `_profile` instead).
+    cannot_profile: ClassVar[str] = "its adapter has no per-op profiler"
+
+    @classmethod
+    def can_profile(cls) -> bool:
+        """Whether this runtime's adapter implements the profiled pass (`_profile`)."""
+        return cls._profile is not Runtime._profile
+
+    def profile(self, feed: Mapping[str, np.ndarray], runs: int) -> Any:
+        """A profiled pass on `feed`: `runs` inferences under the runtime's own profiler, on a separate session
+        or compile, or with hooks removed afterwards, so the timed loop (which has run before) never profiles.
+        Returns an OpProfile (harness.profile.layers), its ops' times per inference mapped onto the ONNX graph
+        `cost_graph()` gives; raises CannotProfile with the reason where the runtime has no profiler."""
+        from harness.profile.layers import CannotProfile
+
+        self._check_active()
+        if not self.can_profile():
+            raise CannotProfile(f"{self.name} cannot profile: {self.cannot_profile}")
+        self._ensure_shape(feed)
+        return self._profile(feed, max(1, int(runs)))
+
+    def _profile(self, feed: Mapping[str, np.ndarray], runs: int) -> Any:
+        raise NotImplementedError
+
+    def cost_graph(self) -> Path:
+        """The ONNX graph whose nodes this runtime's FLOPs, bytes and profile are counted on: the ONNX file it
+        executes, else the model's FP32 export."""
+        if self.artifact is not None and self.artifact.path.suffix == ".onnx":
+            return self.artifact.path
+        from harness.artifacts import onnx_fp32
+
+        return onnx_fp32(self.model, self.options).path
+
     def decoder(self) -> Any:
         """A Decoder (harness.runtimes.decoding.base) of this model at this precision, for --workload generate. It owns its
         own module or session (this runtime need not be activated). Default: cannot generate (a skip)."""

@@ -34,6 +34,9 @@ class LiteRtCpu(Runtime):
     distribution: ClassVar[str | None] = "ai-edge-litert"
     precisions: ClassVar[frozenset[Precision]] = frozenset(RECIPE)
     description: ClassVar[str] = "LiteRT Interpreter + XNNPACK, .tflite from litert-torch"
+    cannot_profile: ClassVar[str] = ("ai_edge_litert's Python Interpreter has no per-op profiler (the op profiling "
+                                     "of the C++ benchmark tool is not exposed), and its .tflite comes from the "
+                                     "torch module, not the ONNX graph")
 
     @classmethod
     def availability(cls) -> Availability:

@@ -116,6 +116,19 @@ class OnnxRuntime(Runtime):
     def _new_session(self, fixed: Mapping[str, int]) -> Any:
         import onnxruntime as ort
 
+        so = self._session_options(fixed)
+        session = ort.InferenceSession(str(self.artifact.path), so, providers=self._providers())
+        active = session.get_providers()
+        if not active or active[0] != self.provider:
+            # onnxruntime falls back to CPU silently when a provider's libraries are missing.
+            raise RuntimeError(f"{self.provider} not available: the session fell back to {active}")
+        self._output_names = [o.name for o in session.get_outputs()]
+        self._fixed = dict(fixed)
+        return session
+
+    def _session_options(self, fixed: Mapping[str, int]) -> Any:
+        import onnxruntime as ort
+
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.intra_op_num_threads = self.options.threads
@@ -126,14 +139,40 @@ class OnnxRuntime(Runtime):
             SESSION_KNOBS[key](so, value, self.options.threads)
         for dim, size in fixed.items():
             so.add_free_dimension_override_by_name(dim, size)
-        session = ort.InferenceSession(str(self.artifact.path), so, providers=self._providers())
-        active = session.get_providers()
-        if not active or active[0] != self.provider:
-            # onnxruntime falls back to CPU silently when a provider's libraries are missing.
-            raise RuntimeError(f"{self.provider} not available: the session fell back to {active}")
-        self._output_names = [o.name for o in session.get_outputs()]
-        self._fixed = dict(fixed)
-        return session
+        return so
+
+    def _profile(self, feed: Mapping[str, Any], runs: int) -> Any:
+        """A second session with the same options and SessionOptions.enable_profiling (the timed session is
+        never profiled), which also saves its optimized graph: one warm-up run, then `runs` runs. Each
+        "Node" event's kernel time is mapped onto the source graph's nodes through the optimized graph
+        (ort_profile_ops)."""
+        import json
+        import tempfile
+        import time
+
+        import onnx
+        import onnxruntime as ort
+
+        from harness.profile.layers import OpProfile
+
+        with tempfile.TemporaryDirectory(prefix="harness-ort-profile-") as tmp:
+            so = self._session_options(self._fixed)
+            so.enable_profiling = True
+            so.profile_file_prefix = str(Path(tmp) / "profile")
+            so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+            session = ort.InferenceSession(str(self.artifact.path), so, providers=self._providers())
+            prepared = dict(feed)  # host feeds on every EP: the kernels' times are what is profiled
+            session.run(self._output_names, prepared)  # first-run allocations, not counted
+            t0 = time.perf_counter_ns()
+            for _ in range(runs):
+                session.run(self._output_names, prepared)
+            wall_us = (time.perf_counter_ns() - t0) / 1e3 / runs
+            events = json.loads(Path(session.end_profiling()).read_text())
+            optimized = onnx.load(str(Path(tmp) / "optimized.onnx"), load_external_data=False)
+        ops = ort_profile_ops(events, optimized, onnx.load(str(self.artifact.path), load_external_data=False), runs)
+        return OpProfile(ops=ops, runs=runs, wall_us=wall_us, graph=self.artifact.path,
+                         method=f"onnxruntime {ort.__version__} SessionOptions.enable_profiling on a second "
+                                f"session ({self.provider}): the Node events' kernel time of the last {runs} runs")
 
     def session_options(self) -> dict[str, Any]:
         """The active session's options as ONNX Runtime reports them back (get_session_options)."""
@@ -222,6 +261,58 @@ def _config_entry(so: Any, key: str, default: str) -> str:
 # RuntimeOptions.session keys (harness.variants.ort_session) -> how each sets an ort.SessionOptions
 SESSION_KNOBS = {"graph_optimization_level": _level, "execution_mode": _execution_mode,
                  "memory_pattern": _memory_pattern, "intra_op_spinning": _spinning}
+
+
+LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost"})
+
+
+def ort_profile_ops(events: Any, optimized: Any, source: Any, runs: int) -> tuple[Any, ...]:
+    """ONNX Runtime's profile (the JSON list of trace events) as OpTimes on `source`'s nodes: each "Node"
+    event named `<node>_kernel_time` within the last `runs` "model_run" events, averaged per run, credited to the
+    source nodes its node of the `optimized` graph covers (harness.profile.layers.fused_covers: a fused node
+    such as FusedConv, FusedMatMul, Attention or SkipLayerNormalization covers the nodes between its inputs and
+    outputs, its op type named as the fusion; a node ONNX Runtime added, such as a layout reorder, is unmapped)."""
+    from harness.profile.layers import OpTime, SourceGraph, fused_covers, renamed_output
+
+    graph = SourceGraph.from_model(source)
+    opt = optimized.graph
+    kept = {t for n in opt.node for t in (*n.input, *n.output) if t} | {i.name for i in opt.input}
+    kept |= {t.name for t in opt.initializer}
+    # a node ORT renamed after the tensor it computes (NCHWc: "<tensor>_nchwc") keeps that tensor materialised
+    kept |= {b for b in (renamed_output(graph, n.name) for n in opt.node) if b is not None}
+    nodes = {n.name: n for n in opt.node}
+    trace = events["traceEvents"] if isinstance(events, dict) else events
+    run_spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace
+                       if e.get("cat") == "Session" and e.get("name") == "model_run")[-runs:]
+
+    def in_runs(ts: float) -> bool:
+        return any(lo <= ts <= hi for lo, hi in run_spans)
+
+    times: dict[str, float] = {}
+    kinds: dict[str, str] = {}
+    for e in trace:
+        name = str(e.get("name", ""))
+        if e.get("cat") != "Node" or not name.endswith("_kernel_time") or not in_runs(e.get("ts", -1)):
+            continue
+        node = name[: -len("_kernel_time")]
+        times[node] = times.get(node, 0.0) + float(e.get("dur", 0))
+        kinds[node] = str(e.get("args", {}).get("op_name", ""))
+    n = max(1, len(run_spans))
+    out = []
+    for node, total in times.items():
+        proto = nodes.get(node)
+        op_type = kinds[node] or (proto.op_type if proto is not None else "")
+        if op_type in LAYOUT_OPS:
+            covers: tuple[str, ...] = ()  # a layout change ORT added: no source node computes it
+        elif proto is not None:
+            covers = fused_covers(graph, node, [t for t in proto.input if t], [t for t in proto.output if t], kept)
+        else:
+            covers = fused_covers(graph, node, (), (), kept)
+        domain = proto.domain if proto is not None else ""
+        kind = op_type if domain in ("", "ai.onnx", "com.microsoft") else f"{domain.rsplit('.', 1)[-1]}.{op_type}"
+        fusion = kind if len(covers) > 1 or (covers and graph.op_types.get(covers[0]) != op_type) else ""
+        out.append(OpTime(node, op_type, total / n, covers, fusion))
+    return tuple(out)
 
 
 class OrtCpu(OnnxRuntime):

@@ -132,9 +132,8 @@ class OpenVinoCpu(Runtime):
         first = np.shape(feed[self.model.inputs[0].name])
         batch = int(first[0]) if first else 1
         mode = hints.PerformanceMode.LATENCY if batch == 1 else hints.PerformanceMode.THROUGHPUT
-        config = {hints.performance_mode: mode, props.inference_num_threads: self.options.threads,
-                  hints.inference_precision: _ov_type(self._ov, _HINTS[self.precision][0])}
-        self._compiled = self._core.compile_model(self._ov_model, "CPU", config)
+        self._mode = mode
+        self._compiled = self._core.compile_model(self._ov_model, "CPU", self._compile_config())
         self._request = self._compiled.create_infer_request()
         self._output_names = [_port_name(p, i, self.model.outputs) for i, p in enumerate(self._compiled.outputs)]
         self._hint = mode.name
@@ -142,12 +141,53 @@ class OpenVinoCpu(Runtime):
         self._streams = int(self._compiled.get_property("NUM_STREAMS"))
         self._precision_used = self._compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
 
+    def _compile_config(self) -> dict[Any, Any]:
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        return {hints.performance_mode: self._mode, props.inference_num_threads: self.options.threads,
+                hints.inference_precision: _ov_type(self._ov, _HINTS[self.precision][0])}
+
     def _infer(self, prepared: Mapping[str, Any]) -> Mapping[str, Any]:
         result = self._request.infer(prepared)
         return {name: result[port] for name, port in zip(self._output_names, self._ports)}
 
     def _deactivate(self) -> None:
         self._compiled = self._request = self._ov_model = None
+
+    def _profile(self, feed: Mapping[str, np.ndarray], runs: int) -> Any:
+        """A second compile of the same model and config with PERF_COUNT on (the timed one never counts): one
+        warm-up inference, then `runs`, each one's get_profiling_info() summed per executed node; each node is
+        mapped onto the ONNX nodes named by its runtime-model `originalLayersNames` (openvino_profile_ops)."""
+        import time
+
+        import openvino.properties as props
+
+        from harness.profile.layers import OpProfile
+
+        config = {**self._compile_config(), props.enable_profiling: True}
+        compiled = self._core.compile_model(self._ov_model, "CPU", config)
+        request = compiled.create_infer_request()
+        request.infer(feed)  # first-inference work, not counted
+        counts: dict[str, list[Any]] = {}
+        t0 = time.perf_counter_ns()
+        for _ in range(runs):
+            request.infer(feed)
+            for info in request.get_profiling_info():
+                row = counts.setdefault(info.node_name, [info.node_type, info.exec_type, 0.0])
+                row[2] += info.real_time.total_seconds() * 1e6
+        wall_us = (time.perf_counter_ns() - t0) / 1e3 / runs
+        runtime_ops = compiled.get_runtime_model().get_ordered_ops()
+        original = {op.get_friendly_name(): _rt(op, "originalLayersNames") for op in runtime_ops}
+        consumers = {op.get_friendly_name(): [i.get_node().get_friendly_name() for out in op.outputs()
+                                              for i in out.get_target_inputs()] for op in runtime_ops}
+        producers = {op.get_friendly_name(): [i.get_source_output().get_node().get_friendly_name()
+                                              for i in op.inputs()] for op in runtime_ops}
+        ops = openvino_profile_ops({k: (v[0], v[1], v[2] / runs) for k, v in counts.items()}, original,
+                                   self._onnx.path, consumers, producers)
+        return OpProfile(ops=ops, runs=runs, wall_us=wall_us, graph=self._onnx.path,
+                         method=f"openvino {self._ov.__version__} PERF_COUNT on a second compile: "
+                                f"get_profiling_info() real_time of {runs} inferences")
 
     def details(self) -> dict[str, Any]:
         out = {**super().details(), "performance_hint": getattr(self, "_hint", None) or None,
@@ -161,6 +201,74 @@ class OpenVinoCpu(Runtime):
 
 
 _PACKED_4BIT = ("int4", "uint4", "float4_e2m1fn")
+
+
+def _rt(op: Any, key: str) -> str:
+    info = op.get_rt_info()
+    try:
+        return str(info[key].astype(str)) if key in info else ""
+    except Exception:  # noqa: BLE001 - an rt_info value of another type
+        return str(info[key]) if key in info else ""
+
+
+def openvino_profile_ops(counts: Mapping[str, tuple[str, str, float]], original: Mapping[str, str],
+                         onnx_path: Any, consumers: Mapping[str, list[str]] | None = None,
+                         producers: Mapping[str, list[str]] | None = None) -> tuple[Any, ...]:
+    """OpenVINO's per-node counts {node_name: (node_type, exec_type, microseconds per inference)} as OpTimes:
+    each executed node credited to the ONNX nodes its `originalLayersNames` (`original`, comma-separated) name,
+    by node name or output tensor name (SourceGraph.resolve); a node covering several is a fusion named by its
+    type and kernel (e.g. "Convolution (brgconv_avx2_FP32)"). Nodes that did not run (0 us, e.g. inputs and
+    constants) are left out. A node whose names match no ONNX node is a piece of an ONNX node OpenVINO's frontend
+    decomposed (LayerNormalization -> MVN + scale and shift): it is credited to the ONNX nodes between what its
+    nearest mapped producers compute and what its nearest mapped consumer reads (`producers`, `consumers`:
+    runtime-model node -> the nodes it reads / that read it), else to that consumer's nodes, the decomposition
+    named; a Reorder or Convert OpenVINO added stays unmapped."""
+    from harness.profile.layers import OpTime, SourceGraph
+
+    graph = SourceGraph.from_model(onnx_path)
+
+    def own(name: str) -> tuple[str, ...]:
+        names = [n.strip() for n in (original.get(name) or name).split(",") if n.strip()]
+        return tuple(dict.fromkeys(r for r in (graph.resolve(n) for n in names) if r is not None))
+
+    def nearest(name: str, edges: Mapping[str, list[str]] | None) -> tuple[str, ...]:
+        todo, seen = list((edges or {}).get(name, ())), {name}
+        while todo and len(seen) < 8:
+            nxt = todo.pop(0)
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            found = own(nxt)
+            if found:
+                return found
+            todo += (edges or {}).get(nxt, ())
+        return ()
+
+    def decomposed(name: str) -> tuple[str, ...]:
+        after = nearest(name, consumers)
+        if not after:
+            return ()
+        before = nearest(name, producers)
+        computed = {t for n in before for t in graph.outputs[n]}
+        read = [t for n in after for t in graph.inputs[n] if t in graph.producer and graph.producer[t] not in after]
+        between = graph.between(computed, read, set()) if computed and read else ()
+        return between if 0 < len(between) <= 4 and not set(between) & set(before) else after
+
+    out = []
+    for name, (node_type, exec_type, us) in counts.items():
+        if us <= 0:
+            continue
+        covers, fusion = own(name), ""
+        if len(covers) > 1:
+            fusion = f"{node_type} ({exec_type})"
+        if not covers and node_type not in ADDED_BY_OPENVINO:
+            covers = decomposed(name)
+            fusion = f"{node_type} (decomposed)" if covers else ""
+        out.append(OpTime(name, node_type, us, covers, fusion))
+    return tuple(out)
+
+
+ADDED_BY_OPENVINO = frozenset({"Reorder", "Convert", "Transpose", "Reshape"})  # layout and precision: unmapped
 
 
 def _by_port(inputs: list[Any], feeds: Mapping[str, Any]) -> dict[int, Any]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.model import name_outputs
-from harness.runtimes.base import Availability
+from harness.runtimes.base import Availability, Runtime
 from harness.runtimes.torch_eager import TorchEager
 
 
@@ -23,6 +23,9 @@ class TorchCompile(TorchEager):
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "torch-compile-cpu"
     description: ClassVar[str] = "torch.compile, Inductor, dynamic=False, one compile per shape"
+    _profile = Runtime._profile  # module hooks do not see inside the compiled graph
+    cannot_profile: ClassVar[str] = ("module hooks do not see inside an Inductor graph and its fused kernels keep no "
+                                     "record of the ONNX nodes they cover")
 
     def _activate(self) -> None:
         super()._activate()

@@ -78,6 +78,60 @@ class TorchEager(Runtime):
     def _deactivate(self) -> None:
         self._module = None
 
+    def _profile(self, feed: Mapping[str, np.ndarray], runs: int) -> Any:
+        """Forward pre/post hooks on every module, added for the profiled pass and removed after it (the timed
+        loop ran without them): one warm-up call, then `runs`, each module's self time (its calls' time less its
+        submodules') summed with perf_counter_ns; a module's self time is credited to the ONNX nodes the torch
+        exporter recorded in that module's scope (torch_module_ops). The hooks' own cost (a few microseconds
+        per module call) lands in the parent modules' self time and in the gap to the measured latency."""
+        import time
+
+        from harness.profile.layers import OpProfile, SourceGraph
+
+        prepared = self._prepare(feed)
+        self._infer(prepared)  # not counted
+        sync = self.synchronize  # a GPU subclass: each module's kernels finish before its clock is read
+        clock = time.perf_counter_ns
+        stack: list[list[Any]] = []
+        self_ns: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        handles = []
+
+        def enter(name: str) -> Any:
+            def hook(module: Any, args: Any, kwargs: Any = None) -> None:
+                sync()
+                if name not in self_ns:
+                    self_ns[name] = 0  # the modules in the order of their first call
+                stack.append([name, clock(), 0])
+            return hook
+
+        def leave(module: Any, args: Any, output: Any) -> None:
+            sync()
+            name, start, children = stack.pop()
+            took = clock() - start
+            self_ns[name] = self_ns.get(name, 0) + took - children
+            if stack:
+                stack[-1][2] += took
+
+        try:
+            for name, module in self._module.named_modules():
+                kinds[name] = type(module).__name__
+                handles.append(module.register_forward_pre_hook(enter(name)))
+                handles.append(module.register_forward_hook(lambda m, a, o: leave(m, a, o)))
+            t0 = clock()
+            for _ in range(runs):
+                self._infer(prepared)
+            wall_us = (clock() - t0) / 1e3 / runs
+        finally:
+            for h in handles:
+                h.remove()
+        graph_path = self.cost_graph()
+        ops = torch_module_ops({k: v / 1e3 / runs for k, v in self_ns.items()}, kinds,
+                               SourceGraph.from_model(graph_path))
+        return OpProfile(ops=ops, runs=runs, wall_us=wall_us, graph=graph_path,
+                         method=f"torch {self._torch.__version__} forward hooks on every module (perf_counter_ns), "
+                                f"self time per module over {runs} calls, mapped by the export's module scopes")
+
     def decoder(self) -> Any:
         """The model's Hugging Face causal LM stepped eagerly with its DynamicCache on `torch_device`."""
         from harness.runtimes.decoding.torch_kv import TorchDecoder
@@ -110,3 +164,30 @@ def quantize_linear_dynamic(module: Any) -> tuple[Any, str]:
     elif covered < total:
         recipe += "; other layers (e.g. Conv2d) stay FP32"
     return quantized, recipe
+
+
+def torch_module_ops(self_us: Mapping[str, float], kinds: Mapping[str, str], graph: Any) -> tuple[Any, ...]:
+    """Each module's self time (microseconds per inference, by its path in named_modules(); "" the root; in the
+    order of their first call) as an OpTime over the ONNX nodes whose innermost recorded scope is that module
+    (SourceGraph.scopes, from the torch exporter's name scopes): a module that exported to several nodes is a
+    fusion named "module <Class>". A leaf module with no node of its own was folded into the next one by the
+    export (Conv2d into the BatchNorm2d after it: the fused Conv carries the BatchNorm's scope): its time goes
+    to the nodes of the next leaf module called, the fold named; a container's own time (its bookkeeping and
+    the hooks' cost) is unmapped."""
+    from harness.profile.layers import OpTime
+
+    by_scope = graph.nodes_of_scope()
+    paths = list(self_us)
+    leaves = [p for p in paths if not any(q.startswith(p + ".") or (p == "" and q) for q in paths)]
+    out = []
+    for path, us in self_us.items():
+        nodes = tuple(by_scope.get(path, ()))
+        kind = kinds.get(path, "")
+        fusion = f"module {kind}" if len(nodes) > 1 else ""
+        if not nodes and path in leaves:
+            after = leaves[leaves.index(path) + 1:]
+            if after and by_scope.get(after[0]):
+                nodes = tuple(by_scope[after[0]])
+                fusion = f"module {kind} folded into {kinds.get(after[0], after[0])} by the export"
+        out.append(OpTime(path or "(root)", kind, us, nodes, fusion))
+    return tuple(out)

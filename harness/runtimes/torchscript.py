@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.model import name_outputs
+from harness.runtimes.base import Runtime
 from harness.runtimes.torch_eager import TorchEager
 
 
@@ -22,6 +23,8 @@ class TorchScript(TorchEager):
     reactivate_between_repeats: ClassVar[bool] = False  # a trace per shape: keep the activation
     name: ClassVar[str] = "torchscript-cpu"
     description: ClassVar[str] = "TorchScript: jit.trace + jit.freeze + jit.optimize_for_inference"
+    _profile = Runtime._profile  # a frozen traced graph runs no module hooks
+    cannot_profile: ClassVar[str] = "a frozen, traced TorchScript graph runs no module hooks"
 
     def _activate(self) -> None:
         super()._activate()

@@ -33,6 +33,8 @@ class TvmCpu(Runtime):
     distribution: ClassVar[str | None] = "apache-tvm"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "tvm-tuning"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
+    cannot_profile: ClassVar[str] = ("relax.VirtualMachine.profile times the compiled kernels after Relax fused and "
+                                     "renamed them, with no record of the ONNX nodes each covers; not mapped yet")
 
     @classmethod
     def availability(cls) -> Availability:

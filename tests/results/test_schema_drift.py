@@ -56,6 +56,7 @@ def full_case() -> CaseResult:
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
                                batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],
         end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"},
+        profile={"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]},
         ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
                                                            variant="opt=basic"),
                     order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], {"contended": False}),

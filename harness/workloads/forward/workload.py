@@ -29,6 +29,7 @@ from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
+from harness.workloads.forward.profiling import CaseProfiler, case_dims
 from harness.workloads.forward.scenarios import run_scenarios
 
 
@@ -85,6 +86,7 @@ class ForwardState(WorkerState):
         self._availability: dict[type[Runtime], Availability] = {}
         self._reference_task: dict[tuple[Any, ...], float] = {}
         self._settle: dict[str, Any] = {}  # the case's --settle record (waits, re-measured blocks)
+        self.profiler = CaseProfiler()  # --profile: graph costs and the machine's ceilings, kept across cases
 
     def explain(self, reason: str, case: CaseId, config: RunConfig) -> str:
         return fed_inputs_note(reason, case.model, config)
@@ -166,6 +168,11 @@ class ForwardState(WorkerState):
                                          budget_s=min(120.0, 0.25 * config.process.case_timeout_s))
         stats = latency_stats(timed.samples_ns, noise_cv)
         scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase, spec)  # --scenarios
+        profile = None
+        if config.measure.profile:  # after every timed loop of the case: the profiled pass never times
+            on_phase("profile")
+            profile = self.profiler.profile(runtime, feed, case, stats.p50_ms, config.measure.threads,
+                                            case_dims(case, config.matrix.shapes))
         return CaseResult(
             case, "passed" if passed else "failed", reason="; ".join(reasons),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
@@ -186,7 +193,7 @@ class ForwardState(WorkerState):
             precision_recipe=runtime.recipe or str(precision), localization=localization,
             is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
             scenarios=scenarios,
-            end_to_end=end_to_end,
+            end_to_end=end_to_end, profile=profile,
         )
 
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,

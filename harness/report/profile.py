@@ -1,0 +1,186 @@
+"""--profile in the report: per model "where the time goes" (runtimes side by side per layer), the roofline chart
+(cases under the measured ceilings) and the percent of peak per case."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from harness.profile.layers import TOP_LAYERS
+from harness.results.schema import CaseResult, RunResults
+
+
+def _profiled(runs: Sequence[RunResults], labels: Sequence[str]) -> list[tuple[str, CaseResult]]:
+    return [(label, c) for run, label in zip(runs, labels) for c in run.cases
+            if c.profile and c.measured and c.case.gen is None]
+
+
+def _column(c: CaseResult, label: str, multi: bool, precisions: int) -> str:
+    name = c.case.runtime_label + (f" {c.case.precision}" if precisions > 1 else "")
+    return f"{name} @ {label}" if multi else name
+
+
+def _drift(c: CaseResult) -> dict[str, float]:
+    """node -> rel L2 of the nodes localisation found drifting in this case."""
+    loc = c.localization or {}
+    return {str(n.get("node")): n.get("rel_l2") for n in loc.get("first_bad") or () if n.get("rel_l2") is not None}
+
+
+def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int = TOP_LAYERS) -> list[dict[str, Any]]:
+    """One table per model and shape: a row per layer (the `top` layers by their largest time in any runtime,
+    then "the rest", the ops not mapped onto a node, the profile's total, the measured p50 and the gap) and,
+    per runtime, its time (ms), share of its profile and achieved GFLOP/s; the layer's drift (rel L2) where a
+    case's localisation found it drifting. Runtimes that could not profile are listed with why."""
+    cases = _profiled(runs, labels)
+    multi = len(runs) > 1
+    out = []
+    groups: dict[tuple[Any, ...], list[tuple[str, CaseResult]]] = {}
+    for label, c in cases:
+        groups.setdefault((c.case.model, c.case.batch, c.case.seq), []).append((label, c))
+    for (model, batch, seq), members in groups.items():
+        precisions = len({c.case.precision for _, c in members})
+        with_nodes = [(label, c) for label, c in members if c.profile.get("nodes")]
+        unsupported = [{"column": _column(c, label, multi, precisions),
+                        "why": c.profile.get("unsupported") or c.profile.get("error")}
+                       for label, c in members if not c.profile.get("nodes")]
+        columns = [_column(c, label, multi, precisions) for label, c in with_nodes]
+        records = [{"node": n["node"], "op_type": n.get("op_type", ""), "column": col, "time_ms": n["time_ms"],
+                    "share": n.get("share"), "gflops": n.get("gflops"), "fusion": n.get("fusion", "")}
+                   for col, (_, c) in zip(columns, with_nodes) for n in c.profile["nodes"]]
+        if not records:
+            out.append({"model": model, "batch": batch, "seq": seq, "columns": [], "rows": [],
+                        "unsupported": unsupported})
+            continue
+        df = pd.DataFrame(records)
+        rank = df.groupby("node")["time_ms"].max().sort_values(ascending=False)
+        keep = list(rank.index[:top])
+        rows = []
+        for node in keep:
+            mine = df[df["node"] == node]
+            cells = {r.column: {"time_ms": r.time_ms, "share": r.share, "gflops": r.gflops, "fusion": r.fusion}
+                     for r in mine.itertuples()}
+            drift = {col: _drift(c).get(node) for col, (_, c) in zip(columns, with_nodes)}
+            rows.append({"layer": node, "op_type": mine["op_type"].iloc[0], "cells": cells,
+                         "drift": {k: v for k, v in drift.items() if v is not None}})
+        rest = df[~df["node"].isin(keep)].groupby("column")
+        rest_ms, rest_n = rest["time_ms"].sum().to_dict(), rest["node"].nunique().to_dict()
+        summary = []
+        for col, (_, c) in zip(columns, with_nodes):
+            p = c.profile
+            total = p.get("total_ms") or 0.0
+            summary.append({"column": col, "rest_ms": rest_ms.get(col, 0.0), "rest_layers": rest_n.get(col, 0),
+                            "rest_share": rest_ms.get(col, 0.0) / total if total else None,
+                            "unmapped_ms": p.get("unmapped_ms", 0.0),
+                            "unmapped_share": p.get("unmapped_ms", 0.0) / total if total else None,
+                            "total_ms": total, "p50_ms": p.get("measured_p50_ms"), "gap": p.get("gap_percent"),
+                            "adjacent_ms": p.get("adjacent_p50_ms"), "adjacent_gap": p.get("adjacent_gap_percent"),
+                            "wall_ms": p.get("wall_ms"), "runs": p.get("runs"), "method": p.get("method")})
+        out.append({"model": model, "batch": batch, "seq": seq, "columns": columns, "rows": rows,
+                    "summary": summary, "unsupported": unsupported})
+    return out
+
+
+def peak_rows(runs: Sequence[RunResults], labels: Sequence[str]) -> list[dict[str, Any]]:
+    """Per profiled case: its FLOPs and bytes, achieved GFLOP/s and GB/s at the measured p50, arithmetic
+    intensity, percent of the roof and of the peak, the bound, and the profile's gap to the p50."""
+    out = []
+    for label, c in _profiled(runs, labels):
+        p = c.profile
+        roof = p.get("roofline") or {}
+        out.append({"case": c.case.id, "label": label, "p50_ms": (c.latency or {}).get("p50_ms"),
+                    "gflop": (p.get("cost") or {}).get("flops", 0) / 1e9 if "flops" in (p.get("cost") or {}) else None,
+                    "mb": (p.get("cost") or {}).get("bytes_moved", 0) / 1e6
+                    if "bytes_moved" in (p.get("cost") or {}) else None,
+                    "gflops": roof.get("achieved_gflops"), "gbs": roof.get("achieved_gbs"),
+                    "intensity": roof.get("intensity"), "percent_of_roof": roof.get("percent_of_roof"),
+                    "percent_of_peak": roof.get("percent_of_peak"), "bound": roof.get("bound"),
+                    "over_roof": roof.get("over_roof"), "roof_error": roof.get("error"),
+                    "peak_gflops": roof.get("peak_gflops"), "bandwidth_gbs": roof.get("bandwidth_gbs"),
+                    "profile_total_ms": p.get("total_ms"), "gap_percent": p.get("gap_percent"),
+                    "adjacent_p50_ms": p.get("adjacent_p50_ms"), "adjacent_gap_percent": p.get("adjacent_gap_percent"),
+                    "profile_note": p.get("unsupported") or p.get("error") or ""})
+    return out
+
+
+def roofline_chart(rows: Sequence[dict[str, Any]]) -> str | None:
+    """The cases as points (arithmetic intensity, achieved GFLOP/s) under the measured ceilings (one roof per
+    distinct peak and bandwidth), log-log; None when no case has a roofline point."""
+    from harness.report import charts
+
+    points = [r for r in rows if r.get("gflops") and r.get("intensity")]
+    if not points:
+        return None
+    roofs = sorted({(float(r["peak_gflops"]), float(r["bandwidth_gbs"])) for r in points})
+
+    def draw(fig: Any, ax: Any, tips: dict[str, str]) -> None:
+        xs = [float(r["intensity"]) for r in points]
+        lo = 10 ** math.floor(math.log10(min(xs + [peak / bw for peak, bw in roofs])) - 0.5)
+        hi = 10 ** math.ceil(math.log10(max(xs + [peak / bw for peak, bw in roofs])) + 0.5)
+        for i, (peak, bw) in enumerate(roofs):
+            ridge = peak / bw
+            ax.plot([lo, ridge, hi], [lo * bw, peak, peak], color="#555", lw=1.2, ls="-" if i == 0 else "--",
+                    label=f"roof {peak:.3g} GFLOP/s, {bw:.3g} GB/s")
+        groups = list(dict.fromkeys(r["case"].split("-b")[0] for r in points))
+        for gi, g in enumerate(groups):
+            mine = [r for r in points if r["case"].split("-b")[0] == g]
+            ax.scatter([float(r["intensity"]) for r in mine], [float(r["gflops"]) for r in mine],
+                       color=charts.color(gi), s=26, zorder=3, label=g)
+        for i, r in enumerate(points):
+            gid = f"rf{i}"
+            ax.plot([float(r["intensity"])], [float(r["gflops"])], "o", ms=8, alpha=0)[0].set_gid(gid)
+            tips[gid] = (f"{r['case']}: {float(r['gflops']):.3g} GFLOP/s at {float(r['intensity']):.3g} FLOP/byte, "
+                         f"{float(r['percent_of_roof']):.3g}% of the roof, {r['bound']}-bound")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        charts.nice_axis(ax, "x", log=True)
+        charts.nice_axis(ax, "y", log=True)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte, unfused traffic)")
+        ax.set_ylabel("achieved GFLOP/s (at p50)")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper")
+
+    return charts.chart(draw, title="roofline: cases under the measured ceilings", width=640, height=320,
+                        salt=repr([(r["case"], r["gflops"], r["intensity"]) for r in points]))
+
+
+def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: Any) -> list[str]:
+    """summary.md's lines: the percent of peak per case, then each model's top layers per runtime."""
+    rows = peak_rows(runs, labels)
+    if not rows:
+        return []
+
+    def f(v: Any, d: int = 3) -> str:
+        return "-" if v is None else f"{v:.{d}g}"
+
+    peak = pd.DataFrame([{"case": r["case"], "p50 ms": f(r["p50_ms"]), "GFLOP/s": f(r["gflops"]),
+                          "GB/s": f(r["gbs"]), "FLOP/byte": f(r["intensity"]),
+                          "% of roof": f(r["percent_of_roof"]), "% of peak": f(r["percent_of_peak"]),
+                          "bound": r["bound"] or r["roof_error"] or "-", "profile ms": f(r["profile_total_ms"]),
+                          "gap %": f(r["gap_percent"], 2), "adjacent p50 ms": f(r["adjacent_p50_ms"]),
+                          "gap to it %": f(r["adjacent_gap_percent"], 2), "note": r["profile_note"][:120]}
+                         for r in rows])
+    lines = ["### Where the time goes (--profile)", "", table(peak), ""]
+    for t in where_time_goes(runs, labels):
+        if not t["rows"]:
+            continue
+        shape = f"b{t['batch']}" + (f" s{t['seq']}" if t["seq"] is not None else "")
+        view = pd.DataFrame([{"layer": r["layer"], "op": r["op_type"],
+                              **{c: (f"{r['cells'][c]['time_ms']:.3f} ({100 * r['cells'][c]['share']:.0f}%)"
+                                     if c in r["cells"] else "-") for c in t["columns"]}} for r in t["rows"]]
+                            + [{"layer": "the rest", "op": "",
+                                **{s["column"]: f"{s['rest_ms']:.3f} ({s['rest_layers']} layers)"
+                                   for s in t["summary"]}},
+                               {"layer": "not mapped", "op": "",
+                                **{s["column"]: f"{s['unmapped_ms']:.3f}" for s in t["summary"]}},
+                               {"layer": "profile total / p50", "op": "",
+                                **{s["column"]: f"{s['total_ms']:.3f} / {s['p50_ms']:.3f} ({s['gap']:+.1f}%)"
+                                   for s in t["summary"]}},
+                               {"layer": "adjacent p50 (gap)", "op": "",
+                                **{s["column"]: f"{s['adjacent_ms']:.3f} ({s['adjacent_gap']:+.1f}%)"
+                                   if s["adjacent_ms"] is not None and s["adjacent_gap"] is not None else "-"
+                                   for s in t["summary"]}}])
+        lines += [f"#### {t['model']} {shape} (ms per inference, share of the profile)", "", table(view), ""]
+    return lines

@@ -1,0 +1,135 @@
+"""--profile: a measured case's profiled pass (after its timed loop), its FLOPs and bytes, and its roofline point."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.profile.layers import CannotProfile, merge_profiles, profile_record
+from harness.results.stats import median_ns
+from harness.results.schema import CaseId
+from harness.runtimes import Runtime
+
+PROFILE_TIME_S = 1.0  # the profiled runs last about this long (at the case's measured p50) ...
+MIN_RUNS, MAX_RUNS = 5, 200  # ... within these counts
+PASSES = 4  # profiled passes, each after as many unprofiled calls (at least MIN_RUNS runs per pass)
+
+
+def profile_runs(p50_ms: float) -> int:
+    """How many inferences the profiled pass averages: about PROFILE_TIME_S at the measured p50."""
+    if not p50_ms > 0:
+        return MIN_RUNS
+    return max(MIN_RUNS, min(MAX_RUNS, math.ceil(PROFILE_TIME_S * 1e3 / p50_ms)))
+
+
+class CaseProfiler:
+    """Profiles cases one after another in a worker, keeping what later cases reuse: each graph's cost at each
+    set of sizes and the machine's ceilings per thread count (measured once per machine, cached on disk)."""
+
+    def __init__(self, ceilings: Callable[[int], Mapping[str, Any]] | None = None) -> None:
+        self._costs: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
+        self._ceilings: dict[int, Mapping[str, Any]] = {}
+        self._measure_ceilings = ceilings
+
+    def cost(self, graph: Path, dims: Mapping[str, int]) -> Any:
+        from harness.profile.flops import graph_cost
+
+        key = (str(graph), tuple(sorted(dims.items())))
+        if key not in self._costs:
+            self._costs[key] = graph_cost(graph, dims)
+        return self._costs[key]
+
+    def ceilings(self, threads: int) -> Mapping[str, Any]:
+        if threads not in self._ceilings:
+            if self._measure_ceilings is not None:
+                self._ceilings[threads] = self._measure_ceilings(threads)
+            else:
+                from harness.profile.ceilings import machine_ceilings
+
+                self._ceilings[threads] = machine_ceilings(threads)
+        return self._ceilings[threads]
+
+    def profile(self, runtime: Runtime, feed: Mapping[str, Any], case: CaseId, p50_ms: float, threads: int,
+                dims: Mapping[str, int]) -> dict[str, Any]:
+        """CaseResult.profile of a measured case: its cost (FLOPs and bytes of the graph at the case's sizes),
+        its roofline point (the measured p50 under this machine's ceilings), and the per-layer times of the
+        profiled runs (layers.profile_record; profile_runs() of them in up to PASSES passes, each after as many
+        unprofiled calls, whose median is "adjacent_p50_ms"), or why there are none ("unsupported": the runtime
+        has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
+        out: dict[str, Any] = {}
+        cost = None
+        try:
+            graph = runtime.cost_graph()
+            cost = self.cost(graph, dims)
+            out["cost"] = {**cost.summary(), "graph": str(graph)}
+        except Exception as exc:  # noqa: BLE001
+            out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
+        roofline = self._roofline(cost, runtime, case, p50_ms, threads)
+        runs = profile_runs(p50_ms)
+        passes = max(1, min(PASSES, runs // MIN_RUNS))
+        adjacent_ns: list[int] = []
+        profiles = []
+        try:
+            for i in range(passes):  # unprofiled and profiled runs in alternating chunks: the same machine state
+                share = runs // passes + (1 if i < runs % passes else 0)
+                adjacent_ns += unprofiled_ns(runtime, feed, share)
+                profiles.append(runtime.profile(feed, share))
+            prof = merge_profiles(profiles)
+            adjacent = median_ns(adjacent_ns) / 1e6
+        except CannotProfile as exc:
+            return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}
+        except Exception as exc:  # noqa: BLE001
+            return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
+                    "roofline": roofline}
+        record = profile_record(prof, cost, p50_ms, roofline)
+        # as many runs unprofiled, alternating with the profiled ones: the machine in the same state (a shared
+        # machine's load moves between the timed loop and the profile; this gap is the profiler's and the mapping's)
+        record["adjacent_p50_ms"] = adjacent
+        record["adjacent_gap_percent"] = 100.0 * (record["total_ms"] - adjacent) / adjacent if adjacent > 0 else None
+        return {**out, **record}
+
+    def _roofline(self, cost: Any, runtime: Runtime, case: CaseId, p50_ms: float, threads: int) -> dict[str, Any]:
+        from harness.profile.roofline import case_roofline
+
+        if cost is None:
+            return {"error": "the graph's FLOPs and bytes are not known"}
+        if runtime.device != "cpu":
+            return {"error": f"the ceilings measured are the CPU's; {runtime.device} ceilings are not measured "
+                             f"by this harness yet"}
+        try:
+            ceilings = self.ceilings(threads)
+            point = case_roofline(float(cost.flops), float(cost.bytes_moved), p50_ms / 1e3, ceilings,
+                                  str(case.precision))
+        except Exception as exc:  # noqa: BLE001 - a precision without a peak, a cost of 0 bytes
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        peak = max((e for e in ceilings.get("compute", ()) if e.get("precision") == str(case.precision)
+                    and e.get("best") is not None), key=lambda e: e["best"], default={})
+        return {**point.to_dict(), "precision": str(case.precision), "threads": threads,
+                "peak_method": peak.get("method") or peak.get("name"),
+                "bandwidth_method": (ceilings.get("bandwidth") or {}).get("method"),
+                "ceilings_warning": ceilings.get("warning")}
+
+
+def unprofiled_ns(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> list[int]:
+    """`runs` unprofiled calls of the case's bound inference (ns each), between the profiled passes; not part of
+    the case's samples (its timed loop is over)."""
+    import time
+
+    call = runtime.bind(feed)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        call()
+        runtime.synchronize()
+        times.append(time.perf_counter_ns() - t0)
+    return times
+
+
+def case_dims(case: CaseId, shapes: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """The free dimensions a case's graph is costed at: its batch and sequence length and the run's --shape
+    sizes given by dimension name (INPUT:AXIS ones are not dimension names)."""
+    dims = {k: v for k, v in case.dims.items() if k != "gen"}
+    dims.update({str(k): int(v) for k, v in shapes if ":" not in str(k)})
+    return dims
