@@ -33,8 +33,11 @@ class TvmCpu(Runtime):
     distribution: ClassVar[str | None] = "apache-tvm"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "tvm-tuning"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
-    cannot_profile: ClassVar[str] = ("relax.VirtualMachine.profile times the compiled kernels after Relax fused and "
-                                     "renamed them, with no record of the ONNX nodes each covers; not mapped yet")
+    # checked on apache-tvm 0.27: relax.VirtualMachine takes no profile= argument and has no profile(); no runtime
+    # profiling function is registered (the debug executor belonged to Relay's graph executor, removed)
+    cannot_profile: ClassVar[str] = ("apache-tvm's Relax VirtualMachine has no per-op profiler in this release (no "
+                                     "profile mode, no profiling functions registered), and the Relax ONNX frontend "
+                                     "keeps no ONNX node names on what it fuses")
 
     @classmethod
     def availability(cls) -> Availability:
