@@ -252,7 +252,10 @@ def test_ctrl_c_at_any_moment_of_conform_is_exit_130_without_a_traceback(tmp_pat
     for delay in (0.3, 1.5, 4.0):  # while importing, while reading options, while running cases
         proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "conform", "--runtimes", "ort-cpu",
                                  "--out", str(tmp_path / f"c{delay}")], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                # a runner started in the background (`cmd &` without job control) ignores
+                                # SIGINT, and an ignored SIGINT is inherited: Python would install no handler
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

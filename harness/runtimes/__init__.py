@@ -9,6 +9,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.runtimes.base import Availability, Runtime
 
 _RUNTIMES: dict[str, type[Runtime]] = {}
+_RESOLVED: dict[str, type[Runtime]] = {}  # built by a resolver from a name (`NAME@VERSION`, ...): never listed
 _RESOLVERS: list[Callable[[str, Callable[[str], type[Runtime]]], type[Runtime] | None]] = []
 
 
@@ -22,18 +23,22 @@ def register_runtime(cls: type[Runtime], *, replace: bool = False) -> type[Runti
 
 def register_resolver(resolver: Callable[[str, Callable[[str], type[Runtime]]], type[Runtime] | None]) -> None:
     """A resolver builds a runtime for a name no adapter registered (`resolver(name, get_runtime)`, None when it
-    is not its name); what it builds is registered. Self-test wrappers use it, so a worker process rebuilds
+    is not its name); what it builds is kept for later lookups but not listed. Self-test wrappers and version
+    pins (`NAME@VERSION`) use it, so a worker process rebuilds
     them from their names."""
     _RESOLVERS.append(resolver)
 
 
 def get_runtime(name: str) -> type[Runtime]:
     """A registered runtime; plugin runtimes count once harness.plugins.load_plugins() ran."""
+    if name in _RESOLVED:
+        return _RESOLVED[name]
     if name not in _RUNTIMES:
         for resolver in _RESOLVERS:
             built = resolver(name, get_runtime)
             if built is not None:
-                return register_runtime(built, replace=True)
+                _RESOLVED[name] = built
+                return built
     try:
         return _RUNTIMES[name]
     except KeyError:
