@@ -26,15 +26,18 @@ def _case(results: dict, model: str, runtime: str, precision: str, batch: int) -
     raise SystemExit(f"no case {model}/{runtime}/{precision}/b{batch} in the results")
 
 
+def _dims(spec, batch: int, seq: int = 128) -> dict[str, int]:
+    return {"batch": batch, "seq": seq} if spec.has_seq else {"batch": batch}
+
+
 def _feed(spec, batch: int, seq: int = 128, seed: int = 0) -> dict[str, np.ndarray]:
     """The harness's own feed of the case (its default seed 0): the same inputs, so the same kernels."""
     from harness.data import make_feed
 
-    dims = {"batch": batch, "seq": seq} if spec.has_seq else {"batch": batch}
-    return dict(make_feed(spec, dims, seed))
+    return dict(make_feed(spec, _dims(spec, batch, seq), seed))
 
 
-def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
+def bare_torch(spec, batch: int, precision: str, iters: int = 300, sampler: bool = False) -> float:
     import torch
 
     from harness.runtimes.torch_cuda import ieee_fp32
@@ -47,6 +50,11 @@ def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
         module = module.to(dtype)
         feed = {k: v.to(dtype) if v.is_floating_point() else v for k, v in feed.items()}
     times = []
+    beside = None
+    if sampler:  # the harness's memory sampler thread (NVML every 10 ms) running beside the loop
+        from harness.measure.memory import MemorySampler
+
+        beside = MemorySampler(gpu=True, torch_allocator=True).start()
     with torch.inference_mode():
         for _ in range(50):
             module(**feed)
@@ -58,6 +66,8 @@ def bare_torch(spec, batch: int, precision: str, iters: int = 300) -> float:
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
+    if beside is not None:
+        beside.stop()
     return statistics.median(times)
 
 
@@ -68,6 +78,9 @@ def bare_ort(artifact: str, spec, batch: int, iters: int = 300, provider: str = 
     ort.preload_dlls()
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = 1
+    for dim, size in _dims(spec, batch).items():  # the harness fixes the case's free dimensions the same way
+        so.add_free_dimension_override_by_name(dim, size)
     options = {"device_id": "0", "use_tf32": "0"} if device == "cuda" else {}
     sess = ort.InferenceSession(artifact, so, providers=[(provider, options)])
     assert sess.get_providers()[0] == provider, sess.get_providers()
@@ -105,11 +118,18 @@ def main(argv: list[str]) -> int:
             print(f"{arg:44s} harness case {case['status']}: {case['reason'][:80]}")
             continue
         spec = get_model(model)
-        if runtime.startswith("ort"):
-            bare = bare_ort(case["artifact"]["path"] if isinstance(case["artifact"], dict) else case["artifact"],
-                            spec, int(batch))
-        else:
-            bare = bare_torch(spec, int(batch), precision)
+        try:
+            if runtime.startswith("ort"):
+                artifact = case["artifact"]["path"] if isinstance(case["artifact"], dict) else case["artifact"]
+                bare = bare_ort(artifact, spec, int(batch))
+            else:
+                bare = bare_torch(spec, int(batch), precision)
+                with_sampler = bare_torch(spec, int(batch), precision, sampler=True)
+                print(f"{arg:44s} bare p50 {bare:.4f} ms; with the NVML sampler thread beside it "
+                      f"{with_sampler:.4f} ms ({with_sampler / bare:.3f})")
+        except Exception as exc:  # noqa: BLE001 - one row's failure is that row's line, the others still run
+            print(f"{arg:44s} bare loop failed: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
         host = case["latency"]["p50_ms"]
         device = (case.get("details") or {}).get("device_latency", {}).get("p50_ms")
         dev = f"{device:.4f}" if device else "-"

@@ -105,6 +105,20 @@ class MemorySampler:
             self._thread.start()
         return self
 
+    def hold(self) -> None:
+        """Stop the sampling thread before a timed loop, with one sample now; stop() takes the last one.
+
+        A thread that wakes every period to call NVML competes with a launch-bound caller for the GIL and a
+        core: measured on an H200 (docs/hardware-runs.md). The figures stay whole: the host peak is the
+        kernel's VmHWM, torch's allocator keeps its own peak, and a process's NVML usage does not fall while
+        a caching allocator (torch's, ONNX Runtime's arena) holds what it took, so the sample at stop() is
+        the loop's peak."""
+        self._sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
     def stop(self, covers: str = "") -> MemoryReport:
         """Stop sampling (idempotent) and return the report."""
         if self.report is not None:

@@ -207,7 +207,10 @@ def _torch_build() -> tuple[str, str | None] | None:
         text = (Path(spec.origin).parent / "version.py").read_text()
         found = re.search(r"^cuda(?:\s*:[^=\n]*)?\s*=\s*(.+)$", text, re.MULTILINE)
         cuda = ast.literal_eval(found.group(1).strip()) if found else None
-        return version("torch"), (str(cuda) if cuda else None)
+        # torch.__version__ carries the local build tag ("2.11.0+cu130") that a wheel's metadata may lack
+        own = re.search(r"^__version__(?:\s*:[^=\n]*)?\s*=\s*(.+)$", text, re.MULTILINE)
+        full = str(ast.literal_eval(own.group(1).strip())) if own else version("torch")
+        return full, (str(cuda) if cuda else None)
     except (OSError, ValueError, SyntaxError, PackageNotFoundError):
         return None
 

@@ -131,6 +131,7 @@ class ForwardState(WorkerState):
             policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
         setup_s = runtime.setup_s
         repeats = config.measure.repeats
+        sampler.hold()  # no sampling thread beside the timed loop (MemorySampler.hold)
         timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
                                                       policy, repeats, lambda: on_phase("run"),
                                                       config.measure.contention_limit, config.measure.settle_s)
@@ -412,7 +413,8 @@ def variant_details(case: CaseId) -> dict[str, Any]:
 
 
 MEMORY_COVERS = {
-    False: "activation, first inference, warm-up and timed loop",
+    False: "activation and first inference sampled; warm-up and timed loop by their start and end (peaks "
+           "that the kernel and the allocators keep)",
     True: "first inference, warm-up and timed loop; the activation was reused from the previous case (same "
           "model x runtime x precision), so its memory is in host_rss_before_mb, not in host_delta_mb",
 }
