@@ -26,3 +26,8 @@ class Verdict(str, Enum):
 
 # Verdicts that fail a gate (exit status 1).
 FAILING = frozenset({Verdict.REGRESSED, Verdict.BROKE})
+
+# Exit statuses of the commands that decide (compare, run --baseline, gate, ab, bisect, qualify): 0 judged and
+# clean, 1 a regression or a broken case, 2 bad input (usage), 3 could not judge: a gated row was not judged
+# (contended, too few clean pairs, not reproducible) and the user did not accept that (--allow-unjudged).
+EXIT_CLEAN, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNJUDGED = 0, 1, 2, 3
