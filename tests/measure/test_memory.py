@@ -160,3 +160,43 @@ def test_oom_reason_is_one_line_without_colour_codes():
     reason = oom_reason(allocation_failure(log), "warmup", None, log)
     assert reason.startswith("out of memory in phase warmup: an allocation asked for 48.0 GiB (memory cap none): ")
     assert "\x1b" not in reason and "\n" not in reason
+
+
+def test_the_previous_activation_is_released_before_a_case_s_memory_is_measured(tmp_path, fakes):
+    """A case that does not reuse the previous activation must not carry its memory: the worker drops the old
+    activation before the case's sampler starts (an H200 run showed every batch-1 case with the batch-32 case's
+    GPU memory before it). A fake runtime holds 300 MB on activation; the next case (another precision) must
+    not count it."""
+    from typing import ClassVar
+
+    import numpy as np
+
+    from harness.execution import CaseRunner
+    from harness.options import OPTIONS, parse_run_options
+    from harness.results.schema import CaseId
+    from harness.runtimes import register_runtime
+
+    class FakeHeavy(fakes.FakeOk):
+        name: ClassVar[str] = "fake-heavy"
+
+        def _activate(self) -> None:
+            super()._activate()
+            big = 300 if self.precision == "fp32" else 1
+            self.ballast = np.ones(big * 2**20 // 8)  # touched pages: RSS
+
+        def _deactivate(self) -> None:
+            self.ballast = None
+
+    register_runtime(FakeHeavy, replace=True)
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-heavy", batch_sizes="1", precisions="fp32,fp16",
+               threads="1", min_time="0.01", min_iters="5", warmup="1", cache_dir=str(tmp_path / "c"),
+               out=str(tmp_path / "o"))
+    config = parse_run_options(raw)
+    runner = CaseRunner()
+    heavy = runner.run(CaseId("fake-linear", "fake-heavy", "fp32", 1, None, "cpu"), config)
+    light = runner.run(CaseId("fake-linear", "fake-heavy", "fp16", 1, None, "cpu"), config)
+    assert heavy.status in ("passed", "failed") and light.status in ("passed", "failed"), (heavy.reason, light.reason)
+    assert heavy.memory["host_delta_mb"] > 250
+    # the fp32 activation (300 MB) was dropped before the fp16 case's figures started
+    assert light.memory["host_rss_before_mb"] < heavy.memory["host_rss_peak_mb"] - 250, (light.memory, heavy.memory)

@@ -121,6 +121,7 @@ class ForwardState(WorkerState):
             on_phase("settle")
             self._settle["before_case"] = wait_quiet(options.threads, config.measure.settle_s)
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
+        self._release_other(case, options)
         sampler.start()
         runtime, reused = self._activate(case, run_spec, cls, precision, options)
         on_phase("warmup")
@@ -197,10 +198,21 @@ class ForwardState(WorkerState):
             end_to_end=end_to_end, profile=profile,
         )
 
+    @staticmethod
+    def _activation_key(case: CaseId, options: RuntimeOptions) -> tuple[Any, ...]:
+        return (*case.activation_key, options.threads, str(options.cache.root), options.exporter,
+                options.int8_method, options.calibration_method)
+
+    def _release_other(self, case: CaseId, options: RuntimeOptions) -> None:
+        """Drop the previous case's activation before this case's memory figures start, unless this case
+        reuses it: its allocations (torch's cached blocks, a CUDA EP's arena) would otherwise count as this
+        case's peak (seen on an H200: every batch-1 case reported the batch-32 case's GPU memory before it)."""
+        if self._active is not None and self._active[0] != self._activation_key(case, options):
+            self._drop_active()
+
     def _activate(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                   options: RuntimeOptions) -> tuple[Runtime, bool]:
-        key = (*case.activation_key, options.threads, str(options.cache.root), options.exporter,
-               options.int8_method, options.calibration_method)
+        key = self._activation_key(case, options)
         if self._active is not None and self._active[0] == key:
             return self._active[1], True
         self._drop_active()
