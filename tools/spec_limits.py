@@ -24,8 +24,9 @@ import argparse
 import json
 import math
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 HEADROOM = {"p50_ms_max": 1.5, "p90_ms_max": 1.5, "p95_ms_max": 1.5, "p99_ms_max": 2.0, "mean_ms_max": 1.5,
             "gpu_peak_mb_max": 1.25}
