@@ -5,6 +5,7 @@ counter exists the record says unavailable with the reason, never 0."""
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 
 from harness.measure import energy as en
