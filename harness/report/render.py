@@ -14,6 +14,7 @@ from markupsafe import Markup
 from harness.display import csv_cell, speed_text, visible
 from harness.model import get_model
 from harness.report import charts
+from harness.report.energy import energy_section
 from harness.report.profile import peak_rows, profile_markdown, roofline_chart, where_time_goes
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
@@ -242,7 +243,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
         trends=_trend_charts(trends), conformance_page=conformance_page,
-        profile_tables=profile_tables, peaks=peaks,
+        profile_tables=profile_tables, peaks=peaks, energy=energy_section(all_cases),
         roofline=Markup(roofline_chart(peaks)) if peaks and roofline_chart(peaks) else None,
     )
 

@@ -39,6 +39,9 @@ CSV_COLUMNS = (
     "variant",  # a deployment variant's canonical name (harness.variants); empty for the run's defaults
     # a runtime run in an environment of its own (harness.envs): every package installed there, `name version; ...`
     "runtime_env",
+    # energy over the timed blocks (harness.measure.energy): measured / unavailable / refused, and the figures
+    # where measured (an inference is one call at the case's batch size)
+    "energy_status", "joules_per_inference", "inferences_per_joule",
     "source",  # the run's label when several runs are merged (last, as earlier versions wrote it)
 )
 MEASURED = ("passed", "failed")
@@ -80,7 +83,16 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         **scenario_cells(getattr(r, "scenarios", None) or []),
         **contention_cells(getattr(r, "contention", None)),
         "runtime_env": env_packages(getattr(r, "environment", None)),
+        **energy_cells(r.energy),
     }
+
+
+def energy_cells(energy: Any) -> dict[str, Any]:
+    """The CSV's energy columns: empty for results from before energy was recorded."""
+    if energy is None:
+        return {"energy_status": None, "joules_per_inference": None, "inferences_per_joule": None}
+    return {"energy_status": energy.status, "joules_per_inference": energy.joules_per_inference,
+            "inferences_per_joule": energy.inferences_per_joule}
 
 
 def env_packages(environment: dict[str, Any] | None) -> str | None:

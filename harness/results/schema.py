@@ -337,6 +337,51 @@ class AbResult:
 
 
 @dataclass
+class EnergySource:
+    """One energy counter over a case's timed blocks (harness.measure.energy): joules read, the idle draw
+    measured before the first block, what is left above idle, and the figure's uncertainty."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    name: Text
+    method: Text
+    joules: Finite
+    window_s: NonNegative
+    idle_w: Finite | None
+    net_joules: Finite
+    uncertainty_j: NonNegative
+    update_s: NonNegative
+
+
+@dataclass
+class EnergyRecord:
+    """Energy of a case (harness.measure.energy): `measured` (the counters' sources), `unavailable` (no counter
+    here: the reason, never 0) or `refused` (windows too short for the counter's update rate, or a wrap that
+    cannot be undone). An inference is one call at the case's batch size."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    status: Literal["measured", "unavailable", "refused"]
+    reason: Text = ""
+    calls: Count = 0
+    batch: Count = 1
+    sources: Annotated[list[EnergySource], Strict()] = field(default_factory=list)
+    net_joules: Finite | None = None
+    uncertainty_j: NonNegative | None = None
+    joules_per_inference: NonNegative | None = None
+    joules_per_sample: NonNegative | None = None
+    inferences_per_joule: NonNegative | None = None
+    method: Text = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EnergyRecord:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["sources"] = [s if isinstance(s, EnergySource) else EnergySource(**s) for s in d.get("sources") or ()]
+        return cls(**kw)
+
+
+@dataclass
 class CaseResult:
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
 
@@ -404,6 +449,9 @@ class CaseResult:
     # "unmapped", "total_ms" against "measured_p50_ms", "gap_percent"), or why there is none ("unsupported",
     # "error"); layout: harness.profile.layers.profile_record
     profile: Object | None = None
+    # energy over the timed blocks (harness.measure.energy): joules per inference where a counter could be read,
+    # else `unavailable` with the reason (never 0); None in results from before it
+    energy: EnergyRecord | None = None
 
     @property
     def drift_note(self) -> str:
@@ -447,6 +495,8 @@ class CaseResult:
                                for s in d.get("scenarios") or ()]
         if d.get("ab") is not None and not isinstance(d["ab"], AbResult):
             kwargs["ab"] = AbResult.from_dict(d["ab"])
+        if d.get("energy") is not None and not isinstance(d["energy"], EnergyRecord):
+            kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 

@@ -17,6 +17,8 @@ from harness.results.schema import (
     Block,
     CaseId,
     CaseResult,
+    EnergyRecord,
+    EnergySource,
     RunResults,
     AbBlock,
     AbResult,
@@ -64,7 +66,11 @@ def full_case() -> CaseResult:
                     block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
                     ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}),
         environment={"key": "0123456789abcdef", "requirements": ["onnxruntime==1.24.4"], "python": "3.11.7",
-                     "packages": {"onnxruntime": "1.24.4"}})
+                     "packages": {"onnxruntime": "1.24.4"}},
+        energy=EnergyRecord(status="measured", reason="dram: refused", calls=100, batch=4, sources=[
+            EnergySource("package-0", "powercap (RAPL) energy_uj", 3.0, 1.0, 20.0, 1.5, 0.01, 0.001)],
+            net_joules=1.5, uncertainty_j=0.01, joules_per_inference=0.015, joules_per_sample=0.00375,
+            inferences_per_joule=66.7, method="m"))
 
 
 def full_run() -> RunResults:

@@ -21,6 +21,7 @@ from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention, wait_quiet
 from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
+from harness.measure.tracker import BLOCK_TRACKERS, BlockTracker
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
@@ -133,9 +134,12 @@ class ForwardState(WorkerState):
         setup_s = runtime.setup_s
         repeats = config.measure.repeats
         sampler.hold()  # no sampling thread beside the timed loop (MemorySampler.hold)
+        trackers = {name: make(cls.device) for name, make in BLOCK_TRACKERS.items()}
         timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
                                                       policy, repeats, lambda: on_phase("run"),
-                                                      config.measure.contention_limit, config.measure.settle_s)
+                                                      config.measure.contention_limit, config.measure.settle_s,
+                                                      trackers)
+        tracked = {name: t.record(case.batch) for name, t in trackers.items()}
         device_timer = runtime.device_timer()
         memory = sampler.stop(MEMORY_COVERS[reused])
         noise_cv = config.measure.noise_cv
@@ -195,7 +199,7 @@ class ForwardState(WorkerState):
             precision_recipe=runtime.recipe or str(precision), localization=localization,
             is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
             scenarios=scenarios,
-            end_to_end=end_to_end, profile=profile,
+            end_to_end=end_to_end, profile=profile, **tracked,
         )
 
     @staticmethod
@@ -224,7 +228,8 @@ class ForwardState(WorkerState):
     def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                         options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
                         policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
-                        contention_limit: float, settle_s: float = 0.0) -> tuple[TimedRun, dict[str, Any], Runtime]:
+                        contention_limit: float, settle_s: float = 0.0,
+                        trackers: dict[str, BlockTracker] | None = None) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
         Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
@@ -243,6 +248,9 @@ class ForwardState(WorkerState):
         measured: list[Block] = []
         warm = 0
         first_setup, first_artifact = runtime.setup_s, runtime.artifact
+        trackers = trackers or {}
+        for tracker in trackers.values():
+            tracker.prepare()  # e.g. the energy counters' idle draw, before the first block
         for i in range(repeats - deferred):
             if i > 0 and cls.reactivate_between_repeats:
                 self._drop_active()
@@ -253,10 +261,14 @@ class ForwardState(WorkerState):
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
             probe = ContentionProbe(options.threads, contention_limit)
+            for tracker in trackers.values():
+                tracker.start()
             t = self.timer.run(call, block, runtime.synchronize,
                                on_measure=_started(probe, on_measure if i == 0 else None),
                                device_timer=runtime.device_timer())
             contention = probe.stop()
+            for tracker in trackers.values():
+                tracker.stop(len(t.samples_ns) + t.warmup_iters)  # every call of the block: warm-up ones too
             if settle_s > 0 and (contention or {}).get("contended"):
                 t, contention = self._resettled(i, t, contention, call, block, runtime, options.threads,
                                                 contention_limit, settle_s)
