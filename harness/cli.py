@@ -13,7 +13,7 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
     import time
     from importlib.metadata import entry_points
     from pathlib import Path
-    from typing import Any, Sequence
+    from typing import TYPE_CHECKING, Any, Sequence
 
     from harness.display import visible
     from harness.errors import HarnessError, UsageError
@@ -40,6 +40,10 @@ except KeyboardInterrupt:
     print("harness: interrupted", file=sys.stderr)
     sys.stderr.flush()
     os._exit(130)
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.results.schema import CaseId
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE

@@ -10,7 +10,7 @@ from harness.cli import suites_dir
 
 SUITES_DIR = suites_dir()  # this checkout's suites (found by path, as `harness run` finds them)
 
-from harness.results.schema import SCHEMA_VERSION
+from harness.results.schema import SCHEMA_VERSION  # noqa: E402 - after the suites folder is found
 
 INI = str(SUITES_DIR / "pytest.ini")
 FAST = ["--harness-min-time=0.01", "--harness-min-iters=3", "--harness-warmup=1"]

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import math
 
 import numpy as np
 

@@ -123,7 +123,6 @@ class OpenVinoCpu(Runtime):
         self._hint = ""
 
     def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
-        import openvino.properties as props
         import openvino.properties.hint as hints
 
         self._compiled = self._request = None
