@@ -19,7 +19,6 @@ from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention, wait_quiet
-from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.memory import MemorySampler
 from harness.measure.tracker import BLOCK_TRACKERS, BlockTracker
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
@@ -30,8 +29,8 @@ from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
-from harness.workloads.forward.profiling import CaseProfiler, case_dims
-from harness.workloads.forward.scenarios import run_scenarios
+from harness.workloads.forward.profiling import CaseProfiler
+from harness.workloads.forward.steps import CaseContext, run_steps
 
 
 def _started(probe: ContentionProbe, then: Callable[[], None] | None) -> Callable[[], None]:
@@ -111,10 +110,19 @@ class ForwardState(WorkerState):
 
     def _measure(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
                  on_phase: PhaseCallback, sampler: MemorySampler) -> CaseResult:
-        precision = case.precision
-        # the variant's model and options run the case; the reference is the model's own FP32 (base options)
-        base_options = runtime_options(spec, config)
-        run_spec, options = with_variant(case, spec, base_options)
+        """The case: its timed part (activation, warm-up, timed blocks with their trackers, memory), its drift
+        judged against the FP32 reference, then the steps after the loop (steps.STEPS) on the same runtime."""
+        ctx, timed, measured = self._timed(case, spec, cls, config, on_phase, sampler)
+        on_phase("accuracy")
+        judged = self._judge(ctx, spec, measured.pop("outputs"))
+        ctx.p50_ms = measured["stats"].p50_ms
+        return self._result(ctx, timed, measured, judged, run_steps(ctx))
+
+    def _timed(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
+               on_phase: PhaseCallback, sampler: MemorySampler) -> tuple[CaseContext, TimedRun, dict[str, Any]]:
+        """Feed, activation (the variant's model and options), first inference, warm-up and the timed blocks,
+        with the memory sampler and the block trackers around them."""
+        run_spec, options = with_variant(case, spec, runtime_options(spec, config))
         on_phase("load")
         feed, fed = case_feed(spec, case.dims, config.inputs)
         self._settle = {}
@@ -124,7 +132,7 @@ class ForwardState(WorkerState):
         # memory over activation (or, reused, from here), first inference, warm-up and timed loop
         self._release_other(case, options)
         sampler.start()
-        runtime, reused = self._activate(case, run_spec, cls, precision, options)
+        runtime, reused = self._activate(case, run_spec, cls, case.precision, options)
         on_phase("warmup")
         outputs = runtime.infer(feed)
         call = runtime.bind(feed)
@@ -132,26 +140,27 @@ class ForwardState(WorkerState):
         if runtime.warmup_floor_s > policy.warmup_time_s:
             policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
         setup_s = runtime.setup_s
-        repeats = config.measure.repeats
         sampler.hold()  # no sampling thread beside the timed loop (MemorySampler.hold)
         trackers = {name: make(cls.device) for name, make in BLOCK_TRACKERS.items()}
-        timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, precision, options, runtime, feed, call,
-                                                      policy, repeats, lambda: on_phase("run"),
-                                                      config.measure.contention_limit, config.measure.settle_s,
-                                                      trackers)
-        tracked = {name: t.record(case.batch) for name, t in trackers.items()}
-        device_timer = runtime.device_timer()
-        memory = sampler.stop(MEMORY_COVERS[reused])
-        noise_cv = config.measure.noise_cv
-        end_to_end = None
-        if spec.pipeline is not None:
-            on_phase("end-to-end")
-            end_to_end = measure_end_to_end(spec.pipeline(), runtime.infer, spec.inputs, case.dims,
-                                            config.inputs.seed, self.timer, block_policy(policy, repeats),
-                                            runtime.synchronize, noise_cv)
-        on_phase("accuracy")
-        reference, judged, ref_check = self._reference(spec, case, feed, base_options, runtime, outputs)
-        tolerance = spec.tolerance(precision, config.accuracy.tolerance_override(precision))
+        timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, case.precision, options, runtime, feed,
+                                                      call, policy, config.measure.repeats,
+                                                      lambda: on_phase("run"), config.measure.contention_limit,
+                                                      config.measure.settle_s, trackers)
+        ctx = CaseContext(case, spec, runtime, feed, config, options, policy, self.timer, self.profiler, on_phase)
+        measured = {"outputs": outputs, "fed": fed, "reused": reused, "setup_s": setup_s, "blocks": blocks,
+                    "fingerprint": run_spec.fingerprint(),
+                    "tracked": {name: t.record(case.batch) for name, t in trackers.items()},
+                    "device_timer": runtime.device_timer(), "memory": sampler.stop(MEMORY_COVERS[reused]),
+                    "stats": latency_stats(timed.samples_ns, config.measure.noise_cv)}
+        return ctx, timed, measured
+
+    def _judge(self, ctx: CaseContext, spec: ModelSpec, outputs: Any) -> dict[str, Any]:
+        """Drift against the model's own FP32 reference (base options: a variant is judged against the model,
+        not against itself) and task accuracy where the model has an eval split; sets ctx's judgement."""
+        case, config, runtime = ctx.case, ctx.config, ctx.runtime
+        base_options = runtime_options(spec, config)
+        reference, judged, ref_check = self._reference(spec, case, ctx.feed, base_options, runtime, outputs)
+        tolerance = spec.tolerance(case.precision, config.accuracy.tolerance_override(case.precision))
         accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
         accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
         reasons = [] if ref_check["deterministic"] else [(
@@ -166,40 +175,34 @@ class ForwardState(WorkerState):
                 passed = False
                 reasons.append(task.message)
             accuracy_dict["passed"] = passed
-        localization = None
-        if not accuracy or config.accuracy.localize:
-            on_phase("localize")
-            localization = localize_case(runtime, feed, tolerance, "failure" if not accuracy else "request",
-                                         config.measure.threads,
-                                         budget_s=min(120.0, 0.25 * config.process.case_timeout_s))
-        stats = latency_stats(timed.samples_ns, noise_cv)
-        scenarios = run_scenarios(runtime, feed, case, config, stats.p50_ms, on_phase, spec)  # --scenarios
-        profile = None
-        if config.measure.profile:  # after every timed loop of the case: the profiled pass never times
-            on_phase("profile")
-            profile = self.profiler.profile(runtime, feed, case, stats.p50_ms, config.measure.threads,
-                                            case_dims(case, config.matrix.shapes))
+        ctx.drift_passed, ctx.tolerance = bool(accuracy), tolerance
+        return {"accuracy": accuracy_dict, "passed": passed, "reasons": reasons, "ref_check": ref_check}
+
+    def _result(self, ctx: CaseContext, timed: TimedRun, m: dict[str, Any], judged: dict[str, Any],
+                steps: dict[str, Any]) -> CaseResult:
+        case, runtime, stats, memory = ctx.case, ctx.runtime, m["stats"], m["memory"]
+        ref_check, noise_cv = judged["ref_check"], ctx.config.measure.noise_cv
         return CaseResult(
-            case, "passed" if passed else "failed", reason="; ".join(reasons),
+            case, "passed" if judged["passed"] else "failed", reason="; ".join(judged["reasons"]),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
             latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
-            accuracy=accuracy_dict, reference_runtime=spec.reference,
-            setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
+            accuracy=judged["accuracy"], reference_runtime=ctx.spec.reference,
+            setup_s=m["setup_s"], artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
-            feed_sha256=feed_digest(feed), model_fingerprint=run_spec.fingerprint(), **blocks,
-            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused,
-                     **({"settle": self._settle} if self._settle else {}), "warmup_time_s": policy.warmup_time_s,
-                     "model_has_torch_module": spec.build is not None,
+            feed_sha256=feed_digest(ctx.feed), model_fingerprint=m["fingerprint"], **m["blocks"],
+            details={**runtime.details(), **m["fed"], **variant_details(case), "activation_reused": m["reused"],
+                     **({"settle": self._settle} if self._settle else {}),
+                     "warmup_time_s": ctx.policy.warmup_time_s,
+                     "model_has_torch_module": ctx.spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                      if math.isfinite(ref_check["repeat_max_abs"]) else None,
-                     **device_timing_details(timed.device_samples_ns, device_timer, noise_cv)},
+                     **device_timing_details(timed.device_samples_ns, m["device_timer"], noise_cv)},
             host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
             device_samples_ns=list(timed.device_samples_ns),
-            precision_recipe=runtime.recipe or str(precision), localization=localization,
+            precision_recipe=runtime.recipe or str(case.precision),
             is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
-            scenarios=scenarios,
-            end_to_end=end_to_end, profile=profile, **tracked,
+            **steps, **m["tracked"],
         )
 
     @staticmethod
@@ -475,28 +478,6 @@ def device_timing_details(samples_ns: tuple[int, ...], device_timer: Any, noise_
         return {}
     return {"device_timing_scope": getattr(device_timer, "scope", "device"),
             "device_latency": latency_stats(samples_ns, noise_cv).as_dict()}
-
-
-def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str, threads: int,
-                  budget_s: float = 120.0) -> dict[str, Any] | None:
-    """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
-    raised: the case's status stays what its drift check said. None for a --localize request on a case with
-    no low-precision ONNX graph (FP32, PyTorch); a failed case of that kind records why it was not localised."""
-    from harness.accuracy.localize import localize
-
-    bounds = {"max_rel_l2": tolerance.max_rel_l2, "min_cosine": tolerance.min_cosine}
-    try:
-        pair = runtime.onnx_pair()
-        if pair is None:
-            if trigger == "request":
-                return None
-            return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
-                    "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
-                             f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}
-        return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads, budget_s=budget_s)
-    except Exception as exc:  # noqa: BLE001 - localisation is a diagnosis, never the case's error
-        return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
-                "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _exit_quietly(runtime: Runtime) -> None:
