@@ -263,15 +263,8 @@ class ForwardState(WorkerState):
                 # the case (and the shapes that reuse this activation) report the group's first activation:
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
-            probe = ContentionProbe(options.threads, contention_limit)
-            for tracker in trackers.values():
-                tracker.start()
-            t = self.timer.run(call, block, runtime.synchronize,
-                               on_measure=_started(probe, on_measure if i == 0 else None),
-                               device_timer=runtime.device_timer())
-            contention = probe.stop()
-            for tracker in trackers.values():
-                tracker.stop(len(t.samples_ns) + t.warmup_iters)  # every call of the block: warm-up ones too
+            t, contention = self._block(runtime, call, block, options.threads, contention_limit,
+                                        on_measure if i == 0 else None, trackers)
             if settle_s > 0 and (contention or {}).get("contended"):
                 t, contention = self._resettled(i, t, contention, call, block, runtime, options.threads,
                                                 contention_limit, settle_s)
@@ -284,6 +277,21 @@ class ForwardState(WorkerState):
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         info["contention"] = case_contention([b.contention for b in measured])
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
+
+    def _block(self, runtime: Runtime, call: Callable[[], object], block: TimingPolicy, threads: int,
+               contention_limit: float, on_measure: Callable[[], None] | None = None,
+               trackers: dict[str, BlockTracker] | None = None) -> tuple[TimedRun, dict[str, Any] | None]:
+        """One timed block (warm-up, then the timed calls) with the contention probe and the block trackers
+        around it: the one sequence of every block a case measures, now or in a later round."""
+        probe = ContentionProbe(threads, contention_limit)
+        for tracker in (trackers or {}).values():
+            tracker.start()
+        t = self.timer.run(call, block, runtime.synchronize, on_measure=_started(probe, on_measure),
+                           device_timer=runtime.device_timer())
+        contention = probe.stop()
+        for tracker in (trackers or {}).values():
+            tracker.stop(len(t.samples_ns) + t.warmup_iters)  # every call of the block: warm-up ones too
+        return t, contention
 
     def _resettled(self, i: int, t: TimedRun, contention: dict[str, Any], call: Callable[[], object],
                    block: TimingPolicy, runtime: Runtime, threads: int, limit: float, settle_s: float
@@ -323,10 +331,8 @@ class ForwardState(WorkerState):
             policy = config.measure.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
-            probe = ContentionProbe(options.threads, config.measure.contention_limit)
-            t = self.timer.run(call, block_policy(policy, config.measure.repeats), runtime.synchronize,
-                               on_measure=probe.start, device_timer=runtime.device_timer())
-            contention = probe.stop()
+            t, contention = self._block(runtime, call, block_policy(policy, config.measure.repeats), options.threads,
+                                        config.measure.contention_limit)
         except BaseException:
             self._drop_active()
             raise
