@@ -1,15 +1,5 @@
-"""Energy per inference from the machine's own energy counters: the kernel's powercap (RAPL) files for the CPU
-package and DRAM, NVML's total-energy counter for an NVIDIA GPU (docs/method.md#energy).
-
-A counter is read at the ends of each timed block, never inside it, and by no thread beside the loop. What the
-block drew above the machine's idle draw is what the case costs: an idle baseline is measured before the first
-block (the worker sleeping) and subtracted. A counter's value moves in steps (RAPL about every millisecond, NVML
-every 100 ms on the H200 measured 2026-11-27), so a window shorter than MIN_UPDATES of them is refused rather than
-divided, and every figure carries its uncertainty: a step's worth of energy at each end of each window, plus the
-idle estimate's. A counter that wraps (RAPL's `max_energy_range_uj`) is unwrapped once per window; a window long
-enough to wrap twice at the measured power is refused. Where no counter can be read the record says
-`unavailable` and why, never 0.
-"""
+"""Energy per inference from the machine's own counters (RAPL package/DRAM, NVML total energy), read at each timed
+block's ends, idle draw subtracted, short windows refused (docs/method.md#energy)."""
 
 from __future__ import annotations
 

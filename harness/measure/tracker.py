@@ -1,12 +1,5 @@
-"""The one protocol of the measurements that run beside a timed loop (docs/extending.md#a-tracker): start before,
-stop after, a record out; never a thread inside the loop that competes with it.
-
-Implemented by the memory sampler (harness.measure.memory: stop -> MemoryReport), the contention probe
-(harness.measure.contention: stop -> the block's contention), the device timer (harness.measure.cuda: per call,
-stop -> None, its elapsed_ns read after) and the energy tracker (harness.measure.energy: stop(calls) per block,
-record() -> EnergyRecord). BLOCK_TRACKERS lists the trackers a forward case runs around each timed block: adding
-one is a file in measure/ and a line here.
-"""
+"""The one protocol of the measurements beside a timed loop: start, stop, a typed record (docs/extending.md#a-tracker);
+BLOCK_TRACKERS lists those run around each timed block of a forward case."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The parts of a forward case after its timed loop, as steps on one context (docs/extending.md#a-step).
-
-Each step runs on the case's activated runtime and feed, after the timed loop and the drift judgement, never
-inside the loop; what it returns lands in the CaseResult field it names. The context carries the options the
-case's runtime ran with (a variant's `threads=1` included), never the run's: a step sees only what the case did.
-Adding a step is a function here and a line in STEPS.
-"""
+"""The parts of a forward case after its timed loop, as steps on one context that carries the options the case's
+runtime ran with (docs/extending.md#a-step)."""
 
 from __future__ import annotations
 
