@@ -8,7 +8,6 @@ import platform
 import sys
 import sysconfig
 from dataclasses import dataclass
-from importlib import metadata
 
 from harness.runtimes.base import Runtime
 
@@ -54,17 +53,10 @@ def _canonical(name: str) -> str:
 
 
 def satisfied(requirement: str) -> bool:
-    """Is `requirement` installed in this interpreter at a version it allows (markers that do not apply: yes)?"""
-    from packaging.requirements import Requirement
+    """Is `requirement` installed in this interpreter at a version it allows (the runtimes' own rule)?"""
+    from harness.runtimes.base import requirement_satisfied
 
-    req = Requirement(requirement)
-    if req.marker is not None and not req.marker.evaluate():
-        return True
-    try:
-        have = metadata.version(req.name)
-    except metadata.PackageNotFoundError:
-        return False
-    return req.specifier.contains(have, prereleases=True)
+    return requirement_satisfied(requirement)
 
 
 def requirements_of(cls: type[Runtime]) -> tuple[str, ...]:

@@ -28,6 +28,22 @@ class Availability:
         return self.ok
 
 
+def requirement_satisfied(requirement: str) -> bool:
+    """Is `requirement` installed in this interpreter at a version it allows (markers that do not apply: yes)?"""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    req = Requirement(requirement)
+    if req.marker is not None and not req.marker.evaluate():
+        return True
+    try:
+        have = metadata.version(req.name)
+    except metadata.PackageNotFoundError:
+        return False
+    return req.specifier.contains(have, prereleases=True)
+
+
 class Runtime(ABC):
     """Runs one model at one precision on one device. A context manager; heavy work only in activation.
 
@@ -77,10 +93,25 @@ class Runtime(ABC):
         self._active = False
         self._shape_key: tuple[Any, ...] | None = None
 
+    install: ClassVar[str] = ""  # how to install `requirements` (the extra's pip command), said when missing
+
     # ------------------------------------------------------------------ capability
     @classmethod
     def availability(cls) -> Availability:
-        """Can this runtime run on this machine at all? Cheap enough to call once per process."""
+        """Can this runtime run on this machine at all? Derived from `requirements` (each installed at a version
+        it allows), then `device_check()` where the runtime needs a device or a build feature. Cheap enough to
+        call once per process."""
+        missing = [r for r in cls.requirements if not requirement_satisfied(r)]
+        if missing:
+            hint = f"; install it with: {cls.install}" if cls.install else ""
+            return Availability(False, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed "
+                                       f"in this interpreter{hint}")
+        return cls.device_check()
+
+    @classmethod
+    def device_check(cls) -> Availability:
+        """What `requirements` cannot say: a device the library must see, a provider it must have been built
+        with. Default: nothing more."""
         return Availability(True)
 
     @classmethod

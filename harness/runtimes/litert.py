@@ -31,6 +31,7 @@ class LiteRtCpu(Runtime):
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "litert-cpu"
     requirements: ClassVar[tuple[str, ...]] = ("ai-edge-litert>=1.2", "litert-torch>=0.10")  # the extra `litert`
+    install: ClassVar[str] = INSTALL
     distribution: ClassVar[str | None] = "ai-edge-litert"
     precisions: ClassVar[frozenset[Precision]] = frozenset(RECIPE)
     description: ClassVar[str] = "LiteRT Interpreter + XNNPACK, .tflite from litert-torch"
@@ -38,18 +39,6 @@ class LiteRtCpu(Runtime):
                                      "of the C++ benchmark tool is not exposed), and its .tflite comes from the "
                                      "torch module, not the ONNX graph")
 
-    @classmethod
-    def availability(cls) -> Availability:
-        try:
-            from ai_edge_litert.interpreter import Interpreter  # noqa: F401
-        except ImportError as exc:
-            return Availability(False, f"ai-edge-litert is not importable ({exc}); install it with: {INSTALL}")
-        try:
-            import litert_torch  # noqa: F401
-        except ImportError as exc:
-            return Availability(False, f"litert-torch (the .tflite converter) is not importable ({exc}); "
-                                       f"install it with: {INSTALL}")
-        return Availability(True)
 
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:

@@ -32,17 +32,16 @@ class OpenVinoCpu(Runtime):
 
     name: ClassVar[str] = "openvino-cpu"
     requirements: ClassVar[tuple[str, ...]] = ("openvino>=2024.4",)  # the extra `openvino`
+    install: ClassVar[str] = INSTALL
     distribution: ClassVar[str | None] = "openvino"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "int8-recipe"})
     precisions: ClassVar[frozenset[Precision]] = frozenset(_HINTS)
     description: ClassVar[str] = "OpenVINO Runtime, CPU plugin, ONNX frontend, latency/throughput hint"
 
     @classmethod
-    def availability(cls) -> Availability:
-        try:
-            import openvino as ov
-        except ImportError as exc:
-            return Availability(False, f"openvino is not importable ({exc}); install it with: {INSTALL}")
+    def device_check(cls) -> Availability:
+        import openvino as ov
+
         if "CPU" not in ov.Core().available_devices:
             return Availability(False, f"openvino {ov.__version__} has no CPU device")
         return Availability(True)

@@ -46,6 +46,7 @@ class TensorRT(Runtime):
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
     name: ClassVar[str] = "tensorrt"
     requirements: ClassVar[tuple[str, ...]] = ("tensorrt>=10.1",)  # the extra `tensorrt`
+    install: ClassVar[str] = INSTALL
     distribution: ClassVar[str | None] = "tensorrt"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph"})
     device: ClassVar[str] = "cuda"
@@ -57,11 +58,7 @@ class TensorRT(Runtime):
     int8_source: ClassVar[str] = "qdq"
 
     @classmethod
-    def availability(cls) -> Availability:
-        try:
-            import tensorrt  # noqa: F401
-        except ImportError as exc:
-            return Availability(False, f"tensorrt is not importable ({exc}); it is an optional extra: {INSTALL}")
+    def device_check(cls) -> Availability:
         reason = torch_cuda_reason()
         return Availability(False, f"CUDA not available: {reason}") if reason else Availability(True)
 

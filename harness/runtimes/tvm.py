@@ -30,6 +30,7 @@ class TvmCpu(Runtime):
     name: ClassVar[str] = "tvm-cpu"
     # the extra `tvm` (pyproject.toml says why apache-tvm-ffi is capped)
     requirements: ClassVar[tuple[str, ...]] = ("apache-tvm>=0.20", "apache-tvm-ffi<0.1.15", "xgboost-cpu>=2.1")
+    install: ClassVar[str] = INSTALL
     distribution: ClassVar[str | None] = "apache-tvm"
     variant_hooks: ClassVar[frozenset[str]] = frozenset({"onnx-export", "onnx-graph", "tvm-tuning"})
     description: ClassVar[str] = "Apache TVM Relax, llvm -mcpu=host, relax.VirtualMachine"
@@ -39,14 +40,6 @@ class TvmCpu(Runtime):
                                      "profile mode, no profiling functions registered), and the Relax ONNX frontend "
                                      "keeps no ONNX node names on what it fuses")
 
-    @classmethod
-    def availability(cls) -> Availability:
-        try:
-            import tvm  # noqa: F401
-            from tvm.relax.frontend.onnx import from_onnx  # noqa: F401
-        except ImportError as exc:
-            return Availability(False, f"apache-tvm is not importable ({exc}); install it with: {INSTALL}")
-        return Availability(True)
 
     @classmethod
     def _supports_model(cls, model: ModelSpec) -> Availability:
