@@ -1,5 +1,5 @@
 """`harness run | report | models | runtimes | variants | env | envs | bisect | ceilings | cache | baseline | compare |
-gate-check | qualify | history | conform | ab`: thin commands over the library and the pytest suites."""
+gate | gate-check | qualify | history | conform | ab`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
     from pathlib import Path
     from typing import Any, Sequence
 
+    from harness.commands import gate as gate_command
     from harness.display import visible
     from harness.errors import HarnessError, UsageError
     from harness.options import (
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     _history_parsers(sub)
     _conform_parser(sub)
     _ab_parser(sub)
+    gate_command.add_parser(sub)
     _envs_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
@@ -277,7 +279,7 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate-check", "qualify", "conform", "envs",
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate", "gate-check", "qualify", "conform", "envs",
                    "bisect"}
 
 
@@ -323,7 +325,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "variants": cmd_variants, "env": cmd_env, "ceilings": cmd_ceilings, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs,
+                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs, "gate": gate_command.cmd_gate,
                 "bisect": cmd_bisect}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
@@ -547,6 +549,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         runs = baseline.load_baseline_runs(path)
         print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
               f"{visible(', '.join(r.run_id for r in runs))}): {path}")
+        print(f"for `harness gate`: {visible(baseline.artifact_summary(baseline.load_replay(path)))} in "
+              f"{path.parent / baseline.BLOBS}")
         return EXIT_OK
     infos = baseline.list_baselines(args.dir)
     if args.json:

@@ -135,6 +135,8 @@ class OnnxRuntime(Runtime):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
+        if not self.options.idle_spinning:  # an A/B's two sessions: the idle one's pool must not spin
+            _spinning(so, "off", self.options.threads)
         for key, value in self.options.session:  # a deployment variant's knobs (harness.variants.ort_session)
             SESSION_KNOBS[key](so, value, self.options.threads)
         for dim, size in fixed.items():
