@@ -84,6 +84,7 @@ class GateOutcome:
     fallbacks: dict[str, str] = field(default_factory=dict)  # case id -> why not re-measured
     run: RunResults | None = None
     interrupted: bool = False
+    workers_started: int = 0  # supervised workers the gate started (two sides in two environments: two)
 
     def unjudged(self) -> list[VerdictRecord]:
         return [r for r in self.records if r.verdict in UNJUDGED and r.metric != "drift"]
@@ -140,6 +141,7 @@ class GateOutcome:
 
     def as_dict(self, allow_unjudged: bool) -> dict[str, Any]:
         return {"exit_code": self.exit_code(allow_unjudged), "summary": self.summary(allow_unjudged),
+                "workers_started": self.workers_started,
                 "unjudged": [r.case_id + " " + r.metric for r in self.unjudged()],
                 "fallbacks": self.fallbacks, "records": [r.as_dict() for r in self.records]}
 
@@ -288,7 +290,8 @@ class GateDriver:
     def run(self, plans: list[GateCase]) -> GateOutcome:
         out = GateOutcome()
         session = self.session
-        session.start()
+        if not session.started:
+            session.start()
         session.progress.start("case", len(plans))
         forward = fallback_config(self.config, self.baseline_runs[-1].config)
         rows: dict[str, CaseResult] = {}
@@ -313,6 +316,7 @@ class GateDriver:
         except KeyboardInterrupt:
             out.interrupted = True
         finally:
+            out.workers_started = int(getattr(session.executor, "workers_started", 0))
             session.finish(interrupted=out.interrupted)
         out.run = session.run
         if out.interrupted or session.run is None:

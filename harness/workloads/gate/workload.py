@@ -13,7 +13,7 @@ from harness.artifacts.cache import set_active_cache_dir
 from harness.config import RunConfig
 from harness.data import feed_digest
 from harness.errors import HarnessError, UsageError
-from harness.measure.contention import ContentionProbe
+from harness.measure.contention import ContentionProbe, snapshot
 from harness.measure.timer import Timer, TimingPolicy
 from harness.model import get_model, register_model
 from harness.results.schema import CaseId, CaseResult
@@ -62,6 +62,8 @@ GATE = GateWorkload()
 class GateState(WorkerState):
     """The activated sides in this worker, by case id (side A's model carries BASELINE_SUFFIX, so both sides of
     one case can live here); a new case's activation releases the previous case's sides."""
+
+    read_proc = staticmethod(snapshot)  # what the contention probe reads (/proc; tests give a fake one)
 
     def __init__(self, timer: Timer | None = None) -> None:
         self.timer = timer or Timer()
@@ -118,7 +120,7 @@ class GateState(WorkerState):
         if case not in self._sides:
             raise HarnessError(f"{case.id}: this side is not activated in this worker")
         rt, call, threads = self._sides[case]
-        probe = ContentionProbe(threads, config.measure.contention_limit)
+        probe = ContentionProbe(threads, config.measure.contention_limit, read=self.read_proc)
         timed = self.timer.run(call, block_policy(config), rt.synchronize, on_measure=probe.start)
         return {"samples_ns": list(timed.samples_ns), "contention": probe.stop()}
 
