@@ -222,7 +222,8 @@ class OnnxRuntime(Runtime):
     def details(self) -> dict[str, Any]:
         return {**super().details(), "provider": self.provider,
                 "onnxruntime": getattr(self, "_ort_version", None),
-                **({"session_options": self.session_options()} if self.options.variant else {})}
+                **({"session_options": self.session_options()}
+                   if self.options.variant or not self.options.idle_spinning else {})}
 
 
 def _level(so: Any, value: str, threads: int) -> None:
