@@ -126,7 +126,9 @@ class _CrashSecond(FakeOk):
 class FakeGraph(FakeOk):
     """Runs its model's file as its artifact: the file says what a call costs (`cost_us=N`), so a test can tell
     which file ran (the nightly gate's side A must run the baseline's stored copy, side B tonight's). Each call
-    advances `tick` (a fake clock) by that cost where a test set one, else busy-waits it."""
+    advances `tick` (a fake clock) by that cost where a test set one, else busy-waits it. `crash_after_s=T` in the
+    file: the process dies of SIGSEGV on its first call T seconds after activation (a native crash of that
+    build, past the warm-ups)."""
 
     name: ClassVar[str] = "fake-graph"
     tick: ClassVar[Any] = None  # Callable[[int], None]: a fake clock's advance
@@ -139,10 +141,14 @@ class FakeGraph(FakeOk):
             raise RuntimeError(f"fake-graph runs a model file; {self.model.name} has none")
         text = Path(path).read_text()
         self.cost_ns = int(float(text.split("cost_us=")[1].split()[0]) * 1000)
+        crash = float(text.split("crash_after_s=")[1].split()[0]) if "crash_after_s=" in text else 0.0
+        self.crash_at = time.perf_counter() + crash if crash else 0.0
         self.artifact = Artifact(path=path, key="fake", cache_hit=True, build_s=0.0, meta={})
         super()._activate()
 
     def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        if self.crash_at and time.perf_counter() >= self.crash_at:
+            os.kill(os.getpid(), signal.SIGSEGV)
         if FakeGraph.tick is not None:
             FakeGraph.tick(self.cost_ns)
         else:

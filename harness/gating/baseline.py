@@ -194,7 +194,7 @@ def _self_contained(path: Path) -> bytes | None:
         return None
     try:
         onnx.load_external_data_for_model(model, str(path.parent))
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError
         raise _NotStorable(f"its external weights beside {path} could not be read: {exc}") from exc
     if model.ByteSize() > MAX_INLINE:
         raise _NotStorable(f"its artifact {path} is over 2 GiB with its weights (one file cannot hold it)")

@@ -258,6 +258,16 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     md = (tmp_path / "g" / "gate.md").read_text()
     assert md.startswith("**gate FAIL: 1 regressed")
     assert json.loads((tmp_path / "g" / "gate.json").read_text())["exit_code"] == EXIT_REGRESSION
+    # tonight's build crashes (SIGSEGV) during its blocks: that case broke (exit 1), the worker is replaced, the
+    # row is kept in results.json
+    _model_file(model, "300 crash_after_s=0.7")  # past both sides' warm-ups (0.2 s each)
+    crash = subprocess.run([*cli, "gate", "main", "--ab-pairs", "20", "--ab-block-time", "0.01", "--out",
+                            str(tmp_path / "c")], env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert crash.returncode == EXIT_REGRESSION, crash.stdout + crash.stderr
+    assert re.search(r"broke +fake-file-fake-graph-fp32-b1  case  re-measured A/B: tonight's side crashed: side B "
+                     r"\(tonight's\) failed in pair \d+: ", crash.stdout), crash.stdout
+    row = json.loads((tmp_path / "c" / "results.json").read_text())["cases"][0]
+    assert row["status"] == "crashed" and "SIGSEGV" in row["reason"]
     bad = subprocess.run([*cli, "gate", "nope"], env=env, capture_output=True, text=True, check=False, timeout=120)
     assert bad.returncode == 2 and "no baseline named 'nope'" in bad.stderr
 
@@ -298,3 +308,39 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     # the two workers stayed alive through the 20 blocks (one start each), taking blocks in turn
     assert json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == 2
+
+
+def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_path):
+    """The dynamo exporter writes `model.onnx` + `model.onnx.data`: the blob is one file holding both; a second
+    baseline of the same graph shares the blob."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.external_data_helper import uses_external_data
+
+    from harness.gating.baseline import replay_record
+
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])
+    folder = tmp_path / "export"
+    folder.mkdir()
+    onnx.save(helper.make_model(g), str(folder / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=0)
+    assert uses_external_data(onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.initializer[0])
+    case = CaseId("m", "ort-cpu", "fp32", 1, None, "cpu")
+    samples = [1000] * 10
+    run = RunResults(run_id="r", started_at="2026-11-26T01:00:00+00:00", finished_at="2099-01-01T00:00:00+00:00",
+                     cases=[CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
+                                       artifact=str(folder / "model.onnx"))])
+    first = replay_record(run, tmp_path / "blobs")["cases"][case.id]
+    assert first["not_kept"] == "" and first["artifact_bytes"] > 4096 * 4
+    blob = blob_path(tmp_path / "blobs", first["artifact_sha256"])
+    stored = onnx.load(str(blob), load_external_data=False)
+    assert not uses_external_data(stored.graph.initializer[0])
+    assert np.array_equal(numpy_helper.to_array(stored.graph.initializer[0]), numpy_helper.to_array(w))
+    again = replay_record(run, tmp_path / "blobs")["cases"][case.id]
+    assert again["artifact_sha256"] == first["artifact_sha256"] and len(list((tmp_path / "blobs").rglob("*.onnx"))) == 1
+    (folder / "model.onnx.data").unlink()  # its weights gone: not kept, with the reason
+    gone = replay_record(run, tmp_path / "blobs2")["cases"][case.id]
+    assert gone["artifact_sha256"] is None and "external weights beside" in gone["not_kept"]
