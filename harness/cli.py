@@ -234,6 +234,10 @@ def _gating_parsers(sub: Any) -> None:
     gc.add_argument("--ab", action="store_true",
                     help="measure `harness ab` instead of compare: per case and round, the case A/B against itself "
                          "(false alarms) and with B slowed by each level (power), in one worker per round")
+    gc.add_argument("--nightly", metavar="BASELINE",
+                    help="measure `harness gate BASELINE` instead: per round, one whole gate run with nothing changed "
+                         "(false alarms) and one per level with side B slowed (power); the baseline's cases, "
+                         "filtered by --models/--runtimes only when given")
     gate_args(gc)
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
@@ -592,7 +596,6 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.results.store import atomic_write_text
     from harness.workloads import get_workload
 
-    gates = load_gate_config(args.gate_config, args.gate or ())
     try:
         levels = tuple(float(x) / 100.0 for x in args.levels.split(",") if x.strip())
     except ValueError:
@@ -602,6 +605,9 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
     out = Path(args.out) if args.out else None
+    if args.nightly:
+        return gate_command.gate_check_nightly(args.nightly, args, levels, args.rounds, out)
+    gates = load_gate_config(args.gate_config, args.gate or ())
     # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
     config = parse_run_options(vars(args), GATE_CHECK_GROUPS)

@@ -61,15 +61,12 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 
-def cmd_gate(args: argparse.Namespace) -> int:
-    from harness.execution.gate_run import plan_gate, run_gate
+def _setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
+    """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`)."""
+    from harness.execution.gate_run import plan_gate
     from harness.gating import load_gate_config
     from harness.gating.baseline import load_baseline_runs, load_replay, resolve_baseline
-    from harness.report.progress import RunProgress
-    from harness.results.store import atomic_write_text
 
-    if not 0 <= args.inject < 1000:
-        raise UsageError(f"--inject {args.inject:g}: a percentage between 0 and 1000")
     runs = load_baseline_runs(args.baseline, args.dir)
     replay = load_replay(args.baseline, args.dir)
     newest = runs[-1]
@@ -91,6 +88,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if not plans:
         raise UsageError(f"{resolve_baseline(args.baseline, args.dir)}: no measured case of the baseline matches "
                          f"--models {args.models or '(all)'} --runtimes {args.runtimes or '(all)'}: nothing to gate")
+    return runs, replay, config, plans, gates
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from harness.execution.gate_run import run_gate
+    from harness.report.progress import RunProgress
+    from harness.results.store import atomic_write_text
+
+    if not 0 <= args.inject < 1000:
+        raise UsageError(f"--inject {args.inject:g}: a percentage between 0 and 1000")
+    runs, replay, config, plans, gates = _setup(args)
     out = config.outputs.out_dir
     re_measured = sum(not p.fallback for p in plans)
     ab = config.ab
@@ -100,8 +108,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for p in plans:
         if p.fallback:
             print(visible(f"  {p.case.id}: stored figures (not re-measured: {p.fallback})"))
-    progress = RunProgress()
-    outcome = run_gate(config, runs, replay, gates, plans, progress)
+    outcome = run_gate(config, runs, replay, gates, plans, RunProgress())
     if outcome.interrupted:
         print("gate: interrupted: no verdict (finished cases kept in results.json)")
         return 130  # 128 + SIGINT, as every interrupted command
@@ -111,3 +118,76 @@ def cmd_gate(args: argparse.Namespace) -> int:
     atomic_write_text(Path(out) / "gate.json", json.dumps(outcome.as_dict(args.allow_unjudged), indent=1))
     print(f"results: {out / 'results.json'}; verdicts: {out / 'gate.md'}; report: {out / 'report.html'}")
     return outcome.exit_code(args.allow_unjudged)
+
+
+def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple[float, ...], rounds: int,
+                       out: Path | None) -> int:
+    """`harness gate-check --nightly BASELINE`: the new gate measured as gate-check measures compare. Per round,
+    one whole `harness gate BASELINE` (its own session and workers, as each night has) with nothing changed
+    (A/A: a false alarm when a row says regressed or improved) and one per level with side B slowed by that
+    fraction of its p50 (power: the share of re-measured rows called regressed). Unjudged rows are counted as
+    unjudged, never as a pass or a detection. Cases on the stored figures are tallied apart (a planted slowdown
+    does not reach them)."""
+    import dataclasses
+    import tempfile
+
+    from harness.execution.gate_run import STORED, run_gate
+    from harness.gating.verdicts import Verdict
+    from harness.report.progress import RunProgress
+    from harness.results.store import atomic_write_text
+
+    args = argparse.Namespace(
+        baseline=baseline, dir=None, models=gc_args.models, runtimes=gc_args.runtimes, model=None, inject=0.0,
+        gate=gc_args.gate, gate_config=gc_args.gate_config, allow_unjudged=False,
+        **{k: getattr(gc_args, k, None) for k in ("threads", "ab_pairs", "ab_block_time", "ab_min_effect",
+                                                   "ab_confidence")})
+    runs, replay, config, plans, gates = _setup(args)
+    root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
+    tally: dict[tuple[str, str], dict[str, int]] = {}  # (case, "aa" | level) -> counts by verdict
+    how: dict[str, str] = {}
+    trials = [("aa", 0.0)] + [(f"{lv:.0%}", lv) for lv in levels]
+    print(f"gate-check --nightly {baseline}: {len(plans)} case(s) x {rounds} rounds x (A/A + {len(levels)} "
+          f"levels), each trial a whole `harness gate` run; {sum(not p.fallback for p in plans)} re-measured A/B")
+    for r in range(rounds):
+        for label, level in trials:
+            cfg = config.replace(out_dir=root / f"r{r}-{label.rstrip('%')}", ab_inject=level, ab_seed=r)
+            fresh = [dataclasses.replace(p, note="") for p in plans]
+            outcome = run_gate(cfg, runs, replay, gates, fresh, RunProgress(case_lines=False))
+            if outcome.interrupted:
+                print("gate-check --nightly: interrupted")
+                return 130
+            for rec in outcome.records:
+                if rec.metric == "drift":
+                    continue
+                how[rec.case_id] = STORED if rec.case_id in outcome.fallbacks else "re-measured A/B"
+                counts = tally.setdefault((rec.case_id, label), {})
+                counts[rec.verdict.value] = counts.get(rec.verdict.value, 0) + 1
+            print(f"  round {r + 1}/{rounds} {label}: {outcome.summary(False)}")
+    header = ("| case | how | trial | trials | regressed | improved | pass | unjudged (inconclusive, noise, "
+              "not comparable) |")
+    lines = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    unjudged_names = {Verdict.INCONCLUSIVE.value, Verdict.NOISE.value, Verdict.NOT_COMPARABLE.value}
+    doc: list[dict[str, Any]] = []
+    for (case, label), counts in sorted(tally.items()):
+        n = sum(counts.values())
+        unj = sum(v for k, v in counts.items() if k in unjudged_names)
+        row = {"case": case, "how": how[case], "trial": "A/A" if label == "aa" else f"slowed {label}", "trials": n,
+               "regressed": counts.get("regressed", 0), "improved": counts.get("improved", 0),
+               "pass": counts.get("pass", 0), "unjudged": unj, "counts": counts}
+        doc.append(row)
+        lines.append(f"| {case} | {row['how']} | {row['trial']} | {n} | {row['regressed']} | {row['improved']} | "
+                     f"{row['pass']} | {unj} |")
+    aa = [d for d in doc if d["trial"] == "A/A"]
+    fa = sum(d["regressed"] + d["improved"] for d in aa)
+    n_aa = sum(d["trials"] for d in aa)
+    head = f"false alarms (A/A rows called regressed or improved): {fa} of {n_aa}"
+    for label, _ in trials[1:]:
+        rows = [d for d in doc if d["trial"] == f"slowed {label}" and d["how"] != STORED]
+        head += f"; power at {label}: {sum(d['regressed'] for d in rows)} of {sum(d['trials'] for d in rows)}"
+    md = "\n".join([head, "", *lines, ""])
+    print(md)
+    if out is not None:
+        atomic_write_text(out / "gatecheck-nightly.md", md)
+        atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": doc}, indent=1))
+        print(f"written: {out / 'gatecheck-nightly.md'}, {out / 'gatecheck-nightly.json'}")
+    return 0

@@ -221,12 +221,8 @@ def test_an_all_inconclusive_gate_exits_3_and_names_the_rows(tmp_path, fakes, cl
     assert "(accepted: --allow-unjudged)" in outcome.unjudged_line(True)
 
 
-def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env):
-    """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown), a slowdown of
-    30% planted in side B (--inject) is regressed; the model file replaced by one with 40% more work, `harness
-    gate` exits 1 and writes gate.md whose first line is the
-    summary; --allow-unjudged is an option; a bad baseline name is exit 2."""
-    model = _model_file(tmp_path / "model.onnx", 300)
+def _fake_file_env(tmp_path: Path, fake_env: dict[str, str], model: Path) -> dict[str, str]:
+    """A subprocess environment whose plugins register `fake-file`, a model whose file is `model`."""
     env = dict(fake_env, HARNESS_BASELINE_DIR=str(tmp_path / "baselines"), HARNESS_CONTENTION_LIMIT="1")
     factory = tmp_path / "gate_models.py"
     factory.write_text(
@@ -235,6 +231,10 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
         f"onnx_path=Path({str(model)!r})), replace=True)\n")
     env["HARNESS_PLUGINS"] = "fakes,gate_models"
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    return env
+
+
+def _saved_baseline(tmp_path: Path, env: dict[str, str]) -> None:
     cli = [sys.executable, "-m", "harness.cli"]
     run = subprocess.run([*cli, "run", "--models", "fake-file", "--runtimes", "fake-graph", "--batch-sizes", "1",
                           "--threads", "1", "--min-time", "0.05", "--repeats", "1", "--out", str(tmp_path / "r")],
@@ -243,6 +243,17 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     saved = subprocess.run([*cli, "baseline", "save", str(tmp_path / "r"), "--name", "main"], env=env,
                            capture_output=True, text=True, check=False, timeout=120)
     assert saved.returncode == 0 and "for `harness gate`: 1 artifact stored (0.0 KiB)" in saved.stdout, saved.stdout
+
+
+def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env):
+    """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown), a slowdown of
+    30% planted in side B (--inject) is regressed; the model file replaced by one with 40% more work, `harness
+    gate` exits 1 and writes gate.md whose first line is the summary; a crash of tonight's side is broke; a bad
+    baseline name is exit 2."""
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    cli = [sys.executable, "-m", "harness.cli"]
     planted = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--inject", "30",
                               "--out", str(tmp_path / "p")], env=env, capture_output=True, text=True, check=False, timeout=300)
     assert planted.returncode == EXIT_REGRESSION, planted.stdout + planted.stderr  # a slowdown planted in side B
@@ -344,3 +355,22 @@ def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_p
     (folder / "model.onnx.data").unlink()  # its weights gone: not kept, with the reason
     gone = replay_record(run, tmp_path / "blobs2")["cases"][case.id]
     assert gone["artifact_sha256"] is None and "external weights beside" in gone["not_kept"]
+
+
+def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path, fake_env):
+    """`harness gate-check --nightly main`: whole gate runs per round, A/A and with side B slowed 30%."""
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    out = tmp_path / "gc"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "gate-check", "--nightly", "main", "--rounds", "2",
+                        "--levels", "30", "--ab-pairs", "8", "--ab-block-time", "0.01", "--out", str(out)],
+                       env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"false alarms \(A/A rows called regressed or improved\): \d of 2; power at 30%: 2 of 2",
+                     p.stdout), p.stdout
+    rows = json.loads((out / "gatecheck-nightly.json").read_text())["rows"]
+    assert {(r["trial"], r["trials"], r["how"]) for r in rows} == {("A/A", 2, "re-measured A/B"),
+                                                                    ("slowed 30%", 2, "re-measured A/B")}
+    assert len(list((out / "runs").glob("r*-*/gate.md"))) == 0  # gate-check keeps results, not gate.md
+    assert len(list((out / "runs").glob("r*-*/results.json"))) == 4
