@@ -110,8 +110,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
             print(visible(f"  {p.case.id}: stored figures (not re-measured: {p.fallback})"))
     outcome = run_gate(config, runs, replay, gates, plans, RunProgress())
     if outcome.interrupted:
-        print("gate: interrupted: no verdict (finished cases kept in results.json)")
-        return 130  # 128 + SIGINT, as every interrupted command
+        print(f"gate: interrupted: no verdict (finished cases kept in {config.outputs.out_dir / 'results.json'})")
+        return outcome.exit_status or 130  # 128 + the signal, as every interrupted command
     for line in outcome.lines(args.allow_unjudged):
         print(visible(line))
     atomic_write_text(Path(out) / "gate.md", outcome.markdown(args.allow_unjudged))
@@ -155,7 +155,7 @@ def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple
             outcome = run_gate(cfg, runs, replay, gates, fresh, RunProgress(case_lines=False))
             if outcome.interrupted:
                 print("gate-check --nightly: interrupted")
-                return 130
+                return outcome.exit_status or 130
             for rec in outcome.records:
                 if rec.metric == "drift":
                     continue

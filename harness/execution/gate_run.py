@@ -85,6 +85,7 @@ class GateOutcome:
     run: RunResults | None = None
     interrupted: bool = False
     workers_started: int = 0  # supervised workers the gate started (two sides in two environments: two)
+    exit_status: int | None = None  # 128 + the signal that stopped the gate (130 SIGINT, 143 SIGTERM)
 
     def unjudged(self) -> list[VerdictRecord]:
         return [r for r in self.records if r.verdict in UNJUDGED and r.metric != "drift"]
@@ -245,7 +246,8 @@ class GateDriver:
                 if "error" in reply:
                     if s == "a":
                         return f"side A failed in pair {i}: {_short(str(reply['error']))}"
-                    status = str(reply.get("status") or "crashed")
+                    # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
+                    status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
                     return CaseResult(case, status if status in BROKEN else "crashed", phase="run",
                                       reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
                                       details={"gate": {"side": "b", "failed": True}})
@@ -319,6 +321,8 @@ class GateDriver:
             out.workers_started = int(getattr(session.executor, "workers_started", 0))
             session.finish(interrupted=out.interrupted)
         out.run = session.run
+        out.exit_status = session.exit_status()
+        out.interrupted = out.interrupted or out.exit_status is not None
         if out.interrupted or session.run is None:
             return out
         for g in plans:

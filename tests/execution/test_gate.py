@@ -181,6 +181,10 @@ def test_a_case_that_cannot_be_reproduced_falls_back_and_is_labelled(tmp_path, f
     plans = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], load_replay("main",
                                                                                       tmp_path / "baselines"))
     assert plans[0].fallback.startswith("its stored artifact is missing from ")
+    # a baseline saved before baseline_schema 2 stores nothing to re-run: every case on the stored figures
+    old = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], None, runtimes=["fake-graph"])
+    assert [(p.case.id, p.fallback) for p in old] == [
+        ("fake-file-fake-graph-fp32-b1", "the baseline stores no artifacts (saved by an older harness: save it again)")]
 
 
 class FakeProc:
@@ -374,3 +378,33 @@ def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path
                                                                     ("slowed 30%", 2, "re-measured A/B")}
     assert len(list((out / "runs").glob("r*-*/gate.md"))) == 0  # gate-check keeps results, not gate.md
     assert len(list((out / "runs").glob("r*-*/results.json"))) == 4
+
+
+def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake_env):
+    """SIGTERM in the middle of the blocks: the orderly stop of every session (no verdict, results.json written
+    with interrupted: true, the worker ended), exit 143."""
+    import signal
+    import time
+
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    out = tmp_path / "g"
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "gate", "main", "--ab-pairs", "400", "--ab-block-time",
+                          "0.05", "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "results.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(3.0)  # both sides activated, blocks under way (400 pairs: 40 s of blocks)
+        p.send_signal(signal.SIGTERM)
+        text, _ = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, text
+    assert "gate: interrupted: no verdict" in text and "gate FAIL" not in text and "gate OK" not in text
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["interrupted"] is True and doc["complete"] is False
+    assert not (out / "gate.md").exists()
