@@ -11,7 +11,7 @@ installed) is measured tonight and judged against the stored figures, labelled s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -180,13 +180,12 @@ class GateDriver:
     forward cases and are judged against the stored figures."""
 
     def __init__(self, session: HarnessSession, baseline_runs: list[RunResults], replay: Replay | None,
-                 gates: Any, say: Callable[[str], None]) -> None:
+                 gates: Any) -> None:
         self.session = session
         self.config = session.config
         self.baseline_runs = baseline_runs
         self.replay = replay
         self.gates = gates
-        self.say = say
 
     # ------------------------------------------------------------------ one re-measured case
     def ab_case(self, g: GateCase) -> CaseResult | str:
@@ -378,7 +377,7 @@ def fallback_config(config: RunConfig, stored: dict[str, Any]) -> RunConfig:
 
 
 def run_gate(config: RunConfig, baseline_runs: list[RunResults], replay: Replay | None, gates: Any,
-             plans: list[GateCase], progress: Any = None, say: Callable[[str], None] = print) -> GateOutcome:
+             plans: list[GateCase], progress: Any = None) -> GateOutcome:
     """Drive the gate's cases in one session (workload "gate") and judge them; see GateDriver."""
     session = HarnessSession(config.replace(workload="gate"), progress)
-    return GateDriver(session, baseline_runs, replay, gates, say).run(plans)
+    return GateDriver(session, baseline_runs, replay, gates).run(plans)

@@ -105,7 +105,7 @@ def _gate(tmp_path: Path, clock: Clock, name: str = "main", read_proc=None, **ex
         state = session.executor.runner.state("gate")
         assert isinstance(state, GateState)
         state.read_proc = read_proc
-    outcome = GateDriver(session, runs, replay, load_gate_config(None, ()), print).run(plans)
+    outcome = GateDriver(session, runs, replay, load_gate_config(None, ())).run(plans)
     return outcome, plans
 
 
