@@ -1,5 +1,5 @@
 """`harness run | report | models | runtimes | variants | env | envs | bisect | ceilings | cache | baseline | compare |
-gate-check | qualify | history | conform | ab`: thin commands over the library and the pytest suites."""
+gate | gate-check | qualify | history | conform | ab`: thin commands over the library and the pytest suites."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
     from pathlib import Path
     from typing import TYPE_CHECKING, Any, Sequence
 
+    from harness.commands import gate as gate_command
     from harness.display import visible
     from harness.errors import HarnessError, UsageError
     from harness.options import (
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     _history_parsers(sub)
     _conform_parser(sub)
     _ab_parser(sub)
+    gate_command.add_parser(sub)
     _envs_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
@@ -236,6 +238,10 @@ def _gating_parsers(sub: Any) -> None:
     gc.add_argument("--ab", action="store_true",
                     help="measure `harness ab` instead of compare: per case and round, the case A/B against itself "
                          "(false alarms) and with B slowed by each level (power), in one worker per round")
+    gc.add_argument("--nightly", metavar="BASELINE",
+                    help="measure `harness gate BASELINE` instead: per round, one whole gate run with nothing changed "
+                         "(false alarms) and one per level with side B slowed (power); the baseline's cases, "
+                         "filtered by --models/--runtimes only when given")
     gate_args(gc)
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
@@ -281,7 +287,7 @@ def _history_parsers(sub: Any) -> None:
 
 
 # commands that resolve model or runtime names: they load the plugins (the zoo, user packages) first
-USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate-check", "qualify", "conform", "envs",
+USES_REGISTRIES = {"run", "report", "models", "runtimes", "variants", "ab", "gate", "gate-check", "qualify", "conform", "envs",
                    "bisect"}
 
 
@@ -327,7 +333,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             load_plugins()
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "variants": cmd_variants, "env": cmd_env, "ceilings": cmd_ceilings, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
-                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs,
+                "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs, "gate": gate_command.cmd_gate,
                 "bisect": cmd_bisect}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
@@ -551,6 +557,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         runs = baseline.load_baseline_runs(path)
         print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
               f"{visible(', '.join(r.run_id for r in runs))}): {path}")
+        print(f"for `harness gate`: {visible(baseline.artifact_summary(baseline.load_replay(path)))} in "
+              f"{path.parent / baseline.BLOBS}")
         return EXIT_OK
     infos = baseline.list_baselines(args.dir)
     if args.json:
@@ -592,7 +600,6 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.results.store import atomic_write_text
     from harness.workloads import get_workload
 
-    gates = load_gate_config(args.gate_config, args.gate or ())
     try:
         levels = tuple(float(x) / 100.0 for x in args.levels.split(",") if x.strip())
     except ValueError:
@@ -602,6 +609,9 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     if args.rounds < 2:
         raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
     out = Path(args.out) if args.out else None
+    if args.nightly:
+        return gate_command.gate_check_nightly(args.nightly, args, levels, args.rounds, out)
+    gates = load_gate_config(args.gate_config, args.gate or ())
     # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
     config = parse_run_options(vars(args), GATE_CHECK_GROUPS)

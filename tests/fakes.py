@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -120,6 +121,44 @@ class _CrashSecond(FakeOk):
                 os.kill(os.getpid(), signal.SIGSEGV)
             raise RuntimeError("second activation")
         super()._activate()
+
+
+class FakeGraph(FakeOk):
+    """Runs its model's file as its artifact: the file says what a call costs (`cost_us=N`), so a test can tell
+    which file ran (the nightly gate's side A must run the baseline's stored copy, side B tonight's). Each call
+    advances `tick` (a fake clock) by that cost where a test set one, else busy-waits it. `crash_after_s=T` in the
+    file: the process dies of SIGSEGV on its first call T seconds after activation (a native crash of that
+    build, past the warm-ups)."""
+
+    name: ClassVar[str] = "fake-graph"
+    tick: ClassVar[Any] = None  # Callable[[int], None]: a fake clock's advance
+
+    def _activate(self) -> None:
+        from harness.artifacts.cache import Artifact
+
+        path = self.model.onnx_path
+        if path is None:
+            raise RuntimeError(f"fake-graph runs a model file; {self.model.name} has none")
+        text = Path(path).read_text()
+        self.cost_ns = int(float(text.split("cost_us=")[1].split()[0]) * 1000)
+        crash = float(text.split("crash_after_s=")[1].split()[0]) if "crash_after_s=" in text else 0.0
+        self.crash_at = time.perf_counter() + crash if crash else 0.0
+        self.artifact = Artifact(path=path, key="fake", cache_hit=True, build_s=0.0, meta={})
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        if self.crash_at and time.perf_counter() >= self.crash_at:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if FakeGraph.tick is not None:
+            FakeGraph.tick(self.cost_ns)
+        else:
+            end = time.perf_counter_ns() + self.cost_ns
+            while time.perf_counter_ns() < end:
+                pass
+        return {"y": prepared["x"] * 2.0}
+
+
+register_runtime(FakeGraph, replace=True)
 
 
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):

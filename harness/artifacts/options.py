@@ -38,3 +38,6 @@ class RuntimeOptions:
     session: tuple[tuple[str, str], ...] = ()  # runtime session knobs (ONNX Runtime: SESSION_KNOBS)
     tuning_trials: int = 0  # TVM MetaSchedule trials before the compile (tvm-cpu; 0: untuned)
     variant: str | None = None  # the variant's canonical name (None: the run's defaults)
+    # may the runtime's threads spin between calls (ONNX Runtime's intra-op pool)? An interleaved A/B turns it
+    # off: the side not being measured must not compete for the cores (a variant's explicit spin=on still wins)
+    idle_spinning: bool = True

@@ -88,17 +88,31 @@ class HarnessSession:
         """128 + the signal number for a run stopped by a signal (130 SIGINT, 143 SIGTERM), else None."""
         return 128 + self.stop_signal if self.stop_signal is not None else None
 
-    def execute(self, case: CaseId) -> CaseResult:
+    def execute(self, case: CaseId, config: RunConfig | None = None) -> CaseResult:
+        """Run `case` in the supervised worker and store its row; `config` (another workload's, e.g. the
+        gate's tonight-only cases run as forward cases) defaults to the session's."""
         if not self.started:
             self.start()
         assert self.run is not None
         if self.stopping:
             raise KeyboardInterrupt("the run is stopping")
+        cfg = config if config is not None else self.config
+        workload = self.workload if config is None else get_workload(cfg.workload)
         self.progress.begin(case.id)
         cpu = OthersCpu()
-        payload = self.workload.payload(case, self.config)
-        result = self.workload.annotate(case, self.executor.run(case, self.config, payload))
+        payload = workload.payload(case, cfg)
+        result = workload.annotate(case, self.executor.run(case, cfg, payload))
         result.details["cpu_others_percent"] = cpu.percent()
+        return self.record(result, begun=True)
+
+    def record(self, result: CaseResult, begun: bool = False) -> CaseResult:
+        """Store a row the driver assembled from several worker requests (the gate's A/B of two sides): appended,
+        results.json rewritten atomically, the progress line."""
+        if not self.started:
+            self.start()
+        assert self.run is not None
+        if not begun:
+            self.progress.begin(result.case.id)
         self.run.cases.append(result)
         self._save()
         self.progress.end(case_line(result, write_case_log(result, self.config.outputs.out_dir)))

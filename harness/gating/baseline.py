@@ -1,21 +1,32 @@
-"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path."""
+"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path.
+
+A baseline also stores what makes its newest run reproducible (`harness gate` re-measures it as side A): each
+case's ONNX artifact in a blob store shared by every baseline of the folder (`artifacts/<sha256>.onnx`,
+content-addressed), the runtime release it ran (its distribution's version, from the stored environment), the
+feed's identity and the configuration."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
-from harness.results.stored import BundleDoc, read_json_object, validate
+from harness.results.stored import BundleDoc, ReplayDoc, read_json_object, validate
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
-BASELINE_SCHEMA = 1
+BASELINE_SCHEMA = 2  # 2: + "replay" (stored artifacts, releases, feeds); 1 is still read (nothing to replay)
+READABLE_SCHEMAS = (1, 2)
+BLOBS = "artifacts"  # the blob store's folder under the baselines folder
 DEFAULT_DIR = Path(".harness") / "baselines"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -74,9 +85,205 @@ def save_baseline(results: str | Path | list[str | Path], name: str, directory: 
         runs = load_baseline_runs(target) + runs
     if keep is not None:
         runs = runs[-keep:]
-    doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs]}
+    replay = replay_record(runs[-1], baseline_dir(directory) / BLOBS)
+    doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs],
+           "replay": replay}
     atomic_write_text(target, json.dumps(doc, indent=1))
     return target
+
+
+# ------------------------------------------------------------------ what makes side A reproducible
+@dataclass(frozen=True)
+class ReplayCase:
+    """One case of a baseline's newest run as `harness gate` replays it: the stored ONNX artifact (None with
+    `not_kept` saying why), the packages it ran with (the runtime's distribution and version among them), the
+    feed's digest, the model's fingerprint."""
+
+    artifact_sha256: str | None = None
+    artifact_bytes: int | None = None
+    not_kept: str = ""
+    packages: dict[str, str | None] = field(default_factory=dict)
+    environment_key: str | None = None  # the runtime's own environment it ran in (None: the harness's own)
+    feed_sha256: str | None = None
+    model_fingerprint: str | None = None
+    precision_recipe: str | None = None
+    timing_scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a baseline stores to re-run its newest run tonight: per case id, a ReplayCase; the run's config."""
+
+    run_id: str
+    config: dict[str, Any]
+    cases: dict[str, ReplayCase]
+    blobs: Path  # the blob store the artifacts live in
+
+    def artifact(self, case_id: str) -> Path | None:
+        """The stored artifact of `case_id` when it is there (a blob deleted by hand: None)."""
+        rc = self.cases.get(case_id)
+        if rc is None or rc.artifact_sha256 is None:
+            return None
+        path = blob_path(self.blobs, rc.artifact_sha256)
+        return path if path.is_file() else None
+
+
+def blob_path(blobs: Path, sha256: str) -> Path:
+    return blobs / sha256[:2] / f"{sha256}.onnx"
+
+
+def _store_blob(source: Path, blobs: Path) -> tuple[str, int, bool]:
+    """Store the ONNX graph `source` in the blob store under its sha256 (atomically: a temporary file renamed
+    into place); (sha256, bytes, newly stored). A graph whose weights live in files beside it (the dynamo
+    exporter's `model.onnx.data`) is stored as one self-contained file. A blob already there is shared."""
+    data = _self_contained(source)
+    digest = hashlib.sha256()
+    blobs.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".blob-", suffix=".tmp", dir=blobs)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in [data] if data is not None else _chunks(source):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        sha = digest.hexdigest()
+        target = blob_path(blobs, sha)
+        if target.is_file() and target.stat().st_size == size:
+            os.unlink(tmp)
+            return sha, size, False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+        return sha, size, True
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _chunks(path: Path) -> Any:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            yield chunk
+
+
+MAX_INLINE = 2**31 - 2**20  # protobuf's 2 GiB limit on one serialized graph
+
+
+class _NotStorable(Exception):
+    pass
+
+
+def _self_contained(path: Path) -> bytes | None:
+    """The graph with its external weights inlined (None when it has none: the file is stored as it is)."""
+    try:
+        import onnx
+        from onnx.external_data_helper import uses_external_data
+    except ImportError:
+        return None
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - an unreadable graph is stored as it is; whoever runs it reports it
+        return None
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        return None
+    try:
+        onnx.load_external_data_for_model(model, str(path.parent))
+    except Exception as exc:  # onnx raises OSError, ValueError or its own ValidationError
+        raise _NotStorable(f"its external weights beside {path} could not be read: {exc}") from exc
+    if model.ByteSize() > MAX_INLINE:
+        raise _NotStorable(f"its artifact {path} is over 2 GiB with its weights (one file cannot hold it)")
+    return bytes(model.SerializeToString())
+
+
+def _finished_at(run: RunResults) -> float | None:
+    try:
+        return _dt.datetime.fromisoformat(run.finished_at).timestamp() if run.finished_at else None
+    except ValueError:
+        return None
+
+
+def _why_not_kept(case: Any, run: RunResults) -> str:
+    """Why `case`'s artifact cannot be stored, "" when it can."""
+    c = case.case
+    if not case.artifact:
+        return f"{c.runtime} ran no ONNX artifact (it runs the model itself)"
+    if str(c.precision) != "fp32":
+        return f"a {c.precision} artifact is rebuilt from the FP32 graph tonight; the gate replays FP32 graphs"
+    if c.variant is not None:
+        return f"variant {c.variant}: its graph and options are rebuilt tonight; the gate replays base cases"
+    path = Path(case.artifact)
+    if path.suffix != ".onnx":
+        return f"its artifact {path.name} is not an ONNX graph"
+    if not path.is_file():
+        return f"its artifact {path} is gone (the cache was cleared?)"
+    finished = _finished_at(run)
+    if finished is not None and path.stat().st_mtime > finished + 1:
+        return f"its artifact {path} was modified after the run finished"
+    return ""
+
+
+def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
+    """The `replay` section of a baseline for `run` (its measured cases), storing each kept artifact in `blobs`."""
+    cases: dict[str, Any] = {}
+    libraries = {k: v for k, v in (run.environment.get("libraries") or {}).items()}
+    for case in run.cases:
+        if not case.measured:
+            continue
+        why = _why_not_kept(case, run)
+        sha = size = None
+        if not why:
+            try:
+                sha, size, _ = _store_blob(Path(case.artifact), blobs)
+            except _NotStorable as exc:
+                why = str(exc)
+            except OSError as exc:
+                why = f"its artifact could not be stored: {exc.strerror or exc}"
+        env = case.environment or {}
+        cases[case.case.id] = {
+            "artifact_sha256": sha, "artifact_bytes": size, "not_kept": why,
+            "packages": dict(env.get("packages") or libraries), "environment_key": env.get("key"),
+            "feed_sha256": case.feed_sha256, "model_fingerprint": case.model_fingerprint,
+            "precision_recipe": case.precision_recipe, "timing_scope": case.timing_scope}
+    keep = ("seed", "feeds", "input_values", "input_ranges", "threads", "exporter", "timing", "cache_dir")
+    config = {k: v for k, v in run.config.items() if k in keep}
+    return {"run_id": run.run_id, "config": _finite(config), "cases": cases}
+
+
+def load_replay(name_or_path: str | Path, directory: str | Path | None = None) -> Replay | None:
+    """What the baseline stores to re-run its newest run (None for a baseline saved without it: schema 1, or a
+    bare results.json)."""
+    path = resolve_baseline(name_or_path, directory)
+    file = path / "results.json" if path.is_dir() else path
+    doc = read_json_object(file)
+    if doc.get("baseline_schema") not in READABLE_SCHEMAS or not doc.get("replay"):
+        return None
+    replay = validate(ReplayDoc, doc["replay"], str(file), "replay")
+    assert isinstance(replay, ReplayDoc)
+    cases = {k: ReplayCase(**v.model_dump()) for k, v in replay.cases.items()}
+    return Replay(replay.run_id, dict(replay.config), cases, file.parent / BLOBS)
+
+
+def artifact_summary(replay: Replay | None) -> str:
+    """"3 artifacts stored (1.2 MiB); 1 case without one (torch-cpu ran no ONNX artifact ...)" for save and ls."""
+    if replay is None:
+        return "no stored artifacts (saved before baseline_schema 2)"
+    kept = {rc.artifact_sha256: rc.artifact_bytes or 0 for rc in replay.cases.values() if rc.artifact_sha256}
+    without = [rc.not_kept for rc in replay.cases.values() if not rc.artifact_sha256]
+    text = f"{len(kept)} artifact{'s' if len(kept) != 1 else ''} stored ({_mib(sum(kept.values()))})"
+    if without:
+        text += f"; {len(without)} case{'s' if len(without) != 1 else ''} without one ({without[0]}" + \
+            (", ..." if len(set(without)) > 1 else "") + ")"
+    return text
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 / 10 else f"{n / 1024:.1f} KiB"
 
 
 def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = None) -> list[RunResults]:
@@ -89,9 +296,10 @@ def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = 
     if "baseline_schema" not in doc:
         return [_measured_somewhere(results_from_doc(doc, str(file)), str(file))]
     version = doc.get("baseline_schema")
-    if version != BASELINE_SCHEMA:
+    if version not in READABLE_SCHEMAS:
         raise ResultsError(f"{file}: baseline_schema: {version!r} is not one this harness reads "
-                           f"({BASELINE_SCHEMA}); upgrade the harness or save the baseline again")
+                           f"({', '.join(map(str, READABLE_SCHEMAS))}); upgrade the harness or save the baseline "
+                           "again")
     bundle = validate(BundleDoc, doc, str(file))
     assert isinstance(bundle, BundleDoc)
     return [_measured_somewhere(results_from_doc(d, str(file), f"runs[{i}]"), f"{file}: runs[{i}]")
@@ -108,6 +316,7 @@ class BaselineInfo:
     measured: int
     problem: str = ""  # a stored file that no longer loads
     runs: int = 1
+    artifacts: str = ""  # artifact_summary of what it stores for `harness gate`
 
 
 def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
@@ -119,7 +328,8 @@ def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
             runs = load_baseline_runs(p)
             run = runs[-1]
             out.append(BaselineInfo(p.stem, p, run.run_id, str(run.environment.get("machine", "?")),
-                                    len(run.cases), sum(c.measured for c in run.cases), runs=len(runs)))
+                                    len(run.cases), sum(c.measured for c in run.cases), runs=len(runs),
+                                    artifacts=artifact_summary(load_replay(p))))
         except ResultsError as exc:
             out.append(BaselineInfo(p.stem, p, "?", "?", 0, 0, problem=str(exc)))
     return out
@@ -152,7 +362,9 @@ def describe(info: BaselineInfo) -> str:
     if info.problem:
         return visible(f"{info.name:<20} BROKEN: {info.problem}")
     runs = f"{info.runs} runs, newest {info.run_id}" if info.runs > 1 else f"run {info.run_id}"
-    return visible(f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}")
+    stored = f"  {info.artifacts}" if info.artifacts else ""
+    return visible(f"{info.name:<20} {runs}  {info.measured}/{info.cases} measured  {info.machine}  {info.path}"
+                   f"{stored}")
 
 
 def as_json(infos: list[BaselineInfo]) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.schema import CaseResult, RunResults
-from harness.results.stats import quoted, too_few_text
+from harness.results.stats import latency_stats, quoted, too_few_text
 
 # results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
@@ -345,6 +345,12 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
     return out
 
 
+def _side_p50(ab: Any, side: str, stored: float | None) -> float | None:
+    """A side's p50 over its blocks' raw samples (`harness ab` and the nightly gate alike), else the stored one."""
+    samples = [x for b in ab.blocks if b.side == side for x in b.samples_ns]
+    return latency_stats(samples).p50_ms if samples else stored
+
+
 def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
     """One row per interleaved A/B case (`harness ab`): the sides, B/A with its interval, the pairs judged, the
     verdict and its reason, each side's p50 over its blocks, and whether B's outputs matched A's."""
@@ -354,11 +360,11 @@ def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
             ab = c.ab
             if ab is None:
                 continue
-            b_p50 = ((c.details.get("b") or {}).get("latency") or {}).get("p50_ms")
+            b_p50 = _side_p50(ab, "b", ((c.details.get("b") or {}).get("latency") or {}).get("p50_ms"))
             out.append({"case": c.case.id, "a": ab.a, "b": ab.b, "source": label, "verdict": ab.verdict,
                         "reason": ab.reason, "ratio": ab.ratio, "ci_low": ab.ci_low, "ci_high": ab.ci_high,
                         "confidence": ab.confidence, "pairs_used": ab.pairs_used, "pairs": len(ab.order),
-                        "a_p50_ms": (c.latency or {}).get("p50_ms"), "b_p50_ms": b_p50,
+                        "a_p50_ms": _side_p50(ab, "a", (c.latency or {}).get("p50_ms")), "b_p50_ms": b_p50,
                         "outputs_match": (ab.b_vs_a or {}).get("passed"),
                         "outputs_rel_l2": (ab.b_vs_a or {}).get("rel_l2"), "inject": ab.inject})
     return out

@@ -234,6 +234,27 @@ class BundleDoc(_Doc):
     baseline_schema: int
     name: Text = ""
     runs: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    replay: dict[str, Any] | None = None  # baseline_schema 2: what side A of `harness gate` re-runs (ReplayDoc)
+
+
+class ReplayCaseDoc(_Doc):
+    """What makes one case of a baseline reproducible (harness.gating.baseline.ReplayCase)."""
+
+    artifact_sha256: Text | None = None
+    artifact_bytes: Annotated[int, Field(ge=0)] | None = None
+    not_kept: Text = ""  # why no artifact is stored ("" when one is)
+    packages: dict[Text, Text | None] = Field(default_factory=dict)
+    environment_key: Text | None = None
+    feed_sha256: Text | None = None
+    model_fingerprint: Text | None = None
+    precision_recipe: Text | None = None
+    timing_scope: Text | None = None
+
+
+class ReplayDoc(_Doc):
+    run_id: Text
+    config: dict[str, Any] = Field(default_factory=dict)
+    cases: dict[Text, ReplayCaseDoc] = Field(default_factory=dict)
 
 
 def place(loc: tuple[Any, ...] | list[Any], prefix: str = "") -> str:

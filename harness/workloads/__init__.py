@@ -29,10 +29,12 @@ from harness.workloads.forward.workload import FORWARD  # noqa: E402
 from harness.workloads.generate.workload import GENERATE  # noqa: E402
 from harness.workloads.conform.workload import CONFORM  # noqa: E402
 from harness.workloads.ab.workload import AB  # noqa: E402
+from harness.workloads.gate.workload import GATE  # noqa: E402
 
 register_workload(FORWARD)
 register_workload(GENERATE)
 register_workload(CONFORM)
 register_workload(AB)
+register_workload(GATE)
 
 __all__ = ["Workload", "WorkerState", "get_workload", "register_workload", "workload_names"]

@@ -76,6 +76,20 @@ def test_session_knobs_are_what_the_session_reports(options):
     assert "session_options" not in rt.details()  # recorded for variant cases only
 
 
+def test_an_ab_side_does_not_spin_between_calls_unless_a_variant_says_so(options):
+    """Both sides of an A/B (and the gate) live beside each other: the side not measured must not spin for the
+    cores (idle_spinning=False); an explicit spin=on variant still wins; it is recorded with the case."""
+    import dataclasses
+
+    quiet = dataclasses.replace(options, idle_spinning=False)
+    with get_runtime("ort-cpu")(get_model("mlp"), Precision.FP32, quiet) as rt:
+        assert rt.session_options()["intra_op_allow_spinning"] is False
+        assert rt.details()["session_options"]["intra_op_allow_spinning"] is False
+    spec, opts = _apply("spin=on", get_model("mlp"), quiet)
+    with get_runtime("ort-cpu")(spec, Precision.FP32, opts) as rt:
+        assert rt.session_options()["intra_op_allow_spinning"] is True
+
+
 def test_fixed_axes_make_a_session_per_shape(options):
     spec, opts = _apply("axes=fixed", get_model("mlp"), options)
     with get_runtime("ort-cpu")(spec, Precision.FP32, opts) as rt:

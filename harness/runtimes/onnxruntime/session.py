@@ -140,6 +140,8 @@ class OnnxRuntime(Runtime):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
+        if not self.options.idle_spinning:  # an A/B's two sessions: the idle one's pool must not spin
+            _spinning(so, "off", self.options.threads)
         for key, value in self.options.session:  # a deployment variant's knobs (harness.variants.ort_session)
             SESSION_KNOBS[key](so, value, self.options.threads)
         for dim, size in fixed.items():
@@ -225,7 +227,8 @@ class OnnxRuntime(Runtime):
     def details(self) -> dict[str, Any]:
         return {**super().details(), "provider": self.provider,
                 "onnxruntime": getattr(self, "_ort_version", None),
-                **({"session_options": self.session_options()} if self.options.variant else {})}
+                **({"session_options": self.session_options()}
+                   if self.options.variant or not self.options.idle_spinning else {})}
 
 
 def _level(so: Any, value: str, threads: int) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.accuracy import compare
 from harness.artifacts.cache import set_active_cache_dir
+from harness.artifacts.options import RuntimeOptions
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UsageError
@@ -51,6 +52,13 @@ def block_policy(config: RunConfig) -> TimingPolicy:
     t = config.ab.ab_block_time_s
     return TimingPolicy(warmup_iters=1, warmup_time_s=min(0.05, t / 4), min_iters=5, min_time_s=t,
                         max_time_s=max(10.0, 20 * t))
+
+
+def quiet_options(spec: ModelSpec, config: RunConfig) -> RuntimeOptions:
+    """The run's runtime options for one side of an A/B: threads that do not spin between calls (ONNX Runtime's
+    intra-op pool spins for work by default, and the idle side's spinning took the cores from the measured
+    side: 40 of 40 pairs contended at the default threads on 2 cores)."""
+    return dataclasses.replace(runtime_options(spec, config), idle_spinning=False)
 
 
 def slowed(call: Callable[[], object], delay_ns: int, clock: Callable[[], int] = time.perf_counter_ns
@@ -118,7 +126,8 @@ class AbState(WorkerState):
         runtimes: list[Runtime] = []
         try:
             for c, spec, cls in sides:
-                run_spec, options = with_variant(c, spec, runtime_options(spec, config))
+                # both sessions live in this worker: the side not being measured must not spin for the cores
+                run_spec, options = with_variant(c, spec, quiet_options(spec, config))
                 rt = cls(run_spec, c.precision, options)
                 rt.__enter__()
                 runtimes.append(rt)

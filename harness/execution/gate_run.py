@@ -1,0 +1,383 @@
+"""`harness gate BASELINE`: the nightly gate that re-measures the baseline tonight, beside tonight's build.
+
+For every gated case of the baseline's newest run: side A is the baseline's stored ONNX artifact run by the
+runtime release the baseline ran (`NAME@VERSION` in its own environment where tonight's differs), side B is
+tonight's model (its artifact through the normal path) and tonight's runtime, both fed the same feed, measured
+in balanced interleaved blocks on this machine (two supervised workers taking blocks in turn where the sides need
+two interpreters, one worker holding both otherwise) and judged by `harness ab`'s paired test. A case whose side
+A cannot be reproduced (no artifact kept, a runtime that runs the torch module itself, a release that cannot be
+installed) is measured tonight and judged against the stored figures, labelled so."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig
+from harness.data import case_feed, feed_digest
+from harness.execution.session import HarnessSession
+from harness.gating.ab import judge_ab
+from harness.gating.baseline import Replay, ReplayCase
+from harness.gating.compare import VerdictRecord, compare_runs
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
+from harness.model import get_model
+from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats, median_ns, throughput_sps
+from harness.workloads.ab.workload import block_order
+from harness.workloads.common import ensure_user_models
+from harness.workloads.gate.workload import SidePayload, baseline_model_name
+
+# rows that were not judged: never a pass; the gate exits EXIT_UNJUDGED for them unless --allow-unjudged
+UNJUDGED = frozenset({Verdict.INCONCLUSIVE, Verdict.NOT_COMPARABLE, Verdict.NOISE})
+BROKEN = ("error", "crashed", "timeout", "oom")
+STORED = "stored figures"
+
+
+@dataclass
+class GateCase:
+    """One gated case: re-measured (fallback "") or judged on the stored figures (fallback says why)."""
+
+    case: CaseId
+    fallback: str = ""
+    artifact: Path | None = None
+    stored: ReplayCase | None = None
+    note: str = ""  # what the A/B found worth saying (a changed model, another release, another feed)
+
+
+def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str] = (),
+              runtimes: Sequence[str] = ()) -> list[GateCase]:
+    """The gated cases of the baseline's newest run (measured there; filtered by model and runtime names, a
+    runtime also matching its `NAME@VERSION` pins), each re-measured or with why it falls back."""
+    out = []
+    for c in baseline.cases:
+        if not c.measured:
+            continue
+        if models and c.case.model not in models:
+            continue
+        if runtimes and c.case.runtime not in runtimes and c.case.runtime.split("@")[0] not in runtimes:
+            continue
+        g = GateCase(c.case)
+        if replay is None:
+            g.fallback = "the baseline stores no artifacts (saved by an older harness: save it again)"
+        elif replay.run_id != baseline.run_id:
+            g.fallback = f"the baseline's artifacts are of run {replay.run_id}, not its newest run {baseline.run_id}"
+        elif c.case.id not in replay.cases:
+            g.fallback = "the baseline stores nothing to re-run it"
+        else:
+            g.stored = replay.cases[c.case.id]
+            g.artifact = replay.artifact(c.case.id)
+            if g.stored.not_kept:
+                g.fallback = g.stored.not_kept
+            elif g.artifact is None:
+                g.fallback = f"its stored artifact is missing from {replay.blobs}"
+        out.append(g)
+    return out
+
+
+@dataclass
+class GateOutcome:
+    records: list[VerdictRecord] = field(default_factory=list)
+    fallbacks: dict[str, str] = field(default_factory=dict)  # case id -> why not re-measured
+    run: RunResults | None = None
+    interrupted: bool = False
+    workers_started: int = 0  # supervised workers the gate started (two sides in two environments: two)
+    exit_status: int | None = None  # 128 + the signal that stopped the gate (130 SIGINT, 143 SIGTERM)
+
+    def unjudged(self) -> list[VerdictRecord]:
+        return [r for r in self.records if r.verdict in UNJUDGED and r.metric != "drift"]
+
+    def exit_code(self, allow_unjudged: bool) -> int:
+        if any(r.failing for r in self.records):
+            return EXIT_REGRESSION
+        if self.unjudged() and not allow_unjudged:
+            return EXIT_UNJUDGED
+        return EXIT_CLEAN
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            out[r.verdict.value] = out.get(r.verdict.value, 0) + 1
+        return out
+
+    def summary(self, allow_unjudged: bool) -> str:
+        code = self.exit_code(allow_unjudged)
+        state = {EXIT_REGRESSION: "FAIL", EXIT_UNJUDGED: "UNJUDGED", EXIT_CLEAN: "OK"}[code]
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(self.counts().items()))
+        re_measured = len({r.case_id for r in self.records} - set(self.fallbacks))
+        return (f"gate {state}: {counts or 'nothing judged'} ({re_measured} case(s) re-measured A/B tonight, "
+                f"{len(self.fallbacks)} on stored figures)")
+
+    def unjudged_line(self, allow_unjudged: bool) -> str:
+        rows = self.unjudged()
+        if not rows:
+            return "unjudged: none (every gated row was judged)"
+        names = "; ".join(f"{r.case_id} {r.metric} ({r.verdict.value}: {_short(r.reason)})" for r in rows)
+        accepted = " (accepted: --allow-unjudged)" if allow_unjudged else ""
+        return f"unjudged: {len(rows)} of {len(self.records)} gated rows{accepted}: {names}"
+
+    def lines(self, allow_unjudged: bool) -> list[str]:
+        out = []
+        for r in sorted(self.records, key=lambda r: (not r.failing, r.verdict not in UNJUDGED, r.case_id)):
+            ratio = f"  B/A {r.ratio:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" if r.ratio is not None and \
+                r.ci_low is not None and r.ci_high is not None else ""
+            out.append(f"{r.verdict.value:<15} {r.case_id}  {r.metric}{ratio}  {r.reason}")
+        return [*out, self.summary(allow_unjudged), self.unjudged_line(allow_unjudged)]
+
+    def markdown(self, allow_unjudged: bool) -> str:
+        """gate.md: its first line is the gate's summary (a CI job's summary reads it first)."""
+        rows = ["| verdict | case | metric | B/A | interval | how | reason |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in sorted(self.records, key=lambda r: (not r.failing, r.verdict not in UNJUDGED, r.case_id)):
+            how = f"{STORED} (not re-measured)" if r.case_id in self.fallbacks else "re-measured A/B"
+            cell = (lambda x: f"{x:.4f}" if x is not None else "")
+            interval = f"[{cell(r.ci_low)}, {cell(r.ci_high)}]" if r.ci_low is not None else ""
+            reason = r.reason.replace("|", "\\|").replace("\n", " ")
+            rows.append(f"| {r.verdict.value} | {r.case_id} | {r.metric} | {cell(r.ratio)} | {interval} | {how} | "
+                        f"{reason} |")
+        return "\n".join([f"**{self.summary(allow_unjudged)}**", "", self.unjudged_line(allow_unjudged), "",
+                          *rows, ""])
+
+    def as_dict(self, allow_unjudged: bool) -> dict[str, Any]:
+        return {"exit_code": self.exit_code(allow_unjudged), "summary": self.summary(allow_unjudged),
+                "workers_started": self.workers_started,
+                "unjudged": [r.case_id + " " + r.metric for r in self.unjudged()],
+                "fallbacks": self.fallbacks, "records": [r.as_dict() for r in self.records]}
+
+
+def _short(text: str, n: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _release(packages: dict[str, Any] | None, dist: str | None) -> str | None:
+    if dist is None or not packages:
+        return None
+    from packaging.utils import canonicalize_name
+
+    want = canonicalize_name(dist)
+    for name, version in packages.items():
+        if canonicalize_name(name) == want and version:
+            return str(version)
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+class GateDriver:
+    """Drives the gate's cases through one HarnessSession (its supervised executor, progress, atomic results and
+    report): per re-measured case, side B then side A activated (each in the worker of its environment), then the
+    blocks in the drawn order, one request per block, then the paired verdict; fallback cases run tonight as
+    forward cases and are judged against the stored figures."""
+
+    def __init__(self, session: HarnessSession, baseline_runs: list[RunResults], replay: Replay | None,
+                 gates: Any) -> None:
+        self.session = session
+        self.config = session.config
+        self.baseline_runs = baseline_runs
+        self.replay = replay
+        self.gates = gates
+
+    # ------------------------------------------------------------------ one re-measured case
+    def ab_case(self, g: GateCase) -> CaseResult | str:
+        """The case's row measured A/B, or why side A could not be reproduced (the case then falls back)."""
+        from harness.runtimes import get_runtime
+        from harness.runtimes.pinned import split_pin
+
+        cfg, case, ex = self.config, g.case, self.session.executor
+        ab = cfg.ab
+        ensure_user_models(cfg)
+        spec = get_model(case.model)
+        feed, _ = case_feed(spec, case.dims, cfg.inputs)
+        digest = feed_digest(feed)
+        notes = []
+        if g.stored is not None and g.stored.feed_sha256 and g.stored.feed_sha256 != digest:
+            notes.append(f"tonight's feed differs from the baseline's ({g.stored.feed_sha256[:12]} vs {digest[:12]}); "
+                         "both sides run tonight's")
+        res_b = ex.run(case, cfg, SidePayload("b", case.model, feed))
+        if res_b.status != "passed":
+            res_b.details["gate"] = {"side": "b", "failed": True}
+            return res_b
+        inject_ns = int(ab.ab_inject * median_ns(res_b.samples_ns)) if ab.ab_inject > 0 else 0
+        if inject_ns:
+            res_b = ex.run(case, cfg, SidePayload("b", case.model, feed, inject_ns=inject_ns))
+            if res_b.status != "passed":
+                return res_b
+        cls = get_runtime(case.runtime)
+        dist = cls.distribution
+        tonight = _release((res_b.environment or {}).get("packages"), dist)
+        if tonight is None and dist is not None and res_b.environment is None:
+            try:
+                tonight = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                tonight = None
+        stored = _release(g.stored.packages if g.stored else None, dist)
+        a_runtime = case.runtime
+        if stored and tonight and not _same(stored, tonight):
+            a_runtime = f"{split_pin(case.runtime)[0]}@{stored}"
+            notes.append(f"side A runs {dist} {stored} (the baseline's release) in its own environment, side B "
+                         f"tonight's {tonight}")
+        if g.stored and g.stored.model_fingerprint and res_b.model_fingerprint and \
+                g.stored.model_fingerprint != res_b.model_fingerprint:
+            notes.append(f"the model changed since the baseline (fingerprint {g.stored.model_fingerprint[:12]} vs "
+                         f"{res_b.model_fingerprint[:12]}): judged as the stored graph against tonight's")
+        a_case = dataclasses.replace(case, model=baseline_model_name(case.model), runtime=a_runtime)
+        res_a = ex.run(a_case, cfg, SidePayload("a", case.model, feed, artifact=str(g.artifact)))
+        if res_a.status != "passed":
+            return f"side A ({a_runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
+        order = block_order(ab.ab_pairs, ab.ab_seed)
+        blocks: list[AbBlock] = []
+        cases = {"a": a_case, "b": case}
+        for i, sides in enumerate(order):
+            for s in sides:
+                if self.session.stopping:
+                    raise KeyboardInterrupt("the gate is stopping")
+                reply = ex.measure_block(cases[s], cfg, False)
+                if "error" in reply:
+                    if s == "a":
+                        return f"side A failed in pair {i}: {_short(str(reply['error']))}"
+                    # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
+                    status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
+                    return CaseResult(case, status if status in BROKEN else "crashed", phase="run",
+                                      reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
+                                      details={"gate": {"side": "b", "failed": True}})
+                blocks.append(AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention")))
+        judged = judge_ab(blocks, ab.ab_min_effect, ab.ab_confidence)
+        r = judged.ratio
+        samples_b = [x for b in blocks if b.side == "b" for x in b.samples_ns]
+        samples_a = [x for b in blocks if b.side == "a" for x in b.samples_ns]
+        stats = latency_stats(samples_b, cfg.measure.noise_cv)
+        sha = g.stored.artifact_sha256 if g.stored else None
+        a_label = f"baseline {self.replay.run_id if self.replay else '?'}: artifact {str(sha)[:12]}" + \
+            (f", {dist} {stored}" if stored else "")
+        b_label = "tonight" + (f": {dist} {tonight}" if tonight else "")
+        g.note = "; ".join(notes)
+        from harness.measure.contention import case_contention
+
+        result = AbResult(
+            a=a_label, b=b_label, b_case=case, order=order, blocks=blocks, block_time_s=ab.ab_block_time_s,
+            inject=ab.ab_inject, verdict=judged.verdict.value, reason=judged.reason,
+            ratio=r.ratio if r else None, ci_low=r.low if r else None, ci_high=r.high if r else None,
+            confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used)
+        regressed = judged.verdict is Verdict.REGRESSED
+        return CaseResult(
+            case, "failed" if regressed else "passed",
+            reason=judged.reason if regressed or judged.verdict is Verdict.INCONCLUSIVE else "",
+            samples_ns=samples_b, warmup_iters=res_b.warmup_iters, timing_scope=res_b.timing_scope,
+            scenario="single-stream" if case.batch == 1 else "offline", latency=stats.as_dict(),
+            throughput_sps=throughput_sps(case.batch, stats.p50_ms), setup_s=res_b.setup_s, artifact=res_b.artifact,
+            feed_sha256=digest, model_fingerprint=res_b.model_fingerprint, precision_recipe=res_b.precision_recipe,
+            ab=result, contention=case_contention([b.contention for b in blocks]), environment=res_b.environment,
+            details={"gate": {"mode": "re-measured", "side_a": {"case": a_case.id, "runtime": a_runtime,
+                                                                "artifact_sha256": sha, "release": stored,
+                                                                "environment": res_a.environment,
+                                                                "latency": latency_stats(samples_a,
+                                                                                         cfg.measure.noise_cv)
+                                                                .as_dict()},
+                              "side_b": {"release": tonight, **{k: v for k, v in res_b.details.items()
+                                                                 if k != "side"}},
+                              "notes": notes}})
+
+    # ------------------------------------------------------------------ the whole matrix
+    def run(self, plans: list[GateCase]) -> GateOutcome:
+        out = GateOutcome()
+        session = self.session
+        if not session.started:
+            session.start()
+        session.progress.start("case", len(plans))
+        forward = fallback_config(self.config, self.baseline_runs[-1].config)
+        rows: dict[str, CaseResult] = {}
+        try:
+            for g in plans:
+                if session.stopping:
+                    break
+                if not g.fallback:
+                    session.progress.begin(g.case.id)
+                    got = self.ab_case(g)
+                    if isinstance(got, str):
+                        g.fallback = got
+                        session.progress.end(f"{g.case.id}: side A not reproduced: {got}; measuring tonight's for "
+                                             "the stored figures")
+                    else:
+                        rows[g.case.id] = session.record(got, begun=True)
+                        continue
+                result = session.execute(g.case, forward)
+                result.details["gate"] = {"mode": STORED, "why": g.fallback}
+                session._save()
+                out.fallbacks[g.case.id] = g.fallback
+        except KeyboardInterrupt:
+            out.interrupted = True
+        finally:
+            out.workers_started = int(getattr(session.executor, "workers_started", 0))
+            session.finish(interrupted=out.interrupted)
+        out.run = session.run
+        out.exit_status = session.exit_status()
+        out.interrupted = out.interrupted or out.exit_status is not None
+        if out.interrupted or session.run is None:
+            return out
+        for g in plans:
+            row = rows.get(g.case.id)
+            if row is not None:
+                out.records.append(self._ab_record(g, row))
+        self._stored_records(out, plans)
+        return out
+
+    def _ab_record(self, g: GateCase, row: CaseResult) -> VerdictRecord:
+        if row.ab is None:  # side B (tonight's) could not run
+            verdict = Verdict.BROKE if row.status in BROKEN else Verdict.NOT_COMPARABLE
+            return VerdictRecord(g.case, "case", verdict, reason=f"re-measured A/B: tonight's side {row.status}: "
+                                 f"{row.reason}")
+        a = (row.details.get("gate", {}).get("side_a", {}).get("latency") or {}).get("p50_ms")
+        note = f" ({g.note})" if g.note else ""
+        return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
+                             current=(row.latency or {}).get("p50_ms"), ratio=row.ab.ratio, ci_low=row.ab.ci_low,
+                             ci_high=row.ab.ci_high, threshold=row.ab.min_effect, unit="ms",
+                             reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True)
+
+    def _stored_records(self, out: GateOutcome, plans: list[GateCase]) -> None:
+        assert out.run is not None
+        ids = set(out.fallbacks)
+        if not ids:
+            return
+        current = dataclasses.replace(out.run, complete=True,
+                                      cases=[c for c in out.run.cases if c.case.id in ids])
+        cmp = compare_runs(self.baseline_runs, current, self.gates, baseline_label="baseline",
+                           current_label="tonight")
+        for r in cmp.records:
+            if r.case_id in ids:
+                why = out.fallbacks[r.case_id]
+                out.records.append(dataclasses.replace(r, reason=f"{STORED} (not re-measured: {why}): {r.reason}"))
+
+
+def fallback_config(config: RunConfig, stored: dict[str, Any]) -> RunConfig:
+    """How a case judged on the stored figures is measured tonight: a forward case with the baseline's timing
+    policy and --repeats (its figures are compared with figures measured that way)."""
+    from harness.measure.timer import TimingPolicy
+
+    values: dict[str, Any] = {"workload": "forward"}
+    repeats = stored.get("repeats")
+    if isinstance(repeats, int) and repeats >= 1:
+        values["repeats"] = repeats
+    timing = stored.get("timing")
+    if isinstance(timing, dict):
+        try:
+            values["timing"] = TimingPolicy(**timing)
+        except TypeError:
+            pass  # a policy of another harness version: tonight's default
+    return config.replace(**values)
+
+
+def run_gate(config: RunConfig, baseline_runs: list[RunResults], replay: Replay | None, gates: Any,
+             plans: list[GateCase], progress: Any = None) -> GateOutcome:
+    """Drive the gate's cases in one session (workload "gate") and judge them; see GateDriver."""
+    session = HarnessSession(config.replace(workload="gate"), progress)
+    return GateDriver(session, baseline_runs, replay, gates).run(plans)

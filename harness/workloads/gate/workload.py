@@ -1,0 +1,139 @@
+"""The nightly gate's worker side (`harness gate BASELINE`, driven by harness.execution.gate_run): one side of a
+case activated per request, then measured one block per request, so that the two sides of a case may live in
+one worker or in two (two runtime releases, two interpreters) and take their blocks in turn."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from harness.artifacts.cache import set_active_cache_dir
+from harness.config import RunConfig
+from harness.data import feed_digest
+from harness.errors import HarnessError, UsageError
+from harness.measure.contention import ContentionProbe, snapshot
+from harness.measure.timer import Timer, TimingPolicy
+from harness.model import get_model, register_model
+from harness.results.schema import CaseId, CaseResult
+from harness.results.stats import latency_stats
+from harness.runtimes import Availability, Runtime, get_runtime
+from harness.workloads.ab.workload import block_policy, quiet_options, slowed
+from harness.workloads.base import PhaseCallback, WorkerState, Workload
+from harness.workloads.common import check_case, ensure_user_models
+
+BASELINE_SUFFIX = "@baseline"  # side A's model: tonight's model spec with the baseline's stored ONNX graph
+
+
+def baseline_model_name(model: str) -> str:
+    return f"{model}{BASELINE_SUFFIX}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SidePayload:
+    """What a side's activation gets from the parent: which side, tonight's model name, the stored artifact (side
+    A), the feed both sides run (built once in the parent), and a planted slowdown (tests, gate-check)."""
+
+    side: str  # "a" (the baseline's artifact and release) or "b" (tonight's)
+    model: str  # tonight's model name (side A's spec is it with the stored graph)
+    feed: dict[str, Any]
+    artifact: str | None = None
+    inject_ns: int = 0  # a busy wait after each call (a planted slowdown), never for real figures
+
+
+class GateWorkload(Workload):
+    name = "gate"
+    title = "nightly gate (baseline re-measured)"
+
+    def cases(self, config: RunConfig) -> list[CaseId]:
+        raise UsageError("the gate's cases come from its baseline: run `harness gate BASELINE`")
+
+    def worker_state(self, timer: Timer, defer_blocks: bool) -> WorkerState:
+        return GateState(timer)
+
+    def terminal_lines(self, run: Any) -> list[str]:
+        return []  # `harness gate` prints its own verdict lines
+
+
+GATE = GateWorkload()
+
+
+class GateState(WorkerState):
+    """The activated sides in this worker, by case id (side A's model carries BASELINE_SUFFIX, so both sides of
+    one case can live here); a new case's activation releases the previous case's sides."""
+
+    read_proc = staticmethod(snapshot)  # what the contention probe reads (/proc; tests give a fake one)
+
+    def __init__(self, timer: Timer | None = None) -> None:
+        self.timer = timer or Timer()
+        self._availability: dict[type[Runtime], Availability] = {}
+        self._sides: dict[CaseId, tuple[Runtime, Any, int]] = {}
+        self._pair: tuple[Any, ...] | None = None
+
+    def run(self, case: CaseId, config: RunConfig, payload: Any, on_phase: PhaseCallback) -> CaseResult:
+        if not isinstance(payload, SidePayload):
+            raise HarnessError(f"{case.id}: the gate workload is driven by `harness gate` (no side given)")
+        ensure_user_models(config)
+        set_active_cache_dir(config.artifacts.cache_dir)
+        pair = (case.runtime.split("@")[0], payload.model, case.precision, case.batch, case.seq, case.device)
+        if pair != self._pair:  # another case of the matrix: its sides replace the previous ones
+            self.close()
+            self._pair = pair
+        self._drop(case)
+        spec = get_model(payload.model)
+        if payload.side == "a":
+            if not payload.artifact or not Path(payload.artifact).is_file():
+                raise HarnessError(f"side A: the stored artifact {payload.artifact} is missing")
+            spec = register_model(dataclasses.replace(spec, name=case.model, onnx_path=Path(payload.artifact),
+                                                      build=None), replace=True)
+        cls = get_runtime(case.runtime)
+        refused = check_case(case, spec, cls, config, self._availability)
+        if refused is not None:
+            return refused
+        on_phase("load")
+        rt = cls(spec, case.precision, quiet_options(spec, config))
+        rt.__enter__()
+        try:
+            on_phase("warmup")
+            call = rt.bind(payload.feed)
+            t = config.measure.timing
+            warm = TimingPolicy(warmup_iters=t.warmup_iters, warmup_time_s=t.warmup_time_s, min_iters=5,
+                                min_time_s=0.0)
+            first = self.timer.run(call, warm, rt.synchronize)
+            if payload.inject_ns > 0:
+                call = slowed(call, payload.inject_ns)
+        except BaseException:
+            rt.__exit__(None, None, None)
+            raise
+        self._sides[case] = (rt, call, rt.options.threads)
+        stats = latency_stats(list(first.samples_ns), config.measure.noise_cv)
+        return CaseResult(case, "passed", samples_ns=list(first.samples_ns), warmup_iters=first.warmup_iters,
+                          timing_scope=rt.timing_scope, latency=stats.as_dict(), setup_s=rt.setup_s,
+                          artifact=str(rt.artifact_path) if rt.artifact_path else None,
+                          feed_sha256=feed_digest(payload.feed), model_fingerprint=rt.model.fingerprint(),
+                          precision_recipe=rt.recipe, details={"side": payload.side, **rt.details()})
+
+    def measure_block(self, case: CaseId, config: RunConfig, fresh: bool) -> dict[str, Any]:
+        """One A/B block of an activated side: its own short warm-up, then the block's time (block_policy), with
+        the contention probe of every block."""
+        if case not in self._sides:
+            raise HarnessError(f"{case.id}: this side is not activated in this worker")
+        rt, call, threads = self._sides[case]
+        probe = ContentionProbe(threads, config.measure.contention_limit, read=self.read_proc)
+        timed = self.timer.run(call, block_policy(config), rt.synchronize, on_measure=probe.start)
+        return {"samples_ns": list(timed.samples_ns), "contention": probe.stop()}
+
+    def _drop(self, case: CaseId) -> None:
+        side = self._sides.pop(case, None)
+        if side is not None:
+            with contextlib.suppress(Exception):  # releasing a broken activation must not fail the next one
+                side[0].__exit__(None, None, None)
+
+    def drop(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for case in list(self._sides):
+            self._drop(case)
+        self._pair = None

@@ -1,0 +1,410 @@
+"""`harness gate BASELINE`: the baseline re-measured tonight as side A (its stored artifact, its runtime release)
+beside tonight's build as side B, interleaved and judged by the paired test; cases that cannot be reproduced fall
+back to the stored figures, labelled; the exit code never says OK for a gate that judged nothing.
+
+The unit tests run in-process on a fake clock with `fake-graph` (tests/fakes.py), a runtime whose cost per call
+is written in the model file it runs: what side A measured tells which file it ran."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config import RunConfig
+from harness.execution.gate_run import GateDriver, plan_gate
+from harness.execution.session import HarnessSession
+from harness.gating import load_gate_config
+from harness.gating.baseline import blob_path, list_baselines, load_baseline_runs, load_replay, save_baseline
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED
+from harness.measure.contention import snapshot
+from harness.measure.timer import Timer, TimingPolicy
+from harness.model import register_model
+from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stats import latency_stats
+from harness.results.store import write_results
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+        self.rng = np.random.default_rng(0)
+
+    def __call__(self) -> int:
+        return self.now
+
+    def tick(self, ns: int) -> None:  # a call's cost with a seeded +-1% jitter
+        self.now += int(ns * (1 + 0.01 * self.rng.standard_normal()))
+
+
+@pytest.fixture
+def clock(fakes, monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(fakes.FakeGraph, "tick", c.tick)
+    return c
+
+
+def _model_file(path: Path, cost_us: float) -> Path:
+    path.write_text(f"cost_us={cost_us}\n")
+    return path
+
+
+def _register(fakes, path: Path) -> None:
+    register_model(dataclasses.replace(fakes.FAKE_MODEL, name="fake-file", build=None, onnx_path=path),
+                   replace=True)
+
+
+def _baseline_run(tmp_path: Path, fakes, cost_us: float, cases: list[tuple[str, str]]) -> Path:
+    """A finished baseline run of `cases` (model, runtime) as `harness run` stores one, its samples at the
+    model file's cost; the file is the artifact fake-graph ran."""
+    results = []
+    for model, runtime in cases:
+        case = CaseId(model, runtime, "fp32", 1, None, "cpu")
+        samples = [int(cost_us * 1000 * (1 + 0.001 * (i % 7))) for i in range(40)]
+        artifact = str(tmp_path / "model.onnx") if runtime == "fake-graph" else None
+        results.append(CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
+                                  timing_scope="host_to_host", artifact=artifact, feed_sha256="f" * 64,
+                                  model_fingerprint="0" * 64))
+    run = RunResults(run_id="base-1", started_at="2026-11-26T01:00:00+00:00", cases=results,
+                     environment={"machine": "test", "libraries": {"numpy": "2.0"}},
+                     config={"threads": 1, "seed": 0, "repeats": 1})
+    run.finished_at = "2099-01-01T00:00:00+00:00"
+    run.complete = True
+    out = tmp_path / "base"
+    write_results(run, out)
+    return out
+
+
+def _config(tmp_path: Path, **extra) -> RunConfig:
+    values = {"isolation": False, "threads": 1, "ab_pairs": 10, "ab_block_time_s": 0.002, "contention_limit": 1.0,
+              "timing": TimingPolicy(warmup_iters=2, warmup_time_s=0.0, min_iters=5, min_time_s=0.001),
+              "cache_dir": tmp_path / "cache", "out_dir": tmp_path / "gate", "repeats": 1}
+    values.update(extra)
+    return RunConfig.build(workload="gate", **values)
+
+
+def _gate(tmp_path: Path, clock: Clock, name: str = "main", read_proc=None, **extra):
+    runs = load_baseline_runs(name, tmp_path / "baselines")
+    replay = load_replay(name, tmp_path / "baselines")
+    plans = plan_gate(runs[-1], replay)
+    session = HarnessSession(_config(tmp_path, **extra))
+    session.start()
+    session.executor.runner.timer = Timer(clock)  # the in-process worker's timer on the fake clock
+    if read_proc is not None:
+        from harness.workloads.gate.workload import GateState
+
+        state = session.executor.runner.state("gate")
+        assert isinstance(state, GateState)
+        state.read_proc = read_proc
+    outcome = GateDriver(session, runs, replay, load_gate_config(None, ())).run(plans)
+    return outcome, plans
+
+
+def test_the_baseline_is_saved_with_its_artifact_and_re_measured_as_side_a(tmp_path, fakes, clock):
+    """The model file held a 100 us model when the baseline was saved; tonight the same path holds one that does
+    40% more work (a changed model: today `not_comparable`, gate OK). The gate runs the stored copy as side A and
+    tonight's file as side B: regressed, B/A 1.4, exit 1."""
+    model = _model_file(tmp_path / "model.onnx", 100)
+    _register(fakes, model)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph")]), "main",
+                  tmp_path / "baselines")
+    replay = load_replay("main", tmp_path / "baselines")
+    stored = replay.cases["fake-file-fake-graph-fp32-b1"]
+    blob = blob_path(tmp_path / "baselines" / "artifacts", stored.artifact_sha256)
+    assert blob.read_text() == "cost_us=100\n" and stored.artifact_bytes == len("cost_us=100\n")
+    [info] = list_baselines(tmp_path / "baselines")
+    assert "1 artifact stored (0.0 KiB)" in info.artifacts
+    _model_file(model, 140)  # tonight: the same path, 40% more work
+    _register(fakes, model)
+    outcome, plans = _gate(tmp_path, clock)
+    assert not plans[0].fallback
+    [rec] = outcome.records
+    assert rec.verdict.value == "regressed" and abs(rec.ratio - 1.4) < 0.02 and rec.ci_low > 1.0, rec.reason
+    assert outcome.exit_code(allow_unjudged=False) == EXIT_REGRESSION
+    assert "re-measured A/B tonight" in rec.reason
+    [row] = outcome.run.cases
+    side_a = row.details["gate"]["side_a"]
+    assert side_a["artifact_sha256"] == stored.artifact_sha256 and side_a["case"].startswith("fake-file@baseline")
+    assert abs(side_a["latency"]["p50_ms"] - 0.100) < 0.003 and abs(row.latency["p50_ms"] - 0.140) < 0.004
+    assert sorted(row.ab.order) == ["ab"] * 5 + ["ba"] * 5
+    # the written results keep both sides' blocks
+    doc = json.loads((tmp_path / "gate" / "results.json").read_text())
+    assert len(doc["cases"][0]["ab"]["blocks"]) == 20 and doc["complete"]
+
+
+def test_an_unchanged_model_passes_and_exits_0(tmp_path, fakes, clock):
+    model = _model_file(tmp_path / "model.onnx", 100)
+    _register(fakes, model)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph")]), "main",
+                  tmp_path / "baselines")
+    outcome, _ = _gate(tmp_path, clock)
+    [rec] = outcome.records
+    assert rec.verdict.value == "pass" and rec.ci_low < 1.0 < rec.ci_high, rec.reason
+    assert outcome.exit_code(allow_unjudged=False) == EXIT_CLEAN
+    assert outcome.unjudged_line(False) == "unjudged: none (every gated row was judged)"
+
+
+def test_a_case_that_cannot_be_reproduced_falls_back_and_is_labelled(tmp_path, fakes, clock):
+    """fake-ok runs no artifact (as torch-cpu runs the module itself): judged on the stored figures, labelled in
+    the plan, the records, gate.md and the exit reasoning."""
+    model = _model_file(tmp_path / "model.onnx", 100)
+    _register(fakes, model)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph"), ("fake-linear", "fake-ok")]),
+                  "main", tmp_path / "baselines")
+    replay = load_replay("main", tmp_path / "baselines")
+    assert replay.cases["fake-linear-fake-ok-fp32-b1"].not_kept == "fake-ok ran no ONNX artifact (it runs the " \
+                                                                 "model itself)"
+    outcome, plans = _gate(tmp_path, clock)
+    why = "fake-ok ran no ONNX artifact (it runs the model itself)"
+    assert [p.fallback for p in plans] == ["", why]
+    assert outcome.fallbacks == {"fake-linear-fake-ok-fp32-b1": why}
+    fallback = [r for r in outcome.records if r.case_id == "fake-linear-fake-ok-fp32-b1" and r.metric != "drift"]
+    assert fallback and all(r.reason.startswith(f"stored figures (not re-measured: {why}): ") for r in fallback)
+    md = outcome.markdown(False)
+    assert "stored figures (not re-measured)" in md and why in md
+    assert md.splitlines()[0].startswith("**gate ")
+    row = next(c for c in outcome.run.cases if c.case.id == "fake-linear-fake-ok-fp32-b1")
+    assert row.details["gate"] == {"mode": "stored figures", "why": why} and row.ab is None
+    # a stored artifact deleted from the blob store: that case falls back too, saying so
+    blob = blob_path(replay.blobs, replay.cases["fake-file-fake-graph-fp32-b1"].artifact_sha256)
+    os.chmod(blob.parent, 0o755)
+    blob.unlink()
+    plans = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], load_replay("main",
+                                                                                      tmp_path / "baselines"))
+    assert plans[0].fallback.startswith("its stored artifact is missing from ")
+    # a baseline saved before baseline_schema 2 stores nothing to re-run: every case on the stored figures
+    old = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], None, runtimes=["fake-graph"])
+    assert [(p.case.id, p.fallback) for p in old] == [
+        ("fake-file-fake-graph-fp32-b1", "the baseline stores no artifacts (saved by an older harness: save it again)")]
+
+
+class FakeProc:
+    """A /proc of this process whose threads waited `wait` of their runnable time for a CPU between reads."""
+
+    def __init__(self, root: Path, wait: float) -> None:
+        self.root, self.wait, self.run_ns, self.wait_ns = root, wait, 0, 0
+        (root / "task" / "1").mkdir(parents=True)
+        (root / "pressure").mkdir()
+        self._write()
+
+    def _write(self) -> None:
+        (self.root / "task" / "1" / "schedstat").write_text(f"{self.run_ns} {self.wait_ns} 10\n")
+        (self.root / "pressure" / "cpu").write_text("some avg10=50.00 avg60=50.00 avg300=50.00 total=0\n")
+        (self.root / "stat").write_text("cpu  100 0 100 1000 0 0 0 0 0 0\n")
+
+    def __call__(self):
+        self.run_ns += 50_000_000
+        self.wait_ns += int(50_000_000 * self.wait / (1 - self.wait))
+        self._write()
+        return snapshot(proc=self.root, pressure=self.root / "pressure" / "cpu", stat=self.root / "stat")
+
+
+def test_an_all_inconclusive_gate_exits_3_and_names_the_rows(tmp_path, fakes, clock):
+    model = _model_file(tmp_path / "model.onnx", 100)
+    _register(fakes, model)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph")]), "main",
+                  tmp_path / "baselines")
+    proc = FakeProc(tmp_path / "proc", wait=0.5)  # every block: the threads waited half their runnable time
+    outcome, _ = _gate(tmp_path, clock, read_proc=proc, contention_limit=0.10)
+    [rec] = outcome.records
+    assert rec.verdict.value == "inconclusive" and "contended: 10 of 10 pairs" in rec.reason, rec.reason
+    assert outcome.exit_code(allow_unjudged=False) == EXIT_UNJUDGED
+    assert outcome.exit_code(allow_unjudged=True) == EXIT_CLEAN
+    line = outcome.unjudged_line(False)
+    assert line.startswith("unjudged: 1 of 1 gated rows: fake-file-fake-graph-fp32-b1 latency_median (inconclusive")
+    assert outcome.summary(False).startswith("gate UNJUDGED: 1 inconclusive")
+    assert "(accepted: --allow-unjudged)" in outcome.unjudged_line(True)
+
+
+def _fake_file_env(tmp_path: Path, fake_env: dict[str, str], model: Path) -> dict[str, str]:
+    """A subprocess environment whose plugins register `fake-file`, a model whose file is `model`."""
+    env = dict(fake_env, HARNESS_BASELINE_DIR=str(tmp_path / "baselines"), HARNESS_CONTENTION_LIMIT="1")
+    factory = tmp_path / "gate_models.py"
+    factory.write_text(
+        "import dataclasses\nfrom pathlib import Path\nimport fakes\nfrom harness.model import register_model\n"
+        f"register_model(dataclasses.replace(fakes.FAKE_MODEL, name='fake-file', build=None, "
+        f"onnx_path=Path({str(model)!r})), replace=True)\n")
+    env["HARNESS_PLUGINS"] = "fakes,gate_models"
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    return env
+
+
+def _saved_baseline(tmp_path: Path, env: dict[str, str]) -> None:
+    cli = [sys.executable, "-m", "harness.cli"]
+    run = subprocess.run([*cli, "run", "--models", "fake-file", "--runtimes", "fake-graph", "--batch-sizes", "1",
+                          "--threads", "1", "--min-time", "0.05", "--repeats", "1", "--out", str(tmp_path / "r")],
+                         env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    saved = subprocess.run([*cli, "baseline", "save", str(tmp_path / "r"), "--name", "main"], env=env,
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert saved.returncode == 0 and "for `harness gate`: 1 artifact stored (0.0 KiB)" in saved.stdout, saved.stdout
+
+
+def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env):
+    """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown), a slowdown of
+    30% planted in side B (--inject) is regressed; the model file replaced by one with 40% more work, `harness
+    gate` exits 1 and writes gate.md whose first line is the summary; a crash of tonight's side is broke; a bad
+    baseline name is exit 2."""
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    cli = [sys.executable, "-m", "harness.cli"]
+    planted = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--inject", "30",
+                              "--out", str(tmp_path / "p")], env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert planted.returncode == EXIT_REGRESSION, planted.stdout + planted.stderr  # a slowdown planted in side B
+    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  B/A 1\.(2[5-9]|3[0-5])", planted.stdout)
+    _model_file(model, 420)
+    gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--out",
+                           str(tmp_path / "g")], env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
+    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  B/A 1\.(3[5-9]|4[0-5])", gate.stdout), \
+        gate.stdout
+    assert "the model changed since the baseline" in gate.stdout
+    assert gate.stdout.rstrip().splitlines()[-2] == "unjudged: none (every gated row was judged)"
+    md = (tmp_path / "g" / "gate.md").read_text()
+    assert md.startswith("**gate FAIL: 1 regressed")
+    assert json.loads((tmp_path / "g" / "gate.json").read_text())["exit_code"] == EXIT_REGRESSION
+    # tonight's build crashes (SIGSEGV) during its blocks: that case broke (exit 1), the worker is replaced, the
+    # row is kept in results.json
+    _model_file(model, "300 crash_after_s=0.7")  # past both sides' warm-ups (0.2 s each)
+    crash = subprocess.run([*cli, "gate", "main", "--ab-pairs", "20", "--ab-block-time", "0.01", "--out",
+                            str(tmp_path / "c")], env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert crash.returncode == EXIT_REGRESSION, crash.stdout + crash.stderr
+    assert re.search(r"broke +fake-file-fake-graph-fp32-b1  case  re-measured A/B: tonight's side crashed: side B "
+                     r"\(tonight's\) failed in pair \d+: ", crash.stdout), crash.stdout
+    row = json.loads((tmp_path / "c" / "results.json").read_text())["cases"][0]
+    assert row["status"] == "crashed" and "SIGSEGV" in row["reason"]
+    bad = subprocess.run([*cli, "gate", "nope"], env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert bad.returncode == 2 and "no baseline named 'nope'" in bad.stderr
+
+
+def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_tonights(tmp_path, fake_env):
+    """The baseline ran fakert-cpu with harness-fakert 1.0.0 (the only release then); tonight a fresh machine (a
+    new cache) installs 1.1.0, 30% slower per call. The gate runs side A as fakert-cpu@1.0.0 in an environment
+    of its own and side B in tonight's: two supervised workers taking blocks in turn; B is regressed."""
+    from env_fakes import make_wheel
+
+    then, now = tmp_path / "wheels-then", tmp_path / "wheels-now"
+    make_wheel(then, "1.0.0", 0.001)
+    make_wheel(now, "1.0.0", 0.001)
+    make_wheel(now, "1.1.0", 0.0013)
+    env = dict(fake_env, HARNESS_PLUGINS="env_fakes", HARNESS_BASELINE_DIR=str(tmp_path / "baselines"),
+               HARNESS_CONTENTION_LIMIT="1")  # this test is about environments: a loaded CI machine may not judge
+    cli = [sys.executable, "-m", "harness.cli"]
+    run = subprocess.run([*cli, "run", "--models", "mlp", "--runtimes", "fakert-cpu", "--batch-sizes", "1",
+                          "--threads", "1", "--min-time", "0.1", "--repeats", "1", "--env-wheels", str(then),
+                          "--cache-dir", str(tmp_path / "cache-then"), "--out", str(tmp_path / "r")],
+                         env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    case = json.loads((tmp_path / "r" / "results.json").read_text())["cases"][0]
+    assert case["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    saved = subprocess.run([*cli, "baseline", "save", str(tmp_path / "r"), "--name", "main"], env=env,
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert saved.returncode == 0 and "1 artifact stored" in saved.stdout, saved.stdout + saved.stderr
+    gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "10", "--ab-block-time", "0.02", "--env-wheels",
+                           str(now), "--cache-dir", str(tmp_path / "cache-now"), "--out", str(tmp_path / "g")],
+                          env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
+    assert "side A runs harness-fakert 1.0.0 (the baseline's release) in its own environment, side B tonight's " \
+           "1.1.0" in gate.stdout, gate.stdout
+    row = json.loads((tmp_path / "g" / "results.json").read_text())["cases"][0]
+    side_a = row["details"]["gate"]["side_a"]
+    assert side_a["runtime"] == "fakert-cpu@1.0.0" and side_a["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
+    assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
+    # the two workers stayed alive through the 20 blocks (one start each), taking blocks in turn
+    assert json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == 2
+
+
+def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_path):
+    """The dynamo exporter writes `model.onnx` + `model.onnx.data`: the blob is one file holding both; a second
+    baseline of the same graph shares the blob."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.external_data_helper import uses_external_data
+
+    from harness.gating.baseline import replay_record
+
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])
+    folder = tmp_path / "export"
+    folder.mkdir()
+    onnx.save(helper.make_model(g), str(folder / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=0)
+    assert uses_external_data(onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.initializer[0])
+    case = CaseId("m", "ort-cpu", "fp32", 1, None, "cpu")
+    samples = [1000] * 10
+    run = RunResults(run_id="r", started_at="2026-11-26T01:00:00+00:00", finished_at="2099-01-01T00:00:00+00:00",
+                     cases=[CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
+                                       artifact=str(folder / "model.onnx"))])
+    first = replay_record(run, tmp_path / "blobs")["cases"][case.id]
+    assert first["not_kept"] == "" and first["artifact_bytes"] > 4096 * 4
+    blob = blob_path(tmp_path / "blobs", first["artifact_sha256"])
+    stored = onnx.load(str(blob), load_external_data=False)
+    assert not uses_external_data(stored.graph.initializer[0])
+    assert np.array_equal(numpy_helper.to_array(stored.graph.initializer[0]), numpy_helper.to_array(w))
+    again = replay_record(run, tmp_path / "blobs")["cases"][case.id]
+    assert again["artifact_sha256"] == first["artifact_sha256"] and len(list((tmp_path / "blobs").rglob("*.onnx"))) == 1
+    (folder / "model.onnx.data").unlink()  # its weights gone: not kept, with the reason
+    gone = replay_record(run, tmp_path / "blobs2")["cases"][case.id]
+    assert gone["artifact_sha256"] is None and "external weights beside" in gone["not_kept"]
+
+
+def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path, fake_env):
+    """`harness gate-check --nightly main`: whole gate runs per round, A/A and with side B slowed 30%."""
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    out = tmp_path / "gc"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "gate-check", "--nightly", "main", "--rounds", "2",
+                        "--levels", "30", "--ab-pairs", "8", "--ab-block-time", "0.01", "--out", str(out)],
+                       env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"false alarms \(A/A rows called regressed or improved\): \d of 2; power at 30%: 2 of 2",
+                     p.stdout), p.stdout
+    rows = json.loads((out / "gatecheck-nightly.json").read_text())["rows"]
+    assert {(r["trial"], r["trials"], r["how"]) for r in rows} == {("A/A", 2, "re-measured A/B"),
+                                                                    ("slowed 30%", 2, "re-measured A/B")}
+    assert len(list((out / "runs").glob("r*-*/gate.md"))) == 0  # gate-check keeps results, not gate.md
+    assert len(list((out / "runs").glob("r*-*/results.json"))) == 4
+
+
+def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake_env):
+    """SIGTERM in the middle of the blocks: the orderly stop of every session (no verdict, results.json written
+    with interrupted: true, the worker ended), exit 143."""
+    import signal
+    import time
+
+    model = _model_file(tmp_path / "model.onnx", 300)
+    env = _fake_file_env(tmp_path, fake_env, model)
+    _saved_baseline(tmp_path, env)
+    out = tmp_path / "g"
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "gate", "main", "--ab-pairs", "400", "--ab-block-time",
+                          "0.05", "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "results.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(3.0)  # both sides activated, blocks under way (400 pairs: 40 s of blocks)
+        p.send_signal(signal.SIGTERM)
+        text, _ = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, text
+    assert "gate: interrupted: no verdict" in text and "gate FAIL" not in text and "gate OK" not in text
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["interrupted"] is True and doc["complete"] is False
+    assert not (out / "gate.md").exists()
