@@ -132,8 +132,7 @@ class GateOutcome:
         rows = ["| verdict | case | metric | B/A | interval | how | reason |", "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in sorted(self.records, key=lambda r: (not r.failing, r.verdict not in UNJUDGED, r.case_id)):
             how = f"{STORED} (not re-measured)" if r.case_id in self.fallbacks else "re-measured A/B"
-            cell = (lambda x: f"{x:.4f}" if x is not None else "")
-            interval = f"[{cell(r.ci_low)}, {cell(r.ci_high)}]" if r.ci_low is not None else ""
+            interval = f"[{_cell(r.ci_low)}, {_cell(r.ci_high)}]" if r.ci_low is not None else ""
             reason = r.reason.replace("|", "\\|").replace("\n", " ")
             rows.append(f"| {r.verdict.value} | {r.case_id} | {r.metric} | {cell(r.ratio)} | {interval} | {how} | "
                         f"{reason} |")
@@ -381,3 +380,7 @@ def run_gate(config: RunConfig, baseline_runs: list[RunResults], replay: Replay 
     """Drive the gate's cases in one session (workload "gate") and judge them; see GateDriver."""
     session = HarnessSession(config.replace(workload="gate"), progress)
     return GateDriver(session, baseline_runs, replay, gates).run(plans)
+
+
+def _cell(x: float | None) -> str:
+    return f"{x:.4f}" if x is not None else ""
