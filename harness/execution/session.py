@@ -198,7 +198,7 @@ class HarnessSession:
             # the gate judges a run that has ended (finish() marks it complete only after the gate)
             current = dataclasses.replace(self.run, complete=True)
             return compare_runs(baseline, current, gates, baseline_label=gating.baseline,
-                                current_label=str(out_dir / "results.json"))
+                                current_label=str(out_dir / "results.json"), allow_unjudged=gating.allow_unjudged)
 
         try:
             self.comparison = judge()
@@ -226,7 +226,8 @@ class HarnessSession:
             "gate_json": atomic_write_text(out_dir / "verdicts.json", comparison_json(self.comparison))}
 
     def gate_status(self) -> int:
-        """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared."""
+        """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared; 3: a gated
+        row was not judged (harness.gating.unjudged; 0 with --allow-unjudged)."""
         if self.gate_error:
             return 2
         return self.comparison.exit_code if self.comparison is not None else 0
