@@ -354,7 +354,9 @@ TIMING = OptionGroup("timing", "timing", (
               field="noise_cv", parse=float_at_least(0.0)),
     OptionDef("contention-limit", "call a measurement block contended (and its figures inconclusive for compare, "
                                   "gates and qualify) when the worker's threads waited this share of their "
-                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
+                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never); "
+                                  "a block is contended too when the hypervisor stole 5% or more of the CPUs' time "
+                                  "(steal, /proc/stat)",
               "FRACTION", field="contention_limit", parse=fraction),
     OptionDef("settle", "wait up to SECONDS for a quiet machine (as many cores free of other processes as the "
                         "case's threads) before each case, and re-measure a contended block once it is quiet "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import quoted, too_few_text
@@ -291,8 +292,8 @@ class Certificate:
 
     @property
     def verdict(self) -> str:
-        """PASS; INCONCLUSIVE when nothing failed but a timing figure was contended (not qualified: exit 1);
-        else FAIL."""
+        """PASS; INCONCLUSIVE when nothing failed but a timing figure was not judged (contended, too few samples:
+        not qualified, exit 3); else FAIL."""
         if self.passed:
             return "PASS"
         if self.requirements and all(r.passed or r.inconclusive for r in self.requirements):
@@ -301,7 +302,9 @@ class Certificate:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        """0 PASS, 1 FAIL, 3 INCONCLUSIVE (harness.gating.verdicts: could not judge; never qualified)."""
+        verdict = self.verdict
+        return EXIT_CLEAN if verdict == "PASS" else EXIT_UNJUDGED if verdict == "INCONCLUSIVE" else EXIT_REGRESSION
 
     def as_dict(self) -> dict[str, Any]:
         from harness import __version__
