@@ -388,6 +388,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     carrier = RunConfigCarrier(config)
     code = pytest.main(pytest_args_for(args), plugins=[carrier])
+    if carrier.unjudged_line:  # the run's last line: how many gated rows were not judged, and which
+        print(carrier.unjudged_line)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)
     if code == EXIT_UNJUDGED and carrier.gate_status == EXIT_UNJUDGED:  # --baseline: a gated row not judged

@@ -429,9 +429,9 @@ GATING = OptionGroup("gating", "gating against a baseline", (
     OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
                          "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
-    OptionDef("allow-unjudged", "with --baseline: exit 0 although a gated timing row was not judged "
-                                "(contended, too few samples, a changed model); the last line still names them "
-                                "(default: such a run exits 3)", flag=True, field="allow_unjudged",
+    OptionDef("allow-unjudged", "with --baseline (or --workload ab): exit 0 although a gated timing row (an A/B "
+                                "case) was not judged (contended, too few samples or clean pairs, a changed "
+                                "model); the last line still names them (default: such a run exits 3)", flag=True, field="allow_unjudged",
               parse=switch(True)),
 ))
 WORKLOAD = OptionGroup("workload", "workload", (

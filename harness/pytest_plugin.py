@@ -54,12 +54,14 @@ class RunConfigCarrier:
     def __init__(self, run_config: RunConfig) -> None:
         self.run_config = run_config
         self.gate_status = 0  # the session's gate_status() once the run finished (3: a gated row not judged)
+        self.unjudged_line: str | None = None  # `harness run` prints it after pytest's last line
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         hs = session.config.stash.get(SESSION_KEY, None)
         if hs is not None and hs.started:
             self.gate_status = hs.gate_status()
+            self.unjudged_line = hs.unjudged_line()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -165,6 +167,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"gate: error: {hs.gate_error}", red=True)
     for name, path in hs.outputs.items():
         tr.write_line(f"{name:>9}: {path}")
-    unjudged = hs.comparison.unjudged_line() if hs.comparison is not None else None
-    if unjudged:  # the last line of the run: how many gated rows were not judged, and which
-        tr.write_line(unjudged, yellow=True)
+    unjudged = hs.unjudged_line()
+    if unjudged and config.stash.get(CARRIED_KEY, None) is None:  # plain pytest: the last line of the section
+        tr.write_line(unjudged, yellow=True)  # (`harness run` prints it after pytest's own last line)
