@@ -13,9 +13,19 @@ from gating_synth import CASES, make_run
 from harness.cli import main
 from harness.execution.bisect_run import bisect, judge
 from harness.gating import GateConfig, VerdictRecord, compare_runs
-from harness.gating.ab import (DETECT_MAX_PAIRS, DETECT_PILOT_PAIRS, ab_records, detect_line, detectable_slowdown,
-                               judge_ab, log_ratio_spread, min_pairs, next_pairs, pair_log_ratios,
-                               pairs_for_detect)
+from harness.gating.ab import (
+    DETECT_MAX_PAIRS,
+    DETECT_PILOT_PAIRS,
+    ab_records,
+    detect_line,
+    detectable_slowdown,
+    judge_ab,
+    log_ratio_spread,
+    min_pairs,
+    next_pairs,
+    pair_log_ratios,
+    pairs_for_detect,
+)
 from harness.gating.baseline import save_baseline
 from harness.gating.unjudged import decide_exit, gate_headline, unjudged_line, verdict_rows
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
@@ -320,6 +330,12 @@ def test_detect_line_from_the_pairs():
 
 
 # ------------------------------------------------------------------ harness ab end to end
+def _cli(args, env):
+    import subprocess
+
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
 def _onnx(path, depth):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -341,44 +357,36 @@ def _onnx(path, depth):
 def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(tmp_path, fake_env):
     """Three pairs are too few for any verdict: `inconclusive`, which exited 0 before; now the last line names
     the case and the exit status is 3 (0 with --allow-unjudged). Each case prints what its pairs can detect."""
-    import subprocess
     import sys
 
     a, b = _onnx(tmp_path / "a.onnx", 4), _onnx(tmp_path / "b.onnx", 4)
     argv = [sys.executable, "-m", "harness.cli", "ab", a, b, "--runtimes", "ort-cpu", "--batch-sizes", "8",
             "--threads", "1", "--ab-block-time", "0.01"]
-    p = subprocess.run([*argv, "--ab-pairs", "3", "--out", str(tmp_path / "few")], env=fake_env,
-                       capture_output=True, text=True, timeout=300)
+    p = _cli([*argv, "--ab-pairs", "3", "--out", str(tmp_path / "few")], fake_env)
     assert p.returncode == EXIT_UNJUDGED, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     assert lines[-1].startswith("could not judge 1 of 1 A/B cases (too few clean pairs: a-ort-cpu-fp32-b8)"), lines
     assert "a-ort-cpu-fp32-b8: 3 clean pair(s): too few to estimate the smallest detectable slowdown" in p.stdout
-    p = subprocess.run([*argv, "--ab-pairs", "3", "--allow-unjudged", "--out", str(tmp_path / "ok")], env=fake_env,
-                       capture_output=True, text=True, timeout=300)
+    p = _cli([*argv, "--ab-pairs", "3", "--allow-unjudged", "--out", str(tmp_path / "ok")], fake_env)
     assert p.returncode == EXIT_CLEAN and "accepted (--allow-unjudged)" in p.stdout.splitlines()[-1]
-    p = subprocess.run([*argv, "--ab-pairs", "12", "--detect", "50%", "--out", str(tmp_path / "d")], env=fake_env,
-                       capture_output=True, text=True, timeout=300)
+    p = _cli([*argv, "--ab-pairs", "12", "--detect", "50%", "--out", str(tmp_path / "d")], fake_env)
     assert p.returncode in (EXIT_CLEAN, EXIT_UNJUDGED), p.stdout + p.stderr
     assert "a-ort-cpu-fp32-b8: can detect a slowdown of " in p.stdout and "with 12 pairs" in p.stdout
     assert "--detect 50.0%: reached" in p.stdout
-    bad = subprocess.run([*argv, "--detect", "150%", "--out", str(tmp_path / "x")], env=fake_env,
-                         capture_output=True, text=True, timeout=300)
+    bad = _cli([*argv, "--detect", "150%", "--out", str(tmp_path / "x")], fake_env)
     assert bad.returncode == 2 and "--ab-detect: '150%'" in bad.stderr
 
 
 def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
     """`harness run --workload ab` (through pytest) ends as `harness ab` does: an inconclusive A/B case is
     named in the last line and the run exits 3; --allow-unjudged 0."""
-    import subprocess
     import sys
 
     argv = [sys.executable, "-m", "harness.cli", "run", "--workload", "ab", "--models", "fake-linear", "--runtimes",
             "fake-ok", "--batch-sizes", "1", "--ab-pairs", "3", "--ab-block-time", "0.01"]
-    p = subprocess.run([*argv, "--out", str(tmp_path / "a")], env=fake_env, capture_output=True, text=True,
-                       timeout=300)
+    p = _cli([*argv, "--out", str(tmp_path / "a")], fake_env)
     assert p.returncode == EXIT_UNJUDGED, p.stdout + p.stderr
     assert p.stdout.splitlines()[-1].startswith("could not judge 1 of 1 gated timing rows (too few clean pairs: "
                                                 "fake-linear-fake-ok-fp32-b1)")
-    p = subprocess.run([*argv, "--allow-unjudged", "--out", str(tmp_path / "b")], env=fake_env, capture_output=True,
-                       text=True, timeout=300)
+    p = _cli([*argv, "--allow-unjudged", "--out", str(tmp_path / "b")], fake_env)
     assert p.returncode == EXIT_CLEAN, p.stdout + p.stderr

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from harness.measure.contention import (ContentionProbe, Snapshot, case_contention, classify, figures,
-                                        snapshot)
+from harness.measure.contention import ContentionProbe, Snapshot, case_contention, classify, figures, snapshot
 
 
 def snap(t_s, run_s, wait_s, cpu_s=0.0, invol=0, psi_s=0.0, busy_s=0.0):
@@ -78,7 +77,9 @@ class FakeProc:
 
     def set(self, busy, steal, run_s):
         hz = os.sysconf("SC_CLK_TCK")
-        ticks = lambda n: int(round(n * hz / 100))  # noqa: E731 - the fields in 10 ms units, whatever USER_HZ
+
+        def ticks(n):  # the fields given in 10 ms units, whatever USER_HZ is
+            return round(n * hz / 100)
         cpu = f"cpu  {ticks(busy)} 0 0 {ticks(1000)} 0 0 0 {ticks(steal)} 0 0"
         per = "".join(f"cpu{i} 0 0 0 0 0 0 0 0 0 0\n" for i in range(self.cpus))
         (self.root / "stat").write_text(f"{cpu}\n{per}intr 0\n")
