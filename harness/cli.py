@@ -714,6 +714,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     print(certificate_text(cert))
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
+    if cert.unjudged_line():  # the last line: the requirements not judged, and why
+        print(cert.unjudged_line())
     return cert.exit_code
 
 

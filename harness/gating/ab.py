@@ -176,6 +176,17 @@ def next_pairs(log_ratios: Sequence[float], target: float, confidence: float = 0
     return max(len(log_ratios), need)
 
 
+def more_pairs(blocks: Sequence[AbBlock], target: float, confidence: float = 0.99, min_effect: float = 0.02,
+               max_pairs: int = DETECT_MAX_PAIRS) -> int:
+    """--detect, for the A/B workload's loop: after a pilot of DETECT_PILOT_PAIRS pairs (and after each
+    extension), how many more pairs to measure so that the clean pairs reach next_pairs(); 0 when they do, or
+    when max_pairs pairs (clean or not) were measured. Pairs lost to contention are made up for."""
+    measured = len({b.pair for b in blocks})
+    ratios = pair_log_ratios(blocks)
+    need = next_pairs(ratios, target, confidence, min_effect, max_pairs)
+    return max(0, min(need - len(ratios), max_pairs - measured))
+
+
 def detect_line(log_ratios: Sequence[float], confidence: float = 0.99, min_effect: float = 0.02,
                 target: float | None = None, max_pairs: int = DETECT_MAX_PAIRS) -> str:
     """ "can detect a slowdown of 3.1% with 40 pairs" from the clean pairs' spread (and, with a --detect target,

@@ -60,11 +60,12 @@ def unjudged_rows(records: Iterable[Judged]) -> dict[str, list[str]]:
     return out
 
 
-def unjudged_line(records: Sequence[Judged], allow_unjudged: bool = False, what: str = "gated timing rows"
-                  ) -> str | None:
+def unjudged_line(records: Sequence[Judged], allow_unjudged: bool = False, what: str = "gated timing rows",
+                  allowable: bool = True) -> str | None:
     """One line saying how many gated rows were not judged and which, by cause; None when every one was.
     E.g. "could not judge 4 of 8 gated timing rows (contended: a latency_median, b latency_median; model
-    changed: c): exit 3; --allow-unjudged accepts it"."""
+    changed: c): exit 3, not a pass (--allow-unjudged accepts it)". `allowable`: the command takes
+    --allow-unjudged (qualify does not: a certificate is never qualified by a figure it could not judge)."""
     rows = unjudged_rows(records)
     if not rows:
         return None
@@ -80,7 +81,7 @@ def unjudged_line(records: Sequence[Judged], allow_unjudged: bool = False, what:
     elif allow_unjudged:
         tail = f"accepted ({ALLOW_OPTION}): exit 0, but these rows were not judged"
     else:
-        tail = f"exit {EXIT_UNJUDGED}, not a pass ({ALLOW_OPTION} accepts it)"
+        tail = f"exit {EXIT_UNJUDGED}, not a pass" + (f" ({ALLOW_OPTION} accepts it)" if allowable else "")
     return f"could not judge {n} of {total} {what} ({'; '.join(parts)}): {tail}"
 
 

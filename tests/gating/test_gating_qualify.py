@@ -268,6 +268,9 @@ def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, s
         assert r.status == "INCONCLUSIVE" and r.reason.startswith("inconclusive (contended): 1 thread(s)")
     assert by[(CASE1.id, "drift_within_tolerance")].status == "PASS"
     assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 3 and not cert.passed
+    line = cert.unjudged_line()  # the command's last line: which requirements, why, and no way to accept them
+    assert line.startswith(f"could not judge 3 of {len(cert.requirements)} requirements (contended: {CASE1.id} "
+                           "p99_ms_max, ") and line.endswith("exit 3, not a pass")
     c1.contention = None
     res = results_file(tmp_path, c1, case_result(CASE2, samples(3.0, 100, 2)))
     cert = judge(load_spec(spec_file, spec_case), load_run(res), res)

@@ -390,3 +390,18 @@ def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
                                                 "fake-linear-fake-ok-fp32-b1)")
     p = _cli([*argv, "--allow-unjudged", "--out", str(tmp_path / "b")], fake_env)
     assert p.returncode == EXIT_CLEAN, p.stdout + p.stderr
+
+
+def test_more_pairs_tells_the_ab_loop_how_far_to_go():
+    """--detect in the A/B workload's loop: a pilot of 10 pairs with a 3% spread needs more for 3%, none for 50%;
+    pairs lost to contention are made up for; never past the maximum."""
+    from harness.gating.ab import more_pairs
+
+    pilot = _blocks(1.0, pairs=DETECT_PILOT_PAIRS, noise=0.1, seed=2)  # block medians: ~3% spread
+    spread = log_ratio_spread(pair_log_ratios(pilot))
+    need = pairs_for_detect(spread, 0.03, 0.99, 0.02)[0]
+    assert more_pairs(pilot, 0.03) == max(0, need - DETECT_PILOT_PAIRS) > 0
+    assert more_pairs(pilot, 0.5) == 0
+    lossy = _blocks(1.0, pairs=DETECT_PILOT_PAIRS, noise=0.1, seed=2, contended_pairs=(0, 1, 2))
+    assert more_pairs(lossy, 0.5) == min_pairs(0.99) - 7  # 7 clean pairs: one more for the signed-rank floor
+    assert more_pairs(pilot, 0.03, max_pairs=12) == 2
