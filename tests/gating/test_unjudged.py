@@ -405,3 +405,25 @@ def test_more_pairs_tells_the_ab_loop_how_far_to_go():
     lossy = _blocks(1.0, pairs=DETECT_PILOT_PAIRS, noise=0.1, seed=2, contended_pairs=(0, 1, 2))
     assert more_pairs(lossy, 0.5) == min_pairs(0.99) - 7  # 7 clean pairs: one more for the signed-rank floor
     assert more_pairs(pilot, 0.03, max_pairs=12) == 2
+
+
+def test_harness_bisect_that_could_not_judge_exits_3(tmp_path, monkeypatch, capsys):
+    """The command's exit status from the search's outcome (the search itself: the tests above)."""
+    from harness.execution import bisect_run
+
+    def fake_run(config, runtime, versions, gates):
+        found = bisect_run.Bisection(runtime, CASES[0], list(versions))
+        found.steps = [bisect_run.BisectStep(versions[0], _step(15.22), False, "the reference release"),
+                       bisect_run.BisectStep(versions[-1], _step(19.61), None, "could not judge: latency_median "
+                                                                                "contended")]
+        found.unjudged = (versions[0], versions[-1])
+        return found
+
+    monkeypatch.setattr(bisect_run, "run_bisect", fake_run)
+    argv = ["bisect", "ort-cpu", "--versions", "1.28.0,1.31.1", "--models", "mlp"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == EXIT_UNJUDGED
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].split()[:2] == ["1.31.1", "p50"] and "could not judge: could not judge: latency_median" in out[-2]
+    assert out[-1].startswith("result: could not judge between 1.28.0 and 1.31.1")
+    assert (tmp_path / "a" / "bisect.txt").read_text().splitlines()[-1] == out[-1]
+    assert main([*argv, "--allow-unjudged", "--out", str(tmp_path / "b")]) == EXIT_CLEAN
