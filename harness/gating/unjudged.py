@@ -1,10 +1,5 @@
-"""Rows a deciding command did not judge, said in one line, and the exit status that follows from them.
-
-Every command that decides (compare, run --baseline, gate, ab, bisect) ends the same way: a regression or a
-broken case exits 1 (EXIT_REGRESSION) whatever else happened; a gated row that was not judged (contended, too
-few samples or clean pairs, not reproducible, a changed model, another machine) exits 3 (EXIT_UNJUDGED) with one
-line naming how many and which, unless the user accepted that (--allow-unjudged: exit 0, the line still said).
-A row that was not judged is never counted as a pass."""
+"""Gated rows a deciding command did not judge, said in one line, and the exit status that follows (1 a
+regression, else 3 a row not judged unless --allow-unjudged, else 0; docs/nightly-gating.md)."""
 
 from __future__ import annotations
 
@@ -86,7 +81,9 @@ def unjudged_line(records: Sequence[Judged], allow_unjudged: bool = False, what:
 
 
 def decide_exit(records: Iterable[Judged], allow_unjudged: bool = False) -> int:
-    """1 when a row regressed or broke; else 3 when a gated row was not judged (0 with `allow_unjudged`); else 0."""
+    """1 when a row regressed or broke, whatever else happened; else 3 when a gated row was not judged
+    (contended, too few samples or clean pairs, not reproducible, a changed model, another machine), 0 with
+    `allow_unjudged`; else 0. A row that was not judged is never counted as a pass."""
     records = list(records)
     if any(r.verdict in FAILING for r in records):
         return EXIT_REGRESSION

@@ -1,6 +1,5 @@
-"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, CPU time, preemptions,
-PSI, the hypervisor's steal time), read around a timed loop, never inside it; the `contended` verdict and its
-cause (docs/method.md)."""
+"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, preemptions, PSI, steal
+time), read around a timed loop, never inside it; the `contended` verdict and its cause (docs/method.md)."""
 
 from __future__ import annotations
 
