@@ -151,7 +151,9 @@ def _envs_parsers(sub: Any) -> None:
                        description="Measure one case (--models x shape x --precisions) on releases of RUNTIME's "
                                    "package, each in an environment of its own (RUNTIME@VERSION), by binary search: "
                                    "the two ends, then halves. Each release is judged against the oldest by "
-                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none.")
+                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none, "
+                                   "3 when a step could not be judged (contended, too few samples: the search "
+                                   "stops with `could not judge between X and Y`; --allow-unjudged: 0).")
     b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
     b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
                    help="A..B: every release from A to B that pip can install here (either end may be left out); "
@@ -160,13 +162,14 @@ def _envs_parsers(sub: Any) -> None:
     b.add_argument("--gate", action="append", metavar="SPEC",
                    help="STAT:PERCENT, e.g. median:10%% (repeatable; default median:10%%)")
     b.add_argument("--gate-config", metavar="FILE", help="TOML file: gates, per-model overrides, confidence")
+    allow_unjudged_arg(b, "a release")
 
 
 # `harness ab A B`: one or a few cases, both sides interleaved in one worker
 AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
                                                                          "seq_lens"),
              RUNTIMES.with_defaults(runtimes="ort-cpu").only("runtimes", "precisions"),
-             AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed"),
+             AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_detect"),
              TIMING.only("warmup", "contention_limit"), PROCESS, INPUTS, BUILD, OUTPUTS)
 
 
@@ -178,11 +181,15 @@ def _ab_parser(sub: Any) -> None:
                                    "--ab-pairs pairs of short blocks, AB or BA in a balanced random order; B/A is "
                                    "the Hodges-Lehmann estimate of the pairs' median ratios with a signed-rank interval. Verdicts as "
                                    "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
-                                   "Exit 1 when a case regressed, 0 otherwise, 2 on bad options.")
+                                   "Each case also says the smallest slowdown its pairs can detect. Exit 1 when a "
+                                   "case regressed, 3 when a case was inconclusive (not judged; --allow-unjudged: "
+                                   "0), 0 otherwise, 2 on bad options.")
     c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
                                              "(`harness variants`), or an .onnx file")
     c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
     _add_groups(c, AB_GROUPS)
+    c.add_argument("--detect", dest="ab_detect", metavar="PERCENT", help="the same as --ab-detect")
+    allow_unjudged_arg(c, "a case (inconclusive: contended, too few clean pairs)")
 
 
 def _conform_parser(sub: Any) -> None:
@@ -195,6 +202,13 @@ def _conform_parser(sub: Any) -> None:
                                    "on bad options, 130/143 when interrupted (finished cases kept).")
     _add_groups(c, CONFORM_GROUPS)
     c.add_argument("--list", action="store_true", help="list the selected cases (name, operator, opset) only")
+
+
+def allow_unjudged_arg(p: argparse.ArgumentParser, what: str = "a gated timing row") -> None:
+    """--allow-unjudged of a command that decides (harness.gating.unjudged)."""
+    p.add_argument("--allow-unjudged", action="store_true",
+                   help=f"exit 0 although {what} was not judged (contended, too few samples or clean pairs, a "
+                        "changed model); the last line still names them (default: exit 3)")
 
 
 def _gating_parsers(sub: Any) -> None:
@@ -218,7 +232,8 @@ def _gating_parsers(sub: Any) -> None:
                        help="STAT:PERCENT, e.g. median:10%% or p99:20%% (repeatable; default median:10%%)")
         p.add_argument("--gate-config", metavar="FILE", help="TOML file: gates, per-model overrides, confidence")
 
-    cmp = sub.add_parser("compare", help="verdicts of CURRENT against BASELINE (exit 1 on regression)")
+    cmp = sub.add_parser("compare", help="verdicts of CURRENT against BASELINE (exit 1 on regression, 3 when a "
+                                         "gated timing row was not judged)")
     cmp.add_argument("baseline", help="a stored baseline name or a results.json path")
     cmp.add_argument("current", help="a results.json (or the folder holding it)")
     gate_args(cmp)
@@ -227,6 +242,7 @@ def _gating_parsers(sub: Any) -> None:
     cmp.add_argument("--all", action="store_true", help="print pass rows too")
     cmp.add_argument("--verbose", action="store_true",
                      help="print the method paragraph, the gate's measured false-alarm rate and whole reasons")
+    allow_unjudged_arg(cmp)
 
     gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
                                            "slowdowns (self-test)")
@@ -378,9 +394,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         from harness.execution.ray_shards import ray_run
 
         return ray_run(config)
-    code = pytest.main(pytest_args_for(args), plugins=[RunConfigCarrier(config)])
+    from harness.gating.verdicts import EXIT_UNJUDGED
+
+    carrier = RunConfigCarrier(config)
+    code = pytest.main(pytest_args_for(args), plugins=[carrier])
+    if carrier.unjudged_line:  # the run's last line: how many gated rows were not judged, and which
+        print(carrier.unjudged_line)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):  # stopped by a signal (the session set it)
         return int(code)
+    if code == EXIT_UNJUDGED and carrier.gate_status == EXIT_UNJUDGED:  # --baseline: a gated row not judged
+        return EXIT_UNJUDGED
     if code == pytest.ExitCode.OK:
         return EXIT_OK
     if code == pytest.ExitCode.INTERRUPTED:
@@ -553,7 +576,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
     if args.baseline_command == "save":
         path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
-                                      append=args.append, keep=args.keep)
+                                      append=args.append, keep=args.keep,
+                                      warn=lambda line: print(visible(line), file=sys.stderr))
         runs = baseline.load_baseline_runs(path)
         print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
               f"{visible(', '.join(r.run_id for r in runs))}): {path}")
@@ -579,7 +603,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     gates = load_gate_config(args.gate_config, args.gate or ())
     comparison = compare_runs(load_baseline_runs(args.baseline), load_run(args.current), gates,
-                              baseline_label=str(args.baseline), current_label=str(args.current))
+                              baseline_label=str(args.baseline), current_label=str(args.current),
+                              allow_unjudged=args.allow_unjudged)
     md = verdicts_markdown(comparison)
     print(verdicts_text(comparison, only_changes=not args.all, verbose=args.verbose), end="")
     if args.markdown:
@@ -587,6 +612,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(args.json, comparison_json(comparison))
     print(comparison.summary())
+    unjudged = comparison.unjudged_line()
+    if unjudged:  # the last line: how many gated rows were not judged, and which
+        print(unjudged)
     return comparison.exit_code
 
 
@@ -700,6 +728,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     print(certificate_text(cert))
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
+    if cert.unjudged_line():  # the last line: the requirements not judged, and why
+        print(cert.unjudged_line())
     return cert.exit_code
 
 
@@ -733,7 +763,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     without pytest): each case in the supervised worker, results.json after every case, the report."""
     import os
 
-    from harness.gating.verdicts import Verdict
+    from harness.gating.ab import ab_records, detect_line, pair_log_ratios
+    from harness.gating.unjudged import decide_exit, unjudged_line
     from harness.workloads import get_workload
 
     raw = dict(vars(args))
@@ -749,9 +780,19 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {config.ab.ab_pairs} pairs of "
           f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
     session, finished = _session_cases(config, cases)
+    ab = config.ab
+    for c in session.run.cases:  # what each case's budget can detect, from its clean pairs' spread
+        if c.ab is not None:
+            print(f"{c.case.id}: " + detect_line(pair_log_ratios(c.ab.blocks), ab.ab_confidence, ab.ab_min_effect,
+                                                 ab.ab_detect))
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
-    regressed = any(c.ab is not None and c.ab.verdict == Verdict.REGRESSED.value for c in session.run.cases)
-    return session.exit_status() or (EXIT_INTERRUPTED if not finished else EXIT_FAILED if regressed else EXIT_OK)
+    if session.exit_status() or not finished:
+        return session.exit_status() or EXIT_INTERRUPTED
+    records = ab_records(session.run.cases)
+    line = unjudged_line(records, args.allow_unjudged, what="A/B cases")
+    if line:  # the last line: the cases not judged, and why
+        print(line)
+    return decide_exit(records, args.allow_unjudged)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -828,7 +869,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     atomic_write_text(Path(config.outputs.out_dir) / "bisect.txt", "\n".join(lines) + "\n")
     if found.problem:
         return EXIT_USAGE
-    return EXIT_FAILED if found.first_changed else EXIT_OK
+    if found.first_changed:
+        return EXIT_FAILED
+    if found.unjudged is not None:
+        from harness.gating.verdicts import EXIT_UNJUDGED
+
+        return EXIT_OK if args.allow_unjudged else EXIT_UNJUDGED
+    return EXIT_OK
 
 
 def cmd_conform(args: argparse.Namespace) -> int:

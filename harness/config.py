@@ -188,6 +188,9 @@ class AbConfig:
     ab_min_effect: float = 0.02  # B/A beyond 1 +- this is a change (under it: pass), as compare's threshold
     ab_confidence: float = 0.99  # of the interval on B/A; regressed/improved need it to exclude 1
     ab_seed: int = 0  # the draw of the block order
+    # --detect: the smallest slowdown to detect (a fraction, 0.05 for 5%); the pairs per case are then chosen
+    # from a pilot's spread (harness.gating.ab.next_pairs), at most harness.gating.ab.DETECT_MAX_PAIRS
+    ab_detect: float | None = None
     ab_inject: float = 0.0  # gate-check: B's calls made this fraction of A's p50 slower (a planted slowdown)
 
 
@@ -199,6 +202,7 @@ class GatingConfig:
     gates: tuple[str, ...] = ()  # gate strings (median:10%)
     gate_config: str | None = None  # gate TOML file (absolute path)
     confirm: int = 2  # more blocks for cases the gate judged regressed, then judged again
+    allow_unjudged: bool = False  # a gated row not judged (contended, ...) exits 0 instead of 3, still said
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -72,6 +72,19 @@ def fraction(text: Any, what: str) -> float:
     return v
 
 
+def slowdown(text: Any, what: str) -> float:
+    """A slowdown to detect: a percentage ("5%") or a fraction ("0.05"), above 0 and under 1."""
+    s = str(text).strip()
+    pct = s.endswith("%")
+    try:
+        v = float(s[:-1] if pct else s) / (100.0 if pct else 1.0)
+    except ValueError:
+        raise UsageError(f"--{what}: {text!r} is not a slowdown such as 5% or 0.05") from None
+    if not 0.0 < v < 1.0:
+        raise UsageError(f"--{what}: {text!r}: a slowdown to detect lies between 0 and 100% (e.g. 5%)")
+    return v
+
+
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
     """One of `valid`; `fold`: spaces stripped and lower-cased first."""
     def parse(text: Any, what: str) -> str:
@@ -341,7 +354,9 @@ TIMING = OptionGroup("timing", "timing", (
               field="noise_cv", parse=float_at_least(0.0)),
     OptionDef("contention-limit", "call a measurement block contended (and its figures inconclusive for compare, "
                                   "gates and qualify) when the worker's threads waited this share of their "
-                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never)",
+                                  "runnable time for a CPU (default: 0.10, or $HARNESS_CONTENTION_LIMIT; 1: never); "
+                                  "a block is contended too when the hypervisor stole 5% or more of the CPUs' time "
+                                  "(steal, /proc/stat)",
               "FRACTION", field="contention_limit", parse=fraction),
     OptionDef("settle", "wait up to SECONDS for a quiet machine (as many cores free of other processes as the "
                         "case's threads) before each case, and re-measure a contended block once it is quiet "
@@ -414,6 +429,10 @@ GATING = OptionGroup("gating", "gating against a baseline", (
     OptionDef("confirm", "with --baseline: measure each case judged regressed on latency N more blocks (fresh "
                          "activations) and judge again, so only a slowdown that reproduces fails the run; 0 turns "
                          "it off (default: 2)", "N", field="confirm", parse=int_at_least(0)),
+    OptionDef("allow-unjudged", "with --baseline (or --workload ab): exit 0 although a gated timing row (an A/B "
+                                "case) was not judged (contended, too few samples or clean pairs, a changed "
+                                "model); the last line still names them (default: such a run exits 3)", flag=True, field="allow_unjudged",
+              parse=switch(True)),
 ))
 WORKLOAD = OptionGroup("workload", "workload", (
     OptionDef("workload", "what a case measures: forward (one forward pass per call, default), generate (greedy "
@@ -440,6 +459,10 @@ AB = OptionGroup("ab", "A/B workload", (
               field="ab_confidence", parse=fraction),
     OptionDef("ab-seed", "--workload ab: seed of the block order (default: 0)", "N", field="ab_seed",
               parse=int_at_least(0)),
+    OptionDef("ab-detect", "--workload ab: the pair budget as a target: choose the pairs per case so that a "
+                           "slowdown of this size (5% or 0.05) is judged regressed with 95% power, from the spread "
+                           "of a 10-pair pilot, at most 200 pairs (replaces --ab-pairs; `harness ab --detect`)",
+              "PERCENT", field="ab_detect", parse=slowdown),
 ))
 GENERATION = OptionGroup("generation", "generation workload", (
     OptionDef("prompt-lens", "--workload generate: comma-separated prompt lengths in tokens (default: 128; with "

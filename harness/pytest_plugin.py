@@ -10,6 +10,7 @@ import pytest
 
 from harness.config import RunConfig
 from harness.errors import UsageError
+from harness.gating.verdicts import EXIT_UNJUDGED
 from harness.options import OPTIONS, RUN_GROUPS, add_options, parse_run_options
 from harness.plugins import load_plugins
 from harness.report.progress import RunProgress, first_line, noise_lines, skipped_lines, terminal_stream
@@ -52,6 +53,15 @@ class RunConfigCarrier:
 
     def __init__(self, run_config: RunConfig) -> None:
         self.run_config = run_config
+        self.gate_status = 0  # the session's gate_status() once the run finished (3: a gated row not judged)
+        self.unjudged_line: str | None = None  # `harness run` prints it after pytest's last line
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        hs = session.config.stash.get(SESSION_KEY, None)
+        if hs is not None and hs.started:
+            self.gate_status = hs.gate_status()
+            self.unjudged_line = hs.unjudged_line()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -124,6 +134,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         elif gate == 1 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif gate == EXIT_UNJUDGED and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = EXIT_UNJUDGED  # could not judge (not a pass, not a regression): `harness run` 3
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -155,3 +167,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"gate: error: {hs.gate_error}", red=True)
     for name, path in hs.outputs.items():
         tr.write_line(f"{name:>9}: {path}")
+    unjudged = hs.unjudged_line()
+    if unjudged and config.stash.get(CARRIED_KEY, None) is None:  # plain pytest: the last line of the section
+        tr.write_line(unjudged, yellow=True)  # (`harness run` prints it after pytest's own last line)

@@ -15,6 +15,7 @@ from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.gating.compare import compare_case
 from harness.gating.gates import GateConfig
+from harness.gating.unjudged import unjudged_cause
 from harness.gating.verdicts import Verdict
 from harness.results.schema import CaseId, CaseResult
 
@@ -68,8 +69,12 @@ def version_range(spec: str, distribution: str, wheels: Path | None = None,
 class BisectStep:
     version: str
     result: CaseResult
-    changed: bool
+    changed: bool | None  # None: could not judge (contended, too few samples): never "same"
     why: str
+
+    @property
+    def label(self) -> str:
+        return "CHANGED" if self.changed else "could not judge" if self.changed is None else "same"
 
 
 @dataclass
@@ -81,6 +86,9 @@ class Bisection:
     first_changed: str | None = None
     last_same: str | None = None
     problem: str = ""
+    # the releases between which a step could not be judged: the change, if any, lies after the first and at or
+    # before the second, and the search stopped there (exit 3)
+    unjudged: tuple[str, str] | None = None
 
     @property
     def measured(self) -> list[str]:
@@ -94,9 +102,14 @@ class Bisection:
             rel = (s.result.accuracy or {}).get("rel_l2")
             figs = f"p50 {p50:.3f} ms" if isinstance(p50, (int, float)) else s.result.status
             figs += f", rel_l2 {rel:.2e}" if isinstance(rel, (int, float)) else ""
-            out.append(f"  {s.version:<12} {figs:<34} {'CHANGED' if s.changed else 'same'}: {s.why}")
+            out.append(f"  {s.version:<12} {figs:<34} {s.label}: {s.why}")
         if self.problem:
             out.append(f"result: {self.problem}")
+        elif self.unjudged is not None:
+            lo, hi = self.unjudged
+            why = next((s.why for s in self.steps if s.changed is None), "")
+            out.append(f"result: could not judge between {lo} and {hi} ({why}); not a `no change`: rerun on a "
+                       "quieter machine or measure longer")
         elif self.first_changed is None:
             out.append(f"result: no change from {self.versions[0]} to {self.versions[-1]} (a change that was "
                        "undone in between is not looked for)")
@@ -106,9 +119,10 @@ class Bisection:
         return out
 
 
-def judge(good: CaseResult, other: CaseResult, gates: GateConfig) -> tuple[bool, str]:
+def judge(good: CaseResult, other: CaseResult, gates: GateConfig) -> tuple[bool | None, str]:
     """Did `other` change from `good`: latency by the gate (compare's verdicts), outputs by the drift
-    tolerance (over it now and not before, or the reverse), a case that broke or came back?"""
+    tolerance (over it now and not before, or the reverse), a case that broke or came back? None when a gated
+    row could not be judged (contended, too few samples) and nothing else changed: never `same`."""
     other = dataclasses.replace(other, case=good.case)  # the same case on another release
     records = compare_case(good, other, gates)
     changed = [r for r in records if r.verdict in CHANGES]
@@ -116,16 +130,20 @@ def judge(good: CaseResult, other: CaseResult, gates: GateConfig) -> tuple[bool,
         return True, "; ".join(f"{r.metric} {r.verdict.value}"
                                + (f" x{r.ratio:.3f}" if r.ratio else "") + (f" ({r.reason})" if r.reason else "")
                                for r in changed)
+    unjudged = [r for r in records if unjudged_cause(r)]
+    if unjudged:
+        return None, "could not judge: " + "; ".join(f"{r.metric} {unjudged_cause(r)}" for r in unjudged)
     inconclusive = [r for r in records if r.verdict not in (Verdict.PASS, Verdict.NOISE)]
     note = "; ".join(f"{r.metric} {r.verdict.value}" for r in inconclusive)
     return False, note or "latency and outputs as before"
 
 
 def bisect(versions: Sequence[str], measure: Callable[[str], CaseResult],
-           judge_fn: Callable[[CaseResult, CaseResult], tuple[bool, str]], runtime: str = "",
+           judge_fn: Callable[[CaseResult, CaseResult], tuple[bool | None, str]], runtime: str = "",
            case: CaseId | None = None) -> Bisection:
     """The first of `versions` (oldest first) whose case differs from the oldest's, by binary search: the two
-    ends, then halves, so at most 2 + ceil(log2(n - 1)) releases are measured."""
+    ends, then halves, so at most 2 + ceil(log2(n - 1)) releases are measured. A step `judge_fn` could not judge
+    (None) ends the search: `unjudged` names the releases the change (if any) lies between."""
     first = measure(versions[0])
     out = Bisection(runtime, case or first.case, list(versions))
     out.steps.append(BisectStep(versions[0], first, False, "the reference release"))
@@ -133,19 +151,27 @@ def bisect(versions: Sequence[str], measure: Callable[[str], CaseResult],
         out.problem = f"{versions[0]} was not measured ({first.status}: {first.reason})"
         return out
 
-    def changed(i: int) -> bool:
+    def changed(i: int) -> bool | None:
         r = measure(versions[i])
         is_changed, why = judge_fn(first, r)
         out.steps.append(BisectStep(versions[i], r, is_changed, why))
         return is_changed
 
     lo, hi = 0, len(versions) - 1
-    if not changed(hi):
+    end = changed(hi)
+    if end is None:
+        out.unjudged = (versions[lo], versions[hi])
+        return out
+    if not end:
         out.last_same = versions[hi]
         return out
     while hi - lo > 1:  # versions[lo] is like the first, versions[hi] is not
         mid = (lo + hi) // 2
-        if changed(mid):
+        step = changed(mid)
+        if step is None:  # which half holds the change is unknown: say where it lies, never guess
+            out.unjudged = (versions[lo], versions[hi])
+            return out
+        if step:
             hi = mid
         else:
             lo = mid

@@ -134,7 +134,7 @@ class GateOutcome:
             how = f"{STORED} (not re-measured)" if r.case_id in self.fallbacks else "re-measured A/B"
             interval = f"[{_cell(r.ci_low)}, {_cell(r.ci_high)}]" if r.ci_low is not None else ""
             reason = r.reason.replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {r.verdict.value} | {r.case_id} | {r.metric} | {cell(r.ratio)} | {interval} | {how} | "
+            rows.append(f"| {r.verdict.value} | {r.case_id} | {r.metric} | {_cell(r.ratio)} | {interval} | {how} | "
                         f"{reason} |")
         return "\n".join([f"**{self.summary(allow_unjudged)}**", "", self.unjudged_line(allow_unjudged), "",
                           *rows, ""])

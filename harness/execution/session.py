@@ -212,7 +212,7 @@ class HarnessSession:
             # the gate judges a run that has ended (finish() marks it complete only after the gate)
             current = dataclasses.replace(self.run, complete=True)
             return compare_runs(baseline, current, gates, baseline_label=gating.baseline,
-                                current_label=str(out_dir / "results.json"))
+                                current_label=str(out_dir / "results.json"), allow_unjudged=gating.allow_unjudged)
 
         try:
             self.comparison = judge()
@@ -240,10 +240,27 @@ class HarnessSession:
             "gate_json": atomic_write_text(out_dir / "verdicts.json", comparison_json(self.comparison))}
 
     def gate_status(self) -> int:
-        """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared."""
+        """0: no gate or clean; 1: a regression or a broken case; 2: the baseline could not be compared; 3: a gated
+        row was not judged (harness.gating.unjudged; 0 with --allow-unjudged)."""
         if self.gate_error:
             return 2
-        return self.comparison.exit_code if self.comparison is not None else 0
+        from harness.gating.unjudged import decide_exit
+
+        return decide_exit(self._judged(), self.config.gating.allow_unjudged)
+
+    def _judged(self) -> list[Any]:
+        """The rows this run decided: the gate's verdicts (--baseline), and the A/B cases' verdicts
+        (--workload ab), each with its cause when it was not judged (harness.gating.unjudged)."""
+        from harness.gating.ab import ab_records
+
+        rows = list(self.comparison.records) if self.comparison is not None else []
+        return rows + (ab_records(self.run.cases) if self.run is not None and not self.run.interrupted else [])
+
+    def unjudged_line(self) -> str | None:
+        """How many of the run's gated rows were not judged and which, in one line (None: all were)."""
+        from harness.gating.unjudged import unjudged_line
+
+        return unjudged_line(self._judged(), self.config.gating.allow_unjudged)
 
 
 def _point_latest(out_dir: Path) -> None:

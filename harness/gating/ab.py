@@ -5,10 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
+import numpy as np
+
+from harness.gating.unjudged import CONTENDED, TOO_FEW_PAIRS
 from harness.gating.verdicts import Verdict
-from harness.results.schema import AbBlock
-from harness.results.stats import PairedRatio, paired_ratio
+from harness.results.schema import BROKEN, AbBlock, CaseResult
+from harness.results.stats import PairedRatio, _signed_rank_critical, median_ns, paired_ratio
 
 MIN_PAIRS = 4  # clean pairs needed for any verdict (a t interval from fewer is too wide to say anything)
 
@@ -19,6 +23,7 @@ class AbVerdict:
     reason: str
     ratio: PairedRatio | None
     pairs_used: int
+    unjudged: str = ""  # inconclusive: the short cause (harness.gating.unjudged), "" when judged
 
 
 def _contended(block: AbBlock) -> bool:
@@ -33,24 +38,21 @@ def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: fl
     |r - 1| at least `min_effect` and the interval excluding 1 -> regressed (r > 1) or improved; else the interval
     within 1 +- 2 x min_effect -> pass (any change is small, and the pairs show it); else noise (the pairs cannot
     tell: a wide interval is never called a pass)."""
-    pairs: dict[int, dict[str, AbBlock]] = {}
-    for b in blocks:
-        pairs.setdefault(b.pair, {})[b.side] = b
-    whole = {i: p for i, p in pairs.items() if "a" in p and "b" in p and p["a"].samples_ns and p["b"].samples_ns}
-    clean = {i: p for i, p in whole.items() if not (_contended(p["a"]) or _contended(p["b"]))}
+    whole, clean = _pairs(blocks)
     if len(clean) < max(MIN_PAIRS, math.ceil(len(whole) / 2)):
         causes = sorted({str((b.contention or {}).get("cause") or "") for p in whole.values() for b in p.values()
                          if _contended(b)} - {""})
         why = (f"contended: {len(whole) - len(clean)} of {len(whole)} pairs had a block whose threads waited for "
                f"a CPU" + (f" ({causes[0]})" if causes else "")) if len(clean) < len(whole) else \
             f"{len(whole)} pairs measured; at least {MIN_PAIRS} are needed"
-        return AbVerdict(Verdict.INCONCLUSIVE, why, None, len(clean))
+        return AbVerdict(Verdict.INCONCLUSIVE, why, None, len(clean),
+                         CONTENDED if len(clean) < len(whole) else TOO_FEW_PAIRS)
     order = sorted(clean)
     r = paired_ratio([clean[i]["a"].samples_ns for i in order], [clean[i]["b"].samples_ns for i in order],
                      confidence)
     if r is None:
         return AbVerdict(Verdict.INCONCLUSIVE, f"{len(clean)} clean pairs are too few for a {confidence:.0%} "
-                         f"signed-rank interval (99%: 8 pairs; 95%: 6)", None, len(clean))
+                         f"signed-rank interval (99%: 8 pairs; 95%: 6)", None, len(clean), TOO_FEW_PAIRS)
     text = f"B/A {r.ratio:.4f} [{r.low:.4f}, {r.high:.4f}] ({confidence:.0%} interval, {r.pairs} pairs)"
     big = abs(math.log(r.ratio)) >= math.log1p(min_effect)
     if big and r.low > 1.0:
@@ -61,3 +63,172 @@ def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: fl
     if 1.0 / band < r.low and r.high < band:
         return AbVerdict(Verdict.PASS, f"{text}: no change of {2 * min_effect:.0%} or more", r, len(clean))
     return AbVerdict(Verdict.NOISE, f"{text}: too wide to rule out a {2 * min_effect:.0%} change", r, len(clean))
+
+
+def _pairs(blocks: Sequence[AbBlock]) -> tuple[dict[int, dict[str, AbBlock]], dict[int, dict[str, AbBlock]]]:
+    """The pairs with both blocks measured, and those of them with neither block contended, by pair index."""
+    pairs: dict[int, dict[str, AbBlock]] = {}
+    for b in blocks:
+        pairs.setdefault(b.pair, {})[b.side] = b
+    whole = {i: p for i, p in pairs.items() if "a" in p and "b" in p and p["a"].samples_ns and p["b"].samples_ns}
+    clean = {i: p for i, p in whole.items() if not (_contended(p["a"]) or _contended(p["b"]))}
+    return whole, clean
+
+
+# ------------------------------------------------------------------ the smallest slowdown a budget can detect
+DETECT_POWER = 0.95  # "can detect": a slowdown of that size is judged regressed 95 times in 100
+# The signed-rank test / Hodges-Lehmann estimate against the mean under normal errors (asymptotic relative
+# efficiency 3/pi): n pairs judged by it carry the information of 0.955 n pairs judged by a t interval.
+HL_EFFICIENCY = 3.0 / math.pi
+DETECT_PILOT_PAIRS = 10  # --detect: pairs measured first, from whose spread the pairs per case are chosen
+DETECT_MAX_PAIRS = 200  # --detect: at most this many pairs per case (0.05 s blocks: about 20 s of measuring)
+
+
+def pair_log_ratios(blocks: Sequence[AbBlock]) -> list[float]:
+    """log(B/A) of each clean pair's block medians, in pair order (what the paired test judges)."""
+    _, clean = _pairs(blocks)
+    out = []
+    for i in sorted(clean):
+        a, b = median_ns(clean[i]["a"].samples_ns), median_ns(clean[i]["b"].samples_ns)
+        if a > 0 and b > 0:
+            out.append(math.log(b / a))
+    return out
+
+
+SPREAD_CONFIDENCE = 0.95  # the signed-rank interval the spread is read from (exists from 6 pairs)
+
+
+def log_ratio_spread(log_ratios: Sequence[float]) -> float | None:
+    """The spread of the pairs' log ratios as the paired test sees it (a standard deviation): read from the width
+    of their Wilcoxon signed-rank interval of the Hodges-Lehmann estimate at SPREAD_CONFIDENCE, se = width / (2
+    z(0.975)), spread = se x sqrt(n x HL_EFFICIENCY). Distribution-free and robust to the odd disturbed pair, as
+    the test is, and steadier from a 10-pair pilot than a median absolute deviation; None under 6 pairs."""
+    d = np.asarray(log_ratios, dtype=np.float64)
+    n = d.size
+    k = _signed_rank_critical(n, 1.0 - SPREAD_CONFIDENCE) if n >= 2 else -1
+    if k < 0:
+        return None
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2.0)
+    se = float(walsh[len(walsh) - 1 - k] - walsh[k]) / (2.0 * _z(0.5 + SPREAD_CONFIDENCE / 2.0))
+    return se * math.sqrt(n * HL_EFFICIENCY)
+
+
+def _z(p: float) -> float:
+    return NormalDist().inv_cdf(p)
+
+
+def min_pairs(confidence: float) -> int:
+    """The fewest pairs for which a signed-rank interval at `confidence` exists (99%: 8; 95%: 6), at least
+    MIN_PAIRS."""
+    n = MIN_PAIRS
+    while _signed_rank_critical(n, 1.0 - confidence) < 0:
+        n += 1
+    return n
+
+
+def detectable_slowdown(spread: float, pairs: int, confidence: float = 0.99, min_effect: float = 0.02,
+                        power: float = DETECT_POWER) -> float:
+    """The smallest slowdown (a fraction: 0.05 is 5%) that `pairs` clean pairs with this log-ratio `spread` judge
+    regressed with probability `power` (normal approximation of judge_ab's rule). The estimate's standard error
+    is se = spread / sqrt(pairs x HL_EFFICIENCY); judge_ab calls a slowdown regressed when the estimate is at
+    least log(1 + min_effect) and its interval's lower end (about estimate - z(1 - a/2) se) is above 0, so a true
+    slowdown d is caught with that power when log(1 + d) = max(z(1 - a/2) se, log(1 + min_effect)) + z(power) se.
+    """
+    if pairs < 1:
+        raise ValueError("detectable_slowdown needs at least one pair")
+    se = max(0.0, spread) / math.sqrt(pairs * HL_EFFICIENCY)
+    z_a, z_p = _z(1.0 - (1.0 - confidence) / 2.0), _z(power)
+    return math.expm1(max(z_a * se, math.log1p(min_effect)) + z_p * se)
+
+
+def pairs_for_detect(spread: float, target: float, confidence: float = 0.99, min_effect: float = 0.02,
+                     power: float = DETECT_POWER, max_pairs: int = DETECT_MAX_PAIRS) -> tuple[int, bool]:
+    """The fewest pairs with which a `target` slowdown (a fraction) is detected (detectable_slowdown <= target),
+    bounded by max_pairs, and whether the target is reached with them. Solved in closed form: the condition
+    max(z_a se, L_m) + z_p se <= L_t holds when se <= min(L_t / (z_a + z_p), (L_t - L_m) / z_p)."""
+    floor = min_pairs(confidence)
+    lt, lm = math.log1p(target), math.log1p(min_effect)
+    z_a, z_p = _z(1.0 - (1.0 - confidence) / 2.0), _z(power)
+    se_max = min(lt / (z_a + z_p), (lt - lm) / z_p) if z_p > 0 else lt / z_a
+    if se_max <= 0:  # a target at or under the minimum effect is never detected with the power asked
+        return max_pairs, False
+    if spread <= 0:
+        return floor, True
+    n = max(floor, math.ceil((spread / se_max) ** 2 / HL_EFFICIENCY))
+    while n > floor and detectable_slowdown(spread, n - 1, confidence, min_effect, power) <= target:
+        n -= 1  # the ceiling above may overshoot by one through rounding
+    while detectable_slowdown(spread, n, confidence, min_effect, power) > target and n < max_pairs:
+        n += 1
+    return min(n, max_pairs), detectable_slowdown(spread, min(n, max_pairs), confidence, min_effect,
+                                                  power) <= target
+
+
+def next_pairs(log_ratios: Sequence[float], target: float, confidence: float = 0.99, min_effect: float = 0.02,
+               max_pairs: int = DETECT_MAX_PAIRS) -> int:
+    """--detect: how many clean pairs a case needs in all, given the clean pairs measured so far (a pilot of
+    DETECT_PILOT_PAIRS): at least as many as measured, at most max_pairs (the A/B workload measures the
+    difference, then judges)."""
+    spread = log_ratio_spread(log_ratios)
+    if spread is None:
+        return max(len(log_ratios), min(max_pairs, DETECT_PILOT_PAIRS))
+    need, _ = pairs_for_detect(spread, target, confidence, min_effect, max_pairs=max_pairs)
+    return max(len(log_ratios), need)
+
+
+def more_pairs(blocks: Sequence[AbBlock], target: float, confidence: float = 0.99, min_effect: float = 0.02,
+               max_pairs: int = DETECT_MAX_PAIRS) -> int:
+    """--detect, for the A/B workload's loop: after a pilot of DETECT_PILOT_PAIRS pairs (and after each
+    extension), how many more pairs to measure so that the clean pairs reach next_pairs(); 0 when they do, or
+    when max_pairs pairs (clean or not) were measured. Pairs lost to contention are made up for."""
+    measured = len({b.pair for b in blocks})
+    ratios = pair_log_ratios(blocks)
+    need = next_pairs(ratios, target, confidence, min_effect, max_pairs)
+    return max(0, min(need - len(ratios), max_pairs - measured))
+
+
+def detect_line(log_ratios: Sequence[float], confidence: float = 0.99, min_effect: float = 0.02,
+                target: float | None = None, max_pairs: int = DETECT_MAX_PAIRS) -> str:
+    """ "can detect a slowdown of 3.1% with 40 pairs" from the clean pairs' spread (and, with a --detect target,
+    how many pairs that target needs); what is missing when the pairs are too few to say."""
+    n = len(log_ratios)
+    spread = log_ratio_spread(log_ratios)
+    if spread is None:
+        return f"{n} clean pair(s): too few to estimate the smallest detectable slowdown"
+    d = detectable_slowdown(spread, n, confidence, min_effect)
+    text = (f"can detect a slowdown of {d:.1%} with {n} pairs ({DETECT_POWER:.0%} power, {confidence:.0%} "
+            f"interval; pair spread {spread:.2%})")
+    if target is not None:
+        need, ok = pairs_for_detect(spread, target, confidence, min_effect, max_pairs=max_pairs)
+        if not ok:
+            text += (f"; --detect {target:.1%}: not reachable within {max_pairs} pairs" if target > min_effect else
+                     f"; --detect {target:.1%}: must exceed the minimum effect {min_effect:.1%}")
+        elif need <= n:
+            text += f"; --detect {target:.1%}: reached ({need} pairs suffice)"
+        else:
+            text += f"; --detect {target:.1%}: needs {need} pairs"
+    return text
+
+
+def ab_records(cases: Sequence[CaseResult]) -> list:
+    """The A/B cases' verdicts as gated rows (harness.gating.compare.VerdictRecord, metric "ab"), so that
+    `harness ab` ends as every deciding command does (harness.gating.unjudged): an inconclusive case is not
+    judged, with its cause."""
+    from harness.gating.compare import VerdictRecord
+
+    out = []
+    for c in cases:
+        ab = c.ab
+        if ab is None or not ab.verdict:
+            if c.status in BROKEN:  # a case that crashed (or timed out) before its verdict was not judged either
+                out.append(VerdictRecord(c.case, "ab", Verdict.INCONCLUSIVE, reason=f"{c.status}: {c.reason}",
+                                         timing=True, unjudged=c.status))
+            continue
+        verdict = Verdict(ab.verdict)
+        cause = ""
+        if verdict is Verdict.INCONCLUSIVE:
+            cause = judge_ab(ab.blocks, ab.min_effect if ab.min_effect is not None else 0.02,
+                             ab.confidence or 0.99).unjudged or TOO_FEW_PAIRS
+        out.append(VerdictRecord(c.case, "ab", verdict, ratio=ab.ratio, ci_low=ab.ci_low, ci_high=ab.ci_high,
+                                 reason=ab.reason, timing=True, unjudged=cause))
+    return out

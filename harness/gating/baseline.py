@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,43 @@ def _check_name(name: str) -> str:
     return name
 
 
+MAX_NAMED = 4  # cases named per warning line; the rest are counted
+
+
+def disturbed_line(run: RunResults, source: str) -> str | None:
+    """One line when a run about to be stored holds figures that contention inflated or that were noisy (they
+    would judge every later run against a slow or spread baseline), naming how many and which; else None."""
+    contended = [c.case.id for c in run.cases if c.measured and (c.contention or {}).get("contended")]
+    noisy = [c.case.id for c in run.cases if c.measured and (c.latency or {}).get("noisy")
+             and c.case.id not in contended]
+    if not contended and not noisy:
+        return None
+
+    def named(ids: list[str]) -> str:
+        return ", ".join(ids[:MAX_NAMED]) + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+
+    parts = ([f"{len(contended)} contended ({named(contended)})"] if contended else []) + (
+        [f"{len(noisy)} noisy ({named(noisy)})"] if noisy else [])
+    measured = sum(1 for c in run.cases if c.measured)
+    return (f"warning: {source}: stored figures of {' and '.join(parts)} of {measured} measured case(s): later runs "
+            "are judged against them (contended rows are not judged; re-measure on a quiet machine and save again)")
+
+
 def save_baseline(results: str | Path | list[str | Path], name: str, directory: str | Path | None = None,
-                  allow_incomplete: bool = False, append: bool = False, keep: int | None = None) -> Path:
+                  allow_incomplete: bool = False, append: bool = False, keep: int | None = None,
+                  warn: Callable[[str], None] | None = None) -> Path:
     """Validate the run(s) in `results` and store them as baseline `name`; returns the stored file.
 
     Replaces `name`, or with `append` adds the runs after the ones it holds (a missing `name` starts empty);
-    `keep` then keeps the newest K runs. Runs are stored in the given order (oldest first)."""
+    `keep` then keeps the newest K runs. Runs are stored in the given order (oldest first). `warn` gets one line
+    per given run that holds contended or noisy figures (disturbed_line)."""
     _check_name(name)
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     if not paths:
         raise UsageError("baseline save: give at least one results.json")
     if keep is not None and keep < 1:
         raise UsageError(f"baseline save: --keep {keep}: keep at least one run")
-    runs = []
+    runs, warnings = [], []
     for path in paths:
         run = load_run(path)
         if (not run.complete or run.interrupted) and not allow_incomplete:
@@ -80,6 +105,7 @@ def save_baseline(results: str | Path | list[str | Path], name: str, directory: 
             raise ResultsError(f"{path}: {what}: the run is incomplete (interrupted or killed); a baseline needs "
                                f"a finished run (or pass --allow-incomplete)")
         runs.append(_measured_somewhere(run, str(path)))
+        warnings.append(disturbed_line(run, str(path)))
     target = baseline_dir(directory) / f"{name}.json"
     if append and target.exists():
         runs = load_baseline_runs(target) + runs
@@ -89,6 +115,9 @@ def save_baseline(results: str | Path | list[str | Path], name: str, directory: 
     doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs],
            "replay": replay}
     atomic_write_text(target, json.dumps(doc, indent=1))
+    for line in warnings:  # after the store: the figures are kept, the user told what they hold
+        if line and warn is not None:
+            warn(line)
     return target
 
 

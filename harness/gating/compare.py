@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 import zlib
@@ -18,7 +17,16 @@ from harness.display import speed_text
 from harness.errors import HarnessError
 from harness.gating.conformance import conformance_info, conformance_verdict
 from harness.gating.gates import Gate, GateConfig
-from harness.gating.verdicts import FAILING, Verdict
+from harness.gating.unjudged import (
+    CONTENDED,
+    MODEL_CHANGED,
+    OTHER_MACHINE,
+    TOO_FEW_SAMPLES,
+    decide_exit,
+    unjudged_cause,
+    unjudged_line,
+)
+from harness.gating.verdicts import EXIT_UNJUDGED, FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
 from harness.results.stats import median_ns, min_samples, quoted
@@ -210,6 +218,9 @@ class VerdictRecord:
     unit: str = ""
     reason: str = ""
     timing: bool = False  # a measured time: more measurement blocks can confirm or clear it (--confirm)
+    # a gated row that was not judged: its cause in a few words (harness.gating.unjudged: "contended", "too few
+    # samples", "model changed", ...); "" when judged. Such a row is never a pass: the command exits 3
+    unjudged: str = ""
 
     @property
     def case_id(self) -> str:
@@ -223,7 +234,8 @@ class VerdictRecord:
         return {"case_id": self.case.id, "case": self.case.as_dict(), "metric": self.metric,
                 "verdict": self.verdict.value, "baseline": self.baseline, "current": self.current,
                 "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
-                "threshold": self.threshold, "unit": self.unit, "reason": self.reason}
+                "threshold": self.threshold, "unit": self.unit, "reason": self.reason, "timing": self.timing,
+                "unjudged": self.unjudged}
 
 
 @dataclass
@@ -236,11 +248,21 @@ class Comparison:
     gates: GateConfig
     notes: list[str] = field(default_factory=list)
     method: str = METHOD
+    allow_unjudged: bool = False  # --allow-unjudged: a gated row that was not judged does not change the exit
 
     @property
     def exit_code(self) -> int:
-        """0 clean, 1 a regression or a broken case."""
-        return 1 if any(r.failing for r in self.records) else 0
+        """0 clean, 1 a regression or a broken case, 3 a gated row not judged (unless allow_unjudged)."""
+        return decide_exit(self.records, self.allow_unjudged)
+
+    @property
+    def unjudged(self) -> list[VerdictRecord]:
+        """The gated rows that were not judged (contended, too few samples, a changed model, ...)."""
+        return [r for r in self.records if unjudged_cause(r)]
+
+    def unjudged_line(self) -> str | None:
+        """How many gated rows were not judged and which, in one line (None when every one was)."""
+        return unjudged_line(self.records, self.allow_unjudged)
 
     def __bool__(self) -> bool:
         return self.exit_code == 0
@@ -259,12 +281,15 @@ class Comparison:
 
     def summary(self) -> str:
         counts = ", ".join(f"{n} {v}" for v, n in self.counts().items() if n)
-        state = "FAIL" if self.exit_code else "OK"
+        code = self.exit_code
+        state = "FAIL" if code == 1 else "COULD NOT JUDGE" if code == EXIT_UNJUDGED else "OK"
         return f"gate {state}: {counts or 'no cases'} ({self.gates.describe()})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline_label, "current": self.current_label, "exit_code": self.exit_code,
                 "counts": self.counts(), "gates": self.gates.as_dict(), "method": self.method,
+                "unjudged": len(self.unjudged), "unjudged_line": self.unjudged_line(),
+                "allow_unjudged": self.allow_unjudged,
                 "gate_measured": self.gates.measured_line(),
                 "notes": list(self.notes), "records": [r.as_dict() for r in self.records]}
 
@@ -358,11 +383,14 @@ class NothingInCommon(HarnessError):
 
 
 def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResults, gates: GateConfig | None = None,
-                 baseline_label: str = "baseline", current_label: str = "current") -> Comparison:
+                 baseline_label: str = "baseline", current_label: str = "current",
+                 allow_unjudged: bool = False) -> Comparison:
     """Verdicts per case and metric of `current` against `baseline`: one run, or the runs of a multi-run
     baseline oldest first (`load_baseline_runs`). Case states (broke, fixed, new) and drift are judged against
     the newest baseline run; latency against every baseline run that measured the case comparably.
-    NothingInCommon when the newest baseline run and `current` share no case."""
+    NothingInCommon when the newest baseline run and `current` share no case. A gated row that could not be
+    judged (contended, too few samples, a changed model fingerprint, another machine) makes the exit status 3
+    unless `allow_unjudged`."""
     gates = gates or GateConfig()
     notes: list[str] = []
     runs = [baseline] if isinstance(baseline, RunResults) else list(baseline)
@@ -412,7 +440,7 @@ def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResult
     for key in list(base) + [k for k in cur if k not in base]:
         b, c = base.get(key), cur.get(key)
         records.extend(_case_records(key, b, c, gates, run_reason, history.get(key, [])))
-    return Comparison(records, baseline_label, current_label, gates, notes)
+    return Comparison(records, baseline_label, current_label, gates, notes, allow_unjudged=allow_unjudged)
 
 
 def contended_runs(b: CaseResult, c: CaseResult) -> str:
@@ -444,6 +472,9 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         verdict, reason = conformance_verdict(b, c)
         return [VerdictRecord(key, "conformance", verdict, reason=reason)]
     if run_reason and (b.measured or c.measured):
+        if b.measured and c.measured and run_reason.startswith("different machine"):
+            # figures from another machine say nothing about this one: the gated case was not judged
+            return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=run_reason, unjudged=OTHER_MACHINE)]
         return one(Verdict.NOT_COMPARABLE, run_reason)
     if not b.measured and not c.measured:
         if b.status == c.status == "skipped":
@@ -459,7 +490,10 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         return one(Verdict.NEW, f"{_status_text(b)} in the baseline, now measured")
     mismatch = _case_mismatch(b, c)
     if mismatch:
-        return one(Verdict.NOT_COMPARABLE, mismatch)
+        # a changed model is what a nightly gate exists to judge: stored figures of the old one cannot, so the
+        # row is not judged (the re-measuring gate, `harness gate`, measures both models tonight)
+        changed = MODEL_CHANGED if "model fingerprint" in mismatch else ""
+        return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=mismatch, unjudged=changed)]
     out = []
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
     run_sigma = gates.sigma_for(key.id)
@@ -478,14 +512,17 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         metric = METRICS[gate.metric]
         s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma, history)
+        cause = TOO_FEW_SAMPLES if s.verdict is Verdict.INCONCLUSIVE else ""
         if contended:  # a figure the machine inflated is not judged as a clean one, either way
             s = dataclasses.replace(s, verdict=Verdict.INCONCLUSIVE,
                                     reason=f"inconclusive (contended): {contended}; the samples said: {s.reason}")
+            cause = CONTENDED
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "") + notes_for_case
         if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"
         out.append(VerdictRecord(key, metric.key, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
-                                 s.ci_high, s.p_value, gate.threshold, metric.unit, reason, timing=True))
+                                 s.ci_high, s.p_value, gate.threshold, metric.unit, reason, timing=True,
+                                 unjudged=cause))
     if gates.drift:
         out.append(_drift_record(b, c))
     return out

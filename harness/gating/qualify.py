@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.gating.unjudged import CONTENDED, TOO_FEW_SAMPLES, unjudged_line
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import quoted, too_few_text
@@ -223,6 +225,18 @@ class RequirementResult:
     margin_pct: float | None  # headroom in percent of the limit
     reason: str
     inconclusive: bool = False  # a timing figure that contention inflated: neither PASS nor FAIL
+    unjudged: str = ""  # inconclusive: the short cause (harness.gating.unjudged: "contended", "too few samples")
+
+    # as a row of harness.gating.unjudged (the one line and the exit status every deciding command shares)
+    @property
+    def metric(self) -> str:
+        return self.requirement
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.PASS if self.passed else Verdict.INCONCLUSIVE if self.inconclusive else Verdict.REGRESSED
+
+    timing = True  # every requirement is gated
 
     @property
     def status(self) -> str:
@@ -252,12 +266,13 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
     if req.timing and contention.get("contended"):
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
-                                 "a quiet machine", inconclusive=True)
+                                 "a quiet machine", inconclusive=True, unjudged=CONTENDED)
     n = (result.latency or {}).get("iterations")
     if req.percentile is not None and n is not None and not quoted(req.percentile, int(n)):
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (too few samples): {too_few_text(req.percentile, int(n))}: not "
-                                 f"judged; measure longer ([measure] min_time, min_iters)", inconclusive=True)
+                                 f"judged; measure longer ([measure] min_time, min_iters)", inconclusive=True,
+                                 unjudged=TOO_FEW_SAMPLES)
     if req.kind == "flag":
         ok = bool(value)
         return out(ok, ok, "yes" if ok else (req.why_not(result) if req.why_not else f"{req.label}: no"))
@@ -291,17 +306,23 @@ class Certificate:
 
     @property
     def verdict(self) -> str:
-        """PASS; INCONCLUSIVE when nothing failed but a timing figure was contended (not qualified: exit 1);
-        else FAIL."""
+        """PASS; INCONCLUSIVE when nothing failed but a timing figure was not judged (contended, too few samples:
+        not qualified, exit 3); else FAIL."""
         if self.passed:
             return "PASS"
         if self.requirements and all(r.passed or r.inconclusive for r in self.requirements):
             return "INCONCLUSIVE"
         return "FAIL"
 
+    def unjudged_line(self) -> str | None:
+        """How many requirements were not judged and which, in one line (None when all were)."""
+        return unjudged_line(self.requirements, what="requirements", allowable=False) if self.verdict == "INCONCLUSIVE" else None
+
     @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        """0 PASS, 1 FAIL, 3 INCONCLUSIVE (harness.gating.verdicts: could not judge; never qualified)."""
+        verdict = self.verdict
+        return EXIT_CLEAN if verdict == "PASS" else EXIT_UNJUDGED if verdict == "INCONCLUSIVE" else EXIT_REGRESSION
 
     def as_dict(self) -> dict[str, Any]:
         from harness import __version__

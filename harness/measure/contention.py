@@ -1,5 +1,5 @@
-"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, CPU time, preemptions,
-PSI), read around a timed loop, never inside it; the `contended` verdict and its cause (docs/method.md)."""
+"""Contention of a measurement block from the kernel's records (schedstat run-queue wait, preemptions, PSI, steal
+time), read around a timed loop, never inside it; the `contended` verdict and its cause (docs/method.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,14 @@ def default_contention_limit() -> float:
 # ... and only when the wait is long enough to matter next to the block (not a few slices of a short block)
 MIN_WAIT_S = 0.005
 
+# Steal time: inside a VM, the time the hypervisor ran other guests on this VM's CPUs (the 8th number of the
+# `cpu` line of /proc/stat). A noisy neighbour shows here, not as run-queue wait. A block is contended when the
+# steal over it was this share of its CPUs' time (wall x CPUs) or more ...
+STEAL_FRACTION_LIMIT = 0.05
+# ... and at least two of the kernel's 10 ms ticks (one tick is the resolution of /proc/stat: one alone in a
+# short block is rounding, not a neighbour)
+MIN_STEAL_S = 0.02
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -38,16 +46,30 @@ class Snapshot:
     involuntary: int | None
     psi_some_us: int | None
     machine_busy_s: float | None = None  # all CPUs' non-idle time (/proc/stat), ours included
+    steal_s: float | None = None  # all CPUs' steal time (/proc/stat): the hypervisor ran another guest
+    cpus: int | None = None  # the CPUs /proc/stat counts (its cpuN lines)
+
+
+def _stat_cpu(stat: Path) -> tuple[float | None, float | None, int | None]:
+    """(busy seconds, steal seconds, CPUs) from /proc/stat's `cpu` line and its cpuN lines; None where unreadable
+    (a kernel without the steal column: no steal figure)."""
+    try:
+        lines = stat.read_text().splitlines()
+        first = lines[0].split()
+        if first[0] != "cpu":
+            return None, None, None
+        ticks = [int(x) for x in first[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None, None, None
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    cpus = sum(1 for line in lines[1:] if line.startswith("cpu") and line[3:4].isdigit()) or None
+    steal = ticks[7] / hz if len(ticks) >= 8 else None
+    return (sum(ticks) - idle) / hz, steal, cpus
 
 
 def _machine_busy_s(stat: Path) -> float | None:
-    try:
-        first = stat.read_text().split("\n", 1)[0].split()
-        ticks = [int(x) for x in first[1:9]]
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu(stat)[0]
 
 
 def _schedstat(task_dir: Path) -> tuple[int, int, int] | None:
@@ -90,14 +112,16 @@ def snapshot(proc: Path = Path("/proc/self"), pressure: Path = Path("/proc/press
         involuntary = psutil.Process().num_ctx_switches().involuntary
     except Exception:  # noqa: BLE001 - a figure we cannot read is absent, never a failed case
         pass
+    busy, steal, cpus = _stat_cpu(stat)
     return Snapshot(time.perf_counter_ns(), sched[0] if sched else None, sched[1] if sched else None,
                     sched[2] if sched else None, times.user + times.system, involuntary, _psi_some_us(pressure),
-                    _machine_busy_s(stat))
+                    busy, steal, cpus)
 
 
 def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
     """The block's contention figures (JSON-ready): wall_s, cpu_cores, runqueue_wait_s, wait_fraction,
-    involuntary_switches, psi_some (share of the block), threads."""
+    involuntary_switches, psi_some (share of the block), steal_s and steal_fraction (the hypervisor's steal over
+    the block, a share of wall x CPUs), threads."""
     wall_s = max(1e-9, (after.wall_ns - before.wall_ns) / 1e9)
     out: dict[str, Any] = {"wall_s": round(wall_s, 4), "threads": threads,
                            "cpu_cores": round((after.cpu_s - before.cpu_s) / wall_s, 3)}
@@ -115,14 +139,36 @@ def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
         out["cores_free"] = round(max(0.0, (os.cpu_count() or 1) - others / wall_s), 2)
     if before.psi_some_us is not None and after.psi_some_us is not None:
         out["psi_some"] = round(min(1.0, (after.psi_some_us - before.psi_some_us) / 1e6 / wall_s), 4)
+    if before.steal_s is not None and after.steal_s is not None:
+        steal = max(0.0, after.steal_s - before.steal_s)
+        cpus = after.cpus or before.cpus or os.cpu_count() or 1
+        out["steal_s"] = round(steal, 4)
+        out["steal_fraction"] = round(min(1.0, steal / (wall_s * cpus)), 4)
     return out
 
 
-def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT) -> str | None:
-    """The cause in words when the block was contended (its threads waited `limit` of their runnable time for a
-    CPU or more, and at least MIN_WAIT_S), else None."""
+def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT,
+             steal_limit: float = STEAL_FRACTION_LIMIT) -> str | None:
+    """The cause in words when the block was contended, else None: its threads waited `limit` of their runnable
+    time for a CPU or more (and at least MIN_WAIT_S), or the hypervisor stole `steal_limit` of the CPUs' time or
+    more (and at least MIN_STEAL_S); both causes when both. A `limit` of 1 turns the verdict off."""
+    if limit >= 1.0:
+        return None
+    causes = [c for c in (_wait_cause(block, limit), _steal_cause(block, steal_limit)) if c]
+    return "; ".join(causes) or None
+
+
+def _steal_cause(block: dict[str, Any], steal_limit: float) -> str | None:
+    steal = block.get("steal_fraction")
+    if steal is None or steal_limit >= 1.0 or steal < steal_limit or block.get("steal_s", 0.0) < MIN_STEAL_S:
+        return None
+    return (f"the hypervisor gave {steal:.0%} of the CPUs' time to other VMs (steal: {block['steal_s']:.3g} "
+            f"CPU-seconds in a {block['wall_s']:.3g} s block)")
+
+
+def _wait_cause(block: dict[str, Any], limit: float) -> str | None:
     wait = block.get("wait_fraction")
-    if wait is None or limit >= 1.0 or wait < limit or block.get("runqueue_wait_s", 0.0) < MIN_WAIT_S:
+    if wait is None or wait < limit or block.get("runqueue_wait_s", 0.0) < MIN_WAIT_S:
         return None
     free = f", {block['cores_free']:.1f} core(s) free" if block.get("cores_free") is not None else ""
     psi = f"; machine CPU pressure {block['psi_some']:.0%}" if block.get("psi_some") is not None else ""
@@ -136,8 +182,10 @@ def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT) -> str |
 class ContentionProbe:
     """start() after the warm-up, stop() after the timed loop: the block's figures, cause and verdict."""
 
-    def __init__(self, threads: int, limit: float = WAIT_FRACTION_LIMIT, read: Any = snapshot) -> None:
+    def __init__(self, threads: int, limit: float = WAIT_FRACTION_LIMIT, read: Any = snapshot,
+                 steal_limit: float = STEAL_FRACTION_LIMIT) -> None:
         self.threads, self.limit, self._read = max(1, int(threads)), limit, read
+        self.steal_limit = steal_limit
         self._before: Snapshot | None = None
 
     def start(self) -> None:
@@ -148,7 +196,7 @@ class ContentionProbe:
             return None
         out = figures(self._before, self._read(), self.threads)
         self._before = None
-        cause = classify(out, self.limit)
+        cause = classify(out, self.limit, self.steal_limit)
         out["contended"] = cause is not None
         if cause:
             out["cause"] = cause
@@ -165,7 +213,9 @@ def case_contention(blocks: list[dict[str, Any] | None]) -> dict[str, Any] | Non
     contended = [b for b in seen if b.get("contended")]
     out = {"blocks": len(seen), "contended_blocks": len(contended), "contended": bool(contended),
            "wait_fraction_max": worst.get("wait_fraction"), "psi_some_max": max(
-               (b["psi_some"] for b in seen if b.get("psi_some") is not None), default=None)}
+               (b["psi_some"] for b in seen if b.get("psi_some") is not None), default=None),
+           "steal_fraction_max": max((b["steal_fraction"] for b in seen if b.get("steal_fraction") is not None),
+                                     default=None)}
     if contended:
         out["cause"] = max(contended, key=lambda b: b.get("wait_fraction") or 0.0)["cause"]
     return out

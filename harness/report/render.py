@@ -12,6 +12,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from harness.display import csv_cell, speed_text, visible
+from harness.gating.unjudged import gate_headline, verdict_rows
 from harness.model import get_model
 from harness.report import charts
 from harness.report.energy import energy_section
@@ -355,6 +356,8 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     labels = run_labels(runs)
     counts = _total_counts(runs)
     lines = [f"## Inference harness: {_md(', '.join(r.run_id for r in runs))}", ""]
+    if verdicts:  # the gate's state is the first line a CI job summary shows: never OK when it judged nothing
+        lines = [f"**{_md(gate_headline(verdict_rows(verdicts)))}**", ""] + lines
     for run, label in zip(runs, labels):
         state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
         lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.display import speed_text, visible
 from harness.gating.compare import Comparison, VerdictRecord
-from harness.gating.verdicts import Verdict
+from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 
 _ICON = {Verdict.REGRESSED: "❌", Verdict.BROKE: "💥", Verdict.IMPROVED: "✅", Verdict.FIXED: "🔧",
          Verdict.NOISE: "〰️", Verdict.INCONCLUSIVE: "❔", Verdict.NEW: "🆕", Verdict.NOT_COMPARABLE: "⚠️", Verdict.PASS: ""}
@@ -44,9 +44,11 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
     `only_changes` leaves out `pass` rows (a compact CI summary); the counts still include them.
     """
     c = comparison
-    state = "**FAIL**" if c.exit_code else "**OK**"
+    code = c.exit_code
+    state = "**FAIL**" if code == EXIT_REGRESSION else "**COULD NOT JUDGE**" if code == EXIT_UNJUDGED else "**OK**"
     counts = ", ".join(f"{n} {v}" for v, n in c.counts().items() if n) or "no cases"
-    lines = [f"### Gate: {state} — {counts}", "",
+    unjudged = c.unjudged_line()
+    lines = [f"### Gate: {state} — {counts}", ""] + ([f"**{_cell(unjudged)}**", ""] if unjudged else []) + [
              f"{_cell(c.baseline_label)} → {_cell(c.current_label)}; {_cell(c.gates.describe())}. "
              f"Method: {_cell(c.method)}.", "", f"This gate: {_cell(c.gates.measured_line())}.", ""]
     for note in c.notes:

@@ -145,3 +145,29 @@ def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
     session.gate_error = None
     session._gate()
     assert session.gate_status() == 0 and session.gate_outputs["verdicts"].name == "verdicts.md"
+
+
+def test_run_with_a_baseline_it_cannot_judge_exits_3_and_says_so_last(fake_env, tmp_path):
+    """Issue 39: `harness run --baseline` that judged nothing ended `gate OK` with exit 0. A baseline from another
+    machine (its figures say nothing about this one): every gated row unjudged, named in the run's last line,
+    exit 3; --allow-unjudged exits 0 with the line still there; summary.md's first line says it."""
+    env = {**fake_env, "HARNESS_BASELINE_DIR": str(tmp_path / "baselines")}
+    first = cli(*RUN, "--out", str(tmp_path / "a"), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    elsewhere = load_results(tmp_path / "a")
+    elsewhere.environment["cpu_model"] = "Another CPU 1"
+    write_results(elsewhere, tmp_path / "elsewhere")
+    base = str(tmp_path / "elsewhere" / "results.json")
+    second = cli(*RUN, "--out", str(tmp_path / "b"), "--baseline", base, "--confirm", "0", env=env)
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert "gate COULD NOT JUDGE" in second.stdout and "gate OK" not in second.stdout
+    harness_lines = [line for line in second.stdout.splitlines() if line.strip() and not line.startswith("=")]
+    assert harness_lines[-1].startswith("could not judge 2 of 2 gated timing rows (different machine: "), \
+        harness_lines[-3:]
+    assert (tmp_path / "b" / "summary.md").read_text().splitlines()[0] == (
+        "**Gate: could not judge 2 of 2 gated timing rows (different machine: 2)**")
+    assert json.loads((tmp_path / "b" / "verdicts.json").read_text())["exit_code"] == 3
+    accepted = cli(*RUN, "--out", str(tmp_path / "c"), "--baseline", base, "--confirm", "0", "--allow-unjudged",
+                   env=env)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "accepted (--allow-unjudged)" in accepted.stdout

@@ -149,7 +149,10 @@ def test_machine_not_comparable(key, value):
     cmp = compare_runs(make_run(1), make_run(2, env=env, scale={"ort-cpu": 2.0}))
     assert {r.verdict for r in cmp.records} == {Verdict.NOT_COMPARABLE}
     assert all("different machine" in r.reason and key.rstrip("s").split("_")[0] in r.reason for r in cmp.records)
-    assert cmp.exit_code == 0
+    # figures from another machine judged nothing here: not a pass (exit 3), unless the user accepts it
+    assert cmp.exit_code == 3 and {r.unjudged for r in cmp.records} == {"different machine"}
+    assert cmp.unjudged_line().startswith(f"could not judge {len(cmp.records)} of {len(cmp.records)} gated timing")
+    assert compare_runs(make_run(1), make_run(2, env=env), allow_unjudged=True).exit_code == 0
 
 
 def test_library_versions_noted_or_strict():
@@ -352,8 +355,13 @@ def test_a_contended_measurement_is_inconclusive_never_regressed_or_pass():
     assert ort and all(r.verdict is Verdict.INCONCLUSIVE for r in ort)
     assert all(r.reason.startswith(f"inconclusive (contended): current: {cause}") for r in ort)
     assert all(r.verdict is Verdict.PASS for r in timing if "ort-cpu" not in r.case_id)
-    assert cmp.exit_code == 0
-    assert "inconclusive" in verdicts_markdown(cmp)
+    # not judged is not a pass: exit 3 and one line naming the rows (0 only when the user accepts it)
+    assert cmp.exit_code == 3 and all(r.unjudged == "contended" for r in ort)
+    line = cmp.unjudged_line()
+    assert line.startswith(f"could not judge {len(ort)} of {len(timing)} gated timing rows (contended: ")
+    assert all(r.case_id in line for r in ort) and "exit 3" in line
+    assert "inconclusive" in verdicts_markdown(cmp) and "COULD NOT JUDGE" in verdicts_markdown(cmp)
+    assert compare_runs(base, slow, GateConfig(), allow_unjudged=True).exit_code == 0
 
 
 # ------------------------------------------------------------------ a percentile from too few samples
@@ -378,11 +386,11 @@ def test_the_gated_block_decides_the_sample_count():
     assert compare_samples(base, cur, p99).verdict is Verdict.INCONCLUSIVE
 
 
-def test_compare_runs_records_the_inconclusive_p99_and_still_exits_clean():
+def test_compare_runs_records_the_inconclusive_p99_and_exits_unjudged():
     cases = CASES[:1]
     a = run_of(case_result(cases[0], samples(1.0, 40, 1)))
     b = run_of(case_result(cases[0], [v * 3 for v in samples(1.0, 40, 2)]))
     cmp = compare_runs(a, b, GateConfig(gates=(parse_gate("p99:20%"),)))
     rec = next(r for r in cmp.records if r.metric == "latency_p99")
     assert rec.verdict is Verdict.INCONCLUSIVE and "not judged" in rec.reason
-    assert cmp.exit_code == 0 and cmp.counts()["inconclusive"] == 1
+    assert cmp.exit_code == 3 and cmp.counts()["inconclusive"] == 1 and rec.unjudged == "too few samples"

@@ -254,7 +254,7 @@ def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_fil
 
 def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, spec_file):
     """Contention inflated case 1: its latency and throughput limits are neither PASS nor FAIL; its drift is
-    judged as ever; the certificate is INCONCLUSIVE (exit 1: not qualified), and a noisy flag names the CV."""
+    judged as ever; the certificate is INCONCLUSIVE (exit 3: not qualified, not a FAIL), and a noisy flag names the CV."""
     spec_file.write_text(spec_file.read_text().replace("not_noisy = false", "not_noisy = true"))
     c1 = case_result(CASE1, samples(2.0, 100, 1, sigma=0.8))
     c1.contention = {"contended": True, "cause": "1 thread(s): waited 70%"}
@@ -267,7 +267,10 @@ def test_a_contended_case_makes_its_timing_requirements_inconclusive(tmp_path, s
         r = by[(CASE1.id, key)]
         assert r.status == "INCONCLUSIVE" and r.reason.startswith("inconclusive (contended): 1 thread(s)")
     assert by[(CASE1.id, "drift_within_tolerance")].status == "PASS"
-    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 1 and not cert.passed
+    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 3 and not cert.passed
+    line = cert.unjudged_line()  # the command's last line: which requirements, why, and no way to accept them
+    assert line.startswith(f"could not judge 3 of {len(cert.requirements)} requirements (contended: {CASE1.id} "
+                           "p99_ms_max, ") and line.endswith("exit 3, not a pass")
     c1.contention = None
     res = results_file(tmp_path, c1, case_result(CASE2, samples(3.0, 100, 2)))
     cert = judge(load_spec(spec_file, spec_case), load_run(res), res)
@@ -286,4 +289,4 @@ def test_a_percentile_requirement_on_too_few_samples_is_inconclusive(tmp_path, s
     p99 = by[(CASE1.id, "p99_ms_max")]
     assert p99.status == "INCONCLUSIVE" and "n/a (n=12 < 100)" in p99.reason and "not judged" in p99.reason
     assert by[(CASE2.id, "p50_ms_max")].status == "PASS"
-    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 1
+    assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 3

@@ -3,6 +3,7 @@ and a planted load (a busy loop pinned to the worker's core) that the probe must
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import statistics
@@ -10,8 +11,7 @@ import time
 
 import pytest
 
-from harness.measure.contention import (ContentionProbe, Snapshot, case_contention, classify, figures,
-                                        snapshot)
+from harness.measure.contention import ContentionProbe, Snapshot, case_contention, classify, figures, snapshot
 
 
 def snap(t_s, run_s, wait_s, cpu_s=0.0, invol=0, psi_s=0.0, busy_s=0.0):
@@ -58,8 +58,79 @@ def test_snapshot_reads_schedstat_psi_and_stat(tmp_path):
     s = snapshot(tmp_path / "proc", tmp_path / "cpu", tmp_path / "stat")
     assert (s.run_ns, s.wait_ns, s.slices, s.psi_some_us) == (300, 75, 7, 123456)
     assert s.machine_busy_s == pytest.approx(150 / os.sysconf("SC_CLK_TCK"))
+    assert (s.steal_s, s.cpus) == (0.0, 1)
     missing = snapshot(tmp_path / "nowhere", tmp_path / "none", tmp_path / "none")
     assert (missing.run_ns, missing.psi_some_us, missing.machine_busy_s) == (None, None, None)
+    assert (missing.steal_s, missing.cpus) == (None, None)
+
+
+# ------------------------------------------------------------------ steal time (a noisy neighbour in a VM)
+class FakeProc:
+    """Fake /proc readings for ContentionProbe's injected reader: /proc/stat's cpu lines (ticks per field, the 8th
+    being steal) rewritten between the probe's start and stop, and the process's schedstat (no run-queue wait)."""
+
+    def __init__(self, root, cpus=2):
+        self.root, self.cpus, self.t = root, cpus, 0.0
+        (root / "proc" / "task" / "1").mkdir(parents=True)
+        (root / "cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        self.set(busy=0, steal=0, run_s=0.0)
+
+    def set(self, busy, steal, run_s):
+        hz = os.sysconf("SC_CLK_TCK")
+
+        def ticks(n):  # the fields given in 10 ms units, whatever USER_HZ is
+            return round(n * hz / 100)
+        cpu = f"cpu  {ticks(busy)} 0 0 {ticks(1000)} 0 0 0 {ticks(steal)} 0 0"
+        per = "".join(f"cpu{i} 0 0 0 0 0 0 0 0 0 0\n" for i in range(self.cpus))
+        (self.root / "stat").write_text(f"{cpu}\n{per}intr 0\n")
+        (self.root / "proc" / "task" / "1" / "schedstat").write_text(f"{int(run_s * 1e9)} 0 10\n")
+
+    def read(self):
+        s = snapshot(self.root / "proc", self.root / "cpu", self.root / "stat")
+        return dataclasses.replace(s, wall_ns=int(self.t * 1e9))
+
+
+def test_steal_time_makes_a_block_contended_and_says_the_hypervisor_took_it(tmp_path):
+    """No run-queue wait at all (the guest's scheduler saw nothing), but over a 1 s block the hypervisor stole 24
+    of the 200 centiseconds of the VM's 2 CPUs: 12% steal -> contended, with the cause in words."""
+    proc = FakeProc(tmp_path)
+    probe = ContentionProbe(threads=2, read=proc.read)
+    probe.start()
+    proc.t = 1.0
+    proc.set(busy=150, steal=24, run_s=1.0)
+    block = probe.stop()
+    assert block["wait_fraction"] == 0.0 and block["steal_s"] == pytest.approx(0.24)
+    assert block["steal_fraction"] == pytest.approx(0.12)
+    assert block["contended"] is True
+    assert block["cause"] == ("the hypervisor gave 12% of the CPUs' time to other VMs (steal: 0.24 CPU-seconds in a "
+                              "1 s block)")
+    case = case_contention([block])
+    assert case["contended"] and case["steal_fraction_max"] == pytest.approx(0.12) and "hypervisor" in case["cause"]
+
+
+def test_a_little_steal_or_one_tick_of_it_is_not_contention(tmp_path):
+    proc = FakeProc(tmp_path)
+    for steal, wall in ((4, 1.0), (1, 0.05)):  # 2% of a 1 s block; one 10 ms tick in a 50 ms block (10%)
+        proc.set(busy=0, steal=0, run_s=0.0)
+        proc.t = 0.0
+        probe = ContentionProbe(threads=1, read=proc.read)
+        probe.start()
+        proc.t = wall
+        proc.set(busy=10, steal=steal, run_s=wall)
+        block = probe.stop()
+        assert block["steal_s"] == pytest.approx(steal / 100) and block["contended"] is False, block
+    # and the limit is the caller's: 2% steal is contention for a probe that allows 1%
+    assert classify({"steal_fraction": 0.02, "steal_s": 0.04, "wall_s": 1.0}, steal_limit=0.01).startswith(
+        "the hypervisor gave 2%")
+    # HARNESS_CONTENTION_LIMIT=1 (the unit tests' setting) turns every contention verdict off, steal included
+    assert classify({"steal_fraction": 0.5, "steal_s": 1.0, "wall_s": 1.0}, limit=1.0) is None
+
+
+def test_steal_and_run_queue_wait_are_both_named():
+    f = figures(snap(0, 0, 0), snap(1.0, 0.5, 0.5, cpu_s=0.5), threads=1)
+    f.update(steal_s=0.3, steal_fraction=0.15)
+    cause = classify(f)
+    assert "waited 50% of their runnable time" in cause and "; the hypervisor gave 15% of the CPUs' time" in cause
 
 
 def test_a_case_is_contended_when_any_block_was():
@@ -67,7 +138,7 @@ def test_a_case_is_contended_when_any_block_was():
     busy = {"wait_fraction": 0.5, "contended": True, "cause": "1 thread(s): waited 50%", "psi_some": 0.6}
     c = case_contention([quiet, None, busy])
     assert c == {"blocks": 2, "contended_blocks": 1, "contended": True, "wait_fraction_max": 0.5,
-                 "psi_some_max": 0.6, "cause": "1 thread(s): waited 50%"}
+                 "psi_some_max": 0.6, "steal_fraction_max": None, "cause": "1 thread(s): waited 50%"}
     assert case_contention([quiet])["contended"] is False and case_contention([None]) is None
 
 
