@@ -1,12 +1,5 @@
-"""`harness gate BASELINE`: the nightly gate that re-measures the baseline tonight, beside tonight's build.
-
-For every gated case of the baseline's newest run: side A is the baseline's stored ONNX artifact run by the
-runtime release the baseline ran (`NAME@VERSION` in its own environment where tonight's differs), side B is
-tonight's model (its artifact through the normal path) and tonight's runtime, both fed the same feed, measured
-in balanced interleaved blocks on this machine (two supervised workers taking blocks in turn where the sides need
-two interpreters, one worker holding both otherwise) and judged by `harness ab`'s paired test. A case whose side
-A cannot be reproduced (no artifact kept, a runtime that runs the torch module itself, a release that cannot be
-installed) is measured tonight and judged against the stored figures, labelled so."""
+"""`harness gate BASELINE`: every gated case re-measured tonight, side A the stored artifact on its stored release, side
+B tonight's build, interleaved and judged by the A/B test (docs/nightly-gating.md#harness-gate-the-baseline-re-measured-tonight)."""
 
 from __future__ import annotations
 

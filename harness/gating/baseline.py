@@ -1,9 +1,5 @@
-"""Named baselines: `harness baseline save RESULTS.json [MORE.json ...] --name main`, loaded by name or path.
-
-A baseline also stores what makes its newest run reproducible (`harness gate` re-measures it as side A): each
-case's ONNX artifact in a blob store shared by every baseline of the folder (`artifacts/<sha256>.onnx`,
-content-addressed), the runtime release it ran (its distribution's version, from the stored environment), the
-feed's identity and the configuration."""
+"""Named baselines (`harness baseline save ... --name main`), loaded by name or path, with what makes the newest run
+reproducible for `harness gate`: content-addressed ONNX artifacts, runtime releases, feeds (docs/nightly-gating.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The nightly gate's worker side (`harness gate BASELINE`, driven by harness.execution.gate_run): one side of a
-case activated per request, then measured one block per request, so that the two sides of a case may live in
-one worker or in two (two runtime releases, two interpreters) and take their blocks in turn."""
+"""The gate's worker side: one side of a case activated per request, then one block per request, so the two sides may
+live in one worker or in two (two releases, two interpreters) and take their blocks in turn."""
 
 from __future__ import annotations
 
