@@ -209,11 +209,14 @@ def _generation_cells(r: CaseResult) -> dict[str, Any]:
 
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
     """A drift figure as a table shows it: "reference" for the reference case itself, the figure marked
-    "(nondeterministic ref)" when the reference's own runs disagreed, "-" when not measured."""
+    "(nondeterministic ref)" when the reference's own runs disagreed, "(ref ~0: float noise)" when an output
+    passed by its absolute floor (the case's reason says why), "-" when not measured."""
     if note == "reference":
         return "reference"
     v = _num(value)
     text = "-" if v is None else fmt(v)
+    if note == "reference ~0":
+        return f"{text} (ref ~0: float noise)"
     return f"{text} (nondeterministic ref)" if note else text
 
 

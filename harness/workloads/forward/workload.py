@@ -147,12 +147,13 @@ class ForwardState(WorkerState):
         on_phase("accuracy")
         reference, judged, ref_check = self._reference(spec, case, feed, base_options, runtime, outputs)
         tolerance = spec.tolerance(precision, config.accuracy.tolerance_override(precision))
-        accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
+        accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification",
+                           random_input=not config.inputs.feeds, precision=str(precision))
         accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
         reasons = [] if ref_check["deterministic"] else [(
             f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
             f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
-        reasons += [] if accuracy else [accuracy.message]
+        reasons += list(accuracy.notes) if accuracy else [accuracy.message]  # a pass by the floor says so
         split = task_split(spec, config)
         if split is not None:
             task = self._task_accuracy(spec, case, base_options, runtime, tolerance.min_task_ratio, split)
