@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -155,8 +156,12 @@ def _sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
     out = []
     for run, label in zip(runs, labels):
         noisy = [c.case.id for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+        # the terminal's words on the machine (CPU busy during the run, contended cases, too many threads); the
+        # busy-at-start and noisy lines have rows of their own
+        noise = [line for line in noise_lines(run)
+                 if not line.startswith(("CPU busy at start", "noisy (", "tail-heavy ("))]
         out.append({"label": label, "run": run, "env": run.environment, "config": run.config,
-                    "counts": run.counts(), "noisy": noisy,
+                    "counts": run.counts(), "noisy": noisy, "noise": noise,
                     "overhead": run.environment.get("harness_overhead") or {}})
     return out
 
@@ -356,8 +361,9 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     lines = [f"## Inference harness: {_md(', '.join(r.run_id for r in runs))}", ""]
     for run, label in zip(runs, labels):
         state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
-        lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "
-                     f"cases, {state}")
+        machine = str(run.environment.get("machine") or "-")
+        who = machine if machine == label or machine.startswith(f"{label} (") else f"{label} ({machine})"
+        lines.append(f"- {_md(who)}: {len(run.cases)} cases, {state}")
     lines += ["", " · ".join(f"**{k}** {v}" for k, v in counts.items() if v), ""]
     noise = [(label, line) for run, label in zip(runs, labels) for line in noise_lines(run)]
     if noise:  # a busy CPU and noisy cases, where people look (the same lines as the terminal summary)
@@ -448,8 +454,16 @@ def _md(text: str) -> str:
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    safe = df.astype(object).where(df.notna(), None)
-    safe = safe.apply(lambda col: col.map(lambda v: _md(v) if isinstance(v, str) else v))
+    # every missing value (None, NaN, pandas' NA of an Int64 column such as `seq`) as None, which to_markdown
+    # writes as "-" (DataFrame.where(..., None) leaves NaN in an object column: "seq nan")
+    def cell(v: Any) -> Any:
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return _md(v) if isinstance(v, str) else v
+
+    # built as object columns: a column mapped by pandas would turn None back into NaN
+    safe = pd.DataFrame({c: pd.Series([cell(v) for v in df[c].astype(object)], index=df.index, dtype=object)
+                         for c in df.columns}, index=df.index)
     safe.columns = [_md(str(c)) for c in safe.columns]
     return safe.to_markdown(index=False, floatfmt=".4g", missingval="-")
 
