@@ -3,6 +3,7 @@ the nodes it covers, the fusion named), with each node's FLOPs, bytes and achiev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,11 +244,32 @@ def layer_times(profile: OpProfile, cost: Any = None) -> dict[str, Any]:
             "mapped_us": mapped, "unmapped_us": lost, "total_us": total_us}
 
 
+# Node names an exporter generates rather than keeps: torch.onnx's dynamo exporter ("node_Conv_347",
+# "node_linear_1"), onnx's own "#12" for an unnamed node, bare op-type counters ("Conv_12", "MatMul_3").
+_GENERATED_NAME = re.compile(r"^(node_[A-Za-z0-9_]+|#\d+|[A-Z][A-Za-z]*_\d+)$")
+
+
+def layer_label(node: str, op_type: str = "", module: str | None = None,
+                module_ops: Sequence[str] = ()) -> str:
+    """The name a person knows a layer by: its module path when the torch exporter recorded one
+    ("layer1.0.conv1 (Conv)"); else the module paths a torch profile credited to that node (`module_ops`, older
+    results); else the ONNX node's own name, which a user's exporter kept ("p2o.Conv.7"); a generated name
+    ("node_Conv_347") only when nothing better is known."""
+    kind = f" ({op_type})" if op_type else ""
+    if module:
+        return f"{module}{kind}"
+    paths = [m for m in module_ops if m and " " not in m and not _GENERATED_NAME.match(m)]
+    if paths:
+        return f"{' + '.join(paths[:2])}{' + ...' if len(paths) > 2 else ''}{kind}"
+    return node
+
+
 def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: Mapping[str, Any] | None,
-                   ) -> dict[str, Any]:
+                   scopes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a case stores of its profile (CaseResult.profile): the per-node times with each node's FLOPs, bytes
-    and achieved GFLOP/s and GB/s, the ops not mapped, the profile's total against the measured p50 and the gap
-    (percent of the p50), and the case's roofline point."""
+    and achieved GFLOP/s and GB/s and its module path (`module`, where the torch exporter recorded one in
+    `scopes`: SourceGraph.scopes of the graph), the ops not mapped, the profile's total against the measured p50
+    and the gap (percent of the p50), and the case's roofline point."""
     table = layer_times(profile, cost)
     costs = {n.name: n for n in cost.nodes} if cost is not None else {}
     nodes = []
@@ -256,6 +278,8 @@ def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofli
         t_s = row["time_us"] * 1e-6
         f = c.flops if c is not None else None
         b = c.bytes_moved if c is not None else None
+        if scopes and scopes.get(row["node"]):
+            row["module"] = scopes[row["node"]]
         nodes.append({**row, "time_ms": row.pop("time_us") / 1e3, "flops": f, "bytes_moved": b,
                       "gflops": f / t_s / 1e9 if f is not None and t_s > 0 else None,
                       "gbs": b / t_s / 1e9 if b is not None and t_s > 0 else None})

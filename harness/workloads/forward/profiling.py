@@ -60,10 +60,12 @@ class CaseProfiler:
         has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
         out: dict[str, Any] = {}
         cost = None
+        scopes: dict[str, str] = {}
         try:
             graph = runtime.cost_graph()
             cost = self.cost(graph, dims)
             out["cost"] = {**cost.summary(), "graph": str(graph)}
+            scopes = module_scopes(graph)
         except Exception as exc:  # noqa: BLE001
             out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
@@ -83,7 +85,7 @@ class CaseProfiler:
         except Exception as exc:  # noqa: BLE001
             return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
                     "roofline": roofline}
-        record = profile_record(prof, cost, p50_ms, roofline)
+        record = profile_record(prof, cost, p50_ms, roofline, scopes)
         # as many runs unprofiled, alternating with the profiled ones: the machine in the same state (a shared
         # machine's load moves between the timed loop and the profile; this gap is the profiler's and the mapping's)
         record["adjacent_p50_ms"] = adjacent
@@ -110,6 +112,17 @@ class CaseProfiler:
                 "peak_method": peak.get("method") or peak.get("name"),
                 "bandwidth_method": (ceilings.get("bandwidth") or {}).get("method"),
                 "ceilings_warning": ceilings.get("warning")}
+
+
+def module_scopes(graph: Path) -> dict[str, str]:
+    """Node -> the module path the torch exporter recorded on it ("layer1.0.conv1"), for the per-layer table's
+    names; {} for a graph without them (a user's ONNX file keeps its own node names) or one that cannot be read."""
+    from harness.profile.layers import SourceGraph
+
+    try:
+        return {n: s for n, s in SourceGraph.from_model(graph).scopes.items() if s}
+    except Exception:  # noqa: BLE001 - names are a convenience: the node names stay
+        return {}
 
 
 def unprofiled_ns(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> list[int]:
