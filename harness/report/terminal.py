@@ -102,6 +102,18 @@ def scenario_lines(run: RunResults) -> list[str]:
     return out
 
 
+def drift_note_lines(run: RunResults, limit: int = 5) -> list[str]:
+    """One line per case whose drift passed only by its absolute floor (a reference ~0: the relative figures are
+    float noise), with the words and the --feeds hint the reason column has no room for; `limit` cases, then a
+    count."""
+    noted = [(c, n) for c in run.cases if c.measured and isinstance(c.accuracy, dict)
+             for n in (c.accuracy.get("notes") or [])[:1]]
+    out = [f"{c.case.id}: drift near zero: {n}" for c, n in noted[:limit]]
+    if len(noted) > limit:
+        out.append(f"drift near zero: {len(noted) - limit} more case(s) (their reasons in results.json and the report)")
+    return out
+
+
 def profile_lines(run: RunResults) -> list[str]:
     """--profile: one terminal line per profiled case: its top layer (by a name a person knows), that layer's
     share of the profile, and the case's percent of the peak (and of the roof, with "over the roof" where the

@@ -52,9 +52,9 @@ class ForwardWorkload(Workload):
     title = "forward pass"
 
     def terminal_lines(self, run: RunResults) -> list[str]:
-        from harness.report.terminal import profile_lines, scenario_lines
+        from harness.report.terminal import drift_note_lines, profile_lines, scenario_lines
 
-        return scenario_lines(run) + profile_lines(run)
+        return scenario_lines(run) + drift_note_lines(run) + profile_lines(run)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
