@@ -378,7 +378,7 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
             if passed:
                 unranked = (f"No row is ranked: all {len(passed)} row(s) within tolerance were measured while the "
                             "machine kept the worker from the CPU (contended), so their timings cannot be compared; "
-                            "rerun on a quiet machine or with --threads 1.")
+                            "rerun on a quiet machine (--settle SECONDS waits for one before each case).")
             else:
                 unranked = "No row is ranked: no row passed its drift check."
         model, runtime, batch, seq, source = key
