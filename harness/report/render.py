@@ -284,7 +284,7 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
         section = out.setdefault(c.case.model, {"series": {}, "bounds": {}, "rows": []})
         server = [r for r in runs if r.scenario == "server" and r.samples_per_s and r.latency_ms.get("p99")]
         policy = next((r.batcher for r in runs if r.batcher), None)
-        name = (f"{c.case.runtime} b{c.case.batch}" + (f" {label}" if multi else "")
+        name = (f"{c.case.runtime_label} b{c.case.batch}" + (f" {label}" if multi else "")
                 + (f", batcher max {policy.max_batch} wait {_fmt(policy.max_wait_ms)} ms" if policy else ", no batcher"))
         for pct in ("p99", "p50"):
             pts = [(float(r.samples_per_s or 0.0), float(r.latency_ms[pct]),
