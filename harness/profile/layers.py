@@ -251,17 +251,27 @@ _GENERATED_NAME = re.compile(r"^(node_[A-Za-z0-9_]+|#\d+|[A-Z][A-Za-z]*_\d+)$")
 
 def layer_label(node: str, op_type: str = "", module: str | None = None,
                 module_ops: Sequence[str] = ()) -> str:
-    """The name a person knows a layer by: its module path when the torch exporter recorded one
-    ("layer1.0.conv1 (Conv)"); else the module paths a torch profile credited to that node (`module_ops`, older
-    results); else the ONNX node's own name, which a user's exporter kept ("p2o.Conv.7"); a generated name
-    ("node_Conv_347") only when nothing better is known."""
+    """The name a person knows a layer by: the module paths a module-scoped (torch) profile credited to the node
+    (`module_ops`: "layer1.0.conv1 + bn1 (Conv)" for a BatchNorm the export folded into its Conv) when they
+    include its recorded module path or none was recorded; else the module path the torch exporter recorded
+    ("layer1.0.bn1 (Conv)": the fold keeps the BatchNorm's scope); else the ONNX node's own name, which a user's
+    exporter kept ("p2o.Conv.7"); a generated name ("node_Conv_347") only when nothing better is known."""
     kind = f" ({op_type})" if op_type else ""
+    paths = [m for m in module_ops if m and " " not in m and not _GENERATED_NAME.match(m)]
+    if paths and (not module or module in paths):  # the richer name: a fold's modules ("conv1 + bn1")
+        return f"{_joined(paths[:2])}{' + ...' if len(paths) > 2 else ''}{kind}"
     if module:
         return f"{module}{kind}"
-    paths = [m for m in module_ops if m and " " not in m and not _GENERATED_NAME.match(m)]
-    if paths:
-        return f"{' + '.join(paths[:2])}{' + ...' if len(paths) > 2 else ''}{kind}"
     return node
+
+
+def _joined(paths: Sequence[str]) -> str:
+    """Module paths joined with their shared parent written once: "layer1.0.conv1 + bn1"."""
+    first, rest = paths[0], list(paths[1:])
+    parent = first.rsplit(".", 1)[0] + "." if "." in first else ""
+    short = [p[len(parent):] if parent and p.startswith(parent) and not p[len(parent):].isdigit() else p
+             for p in rest]  # "stem.0 + stem.1", never "stem.0 + 1"
+    return " + ".join([first] + short)
 
 
 def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: Mapping[str, Any] | None,

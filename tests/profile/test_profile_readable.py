@@ -80,7 +80,11 @@ def test_layers_are_named_by_module_path_whether_recorded_or_from_a_module_scope
 
 @pytest.mark.parametrize("name,op,module,ops,expected", [
     ("node_Conv_347", "Conv", "layer1.0.conv1", (), "layer1.0.conv1 (Conv)"),
-    ("node_Conv_347", "Conv", None, ("layer1.0.conv1", "layer1.0.bn1"), "layer1.0.conv1 + layer1.0.bn1 (Conv)"),
+    ("node_Conv_347", "Conv", None, ("layer1.0.conv1", "layer1.0.bn1"), "layer1.0.conv1 + bn1 (Conv)"),
+    ("node_Conv_347", "Conv", "layer1.0.bn1", ("layer1.0.conv1", "layer1.0.bn1"), "layer1.0.conv1 + bn1 (Conv)"),
+    ("node_Conv_347", "Conv", "layer1.0.bn1", ("stem.0",), "layer1.0.bn1 (Conv)"),  # ops that disagree: the record
+    ("node_add", "Add", None, ("fc", "head.proj"), "fc + head.proj (Add)"),
+    ("node_Conv_1", "Conv", "stem.1", ("stem.0", "stem.1"), "stem.0 + stem.1 (Conv)"),
     ("p2o.Conv.7", "Conv", None, (), "p2o.Conv.7"),  # a user's exporter kept its names: they are shown
     ("/encoder/layer.0/attention/MatMul", "MatMul", None, (), "/encoder/layer.0/attention/MatMul"),
     ("node_Conv_347", "Conv", None, ("node_Conv_347",), "node_Conv_347"),  # nothing better known
