@@ -86,6 +86,9 @@ class SourceGraph:
             if scope is not None:
                 scopes[name] = scope
         boundary = {i.name for i in g.input} | {t.name for t in g.initializer}
+        # a Constant node's value is a weight like an initializer (paddle2onnx writes every weight so): a
+        # runtime folds it, so a kernel's walk back stops there and no time is credited to it
+        boundary |= {t for n, kind in op_types.items() if kind == "Constant" for t in outs[n]}
         return cls(names, op_types, ins, outs, producer, boundary, scopes)
 
     def resolve(self, name: str) -> str | None:
@@ -262,7 +265,7 @@ def layer_label(node: str, op_type: str = "", module: str | None = None,
         return f"{_joined(paths[:2])}{' + ...' if len(paths) > 2 else ''}{kind}"
     if module:
         return f"{module}{kind}"
-    return node
+    return f"{node}{kind}" if _GENERATED_NAME.match(node) else node
 
 
 def _joined(paths: Sequence[str]) -> str:
@@ -275,10 +278,12 @@ def _joined(paths: Sequence[str]) -> str:
 
 
 def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: Mapping[str, Any] | None,
-                   scopes: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   scopes: Mapping[str, str] | None = None,
+                   op_types: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a case stores of its profile (CaseResult.profile): the per-node times with each node's FLOPs, bytes
     and achieved GFLOP/s and GB/s and its module path (`module`, where the torch exporter recorded one in
-    `scopes`: SourceGraph.scopes of the graph), the ops not mapped, the profile's total against the measured p50
+    `scopes`: SourceGraph.scopes of the graph; op types from `op_types` where the cost is unknown), the ops not
+    mapped, the profile's total against the measured p50
     and the gap (percent of the p50), and the case's roofline point."""
     table = layer_times(profile, cost)
     costs = {n.name: n for n in cost.nodes} if cost is not None else {}
@@ -290,6 +295,8 @@ def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofli
         b = c.bytes_moved if c is not None else None
         if scopes and scopes.get(row["node"]):
             row["module"] = scopes[row["node"]]
+        if not row.get("op_type") and op_types and op_types.get(row["node"]):
+            row["op_type"] = op_types[row["node"]]
         nodes.append({**row, "time_ms": row.pop("time_us") / 1e3, "flops": f, "bytes_moved": b,
                       "gflops": f / t_s / 1e9 if f is not None and t_s > 0 else None,
                       "gbs": b / t_s / 1e9 if b is not None and t_s > 0 else None})

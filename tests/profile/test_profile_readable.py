@@ -87,8 +87,9 @@ def test_layers_are_named_by_module_path_whether_recorded_or_from_a_module_scope
     ("node_Conv_1", "Conv", "stem.1", ("stem.0", "stem.1"), "stem.0 + stem.1 (Conv)"),
     ("p2o.Conv.7", "Conv", None, (), "p2o.Conv.7"),  # a user's exporter kept its names: they are shown
     ("/encoder/layer.0/attention/MatMul", "MatMul", None, (), "/encoder/layer.0/attention/MatMul"),
-    ("node_Conv_347", "Conv", None, ("node_Conv_347",), "node_Conv_347"),  # nothing better known
-    ("node_linear", "Gemm", "", (), "node_linear"),  # the root module: no path to show
+    ("node_Conv_347", "Conv", None, ("node_Conv_347",), "node_Conv_347 (Conv)"),  # nothing better known
+    ("node_linear", "Gemm", "", (), "node_linear (Gemm)"),  # the root module: no path to show
+    ("#30", "Conv", None, (), "#30 (Conv)"),  # an unnamed node: at least its kind
 ])
 def test_layer_label(name, op, module, ops, expected):
     assert layer_label(name, op, module, ops) == expected
@@ -156,3 +157,26 @@ def test_over_the_roof_is_said_in_summary_md_and_on_the_terminal():
     assert "over the roof" in md
     (line,) = profile_lines(run)
     assert "200% of peak" in line and "over the roof" in line and "stem.0 (Conv)" in line
+
+
+def test_constant_nodes_are_weights_no_kernel_time_goes_to_them_and_feed_sizes_name_free_dims(tmp_path):
+    """paddle2onnx writes weights as Constant nodes and free axes as p2o.DynamicDimension.N: a kernel's walk back
+    stops at a Constant (no time credited to it), and the cost gets those axes' sizes from the case's feed."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from harness.workloads.forward.profiling import feed_dims
+
+    w = helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32)))
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="p2o.Conv.0")
+    relu = helper.make_node("Relu", ["y"], ["z"], name="p2o.Relu.0")
+    dims = ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]
+    g = helper.make_graph([w, conv, relu], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g), str(path))
+    graph = SourceGraph.from_model(path)
+    assert graph.between(["x"], ["z"], kept=set()) == ("p2o.Conv.0", "p2o.Relu.0")  # not the Constant "#0"
+    assert feed_dims(path, {"x": np.zeros((2, 3, 48, 320), np.float32)}) == {
+        "p2o.DynamicDimension.0": 2, "p2o.DynamicDimension.1": 48, "p2o.DynamicDimension.2": 320}
