@@ -415,7 +415,7 @@ BUILD = OptionGroup("build", "artifacts and recipes", (
 ))
 ACCURACY = OptionGroup("accuracy", "drift", (
     OptionDef("tolerance", "override drift tolerances, e.g. fp16.max_rel_l2=0.05,int8.min_cosine=0.98 (bounds: "
-                           "atol, rtol, max_rel_l2, min_cosine, min_top1)", "P.BOUND=V,...",
+                           "atol, rtol, max_rel_l2, min_cosine, min_top1, floor)", "P.BOUND=V,...",
               field="tolerance_overrides", parse=tolerances),
     OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
                           "that fail their tolerance", flag=True, field="localize", parse=switch(True)),

@@ -36,6 +36,10 @@ class Tolerance:
     min_top1: fraction of samples whose arg-max class agrees (classification models only).
     min_task_ratio: task accuracy on the model's labelled eval split over the FP32 reference's (models with
       an eval split only; None = harness.accuracy.task.DEFAULT_MIN_TASK_RATIO, 0.99 for every precision).
+    floor: the absolute floor of the relative measures, in the output's units (RMS of out - ref). rel_l2 is
+      judged as ||out - ref|| <= max_rel_l2 * ||ref|| + floor * sqrt(n) (np.allclose's atol + rtol * |ref|,
+      over the norm), and cosine and top-1 are not held against an output whose error is within the floor:
+      over a reference near 0 they measure float noise (docs/method.md#drift-near-zero).
     """
 
     atol: float | None = None
@@ -44,6 +48,7 @@ class Tolerance:
     min_cosine: float | None = None
     min_top1: float | None = None
     min_task_ratio: float | None = None
+    floor: float | None = None
 
     def merged(self, other: "Tolerance | None") -> "Tolerance":
         """This tolerance with every bound that `other` sets replacing ours."""
@@ -56,13 +61,33 @@ class Tolerance:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+# The spacing of the precision's numbers at 1 (machine epsilon; INT8: one step of a tensor quantised over
+# [-1, 1]). A network's outputs come from activations of order 1 (normalisation keeps them there), so an
+# output computed at this precision carries an absolute error of that order whatever its own size: an output
+# near 0 (a saturated sigmoid, a cancellation) has such an error over a value of nothing.
+UNIT_ROUNDOFF: dict[Precision, float] = {
+    Precision.FP32: 2.0 ** -23,  # 1.19e-07
+    Precision.FP16: 2.0 ** -10,  # 9.77e-04
+    Precision.BF16: 2.0 ** -7,   # 7.81e-03
+    Precision.INT8: 2.0 ** -7,   # 7.81e-03 (1/128)
+}
+
+
+def rounding_rms(precision: Precision) -> float:
+    """The RMS error of rounding values of order 1 once to `precision`: eps / (2 * sqrt(3)), a rounding error
+    being uniform over half a spacing either way (fp32 3.4e-08, fp16 2.8e-04, bf16 and int8 2.3e-03)."""
+    return UNIT_ROUNDOFF[Precision(precision)] / (2.0 * math.sqrt(3.0))
+
+
 # Defaults per precision. FP32 vs FP32 differs only by kernel order (fusions, blocking): errors of ~1e-6
-# relative. Lower precisions are judged by direction and ranking rather than elementwise.
+# relative. Lower precisions are judged by direction and ranking rather than elementwise. Every precision's
+# absolute floor (the error below which rel_l2 and cosine are float noise) is one rounding of values of order 1.
 DEFAULT_TOLERANCES: dict[Precision, Tolerance] = {
-    Precision.FP32: Tolerance(atol=1e-4, rtol=1e-3, max_rel_l2=1e-4, min_cosine=0.99999, min_top1=0.99),
-    Precision.FP16: Tolerance(max_rel_l2=2e-2, min_cosine=0.999, min_top1=0.95),
-    Precision.BF16: Tolerance(max_rel_l2=5e-2, min_cosine=0.995, min_top1=0.90),
-    Precision.INT8: Tolerance(max_rel_l2=0.15, min_cosine=0.99, min_top1=0.90),
+    Precision.FP32: Tolerance(atol=1e-4, rtol=1e-3, max_rel_l2=1e-4, min_cosine=0.99999, min_top1=0.99,
+                              floor=rounding_rms(Precision.FP32)),
+    Precision.FP16: Tolerance(max_rel_l2=2e-2, min_cosine=0.999, min_top1=0.95, floor=rounding_rms(Precision.FP16)),
+    Precision.BF16: Tolerance(max_rel_l2=5e-2, min_cosine=0.995, min_top1=0.90, floor=rounding_rms(Precision.BF16)),
+    Precision.INT8: Tolerance(max_rel_l2=0.15, min_cosine=0.99, min_top1=0.90, floor=rounding_rms(Precision.INT8)),
 }
 
 # Per task, bounds replacing the precision defaults above (classification and regression use those as they

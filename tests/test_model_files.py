@@ -543,3 +543,28 @@ def test_rapidocr_models_run_with_only_the_shapes_they_need(tmp_path, file):
     for batch in (1, 2):
         r = _run_case(tmp_path, path.stem, model=[str(path)], shape=_RAPIDOCR[file], batch=batch)
         assert r.status == "passed", r.reason
+
+
+@pytest.mark.skipif(not os.environ.get("HARNESS_RAPIDOCR_DIR"),
+                    reason="HARNESS_RAPIDOCR_DIR unset (the folder of rapidocr_onnxruntime/models/*.onnx)")
+@pytest.mark.parametrize("file", sorted(_RAPIDOCR))
+def test_rapidocr_a_planted_real_error_still_fails_the_drift_check(tmp_path, file):
+    """Random input leaves PP-OCRv4 det's probability map ~0 (rel_l2 there is float noise, passed by the
+    floor); an error of a real size (outputs 0.1% off, plus noise of 1e-5) still fails every OCR model."""
+    from harness.runtimes import register_runtime
+    from harness.runtimes.onnxruntime import OrtCpu
+
+    class Planted(OrtCpu):
+        name = "ort-cpu-planted"
+        description = "ort-cpu whose outputs are moved by a real amount (a test's wrong runtime)"
+
+        def _infer(self, prepared):
+            rng = np.random.default_rng(0)
+            return {k: (np.asarray(v) * 1.001 + rng.standard_normal(np.shape(v)) * 1e-5).astype(np.float32)
+                    for k, v in super()._infer(prepared).items()}
+
+    register_runtime(Planted, replace=True)
+    path = Path(os.environ["HARNESS_RAPIDOCR_DIR"]) / file
+    r = _run_case(tmp_path, path.stem, runtime="ort-cpu-planted", model=[str(path)], shape=_RAPIDOCR[file],
+                  batch=1)
+    assert r.status == "failed" and "rel_l2=" in r.reason and not r.accuracy["notes"], r.reason

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.accuracy.drift import drift_metrics
+from harness.accuracy.drift import drift_metrics, relative_verdicts
 from harness.precision import Tolerance
 
 CHUNK = 64  # intermediate tensors added as outputs per session run: bounds the memory held at once
@@ -26,7 +26,8 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
 
     Tensors are matched by name: a tensor counts when a node of the FP32 graph produces it and the
     low-precision graph has it too (QDQ and Cast insertion add tensors but keep the original ones); others are
-    skipped. A tensor is over tolerance when rel_l2 > max_rel_l2, cosine < min_cosine, or it holds NaN/Inf.
+    skipped. A tensor is over tolerance when rel_l2 > max_rel_l2, cosine < min_cosine (each over the tolerance's
+    absolute floor, accuracy.drift.relative_verdicts), or it holds NaN/Inf.
     Returns {"trigger", "tolerance", "checked", "skipped", "first_bad": [{"node", "op_type", "tensor",
     "max_abs", "p99_abs", "rel_l2", "cosine", "nonfinite"}, ...]}, plus "truncated" (why) when the time
     budget ran out before every tensor was checked. Marking a tensor as an output stops ORT
@@ -69,9 +70,7 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
                 continue
             checked += 1
             d = drift_metrics(tensor, b, a)
-            over = (d.nonfinite > 0
-                    or (tolerance.max_rel_l2 is not None and not d.rel_l2 <= tolerance.max_rel_l2)
-                    or (tolerance.min_cosine is not None and not d.cosine >= tolerance.min_cosine))
+            over = d.nonfinite > 0 or bool(relative_verdicts(d, tolerance)[0])
             if over:
                 first_bad.append({"node": node, "op_type": op_type, "tensor": tensor, "max_abs": _num(d.max_abs),
                                   "p99_abs": _num(d.p99_abs), "rel_l2": _num(d.rel_l2),

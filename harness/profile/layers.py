@@ -3,6 +3,7 @@ the nodes it covers, the fusion named), with each node's FLOPs, bytes and achiev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,9 @@ class SourceGraph:
             if scope is not None:
                 scopes[name] = scope
         boundary = {i.name for i in g.input} | {t.name for t in g.initializer}
+        # a Constant node's value is a weight like an initializer (paddle2onnx writes every weight so): a
+        # runtime folds it, so a kernel's walk back stops there and no time is credited to it
+        boundary |= {t for n, kind in op_types.items() if kind == "Constant" for t in outs[n]}
         return cls(names, op_types, ins, outs, producer, boundary, scopes)
 
     def resolve(self, name: str) -> str | None:
@@ -243,11 +247,44 @@ def layer_times(profile: OpProfile, cost: Any = None) -> dict[str, Any]:
             "mapped_us": mapped, "unmapped_us": lost, "total_us": total_us}
 
 
+# Node names an exporter generates rather than keeps: torch.onnx's dynamo exporter ("node_Conv_347",
+# "node_linear_1"), onnx's own "#12" for an unnamed node, bare op-type counters ("Conv_12", "MatMul_3").
+_GENERATED_NAME = re.compile(r"^(node_[A-Za-z0-9_]+|#\d+|[A-Z][A-Za-z]*_\d+)$")
+
+
+def layer_label(node: str, op_type: str = "", module: str | None = None,
+                module_ops: Sequence[str] = ()) -> str:
+    """The name a person knows a layer by: the module paths a module-scoped (torch) profile credited to the node
+    (`module_ops`: "layer1.0.conv1 + bn1 (Conv)" for a BatchNorm the export folded into its Conv) when they
+    include its recorded module path or none was recorded; else the module path the torch exporter recorded
+    ("layer1.0.bn1 (Conv)": the fold keeps the BatchNorm's scope); else the ONNX node's own name, which a user's
+    exporter kept ("p2o.Conv.7"); a generated name ("node_Conv_347") only when nothing better is known."""
+    kind = f" ({op_type})" if op_type else ""
+    paths = [m for m in module_ops if m and " " not in m and not _GENERATED_NAME.match(m)]
+    if paths and (not module or module in paths):  # the richer name: a fold's modules ("conv1 + bn1")
+        return f"{_joined(paths[:2])}{' + ...' if len(paths) > 2 else ''}{kind}"
+    if module:
+        return f"{module}{kind}"
+    return f"{node}{kind}" if _GENERATED_NAME.match(node) else node
+
+
+def _joined(paths: Sequence[str]) -> str:
+    """Module paths joined with their shared parent written once: "layer1.0.conv1 + bn1"."""
+    first, rest = paths[0], list(paths[1:])
+    parent = first.rsplit(".", 1)[0] + "." if "." in first else ""
+    short = [p[len(parent):] if parent and p.startswith(parent) and not p[len(parent):].isdigit() else p
+             for p in rest]  # "stem.0 + stem.1", never "stem.0 + 1"
+    return " + ".join([first] + short)
+
+
 def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: Mapping[str, Any] | None,
-                   ) -> dict[str, Any]:
+                   scopes: Mapping[str, str] | None = None,
+                   op_types: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a case stores of its profile (CaseResult.profile): the per-node times with each node's FLOPs, bytes
-    and achieved GFLOP/s and GB/s, the ops not mapped, the profile's total against the measured p50 and the gap
-    (percent of the p50), and the case's roofline point."""
+    and achieved GFLOP/s and GB/s and its module path (`module`, where the torch exporter recorded one in
+    `scopes`: SourceGraph.scopes of the graph; op types from `op_types` where the cost is unknown), the ops not
+    mapped, the profile's total against the measured p50
+    and the gap (percent of the p50), and the case's roofline point."""
     table = layer_times(profile, cost)
     costs = {n.name: n for n in cost.nodes} if cost is not None else {}
     nodes = []
@@ -256,6 +293,10 @@ def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofli
         t_s = row["time_us"] * 1e-6
         f = c.flops if c is not None else None
         b = c.bytes_moved if c is not None else None
+        if scopes and scopes.get(row["node"]):
+            row["module"] = scopes[row["node"]]
+        if not row.get("op_type") and op_types and op_types.get(row["node"]):
+            row["op_type"] = op_types[row["node"]]
         nodes.append({**row, "time_ms": row.pop("time_us") / 1e3, "flops": f, "bytes_moved": b,
                       "gflops": f / t_s / 1e9 if f is not None and t_s > 0 else None,
                       "gbs": b / t_s / 1e9 if b is not None and t_s > 0 else None})

@@ -50,12 +50,54 @@ def fmt_tick(v: float) -> str:
 
 
 def _log_tick(v: float, _pos: int | None = None) -> str:
-    if v <= 0:
+    """A log axis's tick label: "0.5", "20", "1e-05", "2e+06" (every tick the locator placed is labelled)."""
+    if v <= 0 or not math.isfinite(v):
         return ""
-    e = round(math.log10(v))
-    if not math.isclose(v, 10.0 ** e, rel_tol=1e-6):
-        return ""  # only the decades are labelled
-    return f"{v:g}" if -3 <= e <= 4 else f"1e{e}"
+    e = math.floor(math.log10(v) + 1e-9)
+    if -3 <= e <= 4:
+        return f"{v:g}"
+    m = v / 10.0 ** e
+    return f"1e{e}" if math.isclose(m, 1.0, rel_tol=1e-6) else f"{m:g}e{e}"
+
+
+LOG_SUBS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0))
+
+
+def log_ticks(lo: float, hi: float, min_ticks: int = 3, max_ticks: int = 8) -> list[float]:
+    """Tick values of a log axis from `lo` to `hi` that a reader can read: the decades when the range holds at
+    least `min_ticks` of them (every k-th decade beyond `max_ticks`), else 1-2-5 steps, else 1..9 steps: never a
+    single labelled tick on a range of less than a few decades."""
+    if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    lo, hi = min(lo, hi), max(lo, hi)
+    e0, e1 = math.floor(math.log10(lo) + 1e-9), math.ceil(math.log10(hi) - 1e-9)
+    ticks: list[float] = []
+    for subs in LOG_SUBS:
+        ticks = [m * 10.0 ** e for e in range(e0, e1 + 1) for m in subs
+                 if lo * (1 - 1e-9) <= m * 10.0 ** e <= hi * (1 + 1e-9)]
+        if len(ticks) >= min_ticks:
+            break
+    if len(ticks) > max_ticks and all(math.isclose(t / 10.0 ** round(math.log10(t)), 1.0) for t in ticks):
+        step = math.ceil(len(ticks) / max_ticks)
+        ticks = ticks[::step]
+    return ticks
+
+
+class _ReadableLogLocator:
+    """matplotlib Locator placing log_ticks() over the axis's view interval, at draw time (after autoscale)."""
+
+    def __new__(cls) -> Any:
+        from matplotlib import ticker
+
+        class Locator(ticker.Locator):
+            def __call__(self) -> list[float]:
+                vmin, vmax = self.axis.get_view_interval()
+                return self.tick_values(vmin, vmax)
+
+            def tick_values(self, vmin: float, vmax: float) -> list[float]:
+                return log_ticks(vmin, vmax)
+
+        return Locator()
 
 
 def _text(s: Any) -> str:
@@ -75,13 +117,15 @@ def _figure(width: int, height: int) -> Iterator[Any]:
 
 
 def nice_axis(ax: Any, axis: str = "y", log: bool = False) -> None:
-    """Nice ticks on one axis: steps of 1, 2, 2.5 or 5 x 10^k (linear), labelled decades (log)."""
+    """Nice ticks on one axis: steps of 1, 2, 2.5 or 5 x 10^k (linear); on a log axis at least three labelled
+    ticks (log_ticks: decades, else 1-2-5 or 1..9 steps within them)."""
     from matplotlib import ticker
 
     target = ax.yaxis if axis == "y" else ax.xaxis
-    if log:
-        target.set_major_locator(ticker.LogLocator(base=10, numticks=8))
+    if log:  # several labelled ticks whatever the range (decades, else 1-2-5, else 1..9)
+        target.set_major_locator(_ReadableLogLocator())
         target.set_major_formatter(ticker.FuncFormatter(_log_tick))
+        target.set_minor_locator(ticker.LogLocator(base=10, subs="auto", numticks=12))
         target.set_minor_formatter(ticker.NullFormatter())
     else:
         target.set_major_locator(ticker.MaxNLocator(nbins=6, steps=list(NICE_STEPS)))

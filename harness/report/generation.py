@@ -30,7 +30,7 @@ def generation_row(c: CaseResult, source: str = "") -> dict[str, Any]:
     conf = g.get("conformance") or {}
     logits = conf.get("first_step_logits") or {}
     return {
-        "model": c.case.model, "runtime": c.case.runtime, "precision": str(c.case.precision),
+        "model": c.case.model, "runtime": c.case.runtime_label, "precision": str(c.case.precision),
         "batch": c.case.batch, "prompt": c.case.seq, "gen": c.case.gen, "status": c.status, "source": source,
         "ttft_p50_ms": _stat(g, "ttft", "p50_ms"), "tpot_p50_ms": _stat(g, "tpot", "p50_ms"),
         "tpot_p90_ms": _stat(g, "tpot", "p90_ms"), "tpot_p99_ms": _stat(g, "tpot", "p99_ms"),
@@ -62,7 +62,7 @@ def generation_section(runs: Sequence[RunResults], labels: Sequence[str]) -> lis
 
 
 def _name(c: CaseResult, label: str, multi: bool) -> str:
-    return f"{c.case.runtime} {c.case.precision}" + (f" @ {label}" if multi else "")
+    return f"{c.case.runtime_label} {c.case.precision}" + (f" @ {label}" if multi else "")
 
 
 def _charts(cases: list[tuple[CaseResult, str]], multi: bool) -> list[Markup]:

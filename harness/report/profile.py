@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.profile.layers import TOP_LAYERS
+from harness.profile.layers import TOP_LAYERS, layer_label
 from harness.results.schema import CaseResult, RunResults
 
 
@@ -27,6 +27,25 @@ def _drift(c: CaseResult) -> dict[str, float]:
     """node -> rel L2 of the nodes localisation found drifting in this case."""
     loc = c.localization or {}
     return {str(n.get("node")): n.get("rel_l2") for n in loc.get("first_bad") or () if n.get("rel_l2") is not None}
+
+
+def layer_names(cases: Sequence[CaseResult]) -> dict[str, str]:
+    """ONNX node -> the name a person knows it by (layers.layer_label): the module path any case recorded for it,
+    else the module paths a profile mapped by the export's module scopes credited to it (results from before
+    `module` was recorded), else the node's own name."""
+    module: dict[str, str] = {}
+    module_ops: dict[str, list[str]] = {}
+    op_types: dict[str, str] = {}
+    for c in cases:
+        by_scope = "module scopes" in str(c.profile.get("method") or "")
+        for n in c.profile.get("nodes") or ():
+            name = str(n.get("node"))
+            op_types.setdefault(name, str(n.get("op_type") or ""))
+            if n.get("module"):
+                module.setdefault(name, str(n["module"]))
+            if by_scope and n.get("ops"):
+                module_ops.setdefault(name, [str(o) for o in n["ops"]])
+    return {n: layer_label(n, op_types.get(n, ""), module.get(n), module_ops.get(n, ())) for n in op_types}
 
 
 def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int = TOP_LAYERS) -> list[dict[str, Any]]:
@@ -50,6 +69,7 @@ def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int 
         records = [{"node": n["node"], "op_type": n.get("op_type", ""), "column": col, "time_ms": n["time_ms"],
                     "share": n.get("share"), "gflops": n.get("gflops"), "fusion": n.get("fusion", "")}
                    for col, (_, c) in zip(columns, with_nodes) for n in c.profile["nodes"]]
+        names = layer_names([c for _, c in with_nodes])
         if not records:
             out.append({"model": model, "batch": batch, "seq": seq, "columns": [], "rows": [],
                         "unsupported": unsupported})
@@ -63,7 +83,8 @@ def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int 
             cells = {r.column: {"time_ms": r.time_ms, "share": r.share, "gflops": r.gflops, "fusion": r.fusion}
                      for r in mine.itertuples()}
             drift = {col: _drift(c).get(node) for col, (_, c) in zip(columns, with_nodes)}
-            rows.append({"layer": node, "op_type": mine["op_type"].iloc[0], "cells": cells,
+            rows.append({"layer": names.get(node, node), "node": node, "op_type": mine["op_type"].iloc[0],
+                         "cells": cells,
                          "drift": {k: v for k, v in drift.items() if v is not None}})
         rest = df[~df["node"].isin(keep)].groupby("column")
         rest_ms, rest_n = rest["time_ms"].sum().to_dict(), rest["node"].nunique().to_dict()
@@ -90,7 +111,7 @@ def peak_rows(runs: Sequence[RunResults], labels: Sequence[str]) -> list[dict[st
     for label, c in _profiled(runs, labels):
         p = c.profile
         roof = p.get("roofline") or {}
-        out.append({"case": c.case.id, "label": label, "p50_ms": (c.latency or {}).get("p50_ms"),
+        out.append({"case": c.case.id, "model": c.case.model, "label": label, "p50_ms": (c.latency or {}).get("p50_ms"),
                     "gflop": (p.get("cost") or {}).get("flops", 0) / 1e9 if "flops" in (p.get("cost") or {}) else None,
                     "mb": (p.get("cost") or {}).get("bytes_moved", 0) / 1e6
                     if "bytes_moved" in (p.get("cost") or {}) else None,
@@ -128,6 +149,9 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str | None:
             mine = [r for r in points if r["case"].split("-b")[0] == g]
             ax.scatter([float(r["intensity"]) for r in mine], [float(r["gflops"]) for r in mine],
                        color=charts.color(gi), s=26, zorder=3, label=g)
+        for i, r in enumerate(points):  # each point labelled: runtime (variant), precision, shape
+            ax.annotate(point_label(r), (float(r["intensity"]), float(r["gflops"])), xytext=(5, 4 - 10 * (i % 2)),
+                        textcoords="offset points", fontsize=7, color="#333")
         for i, r in enumerate(points):
             gid = f"rf{i}"
             ax.plot([float(r["intensity"])], [float(r["gflops"])], "o", ms=8, alpha=0)[0].set_gid(gid)
@@ -146,6 +170,14 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str | None:
                         salt=repr([(r["case"], r["gflops"], r["intensity"]) for r in points]))
 
 
+def point_label(r: dict[str, Any]) -> str:
+    """A roofline point's label: the case id without its model (the legend names the model), e.g.
+    "ort-cpu-fp32-b1~opt=basic"; "over the roof" where it lies above the ceilings."""
+    case, model = str(r["case"]), str(r.get("model") or "")
+    text = case[len(model) + 1:] if model and case.startswith(model + "-") else case
+    return text + (" (over the roof)" if r.get("over_roof") else "")
+
+
 def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: Any) -> list[str]:
     """summary.md's lines: the percent of peak per case, then each model's top layers per runtime."""
     rows = peak_rows(runs, labels)
@@ -158,7 +190,8 @@ def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: A
     peak = pd.DataFrame([{"case": r["case"], "p50 ms": f(r["p50_ms"]), "GFLOP/s": f(r["gflops"]),
                           "GB/s": f(r["gbs"]), "FLOP/byte": f(r["intensity"]),
                           "% of roof": f(r["percent_of_roof"]), "% of peak": f(r["percent_of_peak"]),
-                          "bound": r["bound"] or r["roof_error"] or "-", "profile ms": f(r["profile_total_ms"]),
+                          "bound": (r["bound"] or r["roof_error"] or "-")
+                          + (" (over the roof: ceilings too low)" if r["over_roof"] else ""), "profile ms": f(r["profile_total_ms"]),
                           "gap %": f(r["gap_percent"], 2), "adjacent p50 ms": f(r["adjacent_p50_ms"]),
                           "gap to it %": f(r["adjacent_gap_percent"], 2), "note": r["profile_note"][:120]}
                          for r in rows])
@@ -167,18 +200,19 @@ def profile_markdown(runs: Sequence[RunResults], labels: Sequence[str], table: A
         if not t["rows"]:
             continue
         shape = f"b{t['batch']}" + (f" s{t['seq']}" if t["seq"] is not None else "")
-        view = pd.DataFrame([{"layer": r["layer"], "op": r["op_type"],
+        view = pd.DataFrame([{"layer": r["layer"], "ONNX node": r["node"] if r["node"] != r["layer"] else "",
+                              "op": r["op_type"],
                               **{c: (f"{r['cells'][c]['time_ms']:.3f} ({100 * r['cells'][c]['share']:.0f}%)"
                                      if c in r["cells"] else "-") for c in t["columns"]}} for r in t["rows"]]
-                            + [{"layer": "the rest", "op": "",
+                            + [{"layer": "the rest", "ONNX node": "",
                                 **{s["column"]: f"{s['rest_ms']:.3f} ({s['rest_layers']} layers)"
                                    for s in t["summary"]}},
-                               {"layer": "not mapped", "op": "",
+                               {"layer": "not mapped", "ONNX node": "",
                                 **{s["column"]: f"{s['unmapped_ms']:.3f}" for s in t["summary"]}},
-                               {"layer": "profile total / p50", "op": "",
+                               {"layer": "profile total / p50", "ONNX node": "",
                                 **{s["column"]: f"{s['total_ms']:.3f} / {s['p50_ms']:.3f} ({s['gap']:+.1f}%)"
                                    for s in t["summary"]}},
-                               {"layer": "adjacent p50 (gap)", "op": "",
+                               {"layer": "adjacent p50 (gap)", "ONNX node": "",
                                 **{s["column"]: f"{s['adjacent_ms']:.3f} ({s['adjacent_gap']:+.1f}%)"
                                    if s["adjacent_ms"] is not None and s["adjacent_gap"] is not None else "-"
                                    for s in t["summary"]}}])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,12 @@ def _sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
     out = []
     for run, label in zip(runs, labels):
         noisy = [c.case.id for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+        # the terminal's words on the machine (CPU busy during the run, contended cases, too many threads); the
+        # busy-at-start and noisy lines have rows of their own
+        noise = [line for line in noise_lines(run)
+                 if not line.startswith(("CPU busy at start", "noisy (", "tail-heavy ("))]
         out.append({"label": label, "run": run, "env": run.environment, "config": run.config,
-                    "counts": run.counts(), "noisy": noisy,
+                    "counts": run.counts(), "noisy": noisy, "noise": noise,
                     "overhead": run.environment.get("harness_overhead") or {}})
     return out
 
@@ -281,7 +286,7 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
         section = out.setdefault(c.case.model, {"series": {}, "bounds": {}, "rows": []})
         server = [r for r in runs if r.scenario == "server" and r.samples_per_s and r.latency_ms.get("p99")]
         policy = next((r.batcher for r in runs if r.batcher), None)
-        name = (f"{c.case.runtime} b{c.case.batch}" + (f" {label}" if multi else "")
+        name = (f"{c.case.runtime_label} b{c.case.batch}" + (f" {label}" if multi else "")
                 + (f", batcher max {policy.max_batch} wait {_fmt(policy.max_wait_ms)} ms" if policy else ", no batcher"))
         for pct in ("p99", "p50"):
             pts = [(float(r.samples_per_s or 0.0), float(r.latency_ms[pct]),
@@ -360,8 +365,9 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         lines = [f"**{_md(gate_headline(verdict_rows(verdicts)))}**", ""] + lines
     for run, label in zip(runs, labels):
         state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
-        lines.append(f"- {_md(label)} ({_md(str(run.environment.get('machine') or '-'))}): {len(run.cases)} "
-                     f"cases, {state}")
+        machine = str(run.environment.get("machine") or "-")
+        who = machine if machine == label or machine.startswith(f"{label} (") else f"{label} ({machine})"
+        lines.append(f"- {_md(who)}: {len(run.cases)} cases, {state}")
     lines += ["", " · ".join(f"**{k}** {v}" for k, v in counts.items() if v), ""]
     noise = [(label, line) for run, label in zip(runs, labels) for line in noise_lines(run)]
     if noise:  # a busy CPU and noisy cases, where people look (the same lines as the terminal summary)
@@ -452,8 +458,16 @@ def _md(text: str) -> str:
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    safe = df.astype(object).where(df.notna(), None)
-    safe = safe.apply(lambda col: col.map(lambda v: _md(v) if isinstance(v, str) else v))
+    # every missing value (None, NaN, pandas' NA of an Int64 column such as `seq`) as None, which to_markdown
+    # writes as "-" (DataFrame.where(..., None) leaves NaN in an object column: "seq nan")
+    def cell(v: Any) -> Any:
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return _md(v) if isinstance(v, str) else v
+
+    # built as object columns: a column mapped by pandas would turn None back into NaN
+    safe = pd.DataFrame({c: pd.Series([cell(v) for v in df[c].astype(object)], index=df.index, dtype=object)
+                         for c in df.columns}, index=df.index)
     safe.columns = [_md(str(c)) for c in safe.columns]
     return safe.to_markdown(index=False, floatfmt=".4g", missingval="-")
 

@@ -200,14 +200,31 @@ def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list
                 continue
             model_p50 = (c.latency or {}).get("p50_ms")
             cells = end_to_end_cells(e2e)
-            share = None
-            if model_p50 and cells["e2e_p50_ms"]:
-                share = 100.0 * (cells["e2e_p50_ms"] - model_p50) / cells["e2e_p50_ms"]
+            share, note = outside_model_share(cells["e2e_p50_ms"], e2e.get("model_p50_ms"), model_p50)
             out.setdefault(c.case.model, []).append({
-                **c.case.as_dict(), "source": label, "steps": e2e.get("steps", ""), "model_p50_ms": model_p50,
-                "infer_p50_ms": e2e.get("model_p50_ms"), "outside_model_pct": share,
-                "e2e_throughput_sps": e2e.get("throughput_sps"), **cells})
+                **c.case.as_dict(), "runtime": c.case.runtime_label, "source": label, "steps": e2e.get("steps", ""),
+                "model_p50_ms": model_p50, "infer_p50_ms": e2e.get("model_p50_ms"), "outside_model_pct": share,
+                "outside_model_note": note, "e2e_throughput_sps": e2e.get("throughput_sps"), **cells})
     return out
+
+
+def outside_model_share(e2e_p50: Any, infer_p50: Any, model_p50: Any) -> tuple[float | None, str]:
+    """The share of the end-to-end p50 spent outside the model, in percent, and a note when it needed one.
+
+    Taken against the inference time measured inside the same end-to-end loop (`infer_p50`), so both figures
+    saw the same machine; only results without it fall back to the model-only loop's p50 (`model_p50`), timed
+    at another moment. A share is never negative: where the inference part came out longer than the whole
+    (two loops, one of them slowed), it is 0 with the figures that disagreed.
+    """
+    e2e, inner = _num(e2e_p50), _num(infer_p50)
+    against, what = (inner, "inference in the same loop") if inner else (_num(model_p50), "model-only loop")
+    if not e2e or not against:
+        return None, ""
+    share = 100.0 * (e2e - against) / e2e
+    if share >= 0:
+        return share, ""
+    return 0.0, (f"~0: the {what} p50 ({against:.4g} ms) came out above the end-to-end p50 ({e2e:.4g} ms); "
+                 "they were timed apart, so the difference is the machine's, not the model's")
 
 
 def _generation_cells(r: CaseResult) -> dict[str, Any]:
@@ -221,11 +238,14 @@ def _generation_cells(r: CaseResult) -> dict[str, Any]:
 
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
     """A drift figure as a table shows it: "reference" for the reference case itself, the figure marked
-    "(nondeterministic ref)" when the reference's own runs disagreed, "-" when not measured."""
+    "(nondeterministic ref)" when the reference's own runs disagreed, "(ref ~0: float noise)" when an output
+    passed by its absolute floor (the case's reason says why), "-" when not measured."""
     if note == "reference":
         return "reference"
     v = _num(value)
     text = "-" if v is None else fmt(v)
+    if note == "reference ~0":
+        return f"{text} (ref ~0: float noise)"
     return f"{text} (nondeterministic ref)" if note else text
 
 
@@ -242,6 +262,17 @@ def _column_label(runtime: str, source: str, multi: bool) -> str:
     return f"{runtime} @ {source}" if multi else runtime
 
 
+def setup_cached(c: CaseResult) -> bool:
+    """Was this case's setup time a cache hit (its artifact from the cache, or the activation of an earlier case
+    reused)? Such a figure is not a setup time to rank: "best" never picks it."""
+    return getattr(c, "artifact_cache_hit", None) is True or bool((c.details or {}).get("activation_reused"))
+
+
+def _cached_rows(runs: list[RunResults]) -> list[bool]:
+    """setup_cached per row of cases_frame(runs), in its order."""
+    return [setup_cached(c) for r in runs for c in r.cases]
+
+
 def comparison_tables(runs: RunResults | Sequence[RunResults],
                       reference_runtime: dict[str, str]) -> list[dict[str, Any]]:
     """Per (model, precision, batch, seq): metric rows x runtime columns, with improvement vs the reference.
@@ -254,6 +285,7 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
     runs = as_runs(runs)
     multi = len(runs) > 1
     df = cases_frame(runs)
+    df = df.assign(cached_setup=_cached_rows(runs))
     df = df[df["status"].isin(MEASURED)]
     tables: list[dict[str, Any]] = []
     if df.empty:
@@ -276,8 +308,16 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             values = {c: _num(cols[c][m.key]) for c in labels}
             if all(v is None for v in values.values()):
                 continue
+            ranked = values
+            extra: dict[str, Any] = {}
+            if m.key == "setup_s":  # a cache hit is no setup time: shown marked, never "best"
+                cached = {c for c in labels if bool(cols[c]["cached_setup"])}
+                ranked = {c: v for c, v in values.items() if c not in cached}
+                if cached:
+                    extra["cells"] = {c: "-" if values[c] is None else
+                                      f"{m.format(values[c])}{' (cached)' if c in cached else ''}" for c in labels}
             rows.append({
-                "metric": m, "values": values, "best": m.best(list(values.values())),
+                **extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
                 "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
                                 if m.comparable},
                 "change": {c: m.improvement_text(values[c], values.get(r)) for c, r in vs.items()
@@ -310,10 +350,13 @@ def runtime_label(row: Any) -> str:
 
 def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
     """The deployment-variants view: per (model, runtime, batch, seq, source) that ran any variant, one row per
-    (precision, variant) with latency, throughput, setup time, drift and task accuracy, the base (no variant)
-    first. `best` is the fastest row whose drift is within the model's tolerance (status passed); `vs_base` is
-    each row's p50 speed-up over the base row of its precision."""
-    df = cases_frame(runs)
+    (precision, variant) with latency, throughput, setup time (`setup_cached`: a cache hit, not a setup time),
+    drift and task accuracy, fastest first within each precision. `best` is the fastest row whose drift is
+    within the model's tolerance (status passed) and whose timing the machine did not inflate (not contended);
+    `unranked` says in words why no row is, when none can be; `vs_base` is each row's p50 speed-up over the
+    base row of its precision."""
+    runs = as_runs(runs)
+    df = cases_frame(runs).assign(cached_setup=_cached_rows(runs))
     df = df[df["status"].isin(MEASURED)]
     out: list[dict[str, Any]] = []
     if df.empty or df["variant"].isna().all():
@@ -322,8 +365,9 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
     for key, g in df.groupby(["model", "runtime", "batch", "seq", "source"], dropna=False, sort=False):
         if g["variant"].isna().all():
             continue
-        g = g.assign(_p=g["precision"].map(order).fillna(9), _v=g["variant"].notna())
-        g = g.sort_values(["_p", "_v", "variant"], na_position="first")
+        g = g.assign(_p=g["precision"].map(order).fillna(9),
+                     _t=pd.to_numeric(g["latency_p50_ms"], errors="coerce").fillna(float("inf")))
+        g = g.sort_values(["_p", "_t", "variant"], na_position="first")
         base = {r.precision: _num(r.latency_p50_ms) for r in g.itertuples() if pd.isna(r.variant)}
         rows = []
         for r in g.itertuples():
@@ -331,17 +375,28 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
             rows.append({"variant": None if pd.isna(r.variant) else str(r.variant), "precision": r.precision,
                          "status": r.status, "p50_ms": p50, "p99_ms": _num(r.latency_p99_ms),
                          "throughput_sps": _num(r.throughput_sps), "setup_s": _num(r.setup_s),
-                         "rel_l2": _num(r.rel_l2), "task_accuracy": _num(r.task_accuracy),
+                         "setup_cached": bool(r.cached_setup),
+                         "rel_l2": _num(r.rel_l2), "drift_note": r.drift_note, "task_accuracy": _num(r.task_accuracy),
                          "recipe": r.precision_recipe, "reason": r.reason, "noisy": bool(r.noisy),
-                         "contended": r.contended in (True, 1),
+                         "contended": r.contended in (True, 1), "cause": r.contention_cause,
                          "vs_base": ref / p50 if ref and p50 and not pd.isna(r.variant) else None})
-        within = [x for x in rows if x["status"] == "passed" and x["p50_ms"] and not x["contended"]]
+        passed = [x for x in rows if x["status"] == "passed" and x["p50_ms"]]
+        within = [x for x in passed if not x["contended"]]
         best = min(within, key=lambda x: x["p50_ms"]) if within else None
         for x in rows:
             x["best"] = x is best
+        unranked = ""
+        if best is None:
+            if passed:
+                unranked = (f"No row is ranked: all {len(passed)} row(s) within tolerance were measured while the "
+                            "machine kept the worker from the CPU (contended), so their timings cannot be compared; "
+                            "rerun on a quiet machine (--settle SECONDS waits for one before each case).")
+            else:
+                unranked = "No row is ranked: no row passed its drift check."
         model, runtime, batch, seq, source = key
         out.append({"model": model, "runtime": runtime, "batch": int(batch),
-                    "seq": None if pd.isna(seq) else int(seq), "source": source, "rows": rows})
+                    "seq": None if pd.isna(seq) else int(seq), "source": source, "rows": rows,
+                    "unranked": unranked})
     return out
 
 
@@ -371,34 +426,49 @@ def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
 
 
 def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:
-    """Per model: one row per measured case (runtime, precision, shape, source) with the drift metrics, the
-    pass/fail verdict, and the speed-up over the same runtime's FP32 case at the same shape and source."""
+    """Per model: one row per measured case (runtime with its variant, precision, shape, source) with the
+    drift metrics, the pass/fail verdict, and the speed-up over an FP32 case named in `speedup_against`: the
+    same runtime and variant's FP32 case at the same shape and source, or, for a variant with no FP32 case of
+    its own and for a variant's FP32 row, the base (no variant) FP32 case ("vs base fp32")."""
     runs = as_runs(runs)
     df = cases_frame(runs)
     df = df[df["status"].isin(MEASURED)].copy()
     out: dict[str, pd.DataFrame] = {}
     if df.empty:
         return out
-    def key(r: Any) -> tuple[Any, ...]:
-        return (r.model, r.runtime, int(r.batch), None if pd.isna(r.seq) else int(r.seq), r.source)
+    df["runtime_base"] = df["runtime"].astype(str)
+    df["runtime"] = [runtime_label(row) for _, row in df.iterrows()]  # `ort-cpu~opt=basic`: a row of its own
 
+    def key(r: Any, variant: Any) -> tuple[Any, ...]:
+        return (r.model, r.runtime_base, variant, int(r.batch), None if pd.isna(r.seq) else int(r.seq), r.source)
+
+    df["variant_name"] = ["" if v is None or pd.isna(v) else str(v) for v in df["variant"]]  # "": the base
     fp32: dict[tuple[Any, ...], float] = {}
     for r in df[df["precision"] == "fp32"].itertuples():
         if _num(r.latency_p50_ms):
-            fp32.setdefault(key(r), float(r.latency_p50_ms))
+            fp32.setdefault(key(r, r.variant_name), float(r.latency_p50_ms))
 
-    def speedup(r: Any) -> float | None:
-        base, p50 = fp32.get(key(r)), _num(r.latency_p50_ms)
-        return None if base is None or not p50 else base / p50
+    def speedup(r: Any) -> tuple[float | None, str]:
+        p50 = _num(r.latency_p50_ms)
+        if r.precision != "fp32" and key(r, r.variant_name) in fp32:
+            base, against = fp32[key(r, r.variant_name)], "fp32"
+        elif r.variant_name and key(r, "") in fp32:
+            base, against = fp32[key(r, "")], "base fp32"
+        else:  # the base FP32 row itself, or no FP32 case to measure against
+            return None, ""
+        return (None, "") if not p50 else (base / p50, against)
 
-    df["speedup_vs_fp32"] = [speedup(r) for r in df.itertuples()]
-    cols = ["runtime", "precision", "batch", "seq", "source", "status", "speedup_vs_fp32", "latency_p50_ms",
-            *[m.key for m in DRIFT_METRICS], "p99_abs", "task_accuracy", "task_accuracy_ratio",
+    pairs = [speedup(r) for r in df.itertuples()]
+    df["speedup_vs_fp32"] = [p[0] for p in pairs]
+    df["speedup_against"] = [p[1] for p in pairs]
+    cols = ["runtime", "precision", "batch", "seq", "source", "status", "speedup_vs_fp32", "speedup_against",
+            "latency_p50_ms", *[m.key for m in DRIFT_METRICS], "p99_abs", "task_accuracy", "task_accuracy_ratio",
             "precision_recipe", "reason", "drift_note"]
     order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
     for model, group in df.groupby("model", sort=False):
-        g = group.assign(_p=group["precision"].map(order).fillna(9))
-        out[str(model)] = g.sort_values(["runtime", "_p", "batch", "seq"])[cols].reset_index(drop=True)
+        g = group.assign(_p=group["precision"].map(order).fillna(9), _v=group["variant_name"] != "")
+        out[str(model)] = g.sort_values(["runtime_base", "_p", "_v", "batch", "seq", "latency_p50_ms"])[cols] \
+            .reset_index(drop=True)
     return out
 
 

@@ -102,6 +102,65 @@ def scenario_lines(run: RunResults) -> list[str]:
     return out
 
 
+def drift_note_lines(run: RunResults, limit: int = 5) -> list[str]:
+    """One line per case whose drift passed only by its absolute floor (a reference ~0: the relative figures are
+    float noise), with the words and the --feeds hint the reason column has no room for; `limit` cases, then a
+    count."""
+    noted = [(c, n) for c in run.cases if c.measured and isinstance(c.accuracy, dict)
+             for n in (c.accuracy.get("notes") or [])[:1]]
+    out = [f"{c.case.id}: drift near zero: {n}" for c, n in noted[:limit]]
+    if len(noted) > limit:
+        out.append(f"drift near zero: {len(noted) - limit} more case(s) (their reasons in results.json and the report)")
+    return out
+
+
+def profile_lines(run: RunResults) -> list[str]:
+    """--profile: one terminal line per profiled case: its top layer (by a name a person knows), that layer's
+    share of the profile, and the case's percent of the peak (and of the roof, with "over the roof" where the
+    point lies above the measured ceilings); why there is no profile where there is none."""
+    from harness.report.profile import layer_names
+
+    out = []
+    profiled = [c for c in run.cases if getattr(c, "profile", None) and c.measured
+                and isinstance(c.profile.get("nodes"), list)]
+    names = {m: layer_names([c for c in profiled if c.case.model == m]) for m in {c.case.model for c in profiled}}
+    for c in run.cases:
+        p = getattr(c, "profile", None)
+        if not p or not c.measured:
+            continue
+        parts = []
+        nodes = [n for n in p.get("nodes") or () if isinstance(n, dict) and _finite(n.get("time_ms"))]
+        if nodes:
+            top = max(nodes, key=lambda n: float(n["time_ms"]))
+            name = names.get(c.case.model, {}).get(str(top.get("node")), str(top.get("node")))
+            share = top.get("share")
+            parts.append(f"top layer {name}" + (f" {100 * float(share):.0f}% of the profile"
+                                                if _finite(share) else ""))
+        else:
+            why = p.get("unsupported") or p.get("error")
+            parts.append(f"no per-layer profile ({str(why).splitlines()[0][:100]})" if why else "no per-layer profile")
+        roof = p.get("roofline") or {}
+        if _finite(roof.get("percent_of_peak")):
+            text = f"{float(roof['percent_of_peak']):.3g}% of peak"
+            if _finite(roof.get("percent_of_roof")):
+                text += f", {float(roof['percent_of_roof']):.3g}% of the roof"
+            if roof.get("bound"):
+                text += f" ({roof['bound']}-bound)"
+            if roof.get("over_roof"):
+                text += " over the roof: ceilings too low"
+            parts.append(text)
+        elif roof.get("error"):
+            parts.append(f"no roofline point ({str(roof['error']).splitlines()[0][:100]})")
+        out.append(f"{c.case.id}: profile: " + "; ".join(parts))
+    return out
+
+
+def _finite(v: object) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _batched(figure: str, r: ScenarioRun) -> str:
     """The figure, with the dynamic batcher's mean batch and queue-wait p99 where the test went through it."""
     b = r.batcher

@@ -455,10 +455,14 @@ class CaseResult:
 
     @property
     def drift_note(self) -> str:
-        """How to read this case's drift figures: "reference", "nondeterministic reference" or ""."""
+        """How to read this case's drift figures: "reference", "nondeterministic reference", "reference ~0"
+        (an output passed by its absolute floor: its relative figures are float noise over a reference near 0,
+        harness.accuracy.drift) or ""."""
         if self.reference_deterministic is False:
             return "nondeterministic reference"
-        return "reference" if self.is_reference else ""
+        if self.is_reference:
+            return "reference"
+        return "reference ~0" if isinstance(self.accuracy, dict) and self.accuracy.get("notes") else ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

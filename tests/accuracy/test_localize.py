@@ -113,7 +113,7 @@ def test_a_localisation_failure_is_recorded_never_the_case_error(tmp_path, monke
 
 
 def test_command_line_tolerance_reaches_the_case_and_torch_has_no_graph_to_localise(tmp_path):
-    c = config(tmp_path, tolerance_overrides={"bf16": {"max_rel_l2": 1e-9}})
+    c = config(tmp_path, tolerance_overrides={"bf16": {"max_rel_l2": 1e-9, "floor": 0.0}})
     r = CaseRunner().run(CaseId("mlp", "torch-cpu", "bf16", 2, None, "cpu"), c)
     assert r.status == "failed" and "> 1e-09" in r.reason
     assert r.accuracy["tolerance"]["max_rel_l2"] == 1e-9 and r.accuracy["tolerance"]["min_cosine"] == 0.995

@@ -60,9 +60,12 @@ class CaseProfiler:
         has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
         out: dict[str, Any] = {}
         cost = None
+        source = None
         try:
             graph = runtime.cost_graph()
-            cost = self.cost(graph, dims)
+            source = source_graph(graph)
+            # every free dimension the feed gave a size (a --shape INPUT:AXIS=N has no name of its own)
+            cost = self.cost(graph, {**feed_dims(graph, feed), **dims})
             out["cost"] = {**cost.summary(), "graph": str(graph)}
         except Exception as exc:  # noqa: BLE001
             out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -83,7 +86,9 @@ class CaseProfiler:
         except Exception as exc:  # noqa: BLE001
             return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
                     "roofline": roofline}
-        record = profile_record(prof, cost, p50_ms, roofline)
+        record = profile_record(prof, cost, p50_ms, roofline,
+                                {n: sc for n, sc in source.scopes.items() if sc} if source is not None else None,
+                                source.op_types if source is not None else None)
         # as many runs unprofiled, alternating with the profiled ones: the machine in the same state (a shared
         # machine's load moves between the timed loop and the profile; this gap is the profiler's and the mapping's)
         record["adjacent_p50_ms"] = adjacent
@@ -110,6 +115,39 @@ class CaseProfiler:
                 "peak_method": peak.get("method") or peak.get("name"),
                 "bandwidth_method": (ceilings.get("bandwidth") or {}).get("method"),
                 "ceilings_warning": ceilings.get("warning")}
+
+
+def source_graph(graph: Path) -> Any:
+    """The graph's nodes as the profile maps them (layers.SourceGraph: op types, the module path the torch
+    exporter recorded per node), for the per-layer table's names; None for a graph that cannot be read."""
+    from harness.profile.layers import SourceGraph
+
+    try:
+        return SourceGraph.from_model(graph)
+    except Exception:  # noqa: BLE001 - names are a convenience: the node names stay
+        return None
+
+
+def feed_dims(graph: Path, feed: Mapping[str, Any]) -> dict[str, int]:
+    """Named free dimensions of the graph's inputs -> the size the case's feed gave them (a user's --shape
+    INPUT:AXIS=N sizes an axis whose dim_param the cost needs by name, e.g. paddle2onnx's
+    "p2o.DynamicDimension.1"); {} where the graph cannot be read."""
+    import onnx
+
+    try:
+        model = onnx.load(str(graph), load_external_data=False)
+    except Exception:  # noqa: BLE001
+        return {}
+    out: dict[str, int] = {}
+    for i in model.graph.input:
+        arr = feed.get(i.name)
+        shape = getattr(arr, "shape", None)
+        if shape is None or not i.type.HasField("tensor_type"):
+            continue
+        for axis, d in enumerate(i.type.tensor_type.shape.dim):
+            if d.HasField("dim_param") and d.dim_param and axis < len(shape):
+                out.setdefault(d.dim_param, int(shape[axis]))
+    return out
 
 
 def unprofiled_ns(runtime: Runtime, feed: Mapping[str, Any], runs: int) -> list[int]:

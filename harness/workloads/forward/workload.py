@@ -52,9 +52,9 @@ class ForwardWorkload(Workload):
     title = "forward pass"
 
     def terminal_lines(self, run: RunResults) -> list[str]:
-        from harness.report.terminal import scenario_lines
+        from harness.report.terminal import drift_note_lines, profile_lines, scenario_lines
 
-        return scenario_lines(run)
+        return scenario_lines(run) + drift_note_lines(run) + profile_lines(run)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m = config.matrix
@@ -161,12 +161,13 @@ class ForwardState(WorkerState):
         base_options = runtime_options(spec, config)
         reference, judged, ref_check = self._reference(spec, case, ctx.feed, base_options, runtime, outputs)
         tolerance = spec.tolerance(case.precision, config.accuracy.tolerance_override(case.precision))
-        accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification")
+        accuracy = compare(reference, judged, tolerance, classification=spec.task == "classification",
+                           random_input=not config.inputs.feeds, precision=str(case.precision))
         accuracy_dict, passed = accuracy.as_dict(), bool(accuracy)
         reasons = [] if ref_check["deterministic"] else [(
             f"nondeterministic reference: {spec.reference} FP32 gave different outputs on two runs of the "
             f"same feed (max_abs {ref_check['repeat_max_abs']:.3g}); drift figures compare against one of them")]
-        reasons += [] if accuracy else [accuracy.message]
+        reasons += list(accuracy.notes) if accuracy else [accuracy.message]  # a pass by the floor says so
         split = task_split(spec, config)
         if split is not None:
             task = self._task_accuracy(spec, case, base_options, runtime, tolerance.min_task_ratio, split)
