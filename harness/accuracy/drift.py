@@ -1,10 +1,5 @@
-"""Drift metrics (max_abs, mean_abs, p99_abs, rel_l2, cosine, top-1 agreement) and the tolerance check.
-
-The relative measures (rel_l2, cosine, top-1) are judged only where the reference has magnitude: each has an
-absolute floor (Tolerance.floor, the precision's unit roundoff by default) below which an error is float noise,
-the way np.allclose adds atol to rtol * |ref|. An output that passes only by its floor is named in a note that
-says its reference is ~0 (docs/method.md#drift-near-zero).
-"""
+"""Drift metrics (max_abs, mean_abs, p99_abs, rel_l2, cosine, top-1 agreement) and the tolerance check; relative
+measures judged only where the reference has magnitude, above an absolute floor (docs/method.md#drift-near-zero)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def broken_fp16(tmp_path):
 
 def test_broken_weight_fails_the_case_and_localisation_names_the_changed_node(tmp_path, monkeypatch, broken_fp16):
     artifact, consumer = broken_fp16
-    monkeypatch.setattr("harness.runtimes.onnxruntime.onnx_for_precision", lambda *a, **k: artifact)
+    monkeypatch.setattr("harness.runtimes.onnxruntime.session.onnx_for_precision", lambda *a, **k: artifact)
     phases = []
     r = CaseRunner().run(CaseId("mlp", "ort-cpu", "fp16", 4, None, "cpu"), config(tmp_path), phases.append)
     assert r.status == "failed" and "rel_l2=" in r.reason
@@ -101,7 +101,7 @@ def test_int8_localisation_on_request_compares_dequantised_values(tmp_path):
 
 def test_a_localisation_failure_is_recorded_never_the_case_error(tmp_path, monkeypatch, broken_fp16):
     artifact, _ = broken_fp16
-    monkeypatch.setattr("harness.runtimes.onnxruntime.onnx_for_precision", lambda *a, **k: artifact)
+    monkeypatch.setattr("harness.runtimes.onnxruntime.session.onnx_for_precision", lambda *a, **k: artifact)
 
     def boom(*a, **k):
         raise RuntimeError("localiser exploded")
