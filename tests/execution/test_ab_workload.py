@@ -138,3 +138,17 @@ def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake
     assert not case["ab"]["b_vs_a"]["passed"] or case["ab"]["b_vs_a"]["max_abs"] == 0.0
     html = (out / "report.html").read_text()
     assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "8 of 8" in html
+
+
+def test_detect_chooses_the_pairs_per_case_from_a_pilot(tmp_path, clocked):
+    """--ab-detect: a pilot of 10 pairs, then as many more as the target needs from their spread (the fake's
+    +-1% jitter: a 5% target needs few, a 1.5% target many more, never past the maximum)."""
+    from harness.gating.ab import DETECT_MAX_PAIRS, DETECT_PILOT_PAIRS
+
+    runner = CaseRunner(timer=Timer(CLOCK))
+    loose = runner.run(AB.cases(_config(tmp_path))[0], _config(tmp_path, ab_detect="0.05"))
+    tight = runner.run(AB.cases(_config(tmp_path))[0], _config(tmp_path, ab_detect="0.015"))
+    n_loose, n_tight = len(loose.ab.order), len(tight.ab.order)
+    assert n_loose >= DETECT_PILOT_PAIRS and n_tight > n_loose and n_tight <= DETECT_MAX_PAIRS, (n_loose, n_tight)
+    assert loose.ab.verdict == tight.ab.verdict == "regressed"
+    assert [b.side for b in tight.ab.blocks] == [s for o in tight.ab.order for s in o]

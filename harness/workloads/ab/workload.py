@@ -15,7 +15,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UsageError
-from harness.gating.ab import judge_ab
+from harness.gating.ab import DETECT_PILOT_PAIRS, judge_ab, more_pairs
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.timer import Timer, TimingPolicy
@@ -155,15 +155,24 @@ class AbState(WorkerState):
         if ab.ab_inject > 0:
             calls["b"] = slowed(calls["b"], int(ab.ab_inject * median_ns(first["a"].samples_ns)))
         on_phase("run")
-        order = block_order(ab.ab_pairs, ab.ab_seed)
+        # --detect: a pilot of DETECT_PILOT_PAIRS pairs, then as many more as the target needs from their spread
+        order = block_order(DETECT_PILOT_PAIRS if ab.ab_detect else ab.ab_pairs, ab.ab_seed)
         policy = block_policy(config)
         blocks: list[AbBlock] = []
         threads = {"a": rt_a.options.threads, "b": rt_b.options.threads}
-        for i, sides in enumerate(order):
-            for s in sides:
-                probe = ContentionProbe(threads[s], config.measure.contention_limit)
-                timed = self.timer.run(calls[s], policy, sync[s], on_measure=probe.start)
-                blocks.append(AbBlock(s, i, list(timed.samples_ns), probe.stop()))
+
+        def measure(start: int) -> None:
+            for i, sides in enumerate(order[start:], start):
+                for s in sides:
+                    probe = ContentionProbe(threads[s], config.measure.contention_limit)
+                    timed = self.timer.run(calls[s], policy, sync[s], on_measure=probe.start)
+                    blocks.append(AbBlock(s, i, list(timed.samples_ns), probe.stop()))
+
+        measure(0)
+        while ab.ab_detect and (more := more_pairs(blocks, ab.ab_detect, ab.ab_confidence, ab.ab_min_effect)) > 0:
+            done = len(order)
+            order += block_order(more, ab.ab_seed + done)
+            measure(done)
         judged = judge_ab(blocks, ab.ab_min_effect, ab.ab_confidence)
         r = judged.ratio
         samples_a = [x for b in blocks if b.side == "a" for x in b.samples_ns]
