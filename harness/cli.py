@@ -777,7 +777,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if not cases:
         raise UsageError("no case to measure: give --models and --runtimes")
     out = config.outputs.out_dir
-    print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {config.ab.ab_pairs} pairs of "
+    from harness.gating.ab import DETECT_MAX_PAIRS, DETECT_PILOT_PAIRS
+
+    pairs = (f"pairs for --detect {config.ab.ab_detect:.1%} (a pilot of {DETECT_PILOT_PAIRS}, at most "
+             f"{DETECT_MAX_PAIRS})" if config.ab.ab_detect else f"{config.ab.ab_pairs} pairs")
+    print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {pairs} of "
           f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
     session, finished = _session_cases(config, cases)
     ab = config.ab

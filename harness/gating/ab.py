@@ -9,7 +9,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from harness.gating.unjudged import CONTENDED, TOO_FEW_PAIRS
+from harness.gating.unjudged import CONTENDED, TOO_FEW_PAIRS, TOO_WIDE
 from harness.gating.verdicts import Verdict
 from harness.results.schema import BROKEN, AbBlock, CaseResult
 from harness.results.stats import PairedRatio, _signed_rank_critical, median_ns, paired_ratio
@@ -62,7 +62,9 @@ def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: fl
     band = 1.0 + 2 * min_effect
     if 1.0 / band < r.low and r.high < band:
         return AbVerdict(Verdict.PASS, f"{text}: no change of {2 * min_effect:.0%} or more", r, len(clean))
-    return AbVerdict(Verdict.NOISE, f"{text}: too wide to rule out a {2 * min_effect:.0%} change", r, len(clean))
+    # too wide to say: neither a pass nor a regression was shown, so a deciding command counts it as not judged
+    return AbVerdict(Verdict.NOISE, f"{text}: too wide to rule out a {2 * min_effect:.0%} change", r, len(clean),
+                     TOO_WIDE)
 
 
 def _pairs(blocks: Sequence[AbBlock]) -> tuple[dict[int, dict[str, AbBlock]], dict[int, dict[str, AbBlock]]]:
@@ -229,6 +231,8 @@ def ab_records(cases: Sequence[CaseResult]) -> list:
         if verdict is Verdict.INCONCLUSIVE:
             cause = judge_ab(ab.blocks, ab.min_effect if ab.min_effect is not None else 0.02,
                              ab.confidence or 0.99).unjudged or TOO_FEW_PAIRS
+        elif verdict is Verdict.NOISE:  # the interval could not rule out a real change: not judged
+            cause = TOO_WIDE
         out.append(VerdictRecord(c.case, "ab", verdict, ratio=ab.ratio, ci_low=ab.ci_low, ci_high=ab.ci_high,
                                  reason=ab.reason, timing=True, unjudged=cause))
     return out

@@ -15,6 +15,7 @@ TOO_FEW_PAIRS = "too few clean pairs"  # an interleaved A/B kept too few pairs f
 NOT_REPRODUCIBLE = "not reproducible"  # side A of a re-measuring gate could not be rebuilt as the baseline ran it
 MODEL_CHANGED = "model changed"  # the model fingerprint differs: stored figures of another model say nothing
 OTHER_MACHINE = "different machine"  # stored figures from another machine: not comparable, so not judged
+TOO_WIDE = "interval too wide"  # an A/B's interval could not rule out a change of twice the minimum effect
 INCONCLUSIVE = "inconclusive"  # an inconclusive verdict that named no cause of its own
 
 ALLOW_OPTION = "--allow-unjudged"
