@@ -19,7 +19,24 @@ from harness.envs.spec import EnvSpec
 
 MANIFEST = "harness-env.json"
 BASE_PTH = "_harness_base.pth"
-BUILD_TIMEOUT_S = float(os.environ.get("HARNESS_ENV_BUILD_TIMEOUT", "1800"))
+BUILD_TIMEOUT_VAR = "HARNESS_ENV_BUILD_TIMEOUT"
+DEFAULT_BUILD_TIMEOUT_S = 1800.0
+
+
+def build_timeout_s() -> float:
+    """$HARNESS_ENV_BUILD_TIMEOUT (seconds, default 1800), read where a build runs, never at import: a malformed
+    value fails that build with one line naming the variable, not every command."""
+    text = os.environ.get(BUILD_TIMEOUT_VAR, "").strip()
+    if not text:
+        return DEFAULT_BUILD_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise EnvBuildError(f"${BUILD_TIMEOUT_VAR}={text!r}: expected a positive number of seconds "
+                            f"(default {DEFAULT_BUILD_TIMEOUT_S:g})")
+    return value
 
 
 HELD = ("torch",)  # packages an environment takes from the base at the base's version (a constraint when built)
@@ -167,12 +184,13 @@ class EnvStore:
 
     @staticmethod
     def _run(cmd: list[str], spec: EnvSpec, path: Path, what: str) -> None:
+        timeout_s = build_timeout_s()
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise EnvBuildError(f"the environment for {spec.label} could not be built: {what} took over "
-                                f"{BUILD_TIMEOUT_S:g} s") from None
+                                f"{timeout_s:g} s") from None
         except OSError as exc:
             raise EnvBuildError(f"the environment for {spec.label} could not be built: {what}: {exc}") from None
         if done.returncode != 0:
