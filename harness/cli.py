@@ -749,6 +749,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
     store = EnvStore(Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir())
     if args.envs_command == "clear":
+        if any(not k.strip() for k in args.keys):  # '' is a prefix of every key: it would remove them all
+            raise UsageError("envs clear: an empty KEY matches every environment; give no KEY to remove all "
+                             "(`harness envs clear`), or the keys `harness envs ls` lists")
         removed = store.clear(tuple(args.keys))
         print(f"removed {len(removed)} environment(s) from {store.root}" + (f": {', '.join(removed)}" if removed
                                                                              else ""))

@@ -39,3 +39,8 @@ class ResultsError(HarnessError):
 class CacheEntryError(HarnessError):
     """A cache entry that fails its check on read (changed bytes, missing file, refused by its loader); the
     message names the entry and the `harness cache clear` command that removes it."""
+
+
+class CacheDirError(HarnessError):
+    """The harness cache folder (or a folder under it) cannot be created or written: the message names the
+    folder, the system's reason, and how to give another (--cache-dir, $HARNESS_CACHE_DIR)."""

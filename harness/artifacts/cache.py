@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CacheEntryError
+from harness.errors import CacheDirError, CacheEntryError
 
 ENV_CACHE_DIR = "HARNESS_CACHE_DIR"
 
@@ -25,6 +25,28 @@ def default_cache_dir() -> Path:
         return Path(os.environ[ENV_CACHE_DIR]).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "harness"
+
+
+def cache_dir_error(folder: Path, exc: OSError) -> CacheDirError:
+    """The one-line error of a cache folder that cannot be made or written (read-only, a file in the way, no
+    permission, a full disk)."""
+    why = exc.strerror or type(exc).__name__
+    return CacheDirError(f"cache folder {folder} is not writable ({why}): free it or give another with "
+                         f"--cache-dir or ${ENV_CACHE_DIR}")
+
+
+def writable_dir(folder: Path) -> Path:
+    """`folder`, made if missing and checked writable by creating and removing a file in it; CacheDirError
+    naming it otherwise (before any work that would be lost at its first write)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-probe-{uuid.uuid4().hex[:8]}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise cache_dir_error(folder, exc) from None
+    return folder
 
 
 _ACTIVE_ROOT: Path | None = None
@@ -83,9 +105,12 @@ class ArtifactCache:
         meta_path = final_dir / "meta.json"
         if meta_path.is_file():
             return Artifact(final_dir / filename, key, True, 0.0, verified_meta(final_dir, kind, filename))
-        final_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = final_dir.parent / f".tmp-{final_dir.name}-{uuid.uuid4().hex[:8]}"
-        tmp_dir.mkdir()
+        try:
+            final_dir.parent.mkdir(parents=True, exist_ok=True)
+            tmp_dir.mkdir()
+        except OSError as exc:
+            raise cache_dir_error(final_dir.parent, exc) from None
         try:
             t0 = time.perf_counter()
             extra = build(tmp_dir / filename) or {}

@@ -238,8 +238,8 @@ def _not_grpc(conn: Any, timeout: float) -> str:
             first += conn.recv(200)
         except OSError:
             pass
-        line = first.decode("ascii", "replace").strip().splitlines()[0][:60]
-        kind = "an HTTP/1 server" if line.startswith("HTTP/") or line.startswith("<") else "a text protocol"
+        line = (first.decode("ascii", "replace").strip().splitlines() or [""])[0][:60]
+        kind = "an HTTP/1 server" if line.startswith(("HTTP/", "<")) else "a text protocol"
         return f"{kind}: it answered {line!r}"
     if not first:
         return "it closed the connection without a reply to the HTTP/2 greeting that Ray's gRPC answers"
