@@ -182,3 +182,56 @@ def test_fp16_on_torch_cpu_is_a_bf16_case_once(tmp_path):
     assert all(isinstance(x.precision, Precision) for x in get_workload(c.workload).cases(c))
     assert got == [("torch-cpu", "fp32"), ("torch-cpu", "bf16"), ("torch-cpu", "int8"),
                    ("ort-cpu", "fp32"), ("ort-cpu", "fp16"), ("ort-cpu", "bf16"), ("ort-cpu", "int8")]
+
+
+def _numeric_options():
+    """Every option whose parser takes a number (found by what it parses, not by name)."""
+    from harness.options import OPTIONS
+
+    out = []
+    for o in OPTIONS:
+        if o.parse is None or o.flag:
+            continue
+        try:
+            v = o.parse("2", o.name)
+        except Exception:  # noqa: BLE001 - a parser of names, files, lists
+            continue
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(o)
+    return out
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999", "Infinity", "1e400"])
+def test_every_numeric_option_refuses_infinities_as_it_refuses_nan(text):
+    options = _numeric_options()
+    assert len(options) >= 10  # min-time, case-timeout, settle, ab-pairs, ...
+    for o in options:
+        with pytest.raises(UsageError, match=f"^--{o.name}: ") as info:
+            o.parse(text, o.name)
+        assert "is not a finite number" in str(info.value) or "is not an integer" in str(info.value) or \
+            "not a fraction" in str(info.value), (o.name, str(info.value))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"ab_pairs": "1000000000"}, "--ab-pairs: 1000000000 is above the maximum 10000 (each pair is two blocks"),
+    ({"ab_pairs": "1e9"}, "--ab-pairs: '1e9' is not an integer"),
+    ({"ab_pairs": "10001"}, "above the maximum 10000"),
+    ({"ab_block_time": "inf"}, "--ab-block-time: 'inf' is not a finite number"),
+    ({"ab_block_time": "61"}, "--ab-block-time: 61 is above the maximum 60"),
+    ({"settle": "600"}, "--settle 600 s is not shorter than --case-timeout 600 s"),
+    ({"settle": "30", "case_timeout": "10"}, "--settle 30 s is not shorter than --case-timeout 10 s"),
+    ({"settle": "10", "case_timeout": "10"}, "--settle 10 s is not shorter than --case-timeout 10 s"),
+])
+def test_absurd_sizes_are_refused_naming_the_option(kw, message, tmp_path):
+    from harness.cli import AB_GROUPS
+    from harness.options import RUN_GROUPS
+
+    groups = AB_GROUPS if "ab_pairs" in kw or "ab_block_time" in kw else RUN_GROUPS
+    with pytest.raises(UsageError) as info:
+        parse_run_options(raw(out=str(tmp_path / "o"), **kw), groups)
+    assert message in str(info.value)
+
+
+def test_settle_within_the_case_timeout_is_taken(tmp_path):
+    c = parse_run_options(raw(settle="30", case_timeout="60", out=str(tmp_path / "o")))
+    assert c.measure.settle_s == 30 and c.process.case_timeout_s == 60
