@@ -61,6 +61,7 @@ def at_least(minimum: float, kind: type = float, maximum: float | None = None, w
             shown = v if kind is int else f"{v:g}"
             raise UsageError(f"--{what}: {shown} is above the maximum {maximum:g}{f' ({why})' if why else ''}")
         return v
+    parse.bounds = (minimum, maximum)  # type: ignore[attr-defined]  # a number option (tests find them by it)
     return parse
 
 
@@ -78,6 +79,9 @@ def fraction(text: Any, what: str) -> float:
     if v > 1.0:
         raise UsageError(f"--{what}: {v:g} is not a fraction in [0, 1]")
     return v
+
+
+fraction.bounds = (0.0, 1.0)  # type: ignore[attr-defined]
 
 
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
