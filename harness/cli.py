@@ -45,8 +45,39 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" (difflib) for a mistyped option or command (`--bach-sizes`, `rnu`); its
+    subcommands' parsers are of this class too (add_subparsers makes them of the parser's own type)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        from harness.errors import did_you_mean
+
+        if message.startswith("unrecognized arguments: "):
+            options = self._option_strings_below()
+            message = "unrecognized arguments: " + " ".join(
+                tok + (did_you_mean(tok.split("=", 1)[0], options) if tok.startswith("--") else "")
+                for tok in message.removeprefix("unrecognized arguments: ").split())
+        elif message.startswith("argument COMMAND: invalid choice: ") or " invalid choice: " in message:
+            word = message.split("invalid choice: ", 1)[1].split(" (choose from", 1)[0].strip("'\"")
+            choices = [c for a in self._actions if a.choices for c in a.choices]
+            message += did_you_mean(word, choices)
+        return super().error(message)
+
+    def _option_strings_below(self) -> list[str]:
+        """Every --option of this parser and of its subcommands' parsers, at any depth."""
+        out: list[str] = []
+        todo: list[argparse.ArgumentParser] = [self]
+        while todo:
+            parser = todo.pop()
+            for action in parser._actions:
+                out += [o for o in action.option_strings if o.startswith("--")]
+                if isinstance(action, argparse._SubParsersAction):
+                    todo += list(action.choices.values())
+        return out
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description="Benchmark and conformance harness for ML inference.")
+    p = _Parser(prog="harness", description="Benchmark and conformance harness for ML inference.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the matrix (pytest on the bundled suites) and write results + report",
@@ -506,6 +537,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from harness.artifacts.cache import ArtifactCache
 
     cache = ArtifactCache(Path(args.cache_dir).expanduser() if args.cache_dir else None)
+    cache.check_kind(args.kind)
     if args.cache_command == "clear":
         removed, freed = cache.clear(args.kind)
         print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_size(freed)}) from {cache.root}")

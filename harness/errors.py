@@ -1,5 +1,18 @@
 """Exceptions the harness raises on purpose, each saying what is wrong and what to do next."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, valid: Iterable[str]) -> str:
+    """" (did you mean 'ort-cpu'?)" when `word` is a near miss of one or two of `valid` (difflib's ratio, as
+    argparse does in Python 3.14), else "": appended to an unknown-name error before its list of valid names."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(dict.fromkeys(valid)), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
 
 def install_hint(extra: str) -> str:
     """The command that installs the optional extra `extra` from a checkout, with the constraints that pin the

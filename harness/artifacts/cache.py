@@ -17,6 +17,10 @@ from typing import Any
 from harness.errors import CacheDirError, CacheEntryError
 
 ENV_CACHE_DIR = "HARNESS_CACHE_DIR"
+# The kinds of entry the harness's own builds write (ROOT/KIND/...); a test keeps the list true to the calls of
+# get_or_build. `harness cache ls|clear --kind` takes these and any other kind present in the cache (a plugin's).
+KNOWN_KINDS = ("onnx", "onnx-fp16", "onnx-int8", "onnx-onnxsim", "onnx-onnxslim", "onnx-transformer", "tflite",
+               "trt-engine", "tvm", "tvm-tuned", "weights", "ceilings")
 
 
 def default_cache_dir() -> Path:
@@ -145,6 +149,23 @@ class ArtifactCache:
             return False
         shutil.rmtree(trash, ignore_errors=True)
         return True
+
+    def kinds(self) -> list[str]:
+        """The kinds an entry may have: the harness's own and any other present in this cache."""
+        present = sorted(p.name for p in self.root.glob("*") if p.is_dir() and not p.name.startswith(".")) \
+            if self.root.is_dir() else []
+        return list(dict.fromkeys([*KNOWN_KINDS, *present]))
+
+    def check_kind(self, kind: str | None, option: str = "--kind") -> None:
+        """UsageError for a kind no entry can have, with the near miss and the valid kinds."""
+        from harness.errors import UsageError, did_you_mean
+
+        if kind is None:
+            return
+        valid = self.kinds()
+        if kind not in valid:
+            raise UsageError(f"{option} {kind!r}: no such kind of cache entry{did_you_mean(kind, valid)}; kinds: "
+                             f"{', '.join(valid)}")
 
     def entries(self) -> list[Path]:
         if not self.root.is_dir():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from harness.errors import UsageError
+from harness.errors import UsageError, did_you_mean
 from harness.variants.base import BASE, Knob, Variant, VariantKind
 from harness.variants.export import AXES, OPSET
 from harness.variants.graph import FUSE, SIMPLIFY
@@ -33,7 +33,8 @@ def parse_variant(spelling: str) -> Variant | None:
             raise UsageError(f"variant {part!r}: spell a knob KIND=VALUE, e.g. opt=basic (kinds: "
                              f"{', '.join(KINDS)}; `harness variants` lists them)")
         if key not in KINDS:
-            raise UsageError(f"variant {part!r}: unknown kind {key!r} (kinds: {', '.join(KINDS)})")
+            raise UsageError(f"variant {part!r}: unknown kind {key!r}{did_you_mean(key, KINDS)} (kinds: "
+                             f"{', '.join(KINDS)})")
         if key in knobs:
             raise UsageError(f"variant {text!r}: {key} is given twice")
         knobs[key] = Knob(KINDS[key], KINDS[key].parse(value))
