@@ -249,7 +249,7 @@ def input_by_construction(name: str, shape: tuple[int | str, ...], dtype: str, r
 
 
 # dim_param values that name nothing (paddle2onnx writes "?" for every unnamed axis).
-_UNNAMED = frozenset({"", "?"})
+UNNAMED_DIMS = _UNNAMED = frozenset({"", "?"})
 
 
 def free_dim(d: Any) -> int | None:

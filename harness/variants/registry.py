@@ -19,6 +19,21 @@ KINDS: dict[str, VariantKind] = {k.key: k for k in (OPT, EXEC, MEM, SPIN, THREAD
                                                     WEIGHTS, PRUNE, TUNE)}
 
 
+def _canonical(kind: VariantKind, part: str, value: str) -> str:
+    """The knob's canonical value, checked to be one the kind takes as it is: a spelling rounded on the way in
+    (prune=0.9999999 written prune=1) is refused here, naming both, rather than by the worker."""
+    canonical = kind.parse(value)
+    try:
+        again = kind.parse(canonical)
+    except UsageError:
+        again = None
+    if again != canonical:
+        raise UsageError(f"variant {part!r}: {value.strip()} is written {kind.key}={canonical}, which "
+                         f"{'is refused' if again is None else f'reads as {kind.key}={again}'}: give a value "
+                         f"that stays {kind.values} when written")
+    return canonical
+
+
 @functools.lru_cache(maxsize=256)  # a case's variant is parsed by the refusal, the apply and the record alike
 def parse_variant(spelling: str) -> Variant | None:
     """`opt=basic+exec=parallel` -> Variant (knobs in registry order); `base` or "" -> None (no variant)."""
@@ -37,7 +52,7 @@ def parse_variant(spelling: str) -> Variant | None:
                              f"{', '.join(KINDS)})")
         if key in knobs:
             raise UsageError(f"variant {text!r}: {key} is given twice")
-        knobs[key] = Knob(KINDS[key], KINDS[key].parse(value))
+        knobs[key] = Knob(KINDS[key], _canonical(KINDS[key], part, value))
     order = list(KINDS)
     return Variant(tuple(sorted(knobs.values(), key=lambda k: order.index(k.kind.key))))
 
