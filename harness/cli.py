@@ -203,7 +203,8 @@ def _ab_parser(sub: Any) -> None:
                                    "--ab-pairs pairs of short blocks, AB or BA in a balanced random order; B/A is "
                                    "the Hodges-Lehmann estimate of the pairs' median ratios with a signed-rank interval. Verdicts as "
                                    "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
-                                   "Exit 1 when a case regressed, 0 otherwise, 2 on bad options.")
+                                   "Exit 1 when a case regressed or could not be measured (error, crash, "
+                                   "timeout, out of memory), 0 otherwise, 2 on bad options.")
     c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
                                              "(`harness variants`), or an .onnx file")
     c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
@@ -323,7 +324,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"harness {args.command}"
         status = _dispatch(args)
         sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's last flush
-        return status
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
@@ -332,7 +332,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{command}: interrupted", file=sys.stderr)
         except (BrokenPipeError, OSError):
             pass
-        return EXIT_INTERRUPTED
+        status = EXIT_INTERRUPTED
+    if argv is None and status in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
+        _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    """End the process with `status` now (what was measured is written by then). A KeyboardInterrupt that
+    passed through code an extension ran with PyRun_* during an import marks the interpreter as killed by
+    SIGINT, whatever the harness then returns: a normal exit would end as a death by SIGINT (-2), not 130
+    or 143 (seen with Ctrl-C in the first seconds of `harness ab`)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _silence_stdout() -> None:
@@ -740,7 +758,8 @@ def _session_cases(config: RunConfig, cases: list[CaseId]) -> tuple[Any, bool]:
         interrupted = True
     finally:
         session.finish(interrupted=interrupted)
-    assert session.run is not None
+    if session.run is None:  # stopped while the session was starting: nothing measured, nothing written
+        raise KeyboardInterrupt
     for line in get_workload(config.workload).terminal_lines(session.run):
         print(line)
     return session, not interrupted
@@ -768,8 +787,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
           f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
     session, finished = _session_cases(config, cases)
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
+    from harness.results.schema import BROKEN
+
     regressed = any(c.ab is not None and c.ab.verdict == Verdict.REGRESSED.value for c in session.run.cases)
-    return session.exit_status() or (EXIT_INTERRUPTED if not finished else EXIT_FAILED if regressed else EXIT_OK)
+    # a case that could not be measured (error, crash, timeout, out of memory) is a failed run, as in `harness
+    # run`: never 0 as if both sides had been compared
+    broken = [c for c in session.run.cases if c.status in BROKEN]
+    if broken and finished:
+        print(f"{len(broken)} case(s) not measured: " + ", ".join(f"{c.case.id} {c.status}" for c in broken[:5])
+              + (" ..." if len(broken) > 5 else ""))
+    return session.exit_status() or (EXIT_INTERRUPTED if not finished else
+                                     EXIT_FAILED if regressed or broken else EXIT_OK)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:

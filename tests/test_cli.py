@@ -265,6 +265,46 @@ def test_ctrl_c_at_any_moment_of_conform_is_exit_130_without_a_traceback(tmp_pat
         assert "Traceback" not in err + out, (delay, err[-3000:])
 
 
+@pytest.mark.parametrize("where", ["start", "snapshot", "executor"])
+def test_an_interrupt_while_the_session_starts_is_one_line_exit_130(where, monkeypatch, capsys, tmp_path):
+    """Ctrl-C inside the session's start (the environment snapshot, the worker's launch), before its own
+    signal handlers: one line and 130, never an assertion's traceback (`harness ab` in its first 1.5 s)."""
+    from harness import cli
+    from harness.execution import session as session_module
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    target = {"start": (session_module.HarnessSession, "start"), "snapshot": (session_module, "snapshot"),
+              "executor": (session_module, "IsolatedExecutor")}[where]
+    monkeypatch.setattr(*target, interrupted)
+    for argv in (["ab", "base", "threads=2", "--models", "mlp", "--out", str(tmp_path / "ab")],
+                 ["conform", "--runtimes", "ort-cpu", "--out", str(tmp_path / "c")]):
+        assert cli.main(argv) == 130
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, err
+        if where != "executor":  # else the run exists: written and reported as stopped, as a later Ctrl-C
+            assert err.endswith(f"harness {argv[0]}: interrupted\n"), err
+
+
+def test_ctrl_c_in_the_first_seconds_of_ab_is_exit_130_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    for delay in (0.2, 0.7, 1.0, 1.3, 1.6, 2.5):
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ab", "base", "opt=basic", "--models", "mlp",
+                                 "--runtimes", "ort-cpu", "--ab-pairs", "4", "--out", str(tmp_path / f"a{delay}")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:
+            continue
+        assert proc.returncode == 130, (delay, proc.returncode, err[-2000:])  # not -2, a death by SIGINT
+        assert "Traceback" not in err + out and err.strip().count("\n") <= 1, (delay, err[-3000:])
+
+
 # ------------------------------------------------------------------ "did you mean" (difflib) on every name
 def _typo(word: str) -> str:
     """A near miss of `word`: two neighbouring letters swapped in its longest part."""

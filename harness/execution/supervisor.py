@@ -329,7 +329,10 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
         os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:  # the parent closed this worker (a Ctrl-C) before it started: nothing to do
+        os._exit(0)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

@@ -138,3 +138,19 @@ def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake
     assert not case["ab"]["b_vs_a"]["passed"] or case["ab"]["b_vs_a"]["max_abs"] == 0.0
     html = (out / "report.html").read_text()
     assert 'id="ab"' in html and 'class="l verdict-regressed"' in html and "8 of 8" in html
+
+
+@pytest.mark.parametrize("runtime, status", [("fake-raises", "error"), ("fake-oom", "oom"),
+                                             ("fake-segv-load", "crashed")])
+def test_ab_exits_1_when_a_case_could_not_be_measured(runtime, status, tmp_path, fake_env):
+    """An error, out-of-memory or crashed row is a failed A/B run (exit 1, the row named), never 0 as if both
+    sides had been compared."""
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "ab", "base", "threads=2", "--models", "fake-linear",
+                        "--runtimes", runtime, "--batch-sizes", "1", "--ab-pairs", "2", "--ab-block-time", "0.002",
+                        "--case-timeout", "60", "--out", str(out)],
+                       env=fake_env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"1 case(s) not measured: fake-linear-{runtime}-fp32-b1 {status}" in p.stdout
+    (case,) = json.loads((out / "results.json").read_text())["cases"]
+    assert case["status"] == status
