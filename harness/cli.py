@@ -176,7 +176,8 @@ def _envs_parsers(sub: Any) -> None:
                        description="Measure one case (--models x shape x --precisions) on releases of RUNTIME's "
                                    "package, each in an environment of its own (RUNTIME@VERSION), by binary search: "
                                    "the two ends, then halves. Each release is judged against the oldest by "
-                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none.")
+                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none, 2 on "
+                                   "bad options (a reversed A..B), 130/143 when stopped by SIGINT/SIGTERM.")
     b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
     b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
                    help="A..B: every release from A to B that pip can install here (either end may be left out); "
@@ -327,12 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or the signal a run session stopped on (SignalStop: 130, 143)
+        signum = getattr(exc, "signum", signal.SIGINT)
         try:
-            print(f"{command}: interrupted", file=sys.stderr)
+            print(f"{command}: {'terminated' if signum == signal.SIGTERM else 'interrupted'}", file=sys.stderr)
         except (BrokenPipeError, OSError):
             pass
-        status = EXIT_INTERRUPTED
+        status = 128 + int(signum)
     if argv is None and status in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
         _exit_now(status)
     return status

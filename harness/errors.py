@@ -57,3 +57,12 @@ class CacheEntryError(HarnessError):
 class CacheDirError(HarnessError):
     """The harness cache folder (or a folder under it) cannot be created or written: the message names the
     folder, the system's reason, and how to give another (--cache-dir, $HARNESS_CACHE_DIR)."""
+
+
+class SignalStop(KeyboardInterrupt):
+    """The KeyboardInterrupt a run session raises for the SIGINT or SIGTERM that stops it, carrying the signal, so
+    that a command the signal ends exits 128 + its number (130, 143) wherever the interrupt is caught."""
+
+    def __init__(self, signum: int, name: str = "") -> None:
+        super().__init__(f"signal {name or signum}")
+        self.signum = signum

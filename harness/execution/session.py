@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
+from harness.errors import SignalStop
 from harness.execution.worker import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
 from harness.execution.supervisor import IsolatedExecutor
@@ -78,7 +79,7 @@ class HarnessSession:
         self.stop_signal = signum
         self.progress.note(f"{signal.Signals(signum).name}: stopping (no new cases or rounds); writing what "
                            "finished and the report; further signals are ignored")
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise SignalStop(signum, signal.Signals(signum).name)
 
     @property
     def stopping(self) -> bool:
