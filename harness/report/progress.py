@@ -49,6 +49,8 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
             tail += f" ({flags})"
         if status == "failed":  # the reason says "drift over tolerance: ..." with the figures
             tail += f"  {first_line(result.reason)}"
+        elif (result.details or {}).get("caveat"):  # how the runtime was set up (an untuned compiler)
+            tail += f"  [{first_line(str(result.details['caveat']))}]"
         return head + tail
     if status == "skipped":
         return f"{head}  {first_line(result.reason)}"

@@ -237,6 +237,10 @@ class ScenarioRun:
     target_latency_percentile: NonNegative | None = None
     # server: what the bound came from ("--server-latency", "5 x the single-stream p99 (...)")
     target_latency_basis: Text | None = None
+    # single-stream: whether the machine held the worker's threads off a CPU during the test (harness.measure.
+    # contention) and why; a contended figure is never a Server bound's basis
+    contended: bool | None = None
+    contention_cause: Text | None = None
     overlatency_queries: Count | None = None  # server: queries over the bound
     # the runtime's calls during the test as the SUT timed them (call + synchronise): LoadGen's latency is this
     # plus the wait in the SUT's queue and LoadGen's own overhead

@@ -174,8 +174,9 @@ class ForwardState(WorkerState):
             on_phase("profile")
             profile = self.profiler.profile(runtime, feed, case, stats.p50_ms, config.measure.threads,
                                             case_dims(case, config.matrix.shapes))
+        caveat = runtime.caveat()  # e.g. an untuned compiler: said wherever the case's figures are
         return CaseResult(
-            case, "passed" if passed else "failed", reason="; ".join(reasons),
+            case, "passed" if passed else "failed", reason="; ".join([*reasons, *([caveat] if caveat else [])]),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
             latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
@@ -183,7 +184,8 @@ class ForwardState(WorkerState):
             setup_s=setup_s, artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
             feed_sha256=feed_digest(feed), model_fingerprint=run_spec.fingerprint(), **blocks,
-            details={**runtime.details(), **fed, **variant_details(case), "activation_reused": reused,
+            details={**runtime.details(), **({"caveat": caveat} if caveat else {}), **fed, **variant_details(case),
+                     "activation_reused": reused,
                      **({"settle": self._settle} if self._settle else {}), "warmup_time_s": policy.warmup_time_s,
                      "model_has_torch_module": spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
