@@ -29,7 +29,7 @@ from harness.results.stats import latency_stats, throughput_sps
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
-from harness.workloads.forward.profiling import CaseProfiler, case_dims
+from harness.workloads.forward.profiling import CaseProfiler, case_dims, profile_budget_s
 from harness.workloads.forward.scenarios import run_scenarios
 
 
@@ -173,7 +173,8 @@ class ForwardState(WorkerState):
         if config.measure.profile:  # after every timed loop of the case: the profiled pass never times
             on_phase("profile")
             profile = self.profiler.profile(runtime, feed, case, stats.p50_ms, config.measure.threads,
-                                            case_dims(case, config.matrix.shapes))
+                                            case_dims(case, config.matrix.shapes), budget_s=profile_budget_s(
+                                                config.process.case_timeout_s))
         caveat = runtime.caveat()  # e.g. an untuned compiler: said wherever the case's figures are
         return CaseResult(
             case, "passed" if passed else "failed", reason="; ".join([*reasons, *([caveat] if caveat else [])]),
