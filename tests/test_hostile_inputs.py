@@ -81,7 +81,7 @@ def test_a_malformed_build_timeout_variable_fails_only_the_build_naming_it(tmp_p
     env = {**os.environ, "HARNESS_ENV_BUILD_TIMEOUT": "ten minutes",
            "PYTHONPATH": os.pathsep.join([str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
     for argv in (["models"], ["runtimes"], ["envs", "ls", "--cache-dir", str(tmp_path)], ["variants"]):
-        done = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "harness.cli", *argv], check=False, capture_output=True, text=True,
                               env=env, timeout=120)
         assert done.returncode == 0, (argv, done.stderr)
     done = subprocess.run([sys.executable, "-m", "harness.cli", "envs", "build", "ort-cpu@1.24.4", "--cache-dir",
@@ -115,3 +115,17 @@ def test_envs_clear_with_an_empty_key_is_a_usage_error_and_removes_nothing(keys,
     assert main(["envs", "clear", *keys, "--cache-dir", str(tmp_path)]) == 2
     assert "empty KEY" in capsys.readouterr().err
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["aaaa1111", "bbbb2222"]
+
+
+@pytest.mark.parametrize("value", ["lots", "nan", "-0.5", "1.5", "inf"])
+def test_a_malformed_contention_limit_variable_is_one_line_where_a_run_is_configured(value, tmp_path):
+    env = {**os.environ, "HARNESS_CONTENTION_LIMIT": value,
+           "PYTHONPATH": os.pathsep.join([str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
+    models = subprocess.run([sys.executable, "-m", "harness.cli", "models"], check=False, capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert models.returncode == 0, models.stderr  # not read at import: other commands are unaffected
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--models", "mlp", "--out",
+                          str(tmp_path / "r")], check=False, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == (f"harness run: error: $HARNESS_CONTENTION_LIMIT={value!r}: expected a fraction in "
+                                  "[0, 1] (1: never call a block contended; unset: 0.1)")

@@ -4,7 +4,6 @@ the nodes it covers, the fusion named), with each node's FLOPs, bytes and achiev
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

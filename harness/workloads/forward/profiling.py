@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.profile.layers import CannotProfile, merge_profiles, profile_record
-from harness.results.stats import median_ns
 from harness.results.schema import CaseId
+from harness.results.stats import median_ns
 from harness.runtimes import Runtime
 
 PROFILE_TIME_S = 1.0  # the profiled runs last about this long (at the case's measured p50) ...
