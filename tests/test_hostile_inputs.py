@@ -129,3 +129,43 @@ def test_a_malformed_contention_limit_variable_is_one_line_where_a_run_is_config
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip() == (f"harness run: error: $HARNESS_CONTENTION_LIMIT={value!r}: expected a fraction in "
                                   "[0, 1] (1: never call a block contended; unset: 0.1)")
+
+
+@pytest.mark.parametrize("exc", [PermissionError(13, "Permission denied", "/ro/cache/envs"),
+                                 OSError(30, "Read-only file system", "/ro/cache/onnx"),
+                                 RuntimeError("the worker could not be started")])
+def test_a_case_that_fails_in_the_harness_process_is_an_error_row_never_lost(exc, monkeypatch, tmp_path, capsys,
+                                                                            fakes):
+    """What fails outside the worker (preparing the case, its environment or worker: an unwritable cache
+    folder) is the case's error with its reason in results.json: never a complete run of 0 cases."""
+    from harness.execution.supervisor import IsolatedExecutor
+
+    def fails(self, case, config, payload):
+        raise exc
+
+    monkeypatch.setattr(IsolatedExecutor, "run", fails)
+    out = tmp_path / "ab"
+    assert main(["ab", "base", "threads=2", "--models", "fake-linear", "--runtimes", "fake-ok", "--ab-pairs", "2",
+                 "--out", str(out)]) == 1
+    doc = json.loads((out / "results.json").read_text())
+    (case,) = doc["cases"]
+    assert case["status"] == "error" and case["phase"] == "setup"
+    assert case["reason"].startswith(type(exc).__name__) and str(exc).split(":")[0] in case["reason"]
+
+
+def test_an_environment_in_an_unwritable_cache_is_the_cases_reason(tmp_path):
+    """A runtime that needs an environment of its own, with a cache folder that cannot hold one: the case is
+    skipped with the folder named (the supervisor's rule for an environment that cannot be built)."""
+    from harness.config import RunConfig
+    from harness.execution.supervisor import IsolatedExecutor
+    from harness.results.schema import CaseId
+
+    cache = _unwritable("under-a-file", tmp_path)
+    config = RunConfig.build(models=("mlp",), runtimes=("ort-cpu@1.24.4",), cache_dir=cache,
+                             out_dir=tmp_path / "o")
+    ex = IsolatedExecutor()
+    try:
+        why = ex._environment(CaseId("mlp", "ort-cpu@1.24.4", "fp32", 1, None, "cpu"), config)
+    finally:
+        ex.close()
+    assert isinstance(why, str) and f"cache folder {cache}" in why

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
-from harness.errors import SignalStop
+from harness.errors import HarnessError, SignalStop
 from harness.execution.worker import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
 from harness.execution.supervisor import IsolatedExecutor
@@ -97,8 +97,15 @@ class HarnessSession:
             raise KeyboardInterrupt("the run is stopping")
         self.progress.begin(case.id)
         cpu = OthersCpu()
-        payload = self.workload.payload(case, self.config)
-        result = self.workload.annotate(case, self.executor.run(case, self.config, payload))
+        try:
+            payload = self.workload.payload(case, self.config)
+            result = self.workload.annotate(case, self.executor.run(case, self.config, payload))
+        except Exception as exc:  # noqa: BLE001 - what fails here, in the harness's own process (preparing the
+            # case, reaching its worker or environment: an unwritable cache folder), is the case's error with its
+            # reason, never a case missing from a run that says it is complete
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            result = CaseResult(case, "error", phase="setup", reason=f"{type(exc).__name__}: {why}"
+                                if not isinstance(exc, HarnessError) else why)
         result.details["cpu_others_percent"] = cpu.percent()
         self.run.cases.append(result)
         self._save()

@@ -146,6 +146,7 @@ class IsolatedExecutor:
         """The environment `case` runs in (built on first use), None for the harness's own, or why it could not
         be built (the case is then a skip with that reason)."""
         from harness.envs import EnvBuildError, EnvStore, environment_for
+        from harness.errors import HarnessError
         from harness.runtimes import get_runtime
 
         try:
@@ -160,7 +161,7 @@ class IsolatedExecutor:
             try:
                 self._envs[spec.key] = EnvStore(config.artifacts.cache_dir).ensure(
                     spec, wheels=Path(wheels) if wheels else None, progress=self.say, who=case.runtime)
-            except EnvBuildError as exc:
+            except (EnvBuildError, HarnessError) as exc:  # e.g. the cache folder is not writable (CacheDirError)
                 self._envs[spec.key] = str(exc)
         return self._envs[spec.key]
 
