@@ -484,14 +484,14 @@ class RunEnvironmentRecord(TypedDict, total=False):
     cpu_cores_physical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] | None
     memory_total_gb: Amount | None
     python: Text
-    libraries: Annotated[dict[Text, Text | None], Strict()]
-    git: Object
-    threads: Object
-    gpu: Object
-    gpu_end: Object
-    harness_overhead: Object
+    libraries: Annotated[dict[Text, Text | None], Strict()] | None
+    git: Object | None
+    threads: Object | None
+    gpu: Object | None
+    gpu_end: Object | None
+    harness_overhead: Object | None
     cpu_busy_percent_at_start: Amount | None
     cpu_cores_free_at_start: Amount | None
     cpu_quiet_at_start: Flag | None
     cpu_busy_others_percent: Amount | None
-    ray_nodes: Object
+    ray_nodes: Object | None
