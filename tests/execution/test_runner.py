@@ -99,7 +99,7 @@ def test_a_runtimes_caveat_is_the_cases_reason_details_and_case_line(config, fak
     """A runtime that declares a caveat (TVM untuned: its figures are an untuned build's floor) has it said with
     every measured case: reason, details["caveat"], the case line; one without says nothing."""
     from harness.report.progress import case_line
-    from harness.runtimes import RuntimeOptions, register_runtime
+    from harness.runtimes import register_runtime
 
     words = "untuned: the default pipeline applies no schedule; tune with --variants tune=N"
 
@@ -118,15 +118,15 @@ def test_a_runtimes_caveat_is_the_cases_reason_details_and_case_line(config, fak
 
 
 def test_tvm_says_untuned_unless_tune_is_given():
-    from harness.runtimes import RuntimeOptions, get_runtime
+    import dataclasses
+
     from harness.model import get_model
     from harness.precision import Precision
+    from harness.runtimes import RuntimeOptions, get_runtime
 
     cls = get_runtime("tvm-cpu")
     untuned = cls(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1))
     assert untuned.caveat() == ("untuned: TVM's default Relax pipeline applies no schedule; tune with --variants "
                                 "tune=N")
-    import dataclasses
-
     tuned = cls(get_model("mlp"), Precision.FP32, dataclasses.replace(RuntimeOptions(threads=1), tuning_trials=8))
     assert tuned.caveat() is None

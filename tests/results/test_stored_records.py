@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -28,7 +28,7 @@ def _profile(p50_ms: float) -> dict[str, Any]:
             self.name, self.flops, self.bytes_moved, self.op_type = name, flops, bytes_moved, op_type
 
     class Cost:
-        nodes = [Node("fc1", 262656, 529408), Node("relu", 512, 4096, "Relu"), Node("fc2", 5130, 21000)]
+        nodes: ClassVar[list[Node]] = [Node("fc1", 262656, 529408), Node("relu", 512, 4096, "Relu"), Node("fc2", 5130, 21000)]
         flops, bytes_moved = sum(n.flops for n in nodes), sum(n.bytes_moved for n in nodes)
 
     ops = (OpTime("fused fc1", "FusedGemm", 7.0, ("fc1", "relu"), "FusedGemm"), OpTime("fc2", "Gemm", 2.0, ("fc2",), ""),
