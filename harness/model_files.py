@@ -168,6 +168,9 @@ def parse_shapes(text: str | None) -> tuple[tuple[str, int], ...]:
             raise UsageError(f"--shape {part!r}: {value.strip()!r} is not an integer") from None
         if dim <= 0:
             raise UsageError(f"--shape {part!r}: {dim} is not a positive size (a dimension must be >= 1)")
+        if dim > 1 << 20:  # as --batch-sizes and --seq-lens (harness.options.MAX_DIM)
+            raise UsageError(f"--shape {part!r}: {dim} is above the maximum {1 << 20} (a feed that size would not "
+                             "fit in memory)")
         if name in _UNNAMED or name.endswith(":"):
             raise UsageError(f"--shape {part!r}: {name!r} is no input or dimension name ({name!r} is how an "
                              "exporter marks an axis it left unnamed, e.g. paddle2onnx); size such an axis as "

@@ -29,6 +29,10 @@ def names(text: Any, what: str) -> tuple[str, ...]:
     return out
 
 
+MAX_DIM = 1 << 20  # a batch size or sequence length
+MAX_THREADS = 4096  # more than any machine's cores: a thread pool that large only waits
+
+
 def positive_ints(text: Any, what: str) -> tuple[int, ...]:
     out = []
     for part in names(text, what):
@@ -38,6 +42,9 @@ def positive_ints(text: Any, what: str) -> tuple[int, ...]:
             raise UsageError(f"--{what}: {part!r} is not an integer") from None
         if v <= 0:
             raise UsageError(f"--{what}: {v} is not a positive size (a shape dimension must be >= 1)")
+        if v > MAX_DIM:
+            raise UsageError(f"--{what}: {v} is above the maximum {MAX_DIM} (a feed of that many rows or positions "
+                             "would not fit in memory; a case is sized for one machine)")
         out.append(v)
     return tuple(out)
 
@@ -367,7 +374,7 @@ TIMING = OptionGroup("timing", "timing", (
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
-              field="threads", parse=int_at_least(1)),
+              field="threads", parse=int_at_least(1, MAX_THREADS, "more threads than any machine has cores")),
     OptionDef("no-isolation", "run cases in the harness's own process (debugging: a crash ends the run)",
               flag=True, field="isolation", parse=switch(False)),
     OptionDef("case-timeout", "wall-clock limit per case in seconds, covering load/compile, warm-up and "

@@ -211,6 +211,9 @@ def test_every_numeric_option_refuses_infinities_as_it_refuses_nan(text):
     ({"settle": "600"}, "--settle 600 s is not shorter than --case-timeout 600 s"),
     ({"settle": "30", "case_timeout": "10"}, "--settle 30 s is not shorter than --case-timeout 10 s"),
     ({"settle": "10", "case_timeout": "10"}, "--settle 10 s is not shorter than --case-timeout 10 s"),
+    ({"batch_sizes": "1,2000000000"}, "--batch-sizes: 2000000000 is above the maximum 1048576"),
+    ({"seq_lens": "99999999"}, "--seq-lens: 99999999 is above the maximum 1048576"),
+    ({"threads": "100000"}, "--threads: 100000 is above the maximum 4096"),
 ])
 def test_absurd_sizes_are_refused_naming_the_option(kw, message, tmp_path):
     from harness.cli import AB_GROUPS

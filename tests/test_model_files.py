@@ -233,7 +233,7 @@ def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
                      ("height=0", "not a positive size"), ("batch=4", "use --batch-sizes"),
                      ("seq=4", "use --seq-lens"), ("?=48", "'\\?' is no input or dimension name"),
                      ("=48", "expected NAME=DIM"), ("x:=48", "'x:' is no input or dimension name"),
-                     ("a=1,?=2", "INPUT:AXIS=DIM, e.g. x:2=48")):
+                     ("a=1,?=2", "INPUT:AXIS=DIM, e.g. x:2=48"), ("h=4000000000", "above the maximum 1048576")):
         with pytest.raises(UsageError, match=msg):
             parse_shapes(bad)
     r = _run_case(tmp_path, "img", model=[str(path)], shape="height=6,w=5")
