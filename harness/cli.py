@@ -50,8 +50,39 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" (difflib) for a mistyped option or command (`--bach-sizes`, `rnu`); its
+    subcommands' parsers are of this class too (add_subparsers makes them of the parser's own type)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        from harness.errors import did_you_mean
+
+        if message.startswith("unrecognized arguments: "):
+            options = self._option_strings_below()
+            message = "unrecognized arguments: " + " ".join(
+                tok + (did_you_mean(tok.split("=", 1)[0], options) if tok.startswith("--") else "")
+                for tok in message.removeprefix("unrecognized arguments: ").split())
+        elif message.startswith("argument COMMAND: invalid choice: ") or " invalid choice: " in message:
+            word = message.split("invalid choice: ", 1)[1].split(" (choose from", 1)[0].strip("'\"")
+            choices = [c for a in self._actions if a.choices for c in a.choices]
+            message += did_you_mean(word, choices)
+        return super().error(message)
+
+    def _option_strings_below(self) -> list[str]:
+        """Every --option of this parser and of its subcommands' parsers, at any depth."""
+        out: list[str] = []
+        todo: list[argparse.ArgumentParser] = [self]
+        while todo:
+            parser = todo.pop()
+            for action in parser._actions:
+                out += [o for o in action.option_strings if o.startswith("--")]
+                if isinstance(action, argparse._SubParsersAction):
+                    todo += list(action.choices.values())
+        return out
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description="Benchmark and conformance harness for ML inference.")
+    p = _Parser(prog="harness", description="Benchmark and conformance harness for ML inference.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the matrix (pytest on the bundled suites) and write results + report",
@@ -153,7 +184,8 @@ def _envs_parsers(sub: Any) -> None:
                                    "the two ends, then halves. Each release is judged against the oldest by "
                                    "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none, "
                                    "3 when a step could not be judged (contended, too few samples: the search "
-                                   "stops with `could not judge between X and Y`; --allow-unjudged: 0).")
+                                   "stops with `could not judge between X and Y`; --allow-unjudged: 0), 2 on bad "
+                                   "options (a reversed A..B), 130/143 when stopped by SIGINT/SIGTERM.")
     b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
     b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
                    help="A..B: every release from A to B that pip can install here (either end may be left out); "
@@ -182,8 +214,9 @@ def _ab_parser(sub: Any) -> None:
                                    "the Hodges-Lehmann estimate of the pairs' median ratios with a signed-rank interval. Verdicts as "
                                    "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
                                    "Each case also says the smallest slowdown its pairs can detect. Exit 1 when a "
-                                   "case regressed, 3 when a case was inconclusive (not judged; --allow-unjudged: "
-                                   "0), 0 otherwise, 2 on bad options.")
+                                   "case regressed or could not be measured (error, crash, timeout, out of memory), "
+                                   "3 when a case was not judged (inconclusive, or an interval too wide; "
+                                   "--allow-unjudged: 0), 0 otherwise, 2 on bad options.")
     c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
                                              "(`harness variants`), or an .onnx file")
     c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
@@ -318,16 +351,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"harness {args.command}"
         status = _dispatch(args)
         sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's last flush
-        return status
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or the signal a run session stopped on (SignalStop: 130, 143)
+        signum = getattr(exc, "signum", signal.SIGINT)
         try:
-            print(f"{command}: interrupted", file=sys.stderr)
+            print(f"{command}: {'terminated' if signum == signal.SIGTERM else 'interrupted'}", file=sys.stderr)
         except (BrokenPipeError, OSError):
             pass
-        return EXIT_INTERRUPTED
+        status = 128 + int(signum)
+    if argv is None and status in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
+        _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    """End the process with `status` now (what was measured is written by then). A KeyboardInterrupt that
+    passed through code an extension ran with PyRun_* during an import marks the interpreter as killed by
+    SIGINT, whatever the harness then returns: a normal exit would end as a death by SIGINT (-2), not 130
+    or 143 (seen with Ctrl-C in the first seconds of `harness ab`)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _silence_stdout() -> None:
@@ -539,6 +590,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from harness.artifacts.cache import ArtifactCache
 
     cache = ArtifactCache(Path(args.cache_dir).expanduser() if args.cache_dir else None)
+    cache.check_kind(args.kind)
     if args.cache_command == "clear":
         removed, freed = cache.clear(args.kind)
         print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} ({_size(freed)}) from {cache.root}")
@@ -752,7 +804,8 @@ def _session_cases(config: RunConfig, cases: list[CaseId]) -> tuple[Any, bool]:
         interrupted = True
     finally:
         session.finish(interrupted=interrupted)
-    assert session.run is not None
+    if session.run is None:  # stopped while the session was starting: nothing measured, nothing written
+        raise KeyboardInterrupt
     for line in get_workload(config.workload).terminal_lines(session.run):
         print(line)
     return session, not interrupted
@@ -792,6 +845,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
     if session.exit_status() or not finished:
         return session.exit_status() or EXIT_INTERRUPTED
+    from harness.results.schema import BROKEN
+
+    # a case that could not be measured (error, crash, timeout, out of memory) is a failed run, as in `harness
+    # run`: never 0 as if both sides had been compared (ab_records: verdict broke)
+    broken = [c for c in session.run.cases if c.status in BROKEN]
+    if broken:
+        print(f"{len(broken)} case(s) not measured: " + ", ".join(f"{c.case.id} {c.status}" for c in broken[:5])
+              + (" ..." if len(broken) > 5 else ""))
     records = ab_records(session.run.cases)
     line = unjudged_line(records, args.allow_unjudged, what="A/B cases")
     if line:  # the last line: the cases not judged, and why
@@ -808,6 +869,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
     store = EnvStore(Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir())
     if args.envs_command == "clear":
+        if any(not k.strip() for k in args.keys):  # '' is a prefix of every key: it would remove them all
+            raise UsageError("envs clear: an empty KEY matches every environment; give no KEY to remove all "
+                             "(`harness envs clear`), or the keys `harness envs ls` lists")
         removed = store.clear(tuple(args.keys))
         print(f"removed {len(removed)} environment(s) from {store.root}" + (f": {', '.join(removed)}" if removed
                                                                              else ""))

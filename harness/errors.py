@@ -1,5 +1,18 @@
 """Exceptions the harness raises on purpose, each saying what is wrong and what to do next."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, valid: Iterable[str]) -> str:
+    """" (did you mean 'ort-cpu'?)" when `word` is a near miss of one or two of `valid` (difflib's ratio, as
+    argparse does in Python 3.14), else "": appended to an unknown-name error before its list of valid names."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(dict.fromkeys(valid)), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
 
 def install_hint(extra: str) -> str:
     """The command that installs the optional extra `extra` from a checkout, with the constraints that pin the
@@ -39,3 +52,17 @@ class ResultsError(HarnessError):
 class CacheEntryError(HarnessError):
     """A cache entry that fails its check on read (changed bytes, missing file, refused by its loader); the
     message names the entry and the `harness cache clear` command that removes it."""
+
+
+class CacheDirError(HarnessError):
+    """The harness cache folder (or a folder under it) cannot be created or written: the message names the
+    folder, the system's reason, and how to give another (--cache-dir, $HARNESS_CACHE_DIR)."""
+
+
+class SignalStop(KeyboardInterrupt):
+    """The KeyboardInterrupt a run session raises for the SIGINT or SIGTERM that stops it, carrying the signal, so
+    that a command the signal ends exits 128 + its number (130, 143) wherever the interrupt is caught."""
+
+    def __init__(self, signum: int, name: str = "") -> None:
+        super().__init__(f"signal {name or signum}")
+        self.signum = signum

@@ -117,6 +117,11 @@ def _read_npy_stream(f: Any, where: str, stored: int, budget: int) -> np.ndarray
         raise UsageError(f"{where} is not an NPY array: {exc}") from None
     if dtype.hasobject:
         raise UsageError(f"{where}: cannot read: an object array (dtype {dtype}) needs a pickle, never loaded")
+    bad = [d for d in shape if not isinstance(d, int) or isinstance(d, bool) or d < 0]
+    if bad or not isinstance(shape, tuple):
+        raise UsageError(f"{where}: the header declares shape {list(shape) if isinstance(shape, tuple) else shape!r}"
+                         f", {'with a negative dimension ' + str(bad[0]) if bad else 'not a tuple'}: not an array "
+                         "numpy writes; refused (corrupt)")
     count = math.prod(shape)
     declared = count * dtype.itemsize
     if declared > max(0, stored - f.tell()) or declared > budget:

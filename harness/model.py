@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import UsageError, did_you_mean
 from harness.precision import Precision, Tolerance, default_tolerance
 
 # Symbolic dimensions the matrix fills in: "batch" from --batch-sizes, "seq" from --seq-lens.
@@ -271,7 +271,8 @@ def get_model(name: str) -> ModelSpec:
     try:
         return _MODELS[name]
     except KeyError:
-        raise UsageError(f"unknown model {name!r}; valid models: {', '.join(model_names()) or '(none)'}") from None
+        raise UsageError(f"unknown model {name!r}{did_you_mean(name, model_names())}; valid models: "
+                         f"{', '.join(model_names()) or '(none)'}") from None
 
 
 def model_names() -> list[str]:

@@ -168,6 +168,13 @@ def parse_shapes(text: str | None) -> tuple[tuple[str, int], ...]:
             raise UsageError(f"--shape {part!r}: {value.strip()!r} is not an integer") from None
         if dim <= 0:
             raise UsageError(f"--shape {part!r}: {dim} is not a positive size (a dimension must be >= 1)")
+        if dim > 1 << 20:  # as --batch-sizes and --seq-lens (harness.options.MAX_DIM)
+            raise UsageError(f"--shape {part!r}: {dim} is above the maximum {1 << 20} (a feed that size would not "
+                             "fit in memory)")
+        if name in _UNNAMED or name.endswith(":"):
+            raise UsageError(f"--shape {part!r}: {name!r} is no input or dimension name ({name!r} is how an "
+                             "exporter marks an axis it left unnamed, e.g. paddle2onnx); size such an axis as "
+                             "INPUT:AXIS=DIM, e.g. x:2=48")
         if name in (BATCH, SEQ):
             axis = "--batch-sizes" if name == BATCH else "--seq-lens"
             raise UsageError(f"--shape {part!r}: {name} is a matrix axis; use {axis}")
@@ -245,7 +252,7 @@ def input_by_construction(name: str, shape: tuple[int | str, ...], dtype: str, r
 
 
 # dim_param values that name nothing (paddle2onnx writes "?" for every unnamed axis).
-_UNNAMED = frozenset({"", "?"})
+UNNAMED_DIMS = _UNNAMED = frozenset({"", "?"})
 
 
 def free_dim(d: Any) -> int | None:
@@ -271,6 +278,24 @@ def _free_form(d: Any) -> str:
     if d.HasField("dim_param"):
         return f"unnamed: dim_param {d.dim_param!r}"
     return "no size and no name"
+
+
+def _missing_sizes(p: Path, missing: list[tuple[str, int, str, str]]) -> str:
+    """One error for every free axis that has no size (input, axis, its name or "", its ONNX form), with the one
+    --shape that sizes them all."""
+    named = list(dict.fromkeys(param for _, _, param, _ in missing if param))
+    also = (f" (or {', '.join(f'{n}=N' for n in named)} for every axis of {'that name' if len(named) == 1 else 'those names'})"
+            if named else "")
+    shape = ",".join(f"{name}:{i}=N" for name, i, _, _ in missing)
+    if len(missing) == 1:
+        name, i, param, form = missing[0]
+        what = f"is free, named {param!r}," if param else f"is free ({form})"
+        return (f"{p}: input {name!r} axis {i} {what} and not a batch or sequence axis; give it a size with "
+                f"--shape {shape}{also}")
+    axes = ", ".join(f"input {name!r} axis {i} ({f'named {param!r}' if param else form})"
+                     for name, i, param, form in missing)
+    return (f"{p}: {len(missing)} free axes are not batch or sequence axes: {axes}; give them sizes with "
+            f"--shape {shape}{also}")
 
 
 def spec_from_onnx(path: str | Path, name: str | None = None,
@@ -300,6 +325,7 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
     inputs = []
     names: set[str] = set()
     used: dict[str, int] = {}
+    missing: list[tuple[str, int, str, str]] = []  # every free axis with no size, named together in one error
     for vi in model.graph.input:
         if vi.name in init_names:
             continue
@@ -333,12 +359,13 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
             elif _BATCH_NAMES.match(param) or i == 0:
                 shape.append(BATCH)
             else:
-                what = f"is free, named {param!r}," if param else f"is free ({_free_form(d)})"
-                also = f" (or {param}=N for every axis of that name)" if param else ""
-                raise ModelError(f"{p}: input {vi.name!r} axis {i} {what} and not a batch or sequence axis; "
-                                 f"give it a size with --shape {axis_key}=N{also}")
+                missing.append((vi.name, i, param, _free_form(d)))
+                shape.append(BATCH)  # a placeholder: the model is refused below, naming every such axis
+                continue
         dtype = _numpy_dtype(tt.elem_type, p, vi.name)
         inputs.append(input_by_construction(vi.name, tuple(shape), dtype, bounds.get(vi.name)))
+    if missing:
+        raise ModelError(_missing_sizes(p, missing))
     outputs = tuple(o.name for o in model.graph.output)
     return ModelSpec(name=name or p.stem, onnx_path=p.absolute(), inputs=tuple(inputs), outputs=outputs,
                      task="regression", tags=frozenset({"user", "onnx"}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,10 @@ def names(text: Any, what: str) -> tuple[str, ...]:
     return out
 
 
+MAX_DIM = 1 << 20  # a batch size or sequence length
+MAX_THREADS = 4096  # more than any machine's cores: a thread pool that large only waits
+
+
 def positive_ints(text: Any, what: str) -> tuple[int, ...]:
     out = []
     for part in names(text, what):
@@ -37,31 +42,42 @@ def positive_ints(text: Any, what: str) -> tuple[int, ...]:
             raise UsageError(f"--{what}: {part!r} is not an integer") from None
         if v <= 0:
             raise UsageError(f"--{what}: {v} is not a positive size (a shape dimension must be >= 1)")
+        if v > MAX_DIM:
+            raise UsageError(f"--{what}: {v} is above the maximum {MAX_DIM} (a feed of that many rows or positions "
+                             "would not fit in memory; a case is sized for one machine)")
         out.append(v)
     return tuple(out)
 
 
-def at_least(minimum: float, kind: type = float) -> Parser:
-    """A number of `kind` (int or float) not below `minimum` (NaN is refused)."""
+def at_least(minimum: float, kind: type = float, maximum: float | None = None, why: str = "") -> Parser:
+    """A finite number of `kind` (int or float) not below `minimum` and, when given, not above `maximum` (`why`:
+    what a larger value would cost). NaN and the infinities are refused alike, and so are integers spelt as
+    floats (1e9 for a count)."""
     noun = "an integer" if kind is int else "a number"
 
     def parse(text: Any, what: str) -> Any:
         try:
             v = kind(text)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UsageError(f"--{what}: {text!r} is not {noun}") from None
+        if kind is float and not math.isfinite(v):
+            raise UsageError(f"--{what}: {text!r} is not a finite number")
         if not v >= minimum:
             raise UsageError(f"--{what}: {v} is below the minimum {minimum}")
+        if maximum is not None and v > maximum:
+            shown = v if kind is int else f"{v:g}"
+            raise UsageError(f"--{what}: {shown} is above the maximum {maximum:g}{f' ({why})' if why else ''}")
         return v
+    parse.bounds = (minimum, maximum)  # type: ignore[attr-defined]  # a number option (tests find them by it)
     return parse
 
 
-def int_at_least(minimum: int) -> Parser:
-    return at_least(minimum, int)
+def int_at_least(minimum: int, maximum: int | None = None, why: str = "") -> Parser:
+    return at_least(minimum, int, maximum, why)
 
 
-def float_at_least(minimum: float) -> Parser:
-    return at_least(minimum, float)
+def float_at_least(minimum: float, maximum: float | None = None, why: str = "") -> Parser:
+    return at_least(minimum, float, maximum, why)
 
 
 def fraction(text: Any, what: str) -> float:
@@ -70,6 +86,9 @@ def fraction(text: Any, what: str) -> float:
     if v > 1.0:
         raise UsageError(f"--{what}: {v:g} is not a fraction in [0, 1]")
     return v
+
+
+fraction.bounds = (0.0, 1.0)  # type: ignore[attr-defined]
 
 
 def slowdown(text: Any, what: str) -> float:
@@ -83,6 +102,9 @@ def slowdown(text: Any, what: str) -> float:
     if not 0.0 < v < 1.0:
         raise UsageError(f"--{what}: {text!r}: a slowdown to detect lies between 0 and 100% (e.g. 5%)")
     return v
+
+
+slowdown.bounds = (0.0, 1.0)  # type: ignore[attr-defined]
 
 
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
@@ -370,7 +392,7 @@ TIMING = OptionGroup("timing", "timing", (
 ))
 PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("threads", "intra-op threads for every runtime (default: the CPUs this process may use)", "N",
-              field="threads", parse=int_at_least(1)),
+              field="threads", parse=int_at_least(1, MAX_THREADS, "more threads than any machine has cores")),
     OptionDef("no-isolation", "run cases in the harness's own process (debugging: a crash ends the run)",
               flag=True, field="isolation", parse=switch(False)),
     OptionDef("case-timeout", "wall-clock limit per case in seconds, covering load/compile, warm-up and "
@@ -441,16 +463,21 @@ WORKLOAD = OptionGroup("workload", "workload", (
                           "that runs an ONNX model; docs/conformance.md)", "NAME", field="workload",
               parse=workload_name),
 ))
+AB_MAX_PAIRS, AB_MAX_BLOCK_S = 10_000, 60.0
 AB = OptionGroup("ab", "A/B workload", (
     OptionDef("ab-a", "--workload ab: side A (the baseline): base, a variant spelling (e.g. opt=basic) or an .onnx "
                       "file also given with --model (default: base)", "SIDE", field="ab_a", parse=ab_side),
     OptionDef("ab-b", "--workload ab: side B (the candidate), as --ab-a (default: base)", "SIDE", field="ab_b",
               parse=ab_side),
     OptionDef("ab-pairs", "--workload ab: pairs of alternating blocks, AB or BA in a balanced random order "
-                          "(default: 40)", "N", field="ab_pairs", parse=int_at_least(2)),
+                          "(default: 40)", "N", field="ab_pairs",
+              parse=int_at_least(2, AB_MAX_PAIRS, "each pair is two blocks of --ab-block-time; a larger test "
+                                                  "gains no power worth its hours")),
     OptionDef("ab-block-time", "--workload ab: measured seconds per block (default: 0.05; at least 5 calls)",
               "SECONDS",
-              field="ab_block_time_s", parse=float_at_least(0.001)),
+              field="ab_block_time_s",
+              parse=float_at_least(0.001, AB_MAX_BLOCK_S, "a block long enough to drift with the machine defeats "
+                                                          "the pairing")),
     OptionDef("ab-min-effect", "--workload ab: a B/A change of this fraction or more whose interval excludes 1 is "
                                "regressed or improved; an interval within twice it either side of 1 is pass; "
                                "anything else noise (default: 0.02)", "FRACTION",
@@ -607,6 +634,7 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
     out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / f"{out_prefix}{run_id}"
     check_out_dir(out_dir)
     values.setdefault("case_memory_gb", default_case_memory_gb())
+    _check_settle(values)
     values.update(_input_options(values, models, raw, workload))
     if "opset" in present:
         values["opset_min"], values["opset_max"] = opset_bounds(raw.get("opset"))
@@ -615,6 +643,19 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
     return RunConfig.build(workload, models=models, runtimes=_runtimes(raw, quick, workload), out_dir=out_dir,
                            run_id=run_id, timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
                            **values)
+
+
+def _check_settle(values: Mapping[str, Any]) -> None:
+    """--settle waits (before a case, and again per contended block) inside the case's wall-clock limit: one as
+    long as --case-timeout would turn every case into a timeout and lose its measurement."""
+    from harness.config import ProcessConfig
+
+    settle = values.get("settle_s") or 0.0
+    timeout = values.get("case_timeout_s", ProcessConfig.case_timeout_s)
+    if settle and settle >= timeout:
+        raise UsageError(f"--settle {settle:g} s is not shorter than --case-timeout {timeout:g} s: the wait for a "
+                         "quiet machine counts against the case's limit; give a shorter --settle or a longer "
+                         "--case-timeout")
 
 
 def opset_bounds(text: str | None) -> tuple[int | None, int | None]:

@@ -22,7 +22,10 @@ class Precision(str, Enum):
             return cls(text.strip().lower())
         except ValueError:
             valid = ", ".join(p.value for p in cls)
-            raise ValueError(f"unknown precision {text!r}; valid precisions: {valid}") from None
+            from harness.errors import did_you_mean
+
+            hint = did_you_mean(text.strip().lower(), [p.value for p in cls])
+            raise ValueError(f"unknown precision {text!r}{hint}; valid precisions: {valid}") from None
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def test_explicit_values_override_quick():
 
 @pytest.mark.parametrize("kw, message", [
     ({"models": "mlp,nope"}, "unknown model 'nope'; valid models: "),
-    ({"runtimes": "torch-gpu"}, "unknown runtime 'torch-gpu'; valid runtimes: torch-cpu, ort-cpu"),
+    ({"runtimes": "torch-gpu"}, "unknown runtime 'torch-gpu' (did you mean 'torch-cpu'"),
     ({"precisions": "fp8"}, "unknown precision 'fp8'; valid precisions: fp32, fp16, bf16, int8"),
     ({"batch_sizes": "1,0"}, "--batch-sizes: 0 is not a positive size"),
     ({"seq_lens": "-5"}, "--seq-lens: -5 is not a positive size"),
@@ -182,3 +182,49 @@ def test_fp16_on_torch_cpu_is_a_bf16_case_once(tmp_path):
     assert all(isinstance(x.precision, Precision) for x in get_workload(c.workload).cases(c))
     assert got == [("torch-cpu", "fp32"), ("torch-cpu", "bf16"), ("torch-cpu", "int8"),
                    ("ort-cpu", "fp32"), ("ort-cpu", "fp16"), ("ort-cpu", "bf16"), ("ort-cpu", "int8")]
+
+
+def _numeric_options():
+    """Every option whose parser takes a number (the number parsers carry their bounds)."""
+    from harness.options import OPTIONS
+
+    return [o for o in OPTIONS if getattr(o.parse, "bounds", None) is not None]
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999", "Infinity", "1e400"])
+def test_every_numeric_option_refuses_infinities_as_it_refuses_nan(text):
+    options = _numeric_options()
+    assert len(options) >= 10  # min-time, case-timeout, settle, ab-pairs, ...
+    for o in options:
+        with pytest.raises(UsageError, match=f"^--{o.name}: ") as info:
+            o.parse(text, o.name)
+        assert "is not a finite number" in str(info.value) or "is not an integer" in str(info.value) or \
+            "not a fraction" in str(info.value), (o.name, str(info.value))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"ab_pairs": "1000000000"}, "--ab-pairs: 1000000000 is above the maximum 10000 (each pair is two blocks"),
+    ({"ab_pairs": "1e9"}, "--ab-pairs: '1e9' is not an integer"),
+    ({"ab_pairs": "10001"}, "above the maximum 10000"),
+    ({"ab_block_time": "inf"}, "--ab-block-time: 'inf' is not a finite number"),
+    ({"ab_block_time": "61"}, "--ab-block-time: 61 is above the maximum 60"),
+    ({"settle": "600"}, "--settle 600 s is not shorter than --case-timeout 600 s"),
+    ({"settle": "30", "case_timeout": "10"}, "--settle 30 s is not shorter than --case-timeout 10 s"),
+    ({"settle": "10", "case_timeout": "10"}, "--settle 10 s is not shorter than --case-timeout 10 s"),
+    ({"batch_sizes": "1,2000000000"}, "--batch-sizes: 2000000000 is above the maximum 1048576"),
+    ({"seq_lens": "99999999"}, "--seq-lens: 99999999 is above the maximum 1048576"),
+    ({"threads": "100000"}, "--threads: 100000 is above the maximum 4096"),
+])
+def test_absurd_sizes_are_refused_naming_the_option(kw, message, tmp_path):
+    from harness.cli import AB_GROUPS
+    from harness.options import RUN_GROUPS
+
+    groups = AB_GROUPS if "ab_pairs" in kw or "ab_block_time" in kw else RUN_GROUPS
+    with pytest.raises(UsageError) as info:
+        parse_run_options(raw(out=str(tmp_path / "o"), **kw), groups)
+    assert message in str(info.value)
+
+
+def test_settle_within_the_case_timeout_is_taken(tmp_path):
+    c = parse_run_options(raw(settle="30", case_timeout="60", out=str(tmp_path / "o")))
+    assert c.measure.settle_s == 30 and c.process.case_timeout_s == 60

@@ -361,3 +361,25 @@ def test_bad_feeds_and_overrides_are_one_line_from_run_and_plain_pytest(tmp_path
         assert proc.returncode == status, proc.stdout + proc.stderr
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if message in ln]
         assert len(lines) == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("shape", [(-1024,), (2, -8), (-2, -8), (-1, 4, -1), (0, -3), (-16,)])
+@pytest.mark.parametrize("container", ["npy", "npz"])
+def test_an_npy_header_with_a_negative_dimension_names_it(shape, container, tmp_path):
+    """A negative dimension, alone or paired so that the product is positive (and the bytes stored would
+    match): refused as such, never 'truncated: 0 of the -1024 bytes' nor a reshape's traceback."""
+    import zipfile
+
+    raw = _npy_bytes(shape)
+    if container == "npz":
+        p = tmp_path / "f.npz"
+        with zipfile.ZipFile(p, "w") as z:
+            z.writestr("image.npy", raw)
+    else:
+        (tmp_path / "npy").mkdir()
+        (tmp_path / "npy" / "image.npy").write_bytes(raw)
+        p = tmp_path / "npy"
+    first = next(d for d in shape if d < 0)
+    with pytest.raises(UsageError, match=rf"image.npy.*: the header declares shape \[.*\], with a negative "
+                                         rf"dimension {first}: not an array numpy writes; refused \(corrupt\)"):
+        load_feeds(p)

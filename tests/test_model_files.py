@@ -219,13 +219,21 @@ def test_shape_fills_symbolic_dims_by_name_or_input_axis(tmp_path):
     from harness.model_files import parse_shapes
 
     path = _image_model(tmp_path / "img.onnx")
-    with pytest.raises(ModelError, match=r"axis 2 is free, named .height., .*--shape X:2=N \(or height=N"):
+    with pytest.raises(ModelError, match=r"2 free axes are not batch or sequence axes: input 'X' axis 2 \(named "
+                                         r"'height'\), input 'X' axis 3 \(named 'w'\); give them sizes with --shape "
+                                         r"X:2=N,X:3=N \(or height=N, w=N for every axis of those names\)$"):
         spec_from_onnx(path)
+    with pytest.raises(ModelError, match=r"img.onnx: input 'X' axis 3 is free, named 'w', and not a batch or "
+                                         r"sequence axis; give it a size with --shape X:3=N \(or w=N for every "
+                                         r"axis of that name\)$"):
+        spec_from_onnx(path, shapes=parse_shapes("height=6"))
     spec = spec_from_onnx(path, shapes=parse_shapes("height=6, X:3=5"))
     assert spec.inputs[0].shape == ("batch", 3, 6, 5) and spec.config["shape"] == {"height": 6, "X:3": 5}
     for bad, msg in (("height", "expected NAME=DIM"), ("height=x", "'x' is not an integer"),
                      ("height=0", "not a positive size"), ("batch=4", "use --batch-sizes"),
-                     ("seq=4", "use --seq-lens")):
+                     ("seq=4", "use --seq-lens"), ("?=48", "'\\?' is no input or dimension name"),
+                     ("=48", "expected NAME=DIM"), ("x:=48", "'x:' is no input or dimension name"),
+                     ("a=1,?=2", "INPUT:AXIS=DIM, e.g. x:2=48"), ("h=4000000000", "above the maximum 1048576")):
         with pytest.raises(UsageError, match=msg):
             parse_shapes(bad)
     r = _run_case(tmp_path, "img", model=[str(path)], shape="height=6,w=5")
@@ -461,11 +469,11 @@ def test_every_free_dimension_form_is_named_by_shape_and_axis_0_is_the_batch(tmp
     from harness.model_files import parse_shapes
 
     path = _free_dims_model(tmp_path / f"{form}.onnx", form)
-    with pytest.raises(ModelError, match=r"input 'X' axis 2 is free.* and not a batch or sequence axis; give it "
-                                         r"a size with --shape X:2=N") as info:
+    with pytest.raises(ModelError, match=r"2 free axes are not batch or sequence axes: input 'X' axis 2 .*, "
+                                         r"input 'X' axis 3 .*; give them sizes with --shape X:2=N,X:3=N") as info:
         spec_from_onnx(path)
     if form != "dim_param":  # unnamed: the only name suggested is INPUT:AXIS
-        assert str(info.value).endswith("give it a size with --shape X:2=N")
+        assert str(info.value).endswith("give them sizes with --shape X:2=N,X:3=N")
     spec = spec_from_onnx(path, shapes=parse_shapes("X:2=6,X:3=5"))
     assert spec.inputs[0].shape == ("batch", 3, 6, 5)
     assert {"X:0", "X:2", "X:3"} <= set(spec.config["shape_names"]) and "?" not in spec.config["shape_names"]
@@ -478,12 +486,13 @@ def test_a_named_free_dimension_takes_its_name_or_input_axis(tmp_path):
     from harness.model_files import parse_shapes
 
     path = _free_dims_model(tmp_path / "named.onnx", "dim_param")
-    with pytest.raises(ModelError, match=r"axis 2 is free, named 'p2o.DynamicDimension.2', .*--shape X:2=N "
-                                         r"\(or p2o.DynamicDimension.2=N for every axis of that name\)"):
+    with pytest.raises(ModelError, match=r"axis 2 \(named 'p2o.DynamicDimension.2'\), .*--shape X:2=N,X:3=N "
+                                         r"\(or p2o.DynamicDimension.2=N, p2o.DynamicDimension.3=N for every axis of "
+                                         r"those names\)"):
         spec_from_onnx(path)
     spec = spec_from_onnx(path, shapes=parse_shapes("p2o.DynamicDimension.2=4,X:3=7"))
     assert spec.inputs[0].shape == ("batch", 3, 4, 7)
-    with pytest.raises(UsageError, match=r"no user ONNX model has a dimension '\?'"):
+    with pytest.raises(UsageError, match=r"--shape '\?=4': '\?' is no input or dimension name"):
         _runner_config(tmp_path, None, model=[str(_free_dims_model(tmp_path / "q.onnx", "question_mark"))],
                        shape="X:2=6,X:3=5,?=4")
 

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CacheEntryError
+from harness.errors import CacheDirError, CacheEntryError
 
 ENV_CACHE_DIR = "HARNESS_CACHE_DIR"
+# The kinds of entry the harness's own builds write (ROOT/KIND/...); a test keeps the list true to the calls of
+# get_or_build. `harness cache ls|clear --kind` takes these and any other kind present in the cache (a plugin's).
+KNOWN_KINDS = ("onnx", "onnx-fp16", "onnx-int8", "onnx-onnxsim", "onnx-onnxslim", "onnx-transformer", "tflite",
+               "trt-engine", "tvm", "tvm-tuned", "weights", "ceilings")
 
 
 def default_cache_dir() -> Path:
@@ -25,6 +29,28 @@ def default_cache_dir() -> Path:
         return Path(os.environ[ENV_CACHE_DIR]).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "harness"
+
+
+def cache_dir_error(folder: Path, exc: OSError) -> CacheDirError:
+    """The one-line error of a cache folder that cannot be made or written (read-only, a file in the way, no
+    permission, a full disk)."""
+    why = exc.strerror or type(exc).__name__
+    return CacheDirError(f"cache folder {folder} is not writable ({why}): free it or give another with "
+                         f"--cache-dir or ${ENV_CACHE_DIR}")
+
+
+def writable_dir(folder: Path) -> Path:
+    """`folder`, made if missing and checked writable by creating and removing a file in it; CacheDirError
+    naming it otherwise (before any work that would be lost at its first write)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-probe-{uuid.uuid4().hex[:8]}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise cache_dir_error(folder, exc) from None
+    return folder
 
 
 _ACTIVE_ROOT: Path | None = None
@@ -83,9 +109,12 @@ class ArtifactCache:
         meta_path = final_dir / "meta.json"
         if meta_path.is_file():
             return Artifact(final_dir / filename, key, True, 0.0, verified_meta(final_dir, kind, filename))
-        final_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = final_dir.parent / f".tmp-{final_dir.name}-{uuid.uuid4().hex[:8]}"
-        tmp_dir.mkdir()
+        try:
+            final_dir.parent.mkdir(parents=True, exist_ok=True)
+            tmp_dir.mkdir()
+        except OSError as exc:
+            raise cache_dir_error(final_dir.parent, exc) from None
         try:
             t0 = time.perf_counter()
             extra = build(tmp_dir / filename) or {}
@@ -120,6 +149,23 @@ class ArtifactCache:
             return False
         shutil.rmtree(trash, ignore_errors=True)
         return True
+
+    def kinds(self) -> list[str]:
+        """The kinds an entry may have: the harness's own and any other present in this cache."""
+        present = sorted(p.name for p in self.root.glob("*") if p.is_dir() and not p.name.startswith(".")) \
+            if self.root.is_dir() else []
+        return list(dict.fromkeys([*KNOWN_KINDS, *present]))
+
+    def check_kind(self, kind: str | None, option: str = "--kind") -> None:
+        """UsageError for a kind no entry can have, with the near miss and the valid kinds."""
+        from harness.errors import UsageError, did_you_mean
+
+        if kind is None:
+            return
+        valid = self.kinds()
+        if kind not in valid:
+            raise UsageError(f"{option} {kind!r}: no such kind of cache entry{did_you_mean(kind, valid)}; kinds: "
+                             f"{', '.join(valid)}")
 
     def entries(self) -> list[Path]:
         if not self.root.is_dir():

@@ -19,7 +19,24 @@ from harness.envs.spec import EnvSpec
 
 MANIFEST = "harness-env.json"
 BASE_PTH = "_harness_base.pth"
-BUILD_TIMEOUT_S = float(os.environ.get("HARNESS_ENV_BUILD_TIMEOUT", "1800"))
+BUILD_TIMEOUT_VAR = "HARNESS_ENV_BUILD_TIMEOUT"
+DEFAULT_BUILD_TIMEOUT_S = 1800.0
+
+
+def build_timeout_s() -> float:
+    """$HARNESS_ENV_BUILD_TIMEOUT (seconds, default 1800), read where a build runs, never at import: a malformed
+    value fails that build with one line naming the variable, not every command."""
+    text = os.environ.get(BUILD_TIMEOUT_VAR, "").strip()
+    if not text:
+        return DEFAULT_BUILD_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise EnvBuildError(f"${BUILD_TIMEOUT_VAR}={text!r}: expected a positive number of seconds "
+                            f"(default {DEFAULT_BUILD_TIMEOUT_S:g})")
+    return value
 
 
 HELD = ("torch",)  # packages an environment takes from the base at the base's version (a constraint when built)
@@ -89,7 +106,10 @@ class EnvStore:
                progress: Callable[[str], None] = lambda line: None, who: str = "") -> RuntimeEnv:
         """The environment of `spec`, built first when missing or broken (a deleted interpreter, a half-built
         folder, another base); raises EnvBuildError with the installer's last line when it cannot be built."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        from harness.artifacts.cache import writable_dir
+
+        writable_dir(self.root)  # CacheDirError naming the folder, before the lock file is opened in it
+        build_timeout_s()  # a malformed $HARNESS_ENV_BUILD_TIMEOUT: one line, before anything is built
         path = self.root / spec.key
         label = f"{who} [{spec.label}]" if who else f"[{spec.label}]"
         with open(self.root / f"{spec.key}.lock", "w") as lock:
@@ -128,7 +148,8 @@ class EnvStore:
         if not env.python.exists():
             return None, f"its interpreter {env.python} is gone"
         try:
-            ok = subprocess.run([str(env.python), "-c", "pass"], capture_output=True, timeout=60).returncode == 0
+            ok = subprocess.run([str(env.python), "-c", "pass"], check=False, capture_output=True,
+                                timeout=60).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
         if not ok:
@@ -167,12 +188,13 @@ class EnvStore:
 
     @staticmethod
     def _run(cmd: list[str], spec: EnvSpec, path: Path, what: str) -> None:
+        timeout_s = build_timeout_s()
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise EnvBuildError(f"the environment for {spec.label} could not be built: {what} took over "
-                                f"{BUILD_TIMEOUT_S:g} s") from None
+                                f"{timeout_s:g} s") from None
         except OSError as exc:
             raise EnvBuildError(f"the environment for {spec.label} could not be built: {what}: {exc}") from None
         if done.returncode != 0:
@@ -195,6 +217,8 @@ class EnvStore:
 
     def clear(self, keys: tuple[str, ...] = ()) -> list[str]:
         """Remove the environments whose key starts with one of `keys` (all when empty); their keys."""
+        if any(not k.strip() for k in keys):
+            raise ValueError("an empty key is a prefix of every key: pass no keys to remove all")
         removed = []
         for path, _ in self.list():
             if not keys or any(path.name.startswith(k) for k in keys):

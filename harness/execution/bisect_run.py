@@ -59,6 +59,9 @@ def version_range(spec: str, distribution: str, wheels: Path | None = None,
         keys = [_version_key(v) for v in known]
         start = keys.index(_version_key(lo)) if lo else 0
         stop = keys.index(_version_key(hi)) if hi else len(known) - 1
+        if start > stop:
+            raise UsageError(f"--versions {spec}: a reversed range ({lo} is newer than {hi}); give the older "
+                             f"release first: {hi}..{lo}")
         versions = known[start:stop + 1]
     if len(versions) < 2:
         raise UsageError(f"--versions {spec}: bisect needs at least two releases, got {versions or 'none'}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,13 +174,14 @@ class ShardRun:
 PROBE_TIMEOUT_S = 5.0
 
 
-def probe_address(address: str | None, timeout: float = PROBE_TIMEOUT_S) -> None:
+def probe_address(address: str | None, timeout: float | None = None) -> None:
     """A UsageError within `timeout` seconds when nothing listens at the cluster's address (HOST:PORT, the GCS,
     or ray://HOST:PORT, the Ray Client server): a plain TCP connect before ray.init, which would otherwise
     retry for minutes behind Ray's own warnings. `auto` is probed through $RAY_ADDRESS when that is set (else
     Ray itself says at once that no cluster runs here)."""
     import socket
 
+    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
     target = os.environ.get("RAY_ADDRESS", "") if (address or "auto") in ("auto", "") else str(address)
     if not target or target in ("auto", "local"):
         return
@@ -189,12 +191,59 @@ def probe_address(address: str | None, timeout: float = PROBE_TIMEOUT_S) -> None
         raise UsageError(f"--ray {address}: expected auto, HOST:PORT or ray://HOST:PORT")
     host = host.strip("[]")
     try:
-        with socket.create_connection((host, int(port_text)), timeout=timeout):
-            pass
+        conn = socket.create_connection((host, int(port_text)), timeout=timeout)
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
         raise UsageError(f"--ray {address}: nothing answers at {host}:{port_text} ({why}); start the cluster "
                          f"(`ray start --head --port {port_text}`) or give its address") from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0") not in ("", "0"):
+            return  # a TLS cluster answers the handshake first: only the connect is checked
+        not_ray = _not_grpc(conn, timeout)
+    if not_ray:
+        raise UsageError(f"--ray {address}: {host}:{port_text} answers but is not a Ray cluster ({not_ray}); give "
+                         "the head's GCS address (HOST:6379 by default, as `ray start --head` prints it) or "
+                         "ray://HOST:10001 for the Ray Client server")
+
+
+# The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 3.4, 6.5)
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _not_grpc(conn: Any, timeout: float) -> str:
+    """"" when the peer speaks HTTP/2 as gRPC servers do (Ray's GCS and its Client server are gRPC): its first
+    frame is a SETTINGS frame on stream 0. Otherwise what it is instead, in a few words (an HTTP/1 server, a
+    peer that closed the connection, or one that said nothing within `timeout` s), so that ray.init is never
+    handed an address where it would retry for minutes."""
+    first = b""
+    try:
+        conn.settimeout(timeout)
+        conn.sendall(_H2_PREFACE)
+        deadline = time.monotonic() + timeout
+        while len(first) < 9 and time.monotonic() < deadline:
+            chunk = conn.recv(9 - len(first))
+            if not chunk:
+                break
+            first += chunk
+    except TimeoutError:
+        if not first:
+            return f"it said nothing within {timeout:g} s of the HTTP/2 greeting that Ray's gRPC answers"
+    except OSError as exc:
+        return f"the connection failed: {exc.strerror or type(exc).__name__}"
+    if len(first) >= 9 and first[3] == 0x04 and first[5:9] == b"\x00\x00\x00\x00":
+        return ""
+    if first and all(32 <= b < 127 or b in (9, 10, 13) for b in first):  # text: an HTTP/1 server, a shell...
+        try:
+            conn.settimeout(min(timeout, 1.0))
+            first += conn.recv(200)
+        except OSError:
+            pass
+        line = (first.decode("ascii", "replace").strip().splitlines() or [""])[0][:60]
+        kind = "an HTTP/1 server" if line.startswith(("HTTP/", "<")) else "a text protocol"
+        return f"{kind}: it answered {line!r}"
+    if not first:
+        return "it closed the connection without a reply to the HTTP/2 greeting that Ray's gRPC answers"
+    return f"it answered {first[:9]!r}, not the HTTP/2 SETTINGS frame of Ray's gRPC"
 
 
 def merged_run(config: RunConfig, runs: Sequence[RunResults]) -> RunResults:

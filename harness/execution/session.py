@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
+from harness.errors import HarnessError, SignalStop
 from harness.execution.worker import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
 from harness.execution.supervisor import IsolatedExecutor
@@ -78,7 +79,7 @@ class HarnessSession:
         self.stop_signal = signum
         self.progress.note(f"{signal.Signals(signum).name}: stopping (no new cases or rounds); writing what "
                            "finished and the report; further signals are ignored")
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise SignalStop(signum, signal.Signals(signum).name)
 
     @property
     def stopping(self) -> bool:
@@ -100,8 +101,15 @@ class HarnessSession:
         workload = self.workload if config is None else get_workload(cfg.workload)
         self.progress.begin(case.id)
         cpu = OthersCpu()
-        payload = workload.payload(case, cfg)
-        result = workload.annotate(case, self.executor.run(case, cfg, payload))
+        try:
+            payload = workload.payload(case, cfg)
+            result = workload.annotate(case, self.executor.run(case, cfg, payload))
+        except Exception as exc:  # noqa: BLE001 - what fails here, in the harness's own process (preparing the
+            # case, reaching its worker or environment: an unwritable cache folder), is the case's error with its
+            # reason, never a case missing from a run that says it is complete
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            result = CaseResult(case, "error", phase="setup", reason=f"{type(exc).__name__}: {why}"
+                                if not isinstance(exc, HarnessError) else why)
         result.details["cpu_others_percent"] = cpu.percent()
         return self.record(result, begun=True)
 

@@ -146,6 +146,7 @@ class IsolatedExecutor:
         """The environment `case` runs in (built on first use), None for the harness's own, or why it could not
         be built (the case is then a skip with that reason)."""
         from harness.envs import EnvBuildError, EnvStore, environment_for
+        from harness.errors import HarnessError
         from harness.runtimes import get_runtime
 
         try:
@@ -160,7 +161,7 @@ class IsolatedExecutor:
             try:
                 self._envs[spec.key] = EnvStore(config.artifacts.cache_dir).ensure(
                     spec, wheels=Path(wheels) if wheels else None, progress=self.say, who=case.runtime)
-            except EnvBuildError as exc:
+            except (EnvBuildError, HarnessError) as exc:  # e.g. the cache folder is not writable (CacheDirError)
                 self._envs[spec.key] = str(exc)
         return self._envs[spec.key]
 
@@ -329,7 +330,10 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
         os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:  # the parent closed this worker (a Ctrl-C) before it started: nothing to do
+        os._exit(0)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

@@ -222,9 +222,9 @@ def ab_records(cases: Sequence[CaseResult]) -> list:
     for c in cases:
         ab = c.ab
         if ab is None or not ab.verdict:
-            if c.status in BROKEN:  # a case that crashed (or timed out) before its verdict was not judged either
-                out.append(VerdictRecord(c.case, "ab", Verdict.INCONCLUSIVE, reason=f"{c.status}: {c.reason}",
-                                         timing=True, unjudged=c.status))
+            if c.status in BROKEN:  # a case that could not be measured (error, crash, timeout, OOM): it broke
+                out.append(VerdictRecord(c.case, "ab", Verdict.BROKE, reason=f"{c.status}: {c.reason}",
+                                         timing=True))
             continue
         verdict = Verdict(ab.verdict)
         cause = ""

@@ -17,11 +17,19 @@ WAIT_FRACTION_LIMIT = 0.10
 
 def default_contention_limit() -> float:
     """WAIT_FRACTION_LIMIT, or $HARNESS_CONTENTION_LIMIT (a fraction; 1 never calls a block contended)."""
-    text = os.environ.get("HARNESS_CONTENTION_LIMIT")
-    try:
-        return min(1.0, max(0.0, float(text))) if text else WAIT_FRACTION_LIMIT
-    except ValueError:
+    text = (os.environ.get("HARNESS_CONTENTION_LIMIT") or "").strip()
+    if not text:
         return WAIT_FRACTION_LIMIT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:  # read where a run's configuration is made: one line there, never silently 0.10
+        from harness.errors import UsageError
+
+        raise UsageError(f"$HARNESS_CONTENTION_LIMIT={text!r}: expected a fraction in [0, 1] (1: never call a "
+                         f"block contended; unset: {WAIT_FRACTION_LIMIT:g})")
+    return value
 
 
 # ... and only when the wait is long enough to matter next to the block (not a few slices of a short block)

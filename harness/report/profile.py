@@ -138,8 +138,8 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str | None:
 
     def draw(fig: Any, ax: Any, tips: dict[str, str]) -> None:
         xs = [float(r["intensity"]) for r in points]
-        lo = 10 ** math.floor(math.log10(min(xs + [peak / bw for peak, bw in roofs])) - 0.5)
-        hi = 10 ** math.ceil(math.log10(max(xs + [peak / bw for peak, bw in roofs])) + 0.5)
+        lo = 10.0 ** math.floor(math.log10(min(xs + [peak / bw for peak, bw in roofs])) - 0.5)  # floats: a
+        hi = 10.0 ** math.ceil(math.log10(max(xs + [peak / bw for peak, bw in roofs])) + 0.5)  # big int is no axis
         for i, (peak, bw) in enumerate(roofs):
             ridge = peak / bw
             ax.plot([lo, ridge, hi], [lo * bw, peak, peak], color="#555", lw=1.2, ls="-" if i == 0 else "--",

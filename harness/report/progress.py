@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -42,19 +43,35 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
         lat = result.latency
         ci = ""
         if "p50_ci_low_ms" in lat or "p50_ci_high_ms" in lat:
-            ci = " " + interval_text(lat.get("p50_ci_low_ms"), lat.get("p50_ci_high_ms"))
+            ci = " " + _bounded_interval(lat.get("p50_ci_low_ms"), lat.get("p50_ci_high_ms"))
         tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms{ci}  rcv {_rcv(result):.2f}"
         flags = flags_text(lat)
         if flags:
             tail += f" ({flags})"
         if status == "failed":  # the reason says "drift over tolerance: ..." with the figures
             tail += f"  {first_line(result.reason)}"
+        elif (result.details or {}).get("caveat"):  # how the runtime was set up (an untuned compiler)
+            tail += f"  [{first_line(str(result.details['caveat']))}]"
         return head + tail
     if status == "skipped":
         return f"{head}  {first_line(result.reason)}"
     where = f" in phase {result.phase}" if result.phase else ""
     reason = first_line(result.reason)
     return f"{head}{where}: {reason}" + (f"  (log: {log})" if log else "")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bounded_interval(lo: Any, hi: Any) -> str:
+    """The p50's 95% interval on a case line: "[12.1, 12.6]"; a side the samples cannot bound (too few of them
+    for an order-statistic interval) as "n/a", and "(CI needs more samples)" when neither side is bounded,
+    never "[-inf, inf]"."""
+    if not _finite(lo) and not _finite(hi):
+        return "(CI needs more samples)"
+    text = interval_text(lo if _finite(lo) else None, hi if _finite(hi) else None)
+    return text.replace("-inf", "n/a").replace("inf", "n/a")
 
 
 def _rcv(result: CaseResult) -> float:

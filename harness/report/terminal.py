@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from harness.display import visible
@@ -25,11 +27,34 @@ def terminal_table(run: RunResults, width: int = 160) -> str:
                                        for c, m in zip(run.cases, measured)])
     view.insert(4, "robust_cv", pd.to_numeric(df["robust_cv"], errors="coerce"))
     view.insert(5, "flags", [flags_text(c.latency) if m else "" for c, m in zip(run.cases, measured)])
-    view = view.assign(case=view["case"].map(visible), reason=view["reason"].fillna("").map(visible).str.slice(0, 70))
+    view = view.assign(case=view["case"].map(visible), reason=view["reason"].fillna("").map(reason_cell))
     numeric = ["samples/s", "top1"]
     view[numeric] = view[numeric].apply(pd.to_numeric, errors="coerce")  # None (not measured) -> NaN -> "-"
     view["rel_l2"] = [drift_cell(v, note) for v, note in zip(df["rel_l2"], df["drift_note"])]
-    return view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}", max_colwidth=72)
+    table = view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}", max_colwidth=REASON_WIDTH + 2)
+    blocks = max((len(c.blocks or ()) for c in run.cases if c.measured), default=0)
+    if blocks > 1:  # the live case line showed the first block's p50: say why the figures here differ
+        table += (f"\np50/p99: over all of a case's samples, its {blocks} blocks (--repeats) together; a case's line "
+                  "during the run showed its first block's p50")
+    return table
+
+
+REASON_WIDTH = 100
+_PATH = re.compile(r"(?<![\w.])(?:~|\.{1,2})?/(?:[^\s/:'\"]+/)+([^\s/:'\"]+)")
+
+
+def reason_cell(text: object) -> str:
+    """A case's reason in the table's last column: its first line; when too wide, file paths shortened to the
+    file's name (results.json and the case's line keep the whole), and when still too wide the middle left
+    out, not the end, where the reason's advice is (`give it a size with --shape x:2=N`)."""
+    lines = visible(str(text or "")).strip().splitlines()
+    short = lines[0] if lines else ""
+    if len(short) > REASON_WIDTH:
+        short = _PATH.sub(lambda m: m.group(1), short)
+    if len(short) <= REASON_WIDTH:
+        return short
+    head = REASON_WIDTH * 2 // 5
+    return short[:head] + " ... " + short[-(REASON_WIDTH - head - 5):]
 
 
 def markdown_as_text(md: str) -> str:

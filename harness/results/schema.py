@@ -15,14 +15,18 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, Strict, TypeAdapter
+from pydantic import AfterValidator, Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
 from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
+    Amount,
+    BlockContention,
+    CaseContention,
     Count,
+    EnvironmentRecord,
     Figures,
     Finite,
     Flag,
@@ -30,10 +34,14 @@ from harness.results.stored import (
     Name,
     NonNegative,
     Object,
+    Profile,
+    RunEnvironmentRecord,
     Samples,
     Shape,
+    Share,
     Text,
     Texts,
+    check_ab,
     read_json_object,
     short,
     validate,
@@ -137,7 +145,7 @@ class Block:
     p50_ci_high_ms: Finite | None = None
     # what the kernel said about the block's timed loop (harness.measure.contention): run-queue wait of the
     # worker's threads, CPU time, preemptions, machine CPU pressure; `contended` and its `cause`
-    contention: Object | None = None
+    contention: BlockContention | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
@@ -237,6 +245,10 @@ class ScenarioRun:
     target_latency_percentile: NonNegative | None = None
     # server: what the bound came from ("--server-latency", "5 x the single-stream p99 (...)")
     target_latency_basis: Text | None = None
+    # single-stream: whether the machine held the worker's threads off a CPU during the test (harness.measure.
+    # contention) and why; a contended figure is never a Server bound's basis
+    contended: Flag | None = None
+    contention_cause: Text | None = None
     overlatency_queries: Count | None = None  # server: queries over the bound
     # the runtime's calls during the test as the SUT timed them (call + synchronise): LoadGen's latency is this
     # plus the wait in the SUT's queue and LoadGen's own overhead
@@ -288,7 +300,7 @@ class AbBlock:
     side: AbSideName
     pair: Count  # 0-based pair index; a pair is one block of each side, back to back in the drawn order
     samples_ns: Samples
-    contention: Object | None = None
+    contention: BlockContention | None = None
 
     @property
     def p50_ms(self) -> float:
@@ -314,15 +326,15 @@ class AbResult:
     b_case: CaseId
     order: Texts = field(default_factory=list)  # per pair, "ab" or "ba"
     blocks: Annotated[list[AbBlock], Strict()] = field(default_factory=list)
-    block_time_s: NonNegative | None = None
-    inject: NonNegative = 0.0  # gate-check only: B's calls made this fraction of A's p50 slower on purpose
+    block_time_s: Amount | None = None
+    inject: Amount = 0.0  # gate-check only: B's calls made this fraction of A's p50 slower on purpose
     verdict: Text = ""  # harness.gating.verdicts.Verdict value
     reason: Text = ""
     ratio: Finite | None = None
     ci_low: Finite | None = None
     ci_high: Finite | None = None
-    confidence: NonNegative | None = None
-    min_effect: NonNegative | None = None
+    confidence: Share | None = None
+    min_effect: Amount | None = None
     pairs_used: Count = 0  # pairs neither of whose blocks was contended
     # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
     b_vs_a: Object | None = None
@@ -438,17 +450,17 @@ class CaseResult:
     end_to_end: Object | None = None
     # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
     # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
-    contention: Object | None = None
+    contention: CaseContention | None = None
     # `harness ab`: the interleaved A/B measurement of this case and its paired verdict (harness.workloads.ab)
-    ab: AbResult | None = None
+    ab: Annotated[AbResult | None, AfterValidator(check_ab)] = None
     # the runtime's own environment when it ran in one (harness.envs): key, requirements, python, and the exact
     # version of every package installed there (None: the harness's own environment)
-    environment: Object | None = None
+    environment: EnvironmentRecord | None = None
     # --profile (harness.workloads.forward.profiling, after the timed loop): the graph's FLOPs and bytes ("cost"),
     # the roofline point of the measured p50 ("roofline"), and a profiled pass's time per ONNX node ("nodes",
     # "unmapped", "total_ms" against "measured_p50_ms", "gap_percent"), or why there is none ("unsupported",
     # "error"); layout: harness.profile.layers.profile_record
-    profile: Object | None = None
+    profile: Profile | None = None
     # energy over the timed blocks (harness.measure.energy): joules per inference where a counter could be read,
     # else `unavailable` with the reason (never 0); None in results from before it
     energy: EnergyRecord | None = None
@@ -512,7 +524,7 @@ class RunResults:
 
     run_id: Text
     started_at: Text
-    environment: Object = field(default_factory=dict)
+    environment: RunEnvironmentRecord = field(default_factory=dict)  # type: ignore[assignment]
     config: Object = field(default_factory=dict)
     cases: Annotated[list[CaseResult], Strict()] = field(default_factory=list)
     finished_at: Text | None = None

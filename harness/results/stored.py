@@ -6,9 +6,10 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from harness.errors import HarnessError, ResultsError
 
@@ -275,6 +276,10 @@ def validate(model: type[BaseModel] | TypeAdapter[Any], doc: dict[str, Any], sou
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         e = errors[0]
+        if e["loc"] and e["loc"][-1] in ("int", "float") and e["type"] in ("int_type", "float_type"):
+            # a number field (an int or a float, both strict): one problem, said once, at the field itself
+            e = {**e, "loc": e["loc"][:-1], "msg": "Input should be a number (an integer or a float)"}
+            errors = [x for x in errors if x["loc"][:-1] != e["loc"]] + [e]
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         got = "" if e["type"] == "missing" else f"; found {short(e.get('input'))}"
         raise ResultsError(f"{source}: {place(e['loc'], prefix)}: {e['msg'].lower()}{got}{more}") from None
@@ -283,3 +288,231 @@ def validate(model: type[BaseModel] | TypeAdapter[Any], doc: dict[str, Any], sou
 def short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---- the newer records: profile, A/B, contention, a runtime's own environment ---------------------------------
+# Their dicts are written as they are built (harness.profile, harness.measure.contention, harness.envs,
+# harness.gating.ab) and read back through these declarations: every number a number of a sane size (a report
+# multiplies and divides them: 1e308 overflows, a zero peak divides), every text a text, and what one record says
+# twice said alike (an interval holding its estimate, a verdict its interval allows). Keys they do not declare
+# are kept (a newer harness may add some).
+MAX_FIGURE = 1e18  # FLOPs, bytes, milliseconds, GFLOP/s: far above anything measured, far below an overflow
+
+
+# a number as written: an int or a float, each strict (no "12", no true), finite, within +-MAX_FIGURE
+_Num = Annotated[Annotated[int, Strict()] | Annotated[float, Strict(), Field(allow_inf_nan=False)],
+                 Field(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+Amount = Annotated[_Num, Field(ge=0)]  # a time, a count of FLOPs or bytes, a rate: never negative
+Positive = Annotated[_Num, Field(gt=0)]  # a latency something is divided by
+Rate = Annotated[_Num, Field(ge=1e-9)]  # a peak (GFLOP/s) or a bandwidth (GB/s): a roof is drawn from it
+Share = Annotated[_Num, Field(ge=0, le=1.0 + 1e-9)]  # a fraction of a whole
+Percent = _Num  # a signed percentage (a gap; over the roof is over 100)
+Number = _Num
+RECORD_DICT = ConfigDict(extra="allow")
+
+
+class ProfileNodeRecord(TypedDict, total=False):
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    node: Text
+    op_type: Text
+    time_ms: Amount
+    time_us: Amount
+    share: Share
+    fusion: Text
+    ops: Texts
+    flops: Amount | None
+    bytes_moved: Amount | None
+    gflops: Amount | None
+    gbs: Amount | None
+
+
+class ProfileUnmappedRecord(TypedDict, total=False):
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    name: Text
+    op_type: Text
+    time_ms: Amount
+    time_us: Amount
+
+
+class RooflineRecord(TypedDict, total=False):
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    flops: Amount
+    bytes_moved: Amount
+    latency_s: Positive
+    achieved_gflops: Amount
+    achieved_gbs: Amount
+    intensity: Amount | None
+    peak_gflops: Rate
+    bandwidth_gbs: Rate
+    ridge_intensity: Amount
+    roof_gflops: Amount
+    percent_of_roof: Amount
+    percent_of_peak: Amount
+    bound: Literal["memory", "compute"]
+    over_roof: Flag
+    precision: Text
+    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
+    peak_method: Text | None
+    bandwidth_method: Text | None
+    ceilings_warning: Text | None
+    error: Text
+
+
+class CostRecord(TypedDict, total=False):
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    dims: Annotated[dict[Text, Annotated[int, Strict(), Field(ge=0, le=MAX_SHAPE)]], Strict()]
+    nodes: Annotated[int, Strict(), Field(ge=0, le=10**9)]
+    flops: Amount
+    bytes_moved: Amount
+    graph: Text
+    error: Text
+
+
+def _check_profile(p: dict[str, Any]) -> dict[str, Any]:
+    parts = [p.get(k) for k in ("mapped_ms", "unmapped_ms", "total_ms")]
+    if all(isinstance(x, (int, float)) for x in parts) and abs(parts[0] + parts[1] - parts[2]) > 1e-6 * max(
+            1.0, abs(parts[2])):
+        raise ValueError(f"mapped_ms {parts[0]:g} + unmapped_ms {parts[1]:g} is not total_ms {parts[2]:g}")
+    return p
+
+
+class ProfileRecord(TypedDict, total=False):
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    method: Text
+    runs: Annotated[int, Strict(), Field(ge=1, le=10**9)]
+    graph: Text | None
+    notes: Texts
+    nodes: Annotated[list[ProfileNodeRecord], Strict()]
+    unmapped: Annotated[list[ProfileUnmappedRecord], Strict()]
+    mapped_ms: Amount
+    unmapped_ms: Amount
+    total_ms: Amount
+    wall_ms: Amount
+    measured_p50_ms: Amount
+    adjacent_p50_ms: Amount | None
+    gap_percent: Percent | None
+    adjacent_gap_percent: Percent | None
+    roofline: RooflineRecord | None
+    cost: CostRecord | None
+    unsupported: Text
+    error: Text
+
+
+Profile = Annotated[ProfileRecord, AfterValidator(_check_profile)]
+
+
+class BlockContentionRecord(TypedDict, total=False):
+    """harness.measure.contention.figures of one timed block (and its verdict)."""
+
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    wall_s: Amount
+    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
+    cpu_cores: Amount
+    runqueue_wait_s: Amount
+    wait_fraction: Share
+    involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)]
+    others_cores: Amount
+    cores_free: Amount
+    psi_some: Share
+    contended: Flag
+    cause: Text
+
+
+def _check_case_contention(c: dict[str, Any]) -> dict[str, Any]:
+    blocks, busy = c.get("blocks"), c.get("contended_blocks")
+    if isinstance(blocks, int) and isinstance(busy, int) and busy > blocks:
+        raise ValueError(f"contended_blocks {busy} of {blocks} blocks: more than there are")
+    if isinstance(busy, int) and isinstance(c.get("contended"), bool) and c["contended"] != (busy > 0):
+        raise ValueError(f"contended is {c['contended']} with {busy} contended block(s): contradictory")
+    return c
+
+
+class CaseContentionRecord(TypedDict, total=False):
+    """harness.measure.contention.case_contention: a case's blocks summed up."""
+
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
+    contended_blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
+    contended: Flag
+    wait_fraction_max: Share | None
+    psi_some_max: Share | None
+    cause: Text
+
+
+BlockContention = BlockContentionRecord
+CaseContention = Annotated[CaseContentionRecord, AfterValidator(_check_case_contention)]
+
+
+class EnvironmentRecord(TypedDict, total=False):
+    """A runtime's own environment a case ran in (harness.envs.RuntimeEnv.record)."""
+
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    key: Name
+    requirements: Texts
+    python: Text
+    packages: Annotated[dict[Text, Text], Strict()]
+
+
+AB_VERDICTS = ("pass", "improved", "regressed", "noise", "inconclusive")  # harness.gating.ab's
+
+
+def check_ab(ab: Any) -> Any:
+    """What an A/B record says twice, said alike: the interval holds B/A, a verdict of a change has the interval
+    that decides it (regressed: all of it above 1; improved: below), the pairs used are pairs that were
+    measured, and each block belongs to one of them."""
+    if ab is None:
+        return ab
+    lo, ratio, hi = ab.ci_low, ab.ratio, ab.ci_high
+    for name, v in (("ratio", ratio), ("ci_low", lo), ("ci_high", hi)):
+        if v is not None and not 0 < v <= 1e6:
+            raise ValueError(f"{name} {v:g}: a ratio of two latencies is positive (and not absurd)")
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"ci_low {lo:g} is above ci_high {hi:g}: an impossible interval")
+    if ratio is not None and lo is not None and hi is not None and not lo <= ratio <= hi:
+        raise ValueError(f"ratio {ratio:g} is outside its interval [{lo:g}, {hi:g}]")
+    if ab.verdict and ab.verdict not in AB_VERDICTS:
+        raise ValueError(f"verdict {ab.verdict!r}: not one of {', '.join(AB_VERDICTS)}")
+    if ab.verdict in ("regressed", "improved"):
+        if ratio is None or lo is None or hi is None:
+            raise ValueError(f"verdict {ab.verdict!r} without the ratio and interval that decide it")
+        if (ab.verdict == "regressed") != (lo > 1.0) or (ab.verdict == "improved") != (hi < 1.0):
+            raise ValueError(f"verdict {ab.verdict!r} contradicts its interval [{lo:g}, {hi:g}] of B/A")
+    if ab.verdict == "pass" and None not in (lo, hi, ab.min_effect):
+        band = 1.0 + 2 * ab.min_effect
+        if not 1.0 / band < lo and hi < band:
+            raise ValueError(f"verdict 'pass' contradicts its interval [{lo:g}, {hi:g}] of B/A: a pass needs it "
+                             f"within [{1 / band:.4g}, {band:.4g}]")
+    pairs = len(ab.order)
+    if pairs and ab.pairs_used > pairs:
+        raise ValueError(f"pairs_used {ab.pairs_used} of {pairs} pairs: more than were measured")
+    for i, b in enumerate(ab.blocks):
+        if pairs and b.pair >= pairs:
+            raise ValueError(f"blocks[{i}].pair {b.pair}: there are {pairs} pairs")
+    return ab
+
+
+class RunEnvironmentRecord(TypedDict, total=False):
+    """A run's environment snapshot (harness.results.environment.snapshot): the keys renderers index into or
+    print, declared with their types (a string where a table of libraries goes would end a report in a
+    traceback); the rest as stored."""
+
+    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
+    hostname: Text
+    machine: Text
+    machine_fingerprint: Text
+    cpu_model: Text
+    cpu_cores_logical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
+    cpu_cores_physical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] | None
+    memory_total_gb: Amount | None
+    python: Text
+    libraries: Annotated[dict[Text, Text | None], Strict()] | None
+    git: Object | None
+    threads: Object | None
+    gpu: Object | None
+    gpu_end: Object | None
+    harness_overhead: Object | None
+    cpu_busy_percent_at_start: Amount | None
+    cpu_cores_free_at_start: Amount | None
+    cpu_quiet_at_start: Flag | None
+    cpu_busy_others_percent: Amount | None
+    ray_nodes: Object | None

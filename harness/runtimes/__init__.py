@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.errors import UsageError
+from harness.errors import UsageError, did_you_mean
 from harness.artifacts.options import RuntimeOptions
 from harness.runtimes.base import Availability, Runtime
 
@@ -42,7 +42,8 @@ def get_runtime(name: str) -> type[Runtime]:
     try:
         return _RUNTIMES[name]
     except KeyError:
-        raise UsageError(f"unknown runtime {name!r}; valid runtimes: {', '.join(runtime_names())}") from None
+        raise UsageError(f"unknown runtime {name!r}{did_you_mean(name, runtime_names())}; valid runtimes: "
+                         f"{', '.join(runtime_names())}") from None
 
 
 def runtime_names() -> list[str]:

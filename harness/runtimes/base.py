@@ -211,6 +211,12 @@ class Runtime(ABC):
         """A DeviceTimer (harness.measure.cuda) bracketing each timed call on the device, or None (CPU)."""
         return None
 
+    def caveat(self) -> str | None:
+        """What a reader of this case's figures must know about how the runtime was set up, in one line (e.g. an
+        untuned compiler: its latency is the floor of an untuned build), or None. Shown on the case line and
+        stored as the case's reason and details["caveat"]."""
+        return None
+
     def details(self) -> dict[str, Any]:
         """Adapter-specific facts recorded with each result (providers, threads, artifact, ...)."""
         out: dict[str, Any] = {"threads": self.options.threads}

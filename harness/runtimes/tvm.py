@@ -135,6 +135,11 @@ class TvmCpu(Runtime):
     def _deactivate(self) -> None:
         self._vm = self._main = None
 
+    def caveat(self) -> str | None:
+        if self.options.tuning_trials > 0:
+            return None
+        return "untuned: TVM's default Relax pipeline applies no schedule; tune with --variants tune=N"
+
     def details(self) -> dict[str, Any]:
         out = {**super().details(), "target": getattr(self, "_target", None),
                "tuning": "metaschedule" if self.options.tuning_trials > 0 else "untuned"}

@@ -232,3 +232,36 @@ def test_envs_ls_and_clear(wheels, cache):
     assert cleared.returncode == 0 and env.key in cleared.stdout and not env.path.exists()
     built = run("build", "ort-cpu")
     assert built.returncode == 0 and "runs in the harness's own environment" in built.stdout
+
+
+@pytest.mark.parametrize("spec", ["1.11.0..1.10.0", "1.12.0..1.9.0", "1.10.1..1.10.0"])
+def test_a_reversed_range_is_a_usage_error_that_says_so(spec):
+    known = ["1.9.0", "1.10.0", "1.10.1", "1.11.0", "1.12.0"]
+    lo, hi = spec.split("..")
+    with pytest.raises(UsageError, match=rf"a reversed range \({lo} is newer than {hi}\); give the older release "
+                                         rf"first: {hi}\.\.{lo}"):
+        version_range(spec, "x", lister=lambda dist, wheels: known)
+
+
+@pytest.mark.parametrize("signum, status, word", [(15, 143, "terminated"), (2, 130, "interrupted")])
+def test_bisect_stopped_by_a_signal_exits_128_plus_it(signum, status, word, monkeypatch, capsys, tmp_path):
+    """The session turns SIGTERM/SIGINT into SignalStop carrying the signal; the command exits 143 or 130 (not
+    130 for both), one line."""
+    import signal as signal_module
+
+    from harness.cli import main
+    from harness.execution import bisect_run
+    from harness.execution.session import HarnessSession
+
+    def measured_until_the_signal(config, runtime, versions, gates):
+        session = HarnessSession.__new__(HarnessSession)
+        session.stop_signal = None
+        session.progress = type("P", (), {"note": staticmethod(lambda line: None)})()
+        session._on_signal(signum, None)  # what the handler does when the signal arrives
+
+    monkeypatch.setattr(bisect_run, "run_bisect", measured_until_the_signal)
+    monkeypatch.setattr(bisect_run, "version_range", lambda spec, dist, wheels: ["1.0", "2.0"])
+    assert main(["bisect", "ort-cpu", "--versions", "1.0..2.0", "--models", "mlp", "--out",
+                 str(tmp_path / "b")]) == status
+    assert capsys.readouterr().err == f"harness bisect: {word}\n"
+    assert signal_module.Signals(signum)

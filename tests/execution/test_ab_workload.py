@@ -152,3 +152,19 @@ def test_detect_chooses_the_pairs_per_case_from_a_pilot(tmp_path, clocked):
     assert n_loose >= DETECT_PILOT_PAIRS and n_tight > n_loose and n_tight <= DETECT_MAX_PAIRS, (n_loose, n_tight)
     assert loose.ab.verdict == tight.ab.verdict == "regressed"
     assert [b.side for b in tight.ab.blocks] == [s for o in tight.ab.order for s in o]
+
+
+@pytest.mark.parametrize("runtime, status", [("fake-raises", "error"), ("fake-oom", "oom"),
+                                             ("fake-segv-load", "crashed")])
+def test_ab_exits_1_when_a_case_could_not_be_measured(runtime, status, tmp_path, fake_env):
+    """An error, out-of-memory or crashed row is a failed A/B run (exit 1, the row named), never 0 as if both
+    sides had been compared."""
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "ab", "base", "threads=2", "--models", "fake-linear",
+                        "--runtimes", runtime, "--batch-sizes", "1", "--ab-pairs", "2", "--ab-block-time", "0.002",
+                        "--case-timeout", "60", "--out", str(out)],
+                       env=fake_env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"1 case(s) not measured: fake-linear-{runtime}-fp32-b1 {status}" in p.stdout
+    (case,) = json.loads((out / "results.json").read_text())["cases"]
+    assert case["status"] == status

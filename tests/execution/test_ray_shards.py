@@ -168,3 +168,99 @@ def test_an_address_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, f
         assert not out.exists()
     assert main([*ARGS, "--runtimes", "fake-ok", "--ray", "127.0.0.1", "--out", str(tmp_path / "r")]) == 2
     assert "expected auto, HOST:PORT or ray://HOST:PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["http", "silent", "closes", "garbage"])
+def test_an_address_that_answers_but_is_not_ray_is_one_line_exit_2(kind, tmp_path, capsys, fakes, monkeypatch):
+    """Something that is not Ray at HOST:PORT (a real http.server on loopback, a peer that says nothing, one
+    that hangs up, one that answers bytes that are no HTTP/2): one line and exit 2 well within 30 s, before
+    Ray is imported (ray.init would retry for minutes)."""
+    import socket
+    import time
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    from harness.cli import main
+    from harness.execution import ray_shards
+
+    stop = threading.Event()
+    if kind == "http":
+        class Quiet(SimpleHTTPRequestHandler):
+            def log_message(self, *args):  # the server's own lines would go to the captured stderr
+                pass
+
+        server = HTTPServer(("127.0.0.1", 0), Quiet)
+        port = server.server_address[1]
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+    else:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def serve():
+            listener.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
+                if kind == "closes":
+                    conn.close()
+                elif kind == "garbage":
+                    conn.sendall(b"\x15\x03\x03\x00\x02\x02\x28" * 3)
+                else:
+                    stop.wait(5)  # silent: holds the connection
+                    conn.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+    try:
+        monkeypatch.setattr(ray_shards, "PROBE_TIMEOUT_S", 1.0)
+        t0 = time.monotonic()
+        out = tmp_path / "r"
+        assert main([*ARGS, "--runtimes", "fake-ok", "--ray", f"127.0.0.1:{port}", "--out", str(out)]) == 2
+        assert time.monotonic() - t0 < 30
+    finally:
+        stop.set()
+        if kind == "http":
+            server.shutdown()
+            server.server_close()
+        else:
+            listener.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"harness run: error: --ray 127.0.0.1:{port}: 127.0.0.1:{port} "
+                                                  "answers but is not a Ray cluster (")
+    assert {"http": "an HTTP/1 server: it answered '", "silent": "said nothing within 1 s",
+            "closes": "closed the connection", "garbage": "not the HTTP/2 SETTINGS frame"}[kind] in err
+    assert not out.exists()
+
+
+def test_the_probe_takes_an_http2_server_as_ray():
+    """A peer whose first frame is HTTP/2 SETTINGS on stream 0 (what a gRPC server such as Ray's GCS sends)
+    passes the probe."""
+    import socket
+
+    from harness.execution.ray_shards import probe_address
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.recv(64)
+        conn.sendall(b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x64")
+        try:
+            conn.recv(64)
+        except OSError:  # the probe hangs up once it has read the frame
+            pass
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        probe_address(f"127.0.0.1:{port}", timeout=2.0)
+    finally:
+        listener.close()

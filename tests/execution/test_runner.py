@@ -93,3 +93,40 @@ def test_repeats_measure_in_blocks_each_after_a_fresh_activation(config, fakes):
     assert len(sizes) == 3 and sum(sizes) == len(r.samples_ns) and min(sizes) >= 2  # ceil(5 / 3) each
     assert [b.reactivated for b in r.blocks] == [False, True, True] and all(b.p50_ms > 0 for b in r.blocks)
     assert r.setup_s == made[0].setup_s  # the case's setup is its first activation's
+
+
+def test_a_runtimes_caveat_is_the_cases_reason_details_and_case_line(config, fakes):
+    """A runtime that declares a caveat (TVM untuned: its figures are an untuned build's floor) has it said with
+    every measured case: reason, details["caveat"], the case line; one without says nothing."""
+    from harness.report.progress import case_line
+    from harness.runtimes import register_runtime
+
+    words = "untuned: the default pipeline applies no schedule; tune with --variants tune=N"
+
+    class Caveated(fakes.FakeOk):
+        name = "fake-caveated"
+
+        def caveat(self):
+            return words
+
+    register_runtime(Caveated, replace=True)
+    r = CaseRunner().run(case("fake-caveated"), config)
+    assert r.status == "passed" and r.reason == words and r.details["caveat"] == words
+    assert case_line(r).endswith(f"  [{words}]")
+    plain = CaseRunner().run(case("fake-ok"), config)
+    assert not plain.reason and "caveat" not in plain.details and "  [" not in case_line(plain).split("rcv")[1]
+
+
+def test_tvm_says_untuned_unless_tune_is_given():
+    import dataclasses
+
+    from harness.model import get_model
+    from harness.precision import Precision
+    from harness.runtimes import RuntimeOptions, get_runtime
+
+    cls = get_runtime("tvm-cpu")
+    untuned = cls(get_model("mlp"), Precision.FP32, RuntimeOptions(threads=1))
+    assert untuned.caveat() == ("untuned: TVM's default Relax pipeline applies no schedule; tune with --variants "
+                                "tune=N")
+    tuned = cls(get_model("mlp"), Precision.FP32, dataclasses.replace(RuntimeOptions(threads=1), tuning_trials=8))
+    assert tuned.caveat() is None

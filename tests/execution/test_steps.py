@@ -15,7 +15,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
 
-    def profile(self, runtime, feed, case, p50_ms, threads, dims):
+    def profile(self, runtime, feed, case, p50_ms, threads, dims, budget_s=None):
         self.calls.append(("profile", threads))
         return {"threads": threads}
 

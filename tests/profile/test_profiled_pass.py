@@ -126,3 +126,96 @@ def test_a_runtime_without_a_profiler_says_why_and_keeps_its_roofline(runtimes, 
     assert r.status == "passed"
     assert r.profile["unsupported"] == "fake-unprofiled cannot profile: a fake without a profiler"
     assert "nodes" not in r.profile and r.profile["roofline"]["percent_of_roof"] > 0
+
+
+# ------------------------------------------------------------------ cost bounded by the graph's size
+def _chain(n: int):
+    """A model of `n` nodes in a chain (Neg/Relu alternating), each named, as exporters write large graphs."""
+    x = "x"
+    nodes = []
+    for i in range(n):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [x], [f"h{i}"], name=f"n{i}"))
+        x = f"h{i}"
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 16])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("n", [20_000])
+def test_mapping_a_profile_of_a_large_graph_costs_in_proportion_to_it(n):
+    """ONNX Runtime's events for every node of a 20,000-node graph mapped onto it, and the per-layer table: a few
+    seconds (the quadratic walk took over 100 s, past --case-timeout, and the case lost its p50)."""
+    import time
+
+    from harness.profile.layers import layer_times
+    from harness.runtimes.onnxruntime import ort_profile_ops
+
+    model = _chain(n)
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 10 ** 9}]
+    events += [{"cat": "Node", "name": f"n{i}_kernel_time", "ts": 1 + i, "dur": 2, "args": {"op_name": "Relu"}}
+               for i in range(n)]
+
+    class Cost:
+        nodes = [type("N", (), {"name": f"n{i}", "flops": 16, "op_type": "Relu"})() for i in range(n)]
+
+    t0 = time.perf_counter()
+    ops = ort_profile_ops(events, model, model, 1)
+    table = layer_times(OpProfile(ops, 1, 1.0, "test"), Cost())
+    took = time.perf_counter() - t0
+    assert len(ops) == n and all(op.covers == (op.name,) for op in ops[:100])
+    assert len(table["nodes"]) == n and table["nodes"][0]["node"] == "n0"
+    assert took < 20, f"{took:.1f} s for {n} nodes"
+
+
+@pytest.mark.parametrize("p50_ms, nodes, runs", [
+    (1.0, None, 200), (1.0, 10, 200), (1.0, 20_001, 9), (1.0, 2_000, 100), (50.0, 20_001, 9),
+    (500.0, 20_001, 5), (1.0, 10 ** 7, 1), (0.0, 20_001, 5), (1.0, 0, 200),
+])
+def test_the_profiled_runs_are_held_to_a_number_of_node_executions(p50_ms, nodes, runs):
+    from harness.workloads.forward.profiling import profile_runs
+
+    assert profile_runs(p50_ms, nodes) == runs
+
+
+@pytest.mark.parametrize("pass_s, budget_s, passes_done", [(4.0, 10.0, 2), (1.0, 10.0, 4), (20.0, 10.0, 1),
+                                                           (3.0, 9.0, 3), (3.0, 8.9, 2)])
+def test_a_profile_stops_before_a_pass_that_would_end_past_its_budget(pass_s, budget_s, passes_done):
+    """Passes timed on a fake clock: the profile keeps those done and says it was cut short; the case's figures
+    come out either way."""
+    from harness.results.schema import CaseId
+    from harness.workloads.forward.profiling import CaseProfiler
+
+    now = [0.0]
+    done = []
+
+    class Fake:
+        device = "cpu"
+
+        def cost_graph(self):
+            raise RuntimeError("no graph here")
+
+        def bind(self, feed):
+            return lambda: None
+
+        def synchronize(self):
+            pass
+
+        def profile(self, feed, runs):
+            now[0] += pass_s
+            done.append(runs)
+            return OpProfile((OpTime("a", "Relu", 5.0, ("a",), ""),), runs, 6.0, "fake")
+
+    case = CaseId("m", "fake-ok", "fp32", 1, None, "cpu")
+    out = CaseProfiler().profile(Fake(), {}, case, p50_ms=1.0, threads=1, dims={}, budget_s=budget_s,
+                                 clock=lambda: now[0])
+    assert len(done) == passes_done and "error" not in out
+    cut = [n for n in out["notes"] if n.startswith("profile cut short")]
+    assert bool(cut) == (passes_done < 4)
+    if cut:
+        assert f"{passes_done} of 4 passes" in cut[0] and f"its {budget_s:g} s budget" in cut[0]
+
+
+def test_the_profile_budget_is_a_share_of_the_case_timeout():
+    from harness.workloads.forward.profiling import profile_budget_s
+
+    assert profile_budget_s(600) == 120 and profile_budget_s(60) == 15 and profile_budget_s(4) == 1

@@ -184,3 +184,46 @@ def test_summary_md_says_the_cpu_was_busy_and_names_the_noisy_cases(fakes):
     assert "- CPU busy during the run: other processes used 55%" in md
     assert "fake-linear-fake-ok-fp32-b1 (rcv 0.40)" in md
     assert "CPU busy at start" not in md  # 3% at the start was quiet
+
+
+def _measured(lat: dict, blocks: int = 1, reason: str = "", status: str = "passed") -> CaseResult:
+    case = CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")
+    return CaseResult(case, status, reason=reason, samples_ns=[1_000_000] * 5,
+                      latency={"p50_ms": 2.71, "iterations": 5, **lat},
+                      blocks=[{"samples_ns": [1_000_000] * 5, "warmup_iters": 1}] * blocks)
+
+
+@pytest.mark.parametrize("lo, hi, shown", [
+    (None, None, "(CI needs more samples)"), (float("-inf"), float("inf"), "(CI needs more samples)"),
+    (2.5, None, "[2.5, n/a]"), (2.5, float("inf"), "[2.5, n/a]"), (None, 2.9, "[n/a, 2.9]"),
+    (float("nan"), 2.9, "[n/a, 2.9]"), (2.5, 2.9, "[2.5, 2.9]"),
+])
+def test_a_case_line_never_prints_an_unbounded_interval_as_infinities(lo, hi, shown):
+    line = case_line(_measured({"p50_ci_low_ms": lo, "p50_ci_high_ms": hi}))
+    assert f"p50 2.71 ms {shown}  rcv" in line and "inf" not in line
+
+
+def test_the_final_table_says_what_its_p50_is_over_when_cases_have_several_blocks():
+    from harness.report.terminal import terminal_table
+
+    run = RunResults(run_id="r", started_at="", cases=[_measured({}, blocks=3)])
+    assert "p50/p99: over all of a case's samples, its 3 blocks (--repeats) together" in terminal_table(run)
+    one = RunResults(run_id="r", started_at="", cases=[_measured({}, blocks=1)])
+    assert "blocks (--repeats)" not in terminal_table(one)
+
+
+@pytest.mark.parametrize("depth", [1, 4, 12])
+def test_a_reason_in_the_final_table_keeps_its_advice_after_a_long_path(depth, tmp_path):
+    """The reason column shortens paths and leaves out the middle, never the end where the advice is."""
+    from harness.report.terminal import REASON_WIDTH, reason_cell, terminal_table
+
+    path = "/" + "/".join(f"folder-{i:02d}-with-a-long-name" for i in range(depth)) + "/ch_PP-OCRv4_det.onnx"
+    reason = (f"ModelError in phase load: {path}: 2 free axes are not batch or sequence axes: input 'x' axis 2 "
+              "(dim_value -1), input 'x' axis 3 (dim_value -1); give them sizes with --shape x:2=N,x:3=N")
+    cell = reason_cell(reason)
+    assert cell.endswith("give them sizes with --shape x:2=N,x:3=N") and len(cell) <= REASON_WIDTH
+    assert cell.startswith("ModelError in phase load: ")
+    case = CaseResult(CaseId("det", "ort-cpu", "fp32", 1, None, "cpu"), "error", reason=reason)
+    table = terminal_table(RunResults(run_id="r", started_at="", cases=[case]))
+    assert "--shape x:2=N,x:3=N" in table
+    assert reason_cell("short: /a/b/c.onnx kept whole") == "short: /a/b/c.onnx kept whole"

@@ -53,7 +53,7 @@ def full_case() -> CaseResult:
                                min_duration_s=0.5, min_query_count=10, query_count=20, samples_per_query=1,
                                samples_per_s=99.5, latency_ms={"p99": 2.0}, query_latency_ms={"p99": 3.0},
                                early_stopping_ms=2.1, target_qps=100.0, target_latency_ms=10.0,
-                               target_latency_percentile=0.99, target_latency_basis="--server-latency",
+                               target_latency_percentile=0.99, target_latency_basis="--server-latency", contended=True, contention_cause="waited",
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
                                batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],

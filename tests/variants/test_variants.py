@@ -105,6 +105,53 @@ def test_fixed_axes_make_a_session_per_shape(options):
     np.testing.assert_allclose(out4["logits"], ref["logits"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("names", [("?", "?"), ("?", ""), ("n", "n")])
+def test_fixed_axes_never_give_one_axis_another_axes_size(names, options, tmp_path):
+    """axes=fixed overrides free dimensions by name: a marker of unnamed axes ("?", as paddle2onnx writes) or a
+    name the feed gives two sizes is left free, so every axis runs at its own size (6 and 5 here)."""
+    from harness.model_files import parse_shapes, spec_from_onnx
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 3, *names])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 3, *names])
+    if names[1] == "":
+        x.type.tensor_type.shape.dim[3].Clear()
+        y.type.tensor_type.shape.dim[3].Clear()
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "two-free.onnx"
+    onnx.save(model, str(path))
+    spec = spec_from_onnx(path, shapes=parse_shapes("X:2=6,X:3=5"))
+    spec, opts = _apply("axes=fixed", spec, options)
+    with get_runtime("ort-cpu")(spec, Precision.FP32, opts) as rt:
+        out = rt.infer(make_feed(spec, {"batch": 2}, 0))
+        fixed = rt.session_options()["fixed_dimensions"]
+    assert out["Y"].shape == (2, 3, 6, 5)
+    assert fixed == {"batch": 2}
+
+
+VALUE_PROBES = ("0.9999999", "0.99999999", "1.0000001", "0.00000001", "1e-300", "-0.0000001", "2.9999999",
+                "12.0000001", "1e308", "0.5", "3", "16.00000001", "0")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_value_is_refused_at_parse_time_or_kept_as_written(kind):
+    """Generated values near every kind's edges: either a usage error now, or a canonical spelling that parses
+    back to itself (never one rounded into a value the worker would refuse, as prune=0.9999999 -> 1 was)."""
+    for value in (*VALUE_PROBES, *getattr(KINDS[kind], "choices", ())):
+        try:
+            v = parse_variant(f"{kind}={value}")
+        except UsageError:
+            continue
+        assert parse_variant(v.name).name == v.name, (kind, value, v.name)
+
+
+def test_prune_rounded_to_one_is_refused_naming_both_spellings():
+    with pytest.raises(UsageError, match=r"variant 'prune=0.9999999': 0.9999999 is written prune=1, which is "
+                                         r"refused"):
+        parse_variant("prune=0.9999999")
+    assert parse_variant("prune=0.999999").name == "prune=0.999999"
+
+
 # ------------------------------------------------------------------ export and graph transforms
 def test_opset_is_the_exported_one(options):
     spec, opts = _apply("opset=17", get_model("mlp"), options)

@@ -97,12 +97,18 @@ class OnnxRuntime(Runtime):
         of the graph's inputs fixed to the feed's size (SessionOptions.add_free_dimension_override_by_name)."""
         if not self.options.fixed_axes:
             return
-        sizes: dict[str, int] = {}
+        from harness.model_files import UNNAMED_DIMS
+
+        seen: dict[str, set[int]] = {}
         for i in self._graph_inputs():
             value = feed.get(i.name)
             for axis, dim in enumerate(i.shape):
                 if isinstance(dim, str) and value is not None and axis < np.ndim(value):
-                    sizes.setdefault(dim, int(np.shape(value)[axis]))
+                    seen.setdefault(dim, set()).add(int(np.shape(value)[axis]))
+        # An override is by name and holds for every axis of that name: a marker of unnamed axes ("?", written by
+        # paddle2onnx for each of them) or a name the feed gives two sizes would fix axes to another's size.
+        # Those axes stay free (ORT has no override by input and axis).
+        sizes = {dim: next(iter(s)) for dim, s in seen.items() if len(s) == 1 and dim not in UNNAMED_DIMS}
         self._session = None
         self._session = self._new_session(sizes)
 

@@ -2,26 +2,42 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.profile.layers import CannotProfile, merge_profiles, profile_record
-from harness.results.stats import median_ns
 from harness.results.schema import CaseId
+from harness.results.stats import median_ns
 from harness.runtimes import Runtime
 
 PROFILE_TIME_S = 1.0  # the profiled runs last about this long (at the case's measured p50) ...
 MIN_RUNS, MAX_RUNS = 5, 200  # ... within these counts
 PASSES = 4  # profiled passes, each after as many unprofiled calls (at least MIN_RUNS runs per pass)
+# A profiler writes an event per node per run, and reading them costs in proportion: the runs profiled in all
+# are held to this many node executions (a 20,000-node graph gets 10 runs, not 200: its profile took longer
+# than the case's time limit and the case lost its measured p50) ...
+MAX_NODE_RUNS = 200_000
+# ... and the profile to this share of --case-timeout (at most PROFILE_BUDGET_S): a pass that would end past it
+# is not started, and the passes done are the profile, said so in its notes
+PROFILE_BUDGET_SHARE, PROFILE_BUDGET_S = 0.25, 120.0
 
 
-def profile_runs(p50_ms: float) -> int:
-    """How many inferences the profiled pass averages: about PROFILE_TIME_S at the measured p50."""
-    if not p50_ms > 0:
-        return MIN_RUNS
-    return max(MIN_RUNS, min(MAX_RUNS, math.ceil(PROFILE_TIME_S * 1e3 / p50_ms)))
+def profile_budget_s(case_timeout_s: float) -> float:
+    """The time a case's profile may take: PROFILE_BUDGET_SHARE of its --case-timeout, at most PROFILE_BUDGET_S."""
+    return min(PROFILE_BUDGET_S, PROFILE_BUDGET_SHARE * float(case_timeout_s))
+
+
+def profile_runs(p50_ms: float, nodes: int | None = None) -> int:
+    """How many inferences the profiled pass averages: about PROFILE_TIME_S at the measured p50, and no more than
+    MAX_NODE_RUNS node executions of a graph of `nodes` nodes (at least one run)."""
+    runs = MIN_RUNS if not p50_ms > 0 else max(MIN_RUNS, min(MAX_RUNS, math.ceil(PROFILE_TIME_S * 1e3 / p50_ms)))
+    if nodes:
+        runs = max(1, min(runs, MAX_NODE_RUNS // max(1, int(nodes))))
+    return runs
 
 
 class CaseProfiler:
@@ -52,12 +68,16 @@ class CaseProfiler:
         return self._ceilings[threads]
 
     def profile(self, runtime: Runtime, feed: Mapping[str, Any], case: CaseId, p50_ms: float, threads: int,
-                dims: Mapping[str, int]) -> dict[str, Any]:
+                dims: Mapping[str, int], budget_s: float = PROFILE_BUDGET_S,
+                clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
         """CaseResult.profile of a measured case: its cost (FLOPs and bytes of the graph at the case's sizes),
         its roofline point (the measured p50 under this machine's ceilings), and the per-layer times of the
         profiled runs (layers.profile_record; profile_runs() of them in up to PASSES passes, each after as many
         unprofiled calls, whose median is "adjacent_p50_ms"), or why there are none ("unsupported": the runtime
-        has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error."""
+        has no profiler; "error": it failed). Never raises: profiling is a diagnosis, never the case's error.
+        Bounded by the graph's size (profile_runs) and by `budget_s`: a pass the ones before say would end past
+        it is not started."""
+        t0 = clock()
         out: dict[str, Any] = {}
         cost = None
         source = None
@@ -70,16 +90,29 @@ class CaseProfiler:
         except Exception as exc:  # noqa: BLE001
             out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
-        runs = profile_runs(p50_ms)
+        nodes = len(cost.nodes) if cost is not None and getattr(cost, "nodes", None) is not None else None
+        runs = profile_runs(p50_ms, nodes)
         passes = max(1, min(PASSES, runs // MIN_RUNS))
         adjacent_ns: list[int] = []
         profiles = []
+        cut = ""
         try:
             for i in range(passes):  # unprofiled and profiled runs in alternating chunks: the same machine state
+                elapsed = clock() - t0
+                if profiles and elapsed + elapsed / len(profiles) > budget_s:
+                    cut = (f"profile cut short: {len(profiles)} of {passes} passes in {elapsed:.1f} s, another would "
+                           f"pass its {budget_s:g} s budget (a share of --case-timeout)")
+                    break
                 share = runs // passes + (1 if i < runs % passes else 0)
                 adjacent_ns += unprofiled_ns(runtime, feed, share)
                 profiles.append(runtime.profile(feed, share))
             prof = merge_profiles(profiles)
+            if cut:
+                prof = dataclasses.replace(prof, notes=(*prof.notes, cut))
+            if runs < profile_runs(p50_ms):
+                prof = dataclasses.replace(prof, notes=(*prof.notes, (
+                    f"{runs} profiled run(s) of a {nodes:,}-node graph (at most {MAX_NODE_RUNS:,} node executions "
+                    "are profiled: the profiler's events cost in proportion)")))
             adjacent = median_ns(adjacent_ns) / 1e6
         except CannotProfile as exc:
             return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}

@@ -16,7 +16,7 @@ from harness.results.schema import CaseId
 from harness.runtimes import Runtime, RuntimeOptions
 from harness.workloads.base import PhaseCallback
 from harness.workloads.common import block_policy
-from harness.workloads.forward.profiling import CaseProfiler, case_dims
+from harness.workloads.forward.profiling import CaseProfiler, case_dims, profile_budget_s
 from harness.workloads.forward.scenarios import run_scenarios
 
 
@@ -71,7 +71,8 @@ def _scenarios(ctx: CaseContext) -> Any:
 def _profile(ctx: CaseContext) -> Any:
     # after every timed loop of the case: the profiled pass never times
     return ctx.profiler.profile(ctx.runtime, ctx.feed, ctx.case, ctx.p50_ms, ctx.options.threads,
-                                case_dims(ctx.case, ctx.config.matrix.shapes))
+                                case_dims(ctx.case, ctx.config.matrix.shapes),
+                                budget_s=profile_budget_s(ctx.config.process.case_timeout_s))
 
 
 def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str, threads: int,

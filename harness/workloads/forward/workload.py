@@ -183,8 +183,10 @@ class ForwardState(WorkerState):
                 steps: dict[str, Any]) -> CaseResult:
         case, runtime, stats, memory = ctx.case, ctx.runtime, m["stats"], m["memory"]
         ref_check, noise_cv = judged["ref_check"], ctx.config.measure.noise_cv
+        caveat = runtime.caveat()  # e.g. an untuned compiler: said wherever the case's figures are
         return CaseResult(
-            case, "passed" if judged["passed"] else "failed", reason="; ".join(judged["reasons"]),
+            case, "passed" if judged["passed"] else "failed",
+            reason="; ".join([*judged["reasons"], *([caveat] if caveat else [])]),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
             latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
@@ -192,7 +194,8 @@ class ForwardState(WorkerState):
             setup_s=m["setup_s"], artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
             feed_sha256=feed_digest(ctx.feed), model_fingerprint=m["fingerprint"], **m["blocks"],
-            details={**runtime.details(), **m["fed"], **variant_details(case), "activation_reused": m["reused"],
+            details={**runtime.details(), **({"caveat": caveat} if caveat else {}), **m["fed"], **variant_details(case),
+                     "activation_reused": m["reused"],
                      **({"settle": self._settle} if self._settle else {}),
                      "warmup_time_s": ctx.policy.warmup_time_s,
                      "model_has_torch_module": ctx.spec.build is not None,
