@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 import fnmatch
 import os
 import threading
@@ -229,6 +231,8 @@ def _not_grpc(conn: Any, timeout: float) -> str:
         if not first:
             return f"it said nothing within {timeout:g} s of the HTTP/2 greeting that Ray's gRPC answers"
     except OSError as exc:
+        if exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED):  # it hung up while we wrote or read
+            return "it closed the connection without a reply to the HTTP/2 greeting that Ray's gRPC answers"
         return f"the connection failed: {exc.strerror or type(exc).__name__}"
     if len(first) >= 9 and first[3] == 0x04 and first[5:9] == b"\x00\x00\x00\x00":
         return ""
