@@ -99,6 +99,8 @@ def slowdown(text: Any, what: str) -> float:
         v = float(s[:-1] if pct else s) / (100.0 if pct else 1.0)
     except ValueError:
         raise UsageError(f"--{what}: {text!r} is not a slowdown such as 5% or 0.05") from None
+    if not math.isfinite(v):
+        raise UsageError(f"--{what}: {text!r} is not a finite number")
     if not 0.0 < v < 1.0:
         raise UsageError(f"--{what}: {text!r}: a slowdown to detect lies between 0 and 100% (e.g. 5%)")
     return v

@@ -414,6 +414,8 @@ class BlockContentionRecord(TypedDict, total=False):
     others_cores: Amount
     cores_free: Amount
     psi_some: Share
+    steal_s: Amount
+    steal_fraction: Share
     contended: Flag
     cause: Text
 
@@ -436,6 +438,7 @@ class CaseContentionRecord(TypedDict, total=False):
     contended: Flag
     wait_fraction_max: Share | None
     psi_some_max: Share | None
+    steal_fraction_max: Share | None
     cause: Text
 
 
