@@ -237,7 +237,7 @@ def _ab_case(blocks, status="passed"):
     return CaseResult(CASES[0], status, samples_ns=[1], ab=ab)
 
 
-def test_ab_inconclusive_is_unjudged_and_a_crashed_case_too():
+def test_ab_inconclusive_is_unjudged_and_a_crashed_case_broke():
     loaded = _ab_case(_blocks(1.4, pairs=10, contended_pairs=range(10)))
     rec = ab_records([loaded])
     assert rec[0].verdict is Verdict.INCONCLUSIVE and rec[0].unjudged == "contended"
@@ -248,8 +248,9 @@ def test_ab_inconclusive_is_unjudged_and_a_crashed_case_too():
     assert ab_records([few])[0].unjudged == "too few clean pairs"
     crashed = CaseResult(CASES[2], "crashed", reason="worker died")
     rows = ab_records([_ab_case(_blocks(1.05)), crashed])
-    assert [r.verdict for r in rows] == [Verdict.REGRESSED, Verdict.INCONCLUSIVE] and rows[1].unjudged == "crashed"
-    assert decide_exit(rows) == EXIT_REGRESSION
+    # a case that could not be measured broke (as in `harness run`): a failure, exit 1 on its own
+    assert [r.verdict for r in rows] == [Verdict.REGRESSED, Verdict.BROKE] and not rows[1].unjudged
+    assert decide_exit(rows) == EXIT_REGRESSION and decide_exit(ab_records([crashed])) == EXIT_REGRESSION
     assert decide_exit(ab_records([_ab_case(_blocks(1.0))])) == EXIT_CLEAN
 
 
