@@ -14,7 +14,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from harness.errors import UsageError, install_hint
-from harness.history.changes import ChangePoint, change_points
+from harness.history.changes import ChangePoint, detect
 from harness.history.models import Case, CaseStat, Run
 from harness.results.schema import MEASURED, RunResults
 
@@ -220,7 +220,7 @@ class History:
                 ser.points.append(Point(run_id, started, commit, float(value)))
         kwargs = {k: v for k, v in (("max_pvalue", max_pvalue), ("min_magnitude", min_magnitude)) if v is not None}
         for ser in out.values():
-            ser.changes = change_points([p.value for p in ser.points], **kwargs)
+            ser.changes = detect([p.value for p in ser.points], **kwargs)
         return list(out.values())
 
 
