@@ -193,6 +193,11 @@ class History:
                             "source": r.source})
             return out
 
+    def case_parts(self) -> dict[str, tuple[str, str, str, int, int | None]]:
+        """Case id -> (model, runtime, precision, batch, seq), what a re-measurement of the case needs."""
+        with Session(self.engine) as s:
+            return {c.key: (c.model, c.runtime, c.precision, c.batch, c.seq) for c in s.scalars(select(Case))}
+
     def case_keys(self) -> list[str]:
         with Session(self.engine) as s:
             return list(s.scalars(select(Case.key).order_by(Case.key)))
@@ -229,11 +234,15 @@ def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
     before, after = ser.points[cp.index - 1], ser.points[cp.index]
     _, _, lower_better = METRICS[ser.metric]
     worse = cp.change > 0 if lower_better else cp.change < 0
-    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit,
+    if cp.kind == "spread":  # the run-to-run spread moved, not the level: noisier or steadier, never a slowdown
+        direction = "noisier" if cp.change > 0 else "steadier"
+    else:
+        direction = "regression" if worse else "improvement"
+    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit, "kind": cp.kind,
             "before_run": before.run_id, "before_commit": before.commit, "after_run": after.run_id,
             "after_commit": after.commit, "after_started_at": after.started_at, "runs_after": len(ser.points) - cp.index,
             "mean_before": cp.before, "mean_after": cp.after, "change_percent": 100.0 * cp.change,
-            "pvalue": cp.pvalue, "direction": "regression" if worse else "improvement"}
+            "pvalue": cp.pvalue, "direction": direction}
 
 
 def recent(rows: Sequence[dict[str, Any]], last: int | None) -> list[dict[str, Any]]:

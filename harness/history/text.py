@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from harness.display import visible
+from harness.history.confirm import AbConfirmer, Confirmer, apply_confirmation, not_remeasured
 from harness.history.store import History, HistoryError, describe_change, masked, recent
 
 
@@ -73,7 +74,7 @@ def history_command(history: History, args: argparse.Namespace) -> int:
         from harness.results.store import atomic_write_text
 
         atomic_write_text(args.markdown, changes_markdown(rows, args.metric))
-    failing = [r for r in rows if args.fail_on in ("any", r["direction"])] if args.fail_on else []
+    failing = [r for r in rows if args.fail_on in ("any", r["reported"])] if args.fail_on else []
     if failing:
         window = f"the newest {args.last} runs" if args.last is not None else "the history"
         print(f"history changes: {len(failing)} {'change point' if args.fail_on == 'any' else args.fail_on}"
@@ -82,11 +83,17 @@ def history_command(history: History, args: argparse.Namespace) -> int:
     return 0
 
 
-def changes_rows(history: History, args: argparse.Namespace) -> list[dict[str, Any]]:
+def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None) -> list[dict[str, Any]]:
+    """The change points to list, each regression confirmed by `confirmer` (default: with --confirm an
+    interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed)."""
     min_change = None if args.min_change is None else args.min_change / 100.0
     rows = [describe_change(s, c) for s in history.series(None, args.metric, max_pvalue=args.max_pvalue,
                                                             min_magnitude=min_change) for c in s.changes]
-    return recent(rows, args.last)
+    rows = recent(rows, args.last)
+    if confirmer is None:
+        confirmer = (AbConfirmer({r["run_id"]: r["source"] for r in history.runs()}, history.case_parts())
+                     if getattr(args, "confirm", False) else not_remeasured)
+    return apply_confirmation(rows, confirmer)
 
 
 def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
@@ -94,10 +101,14 @@ def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
     if not rows:
         return f"No change points in the {metric} history.\n"
     lines = [f"Change points in the {metric} history: {len(rows)}", "",
-             "| case | machine | change | before (last run, commit) | after (first run, commit) | p |",
-             "| --- | --- | ---: | --- | --- | ---: |"]
+             "| case | machine | change | before (last run, commit) | after (first run, commit) | p | confirmation |",
+             "| --- | --- | ---: | --- | --- | ---: | --- |"]
     for r in rows:
-        lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {r['change_percent']:+.1f}% "
-                     f"({r['direction']}) | {visible(r['before_run'])} {(r['before_commit'] or '-')[:10]} | "
-                     f"{visible(r['after_run'])} {(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} |")
+        what = "spread " if r.get("kind") == "spread" else ""
+        state = r.get("confirmation")
+        confirmation = f"{state}: {visible(r['confirmation_reason'])}" if state else "-"
+        lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {what}{r['change_percent']:+.1f}% "
+                     f"({r.get('reported', r['direction'])}) | {visible(r['before_run'])} "
+                     f"{(r['before_commit'] or '-')[:10]} | {visible(r['after_run'])} "
+                     f"{(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} | {confirmation} |")
     return "\n".join(lines) + "\n"
