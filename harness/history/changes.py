@@ -137,6 +137,37 @@ def change_points(values: Sequence[float], *, max_pvalue: float = DEFAULT_MAX_PV
     return found
 
 
+def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue: float = DEFAULT_MAX_PVALUE,
+                        power: float = 0.9) -> float | None:
+    """The smallest relative step (e.g. 0.05 for 5%) this history would show as a change point about `power` of
+    the time once `runs_after` runs at the new level follow its runs, from its own run-to-run noise (`noise`).
+
+    Both stages must pass: the search's penalty (a step of d over n1 and n2 runs gains d^2 / (1/n1 + 1/n2) >
+    3 sigma^2 log n) and Welch's t-test at `max_pvalue` with that power (the noncentral t's power, Welch-
+    Satterthwaite degrees of freedom for equal spreads). None below MIN_SEGMENT runs on
+    either side, or without a positive median."""
+    from scipy.optimize import brentq
+    from scipy.stats import nct
+    from scipy.stats import t as student
+
+    x = np.asarray([float(v) for v in values], dtype=np.float64)
+    if x.size < MIN_SEGMENT or runs_after < MIN_SEGMENT or not np.all(np.isfinite(x)):
+        return None
+    med = float(np.median(x))
+    if med <= 0:
+        return None
+    sigma = noise(x / med)
+    n1, n2 = x.size, runs_after
+    se = math.sqrt(1 / n1 + 1 / n2)
+    df = se**4 / (1 / (n1**2 * (n1 - 1)) + 1 / (n2**2 * (n2 - 1)))
+    crit = float(student.ppf(1 - max_pvalue / 2, df))
+    # the noncentrality at which the t statistic passes `crit` with probability `power`
+    ncp = brentq(lambda d: float(nct.sf(crit, df, d)) - power, 0.0, 10 * crit + 20)
+    test = ncp * sigma * se
+    search = math.sqrt(3 * math.log(n1 + n2)) * sigma * se
+    return max(test, search)
+
+
 def _z_p(held: np.ndarray, tail: np.ndarray) -> float:
     """Two-sided p of the tail's mean under the held segment's mean and spread (the tail may be one run)."""
     from scipy.stats import norm

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from harness.errors import UsageError, install_hint
-from harness.history.changes import ChangePoint, detect
+from harness.history.changes import ChangePoint, detect, min_detectable_step, noise
 from harness.history.models import Case, CaseStat, Run
 from harness.results.schema import MEASURED, RunResults
 
@@ -227,6 +228,17 @@ class History:
         for ser in out.values():
             ser.changes = detect([p.value for p in ser.points], **kwargs)
         return list(out.values())
+
+
+def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, ...] = (5, 10)) -> dict[Any, Any]:
+    """{runs after: the smallest relative step the series' history can show then (None: too short), "noise":
+    its run-to-run noise (relative)}: `harness history changes` and the trend section print them."""
+    values = [p.value for p in ser.points]
+    kw = {} if max_pvalue is None else {"max_pvalue": max_pvalue}
+    out: dict[Any, Any] = {n: min_detectable_step(values, n, **kw) for n in after}
+    med = sorted(values)[len(values) // 2] if values else 0.0
+    out["noise"] = noise(np.asarray(values) / med) if len(values) >= 3 and med > 0 else None
+    return out
 
 
 def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:

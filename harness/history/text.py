@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.display import visible
 from harness.history.confirm import AbConfirmer, Confirmer, apply_confirmation, not_remeasured
-from harness.history.store import History, HistoryError, describe_change, masked, recent
+from harness.history.store import History, HistoryError, Series, describe_change, detectable, masked, recent
 
 
 def history_command(history: History, args: argparse.Namespace) -> int:
@@ -65,15 +65,18 @@ def history_command(history: History, args: argparse.Namespace) -> int:
                 print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
                       f"{p.value:>12.4g}{note}")
         return 0
-    rows = changes_rows(history, args)
+    min_change = None if args.min_change is None else args.min_change / 100.0
+    series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+    rows = changes_rows(history, args, series=series)
+    text = changes_markdown(rows, args.metric) + "\n" + detectable_markdown(series, args.max_pvalue)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(changes_markdown(rows, args.metric), end="")
+        print(text, end="")
     if args.markdown:
         from harness.results.store import atomic_write_text
 
-        atomic_write_text(args.markdown, changes_markdown(rows, args.metric))
+        atomic_write_text(args.markdown, text)
     failing = [r for r in rows if args.fail_on in ("any", r["reported"])] if args.fail_on else []
     if failing:
         window = f"the newest {args.last} runs" if args.last is not None else "the history"
@@ -83,12 +86,14 @@ def history_command(history: History, args: argparse.Namespace) -> int:
     return 0
 
 
-def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None) -> list[dict[str, Any]]:
+def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None,
+                 series: list[Series] | None = None) -> list[dict[str, Any]]:
     """The change points to list, each regression confirmed by `confirmer` (default: with --confirm an
     interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed)."""
-    min_change = None if args.min_change is None else args.min_change / 100.0
-    rows = [describe_change(s, c) for s in history.series(None, args.metric, max_pvalue=args.max_pvalue,
-                                                            min_magnitude=min_change) for c in s.changes]
+    if series is None:
+        min_change = None if args.min_change is None else args.min_change / 100.0
+        series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+    rows = [describe_change(s, c) for s in series for c in s.changes]
     rows = recent(rows, args.last)
     if confirmer is None:
         confirmer = (AbConfirmer({r["run_id"]: r["source"] for r in history.runs()}, history.case_parts())
@@ -111,4 +116,21 @@ def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
                      f"({r.get('reported', r['direction'])}) | {visible(r['before_run'])} "
                      f"{(r['before_commit'] or '-')[:10]} | {visible(r['after_run'])} "
                      f"{(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} | {confirmation} |")
+    return "\n".join(lines) + "\n"
+
+
+def detectable_markdown(series: list[Series], max_pvalue: float | None = None) -> str:
+    """Per series: the smallest step its own history can show after 5 and after 10 more runs
+    (harness.history.changes.min_detectable_step)."""
+    if not series:
+        return ""
+    lines = [("Smallest step each case's history can show (from its own run-to-run noise; found about 9 times "
+             "in 10):"), "", "| case | machine | runs | noise | after 5 runs | after 10 runs |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for s in series:
+        d = detectable(s, max_pvalue)
+        cells = [f"{100 * d[n]:.1f}%" if d.get(n) is not None else "-" for n in (5, 10)]
+        noise = f"{100 * d['noise']:.2f}%" if d.get("noise") is not None else "-"
+        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {len(s.points)} | {noise} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
