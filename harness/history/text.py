@@ -61,7 +61,8 @@ def history_command(history: History, args: argparse.Namespace) -> int:
             marks = {c.index: c for c in s.changes}
             print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs")
             for i, p in enumerate(s.points):
-                note = f"  <- change {100 * marks[i].change:+.1f}%" if i in marks else ""
+                what = "spread" if i in marks and marks[i].kind == "spread" else "change"
+                note = f"  <- {what} {100 * marks[i].change:+.1f}%" if i in marks else ""
                 print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
                       f"{p.value:>12.4g}{note}")
         return 0

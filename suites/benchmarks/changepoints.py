@@ -207,6 +207,8 @@ import json, sys, time
 from importlib.metadata import version
 {code}
 job = json.load(sys.stdin)
+if job["series"]:
+    detect(job["series"][0], job["seeds"][0])  # warm-up: lazy imports are not the detector's time
 out = []
 for x, seed in zip(job["series"], job["seeds"]):
     t0 = time.perf_counter()
@@ -260,6 +262,8 @@ def run_competitor(py: Path, name: str, series: Sequence[Labelled]) -> tuple[str
 
 
 def run_harness(series: Sequence[Labelled]) -> list[tuple[list[int], float]]:
+    if series:
+        harness_detect(series[0].values, series[0].seed)  # warm-up: lazy imports are not the detector's time
     out = []
     for s in series:
         t0 = time.perf_counter()
@@ -299,6 +303,40 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], detectors: Sequence[
                     cells.append(f"{_pct(r['precision'])} / {_pct(r['recall'])} / {_pct(r['f1'])}")
                 times.append(f"{r['mean_ms']:.1f}")
             lines.append(f"| {group} | {p} | " + " | ".join(cells) + " | " + " | ".join(times) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _commit() -> str:
+    """The checkout's git commit (the detector scored), or "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], check=False, capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent)
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def group_markdown(results: dict[str, dict[str, dict[str, Any]]], detectors: Sequence[str]) -> str:
+    """The patterns pooled per group: precision/recall/F1 (%) where the group has change points, else the
+    series with a false change point."""
+    lines = ["| group | " + " | ".join(detectors) + " |", "| --- | " + " | ".join("---:" for _ in detectors) + " |"]
+    for group, names in GROUPS.items():
+        cells = []
+        for d in detectors:
+            rs = [results[p][d] for p in names if p in results and d in results[p]]
+            if not rs:
+                cells.append("n/a")
+                continue
+            pooled = Score(series=sum(r["series"] for r in rs), tp=sum(r["tp"] for r in rs),
+                           fp=sum(r["fp"] for r in rs), fn=sum(r["fn"] for r in rs))
+            bad = sum(r["series_with_false"] for r in rs)
+            if pooled.tp + pooled.fn:
+                cells.append(f"{_pct(pooled.precision)} / {_pct(pooled.recall)} / {_pct(pooled.f1)}")
+            else:
+                cells.append(f"{bad}/{pooled.series} series with a false change point "
+                             f"({100 * bad / pooled.series:.1f}%)")
+        if any(c != "n/a" for c in cells):
+            lines.append(f"| {group} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -355,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions: dict[str, str] = {}
     from importlib.metadata import version
 
-    versions["harness"] = f"inference-harness {version('inference-harness')} (ruptures {version('ruptures')})"
+    versions["harness"] = (f"inference-harness {version('inference-harness')} at {_commit()} (numpy "
+                           f"{version('numpy')}, scipy {version('scipy')})")
     results: dict[str, dict[str, dict[str, Any]]] = {}
     t_start = time.time()
     for pat in patterns:
@@ -384,7 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     head = (f"{command}\n\notava-test-data {otava_test_data.__version__}; seeds {seeds[0]}..{seeds[-1]} per "
             f"pattern; margin {args.margin} points; "
             + "; ".join(f"{d}: {versions.get(d, '?')}" for d in shown) + "\n\n")
-    table = markdown(results, shown)
+    table = (group_markdown(results, shown) + "\nPer pattern (P / R / F1 in %; no change points: false change "
+             "points per series and series with any; mean ms per series):\n\n" + markdown(results, shown))
     print(head + table, end="")
     for d, why in unavailable.items():
         print(f"not run: {why}")
