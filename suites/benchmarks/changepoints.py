@@ -11,7 +11,7 @@ truth is the package's change points less the outliers (as the package's own sco
 anomaly, not a change point).
 
 Ours runs in this process exactly as `harness history changes` calls it (harness.history.changes.detect with
-its defaults). Each competitor runs in a virtual environment of its own (their numpy pins conflict with ours
+its defaults). Each detector's first call is an untimed warm-up. Each competitor runs in a virtual environment of its own (their numpy pins conflict with ours
 and with each other): a plain venv under CACHE/changepoint-detectors/NAME, built on first use with `pip
 install` from the package index, then driven by a small script reading JSON on stdin; nothing of theirs is
 imported here and nothing is fetched at run time once the venvs exist.
