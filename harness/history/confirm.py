@@ -1,15 +1,5 @@
-"""A change point is a regression only once an interleaved A/B of the runs on either side agrees.
-
-`harness history changes` finds a step in a case's history; the history alone cannot tell a slower build from a
-noisier week. Where both sides can be measured again (the run's results.json names the case's model file, and
-both files are still on disk) an interleaved A/B on this machine (`harness ab BEFORE.onnx AFTER.onnx`) decides:
-it must say "regressed" for the change point to be reported as a regression; an A/B that finds no regression
-makes it "unconfirmed" and not a regression (`--fail-on regression` does not count it). Where the sides cannot
-be re-measured, the change point stays a regression of the history, marked unconfirmed with the reason.
-
-The confirmer is injectable (a callable row -> Confirmation): tests use fakes, `history changes --confirm`
-uses `AbConfirmer`.
-"""
+"""A change point is reported as a regression only once an interleaved A/B of the runs on either side agrees
+(docs/history.md, Confirmation); the confirmer is injectable: tests use fakes, `--confirm` uses AbConfirmer."""
 
 from __future__ import annotations
 
