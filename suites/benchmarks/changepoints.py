@@ -237,7 +237,10 @@ def venv_python(cache: Path, name: str, log: Callable[[str], None] = print) -> P
     steps = [[sys.executable, "-m", "venv", str(root)],
              [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec["requirement"]]]
     for cmd in steps:
-        done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        except OSError as exc:
+            raise DetectorUnavailable(f"{name}: `{' '.join(cmd[-3:])}` failed: {exc}") from None
         if done.returncode:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise DetectorUnavailable(f"{name}: `{' '.join(cmd[-3:])}` failed: {tail[0]}")
@@ -252,8 +255,11 @@ def run_competitor(py: Path, name: str, series: Sequence[Labelled]) -> tuple[str
     job = json.dumps({"series": [s.values for s in series], "seeds": [s.seed for s in series]})
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
-    done = subprocess.run([str(py), "-c", script], check=False, input=job, capture_output=True, text=True,
-                          env=env)
+    try:
+        done = subprocess.run([str(py), "-c", script], check=False, input=job, capture_output=True, text=True,
+                              env=env)
+    except OSError as exc:
+        raise DetectorUnavailable(f"{name}: its environment's python cannot run: {exc}") from None
     if done.returncode:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise DetectorUnavailable(f"{name}: its driver failed: {tail[0]}")
