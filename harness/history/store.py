@@ -232,12 +232,18 @@ class History:
 
 def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, ...] = (5, 10)) -> dict[Any, Any]:
     """{runs after: the smallest relative step the series' history can show then (None: too short), "noise":
-    its run-to-run noise (relative)}: `harness history changes` and the trend section print them."""
+    its run-to-run noise (relative), "level_runs": the runs at the current level}: `harness history changes`
+    and the trend section print them. A new step is tested against the runs since the last level change point
+    (all the runs when there is none, or when fewer than 3 follow it)."""
     values = [p.value for p in ser.points]
+    start = max((c.index for c in ser.changes if c.kind == "level"), default=0)
+    if len(values) - start >= 3:
+        values = values[start:]
     kw = {} if max_pvalue is None else {"max_pvalue": max_pvalue}
     out: dict[Any, Any] = {n: min_detectable_step(values, n, **kw) for n in after}
     med = sorted(values)[len(values) // 2] if values else 0.0
     out["noise"] = noise(np.asarray(values) / med) if len(values) >= 3 and med > 0 else None
+    out["level_runs"] = len(values)
     return out
 
 

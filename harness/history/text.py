@@ -126,12 +126,12 @@ def detectable_markdown(series: list[Series], max_pvalue: float | None = None) -
     if not series:
         return ""
     lines = [("Smallest step each case's history can show (from its own run-to-run noise; found about 9 times "
-             "in 10):"), "", "| case | machine | runs | noise | after 5 runs | after 10 runs |",
+             "in 10):"), "", "| case | machine | runs (at this level) | noise | after 5 runs | after 10 runs |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for s in series:
         d = detectable(s, max_pvalue)
         cells = [f"{100 * d[n]:.1f}%" if d.get(n) is not None else "-" for n in (5, 10)]
         noise = f"{100 * d['noise']:.2f}%" if d.get("noise") is not None else "-"
-        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {len(s.points)} | {noise} | "
+        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {len(s.points)} ({d['level_runs']}) | {noise} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

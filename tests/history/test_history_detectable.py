@@ -57,7 +57,7 @@ def test_history_changes_prints_it_and_the_trend_shows_it(tmp_path, capsys) -> N
     assert main(["history", "changes", "--history", url, "--markdown", str(md)]) == 0
     out = capsys.readouterr().out
     assert "Smallest step each case's history can show" in out and "| after 5 runs | after 10 runs |" in out
-    lines = [ln for ln in out.splitlines() if ln.startswith("| ") and "| 12 |" in ln]
+    lines = [ln for ln in out.splitlines() if ln.startswith("| ") and "| 12 (12) |" in ln]
     assert len(lines) == len(CASES) and all(ln.count("%") == 3 for ln in lines)  # noise, after 5, after 10
     assert "Smallest step" in md.read_text()
     assert main(["report", paths[-1], "--history", url, "-o", str(tmp_path / "rep")]) == 0
