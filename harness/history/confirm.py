@@ -89,14 +89,15 @@ def _run(cmd: list[str]) -> int:
 
 
 class AbConfirmer:
-    """Re-measure a regression's two sides with `harness ab BEFORE AFTER` (an interleaved A/B in one worker):
-    exit 1 (B regressed) confirms it, exit 0 (pass, improved, noise, inconclusive) disagrees, anything else
-    leaves it unconfirmed. `sources`: run id -> the results.json it was recorded from; `case_parts`: case id ->
-    (model, runtime, precision, batch, seq); `runner`: runs the command, returns its exit status."""
+    """Re-measure a regression's two sides with `harness ab BEFORE AFTER --out DIR` (an interleaved A/B in one
+    worker) and read its verdict from DIR/results.json: regressed confirms it; pass, improved or noise
+    disagree; inconclusive (a contended machine), a broken case or no results leave it unconfirmed with the
+    A/B's reason. `sources`: run id -> the results.json it was recorded from; `case_parts`: case id -> (model,
+    runtime, precision, batch, seq); `runner`: runs the command, returns its exit status."""
 
     def __init__(self, sources: dict[str, str | None], case_parts: dict[str, tuple[str, str, str, int, int | None]],
-                 runner: Runner = _run) -> None:
-        self.sources, self.case_parts, self.runner = sources, case_parts, runner
+                 runner: Runner = _run, workdir: Path | None = None) -> None:
+        self.sources, self.case_parts, self.runner, self.workdir = sources, case_parts, runner, workdir
 
     def __call__(self, row: dict[str, Any]) -> Confirmation:
         case = row["case"]
@@ -110,14 +111,34 @@ class AbConfirmer:
                                              "(runtime, release or machine); `harness bisect` re-measures releases")
         if case not in self.case_parts:
             return Confirmation(UNCONFIRMED, "the case's model and runtime are not recorded")
-        model, runtime, precision, batch, seq = self.case_parts[case]
-        cmd = [sys.executable, "-m", "harness.cli", "ab", before, after, "--models", model, "--runtimes", runtime,
-               "--precisions", precision, "--batch-sizes", str(batch)]
-        if seq is not None:
-            cmd += ["--seq-lens", str(seq)]
-        status = self.runner(cmd)
-        if status == 1:
-            return Confirmation(CONFIRMED, "interleaved A/B of the two model files: regressed")
-        if status == 0:
-            return Confirmation(DISAGREES, "interleaved A/B of the two model files found no regression")
-        return Confirmation(UNCONFIRMED, f"the A/B could not judge (`harness ab` exit {status})")
+        import tempfile
+
+        _model, runtime, precision, batch, seq = self.case_parts[case]  # the files are the models of the A/B
+        with tempfile.TemporaryDirectory(prefix="harness-confirm-", dir=self.workdir) as tmp:
+            out = Path(tmp) / "ab"
+            cmd = [sys.executable, "-m", "harness.cli", "ab", before, after, "--runtimes", runtime,
+                   "--precisions", precision, "--batch-sizes", str(batch), "--out", str(out)]
+            if seq is not None:
+                cmd += ["--seq-lens", str(seq)]
+            status = self.runner(cmd)
+            verdict, reason = _ab_verdict(out / "results.json")
+        if verdict == "regressed":
+            return Confirmation(CONFIRMED, f"interleaved A/B of the two model files: regressed ({reason})")
+        if verdict in ("pass", "improved", "noise"):
+            return Confirmation(DISAGREES, f"interleaved A/B of the two model files: {verdict} ({reason})")
+        if verdict is not None:
+            return Confirmation(UNCONFIRMED, f"the A/B could not judge: {verdict} ({reason})")
+        return Confirmation(UNCONFIRMED, f"the A/B left no verdict (`harness ab` exit {status})")
+
+
+def _ab_verdict(path: Path) -> tuple[str | None, str]:
+    """(the first case's A/B verdict, its reason) from a `harness ab` results.json, or (None, "")."""
+    try:
+        cases = json.loads(path.read_text()).get("cases") or []
+    except (OSError, ValueError, AttributeError):
+        return None, ""
+    ab = cases[0].get("ab") if cases and isinstance(cases[0], dict) else None
+    if not isinstance(ab, dict):
+        return (str(cases[0].get("status")) if cases and isinstance(cases[0], dict) else None), \
+            (str(cases[0].get("reason") or "") if cases and isinstance(cases[0], dict) else "")
+    return str(ab.get("verdict")), str(ab.get("reason") or "")

@@ -109,6 +109,21 @@ def test_fail_on_regression_does_not_count_an_unconfirmed_one(tmp_path, capsys, 
     capsys.readouterr()
 
 
+def _fake_ab(verdict: str | None, commands: list[list[str]]):
+    """A runner that writes what `harness ab --out DIR` writes: results.json with the case's A/B verdict."""
+
+    def runner(cmd):
+        commands.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True)
+        if verdict is not None:
+            case = {"case": {"model": "a"}, "status": "passed", "ab": {"verdict": verdict, "reason": "B/A 1.31"}}
+            (out / "results.json").write_text(json.dumps({"cases": [case]}))
+        return 1 if verdict == "regressed" else 0
+
+    return runner
+
+
 def test_ab_confirmer_runs_harness_ab_on_the_two_model_files(tmp_path) -> None:
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     a.write_bytes(b"A")
@@ -117,21 +132,23 @@ def test_ab_confirmer_runs_harness_ab_on_the_two_model_files(tmp_path) -> None:
     try:
         sources = {r["run_id"]: r["source"] for r in h.runs()}
         parts = h.case_parts()
-        for status, reported, state in ((1, "regression", CONFIRMED), (0, "unconfirmed", UNCONFIRMED),
-                                        (3, "regression", UNCONFIRMED)):
+        for verdict, reported, state, why in (
+                ("regressed", "regression", CONFIRMED, "regressed (B/A 1.31)"),
+                ("pass", "unconfirmed", UNCONFIRMED, "pass (B/A 1.31)"),
+                ("noise", "unconfirmed", UNCONFIRMED, "noise"),
+                ("inconclusive", "regression", UNCONFIRMED, "could not judge: inconclusive"),
+                (None, "regression", UNCONFIRMED, "left no verdict (`harness ab` exit 0)")):
             commands: list[list[str]] = []
-
-            def runner(cmd, status=status, commands=commands):
-                commands.append(cmd)
-                return status
-
-            rows = changes_rows(h, _args(), confirmer=AbConfirmer(sources, parts, runner))
+            rows = changes_rows(h, _args(), confirmer=AbConfirmer(sources, parts, _fake_ab(verdict, commands),
+                                                                  workdir=tmp_path))
             regress = [r for r in rows if r["direction"] == "regression"]
-            assert {(r["reported"], r["confirmation"]) for r in regress} == {(reported, state)}
+            assert {(r["reported"], r["confirmation"]) for r in regress} == {(reported, state)}, verdict
+            assert all(why in r["confirmation_reason"] for r in regress), regress[0]["confirmation_reason"]
             assert len(commands) == len(ORT)
             cmd = commands[0]
             assert cmd[:6] == [sys.executable, "-m", "harness.cli", "ab", str(a), str(b)]
-            assert cmd[cmd.index("--runtimes") + 1] == "ort-cpu"
+            assert cmd[cmd.index("--runtimes") + 1] == "ort-cpu" and "--models" not in cmd
+        assert not list(tmp_path.glob("harness-confirm-*"))  # the A/B's folders are removed
     finally:
         h.close()
 
