@@ -2,7 +2,8 @@
 apache-otava (defaults), MongoDB's e-divisive (signal-processing-algorithms) and ruptures' PELT.
 
     python -m harness_suites.benchmarks.changepoints [--count 1000] [--seed 0] [--length 200] [--margin 5]
-        [--patterns step_function,...] [--detectors harness,otava,edivisive,pelt] [--json FILE] [--markdown FILE]
+        [--patterns step_function,...] [--detectors harness,otava,edivisive,pelt] [--jobs N] [--json FILE]
+        [--markdown FILE]
 
 Series: the 17 patterns of otava-test-data's visualiser (its `GENERATORS` table, the package's own default
 parameters; `python -m harness_suites.benchmarks.changepoints --list` shows them), generated here from the
@@ -248,8 +249,18 @@ def venv_python(cache: Path, name: str, log: Callable[[str], None] = print) -> P
     return py
 
 
-def run_competitor(py: Path, name: str, series: Sequence[Labelled]) -> tuple[str, list[tuple[list[int], float]]]:
-    """(version, [(detected indices, seconds)]) from the detector's venv, one process per batch."""
+def run_competitor(py: Path, name: str, series: Sequence[Labelled],
+                   jobs: int = 1) -> tuple[str, list[tuple[list[int], float]]]:
+    """(version, [(detected indices, seconds)]) from the detector's venv: `jobs` processes, each a contiguous
+    share of the series (the results in the series' order)."""
+    if jobs > 1 and len(series) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        size = -(-len(series) // jobs)
+        chunks = [series[i:i + size] for i in range(0, len(series), size)]
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            parts = list(pool.map(lambda c: run_competitor(py, name, c), chunks))
+        return parts[0][0], [r for _, found in parts for r in found]
     spec = COMPETITORS[name]
     script = DRIVER.format(code=spec["code"], dist=spec["dist"])
     job = json.dumps({"series": [s.values for s in series], "seeds": [s.seed for s in series]})
@@ -361,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="where the detectors' venvs live (default: $HARNESS_CACHE_DIR or ~/.cache/harness, "
                         "under changepoint-detectors/)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes per competitor, each a share of a pattern's series (default 1; on a quiet "
+                        "machine with N cores, N-1: e-divisive takes 0.1-0.5 s a series)")
     p.add_argument("--json", type=Path, help="write every figure, seed and version here")
     p.add_argument("--markdown", type=Path, help="write the table here")
     p.add_argument("--list", action="store_true", help="list the patterns and their parameters")
@@ -374,8 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     detectors = [x.strip() for x in args.detectors.split(",") if x.strip()]
     bad = [x for x in patterns if x not in PATTERNS] + [x for x in detectors
                                                         if x != "harness" and x not in COMPETITORS]
-    if bad or args.count < 1 or args.margin < 0 or args.length < 20:
-        what = f"unknown {', '.join(map(repr, bad))}" if bad else "--count >= 1, --margin >= 0, --length >= 20"
+    if bad or args.count < 1 or args.margin < 0 or args.length < 20 or args.jobs < 1:
+        what = (f"unknown {', '.join(map(repr, bad))}" if bad
+                else "--count >= 1, --margin >= 0, --length >= 20, --jobs >= 1")
         print(f"changepoints: {what} (patterns: {', '.join(PATTERNS)}; detectors: harness, "
               f"{', '.join(COMPETITORS)})", file=sys.stderr)
         return 2
@@ -413,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if d == "harness":
                     found = run_harness(series)
                 else:
-                    versions[d], found = run_competitor(pythons[d], d, series)
+                    versions[d], found = run_competitor(pythons[d], d, series, args.jobs)
             except DetectorUnavailable as exc:
                 unavailable[d] = str(exc)
                 print(f"changepoints: {exc}", file=sys.stderr)

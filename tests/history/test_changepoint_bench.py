@@ -24,6 +24,7 @@ def test_a_competitor_is_driven_over_json_on_stdin(bench) -> None:
     version, found = bench.run_competitor(Path(sys.executable), "fake", series)
     assert version == __import__("pytest").__version__
     assert [f for f, _ in found] == [[50, 100]] * 3 and all(t >= 0 for _, t in found)
+    assert bench.run_competitor(Path(sys.executable), "fake", series, jobs=2)[1][0][0] == [50, 100]  # in order
     score = bench.score(series, found, 5)
     assert (score.tp, score.fp, score.fn) == (0, 6, 3)  # the true step is at 60: 10 points from 50
 
