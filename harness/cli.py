@@ -325,6 +325,11 @@ def _history_parsers(sub: Any) -> None:
     ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
     ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
     ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
+    ch.add_argument("--confirm", action="store_true",
+                    help="re-measure each listed regression: an interleaved A/B (`harness ab`) of the model files "
+                         "recorded on either side must agree, else it is reported unconfirmed, not a regression; "
+                         "without --confirm (or where they cannot be re-measured) regressions are marked "
+                         "unconfirmed with the reason")
     ch.add_argument("--fail-on", choices=("regression", "improvement", "any"), metavar="KIND",
                     help="exit 1 when a listed change point is of this kind: regression (a slowdown, or a "
                          "throughput drop), improvement or any; with --last N, only those in the newest N runs")

@@ -34,7 +34,9 @@ def record_run(run: RunResults, url: str, source: str, note: Callable[[str], Non
 
 def trend_rows(history: Any, run: RunResults) -> list[dict[str, Any]]:
     """Per measured case of `run`, on its machine: run ids, p50 and p99 (ms) over the recorded runs, oldest first,
-    and the p50 change points (index of the first run after, change in percent)."""
+    the p50 level change points (index of the first run after, change in percent) and `detectable`: the smallest
+    p50 step (relative) its history can show after 5 more runs (None: too short)."""
+    from harness.history.store import detectable
     fingerprint = str(run.environment.get("machine_fingerprint") or run.environment.get("hostname") or "unknown")
     keys = [c.case.id for c in run.cases if c.measured]
     if not keys:
@@ -47,5 +49,6 @@ def trend_rows(history: Any, run: RunResults) -> list[dict[str, Any]]:
         tail = p99.get((s.case, s.fingerprint), {})
         rows.append({"case": s.case, "machine": s.machine, "runs": [p.run_id for p in s.points],
                      "p50": [p.value for p in s.points], "p99": [tail.get(p.run_id) for p in s.points],
-                     "changes": [(c.index, 100.0 * c.change) for c in s.changes]})
+                     "changes": [(c.index, 100.0 * c.change) for c in s.changes if c.kind == "level"],
+                     "detectable": detectable(s)[5]})
     return rows

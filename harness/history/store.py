@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from harness.errors import UsageError, install_hint
-from harness.history.changes import ChangePoint, change_points
+from harness.history.changes import ChangePoint, detect, min_detectable_step, noise
 from harness.history.models import Case, CaseStat, Run
 from harness.results.schema import MEASURED, RunResults
 
@@ -193,6 +194,11 @@ class History:
                             "source": r.source})
             return out
 
+    def case_parts(self) -> dict[str, tuple[str, str, str, int, int | None]]:
+        """Case id -> (model, runtime, precision, batch, seq), what a re-measurement of the case needs."""
+        with Session(self.engine) as s:
+            return {c.key: (c.model, c.runtime, c.precision, c.batch, c.seq) for c in s.scalars(select(Case))}
+
     def case_keys(self) -> list[str]:
         with Session(self.engine) as s:
             return list(s.scalars(select(Case.key).order_by(Case.key)))
@@ -220,8 +226,25 @@ class History:
                 ser.points.append(Point(run_id, started, commit, float(value)))
         kwargs = {k: v for k, v in (("max_pvalue", max_pvalue), ("min_magnitude", min_magnitude)) if v is not None}
         for ser in out.values():
-            ser.changes = change_points([p.value for p in ser.points], **kwargs)
+            ser.changes = detect([p.value for p in ser.points], **kwargs)
         return list(out.values())
+
+
+def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, ...] = (5, 10)) -> dict[Any, Any]:
+    """{runs after: the smallest relative step the series' history can show then (None: too short), "noise":
+    its run-to-run noise (relative), "level_runs": the runs at the current level}: `harness history changes`
+    and the trend section print them. A new step is tested against the runs since the last level change point
+    (all the runs when there is none, or when fewer than 3 follow it)."""
+    values = [p.value for p in ser.points]
+    start = max((c.index for c in ser.changes if c.kind == "level"), default=0)
+    if len(values) - start >= 3:
+        values = values[start:]
+    kw = {} if max_pvalue is None else {"max_pvalue": max_pvalue}
+    out: dict[Any, Any] = {n: min_detectable_step(values, n, **kw) for n in after}
+    med = sorted(values)[len(values) // 2] if values else 0.0
+    out["noise"] = noise(np.asarray(values) / med) if len(values) >= 3 and med > 0 else None
+    out["level_runs"] = len(values)
+    return out
 
 
 def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
@@ -229,11 +252,15 @@ def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
     before, after = ser.points[cp.index - 1], ser.points[cp.index]
     _, _, lower_better = METRICS[ser.metric]
     worse = cp.change > 0 if lower_better else cp.change < 0
-    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit,
+    if cp.kind == "spread":  # the run-to-run spread moved, not the level: noisier or steadier, never a slowdown
+        direction = "noisier" if cp.change > 0 else "steadier"
+    else:
+        direction = "regression" if worse else "improvement"
+    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit, "kind": cp.kind,
             "before_run": before.run_id, "before_commit": before.commit, "after_run": after.run_id,
             "after_commit": after.commit, "after_started_at": after.started_at, "runs_after": len(ser.points) - cp.index,
             "mean_before": cp.before, "mean_after": cp.after, "change_percent": 100.0 * cp.change,
-            "pvalue": cp.pvalue, "direction": "regression" if worse else "improvement"}
+            "pvalue": cp.pvalue, "direction": direction}
 
 
 def recent(rows: Sequence[dict[str, Any]], last: int | None) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from harness.display import visible
-from harness.history.store import History, HistoryError, describe_change, masked, recent
+from harness.history.confirm import AbConfirmer, Confirmer, apply_confirmation, not_remeasured
+from harness.history.store import History, HistoryError, Series, describe_change, detectable, masked, recent
 
 
 def history_command(history: History, args: argparse.Namespace) -> int:
@@ -60,20 +61,24 @@ def history_command(history: History, args: argparse.Namespace) -> int:
             marks = {c.index: c for c in s.changes}
             print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs")
             for i, p in enumerate(s.points):
-                note = f"  <- change {100 * marks[i].change:+.1f}%" if i in marks else ""
+                what = "spread" if i in marks and marks[i].kind == "spread" else "change"
+                note = f"  <- {what} {100 * marks[i].change:+.1f}%" if i in marks else ""
                 print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
                       f"{p.value:>12.4g}{note}")
         return 0
-    rows = changes_rows(history, args)
+    min_change = None if args.min_change is None else args.min_change / 100.0
+    series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+    rows = changes_rows(history, args, series=series)
+    text = changes_markdown(rows, args.metric) + "\n" + detectable_markdown(series, args.max_pvalue)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(changes_markdown(rows, args.metric), end="")
+        print(text, end="")
     if args.markdown:
         from harness.results.store import atomic_write_text
 
-        atomic_write_text(args.markdown, changes_markdown(rows, args.metric))
-    failing = [r for r in rows if args.fail_on in ("any", r["direction"])] if args.fail_on else []
+        atomic_write_text(args.markdown, text)
+    failing = [r for r in rows if args.fail_on in ("any", r["reported"])] if args.fail_on else []
     if failing:
         window = f"the newest {args.last} runs" if args.last is not None else "the history"
         print(f"history changes: {len(failing)} {'change point' if args.fail_on == 'any' else args.fail_on}"
@@ -82,11 +87,19 @@ def history_command(history: History, args: argparse.Namespace) -> int:
     return 0
 
 
-def changes_rows(history: History, args: argparse.Namespace) -> list[dict[str, Any]]:
-    min_change = None if args.min_change is None else args.min_change / 100.0
-    rows = [describe_change(s, c) for s in history.series(None, args.metric, max_pvalue=args.max_pvalue,
-                                                            min_magnitude=min_change) for c in s.changes]
-    return recent(rows, args.last)
+def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None,
+                 series: list[Series] | None = None) -> list[dict[str, Any]]:
+    """The change points to list, each regression confirmed by `confirmer` (default: with --confirm an
+    interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed)."""
+    if series is None:
+        min_change = None if args.min_change is None else args.min_change / 100.0
+        series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+    rows = [describe_change(s, c) for s in series for c in s.changes]
+    rows = recent(rows, args.last)
+    if confirmer is None:
+        confirmer = (AbConfirmer({r["run_id"]: r["source"] for r in history.runs()}, history.case_parts())
+                     if getattr(args, "confirm", False) else not_remeasured)
+    return apply_confirmation(rows, confirmer)
 
 
 def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
@@ -94,10 +107,31 @@ def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
     if not rows:
         return f"No change points in the {metric} history.\n"
     lines = [f"Change points in the {metric} history: {len(rows)}", "",
-             "| case | machine | change | before (last run, commit) | after (first run, commit) | p |",
-             "| --- | --- | ---: | --- | --- | ---: |"]
+             "| case | machine | change | before (last run, commit) | after (first run, commit) | p | confirmation |",
+             "| --- | --- | ---: | --- | --- | ---: | --- |"]
     for r in rows:
-        lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {r['change_percent']:+.1f}% "
-                     f"({r['direction']}) | {visible(r['before_run'])} {(r['before_commit'] or '-')[:10]} | "
-                     f"{visible(r['after_run'])} {(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} |")
+        what = "spread " if r.get("kind") == "spread" else ""
+        state = r.get("confirmation")
+        confirmation = f"{state}: {visible(r['confirmation_reason'])}" if state else "-"
+        lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {what}{r['change_percent']:+.1f}% "
+                     f"({r.get('reported', r['direction'])}) | {visible(r['before_run'])} "
+                     f"{(r['before_commit'] or '-')[:10]} | {visible(r['after_run'])} "
+                     f"{(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} | {confirmation} |")
+    return "\n".join(lines) + "\n"
+
+
+def detectable_markdown(series: list[Series], max_pvalue: float | None = None) -> str:
+    """Per series: the smallest step its own history can show after 5 and after 10 more runs
+    (harness.history.changes.min_detectable_step)."""
+    if not series:
+        return ""
+    lines = [("Smallest step each case's history can show (from its own run-to-run noise; found about 9 times "
+             "in 10):"), "", "| case | machine | runs (at this level) | noise | after 5 runs | after 10 runs |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for s in series:
+        d = detectable(s, max_pvalue)
+        cells = [f"{100 * d[n]:.1f}%" if d.get(n) is not None else "-" for n in (5, 10)]
+        noise = f"{100 * d['noise']:.2f}%" if d.get("noise") is not None else "-"
+        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {len(s.points)} ({d['level_runs']}) | {noise} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

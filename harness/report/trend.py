@@ -36,7 +36,9 @@ def trend_chart(row: dict[str, Any], width: int = 420, height: int = 210) -> str
         nice_axis(ax, "x")
         nice_axis(ax, "y")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel(f"recorded runs ({len(runs)}, oldest left)")
+        step = row.get("detectable")  # the smallest p50 step this history shows after 5 more runs
+        shows = f"; shows a {100 * step:.1f}% p50 step after 5 more" if step is not None else ""
+        ax.set_xlabel(f"recorded runs ({len(runs)}, oldest left){shows}")
         ax.set_ylabel("ms")
         fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper")
 

@@ -1,0 +1,65 @@
+"""The smallest step a case's own history can show (min_detectable_step), in `history changes` and the trend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gating_synth import CASES, ENV, make_run
+
+from harness.cli import main
+from harness.history.changes import detect, min_detectable_step
+from harness.results import write_results
+
+
+def _noisy(seed: int, n: int, sigma: float) -> np.ndarray:
+    return 1.0 + np.random.default_rng(seed).normal(0, sigma, n)
+
+
+def test_it_grows_with_the_noise_and_shrinks_with_more_runs_after() -> None:
+    quiet, loud = _noisy(1, 20, 0.01), _noisy(1, 20, 0.03)
+    assert min_detectable_step(loud, 5) == pytest.approx(3 * min_detectable_step(quiet, 5), rel=0.01)
+    steps = [min_detectable_step(quiet, n) for n in (3, 5, 10, 20)]
+    assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0] / 4
+    assert min_detectable_step(quiet[:2], 5) is None and min_detectable_step(quiet, 2) is None
+    assert min_detectable_step([0.0] * 10, 5) is None  # no positive median: no relative step
+
+
+def test_a_step_of_that_size_is_found_most_of_the_time_and_half_of_it_less_often() -> None:
+    history = _noisy(7, 20, 0.01)
+    step = min_detectable_step(history, 5)
+    assert 0.02 < step < 0.15  # 1% noise, 20 runs, 5 after
+
+    def found(size: float, trials: int = 40) -> int:
+        hits = 0
+        for seed in range(trials):
+            x = np.concatenate([_noisy(100 + seed, 20, 0.01), _noisy(500 + seed, 5, 0.01) + size])
+            hits += any(c.kind == "level" and abs(c.index - 20) <= 3 for c in detect(x))
+        return hits
+
+    full, half = found(step), found(step / 2)
+    assert full >= 30, f"a {100 * step:.1f}% step found in {full} of 40 histories"
+    assert half < full
+
+
+def test_history_changes_prints_it_and_the_trend_shows_it(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    paths = []
+    for i in range(12):
+        run = make_run(i, n=60)
+        run.run_id = f"run-{i:02d}"
+        run.started_at = f"2026-11-01T{i:02d}:00:00+00:00"
+        run.environment = {**ENV, "machine_fingerprint": "m1"}
+        write_results(run, tmp_path / f"r{i}")
+        paths.append(str(tmp_path / f"r{i}" / "results.json"))
+    assert main(["history", "add", *paths, "--history", url]) == 0
+    capsys.readouterr()
+    md = tmp_path / "changes.md"
+    assert main(["history", "changes", "--history", url, "--markdown", str(md)]) == 0
+    out = capsys.readouterr().out
+    assert "Smallest step each case's history can show" in out and "| after 5 runs | after 10 runs |" in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("| ") and "| 12 (12) |" in ln]
+    assert len(lines) == len(CASES) and all(ln.count("%") == 3 for ln in lines)  # noise, after 5, after 10
+    assert "Smallest step" in md.read_text()
+    assert main(["report", paths[-1], "--history", url, "-o", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert html.count("p50 step after 5 more") == len(CASES)
