@@ -1,3 +1,2 @@
-"""Traffic as input (`--traffic FILE`): shape mixes, arrival processes and recorded traces, turned into a seeded,
-replayable schedule of requests (spec.py, trace.py), and the open-loop replay that measures each request's
-latency from its intended send time (replay.py). docs/traffic.md."""
+"""Traffic as input (`--traffic FILE`): shape mixes, arrivals and traces as a seeded schedule, and the open-loop
+replay timed from intended send times (docs/traffic.md)."""

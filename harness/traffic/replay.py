@@ -1,15 +1,5 @@
-"""The open-loop replay: requests go into the queue at their intended send times whatever the server is doing,
-and each request's latency runs from its intended send time to the end of the call that served it, so a stall
-is charged to every request it delayed (no coordinated omission).
-
-One thread replays and serves (the thread that activated the runtime, as LoadGen's SUT does): it sleeps until the
-next request is due or the batcher's wait runs out, takes every request due by then into the queue, and calls the
-server. A request that came due while a call ran joined the in-process queue at its intended time (nothing in
-between could delay it); a request the replay was waiting for is taken when the clock wakes, and how late that
-was is its send-time error (the timer's and the scheduler's lateness), recorded per request. The clock is
-injected: `RealClock` (perf_counter_ns, sleep then spin) or `FakeClock` (simulated time: sleeping and a
-synthetic runtime's calls advance it), so the same code is exact and fast in tests.
-"""
+"""The open-loop replay: latency from each request's intended send time (no coordinated omission), the send-time
+error recorded; one thread replays and serves on an injected clock, real or fake (docs/traffic.md)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,5 @@
-"""A traffic description (`--traffic FILE`, TOML or JSON, or a trace file itself) and the seeded schedule of
-requests it gives at a request rate.
-
-```toml
-seed = 7
-requests = 2000                 # requests per replay (a trace: its own count unless given)
-[arrival]
-process = "poisson"             # poisson | gamma | onoff | fixed | trace
-rate = 300                      # mean requests/s (the capacity search scales it; a trace: speed-up 1 = as recorded)
-cv = 3.0                        # gamma: coefficient of variation of the gaps (1 = Poisson, > 1 bursty)
-on_s = 0.05                     # onoff: Poisson bursts of on_s seconds at rate x (on_s + off_s) / on_s,
-off_s = 0.15                    #        then off_s seconds of silence (mean rate = rate)
-[shapes.seq]                    # a histogram per symbolic dimension: value = weight
-64 = 5
-128 = 3
-256 = 2
-[trace]
-file = "prod.jsonl"             # relative to this file; formats in harness.traffic.trace
-format = "auto"
-time_unit = "ms"
-```
-
-The same (spec, seed, rate) gives the same requests at the same intended times in any process: the gaps are
-drawn once at unit rate and divided by the rate, so every rate and every configuration sees the same pattern
-(common random numbers) and the shapes do not depend on the rate.
-"""
+"""A traffic description (`--traffic FILE`: TOML, JSON or a trace) and the seeded schedule of requests it gives
+at a rate; the same (spec, seed, rate) gives the same requests at the same intended times (docs/traffic.md)."""
 
 from __future__ import annotations
 

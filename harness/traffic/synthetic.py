@@ -1,11 +1,5 @@
-"""A synthetic runtime with a known cost model on a fake clock, for tests and demonstrations: a call of R rows
-padded to the batch's longest sequence S costs
-
-    a + b x (1 - gain x (1 - 1/R)) x (real tokens + pad x padded tokens)      (ms)
-
-(a: the fixed cost of a call, paid once per batch; b: the cost per token; gain: the batching gain on the per-token
-cost, 0..1; pad: what a padded token costs relative to a real one). A request without a `seq` is one token per
-row. `mdl_capacity` gives the analytic capacity of fixed-shape Poisson traffic without a batcher (M/D/1)."""
+"""A synthetic runtime with a known cost model on a fake clock (a + b x tokens, batching gain, padding penalty)
+and M/D/1's analytic capacity, for tests and demonstrations (docs/recommend.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Recorded traces: one request per record with a timestamp and its shapes.
-
-Formats (chosen by `format`, or from the file: CSV by suffix; JSONL by the first record's keys):
-- `jsonl`: {"timestamp": T, "seq": 128, "batch": 1, ...}: every key but the time is a symbolic dimension;
-- `csv`: a header row with `timestamp` and one column per dimension;
-- `mooncake`: AIPerf's mooncake_trace ({"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]});
-  input_length is the sequence length, output_length and hash_ids are an LLM server's and are ignored;
-- `aiperf-single-turn`: AIPerf's single_turn records ({"timestamp": ms} or {"delay": ms}, "text": "..."), the
-  sequence length being the text's whitespace-separated words (no tokenizer) or `input_length` when given.
-Timestamps are in `time_unit` (ms by default, AIPerf's unit); they are made relative to the first request.
-"""
+"""Recorded traces (JSONL, CSV, AIPerf's mooncake_trace and single_turn): a timestamp and shapes per request
+(formats: docs/traffic.md)."""
 
 from __future__ import annotations
 

@@ -1,3 +1,2 @@
-"""Capacity under an SLO (search.py), the deployment recommender over configurations (recommend.py) and the
-binding of a matrix runtime to the traffic replay (live.py). Not a matrix workload: `harness recommend` drives it
-in-process (docs/recommend.md)."""
+"""Capacity under an SLO (search.py), the recommender (recommend.py) and a matrix runtime behind the replay
+(live.py); driven in-process by `harness recommend`, not a matrix workload (docs/recommend.md)."""

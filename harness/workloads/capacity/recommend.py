@@ -1,13 +1,5 @@
-"""The deployment recommendation: over candidate configurations (runtime x precision x variant x threads x
-batcher), with constraints (an SLO, a drift tolerance against the FP32 reference, a memory cap), find each
-feasible configuration's capacity under the SLO by successive halving, keep the Pareto set (capacity up;
-unloaded p99, drift, memory down), recommend the highest capacity, and confirm it against the runner-up by an
-interleaved A/B at one rate.
-
-Successive halving: rung 0 searches every feasible candidate coarsely (tolerance 15%, a quarter of the requests,
-8 probes), each rung keeps the best third (at least 2) by estimated capacity and searches again more finely, the
-last rung with the full settings. `exhaustive=True` searches every candidate with the full settings (the grid the
-halving is measured against). Constraints that need no load (drift, memory) are checked before any probe."""
+"""The deployment recommendation: capacities by successive halving (or the full grid) under constraints, the Pareto
+set, one recommendation and its runner-up confirmed by an interleaved A/B, reasons in words (docs/recommend.md)."""
 
 from __future__ import annotations
 
@@ -130,7 +122,10 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int) -> Non
 
 def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
               exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
-              log: Callable[[str], None] = lambda s: None) -> Recommendation:
+              log: Callable[[str], None] = lambda s: None,
+              saved: Callable[[list[Evaluated]], None] = lambda e: None) -> Recommendation:
+    """Search, choose and confirm; `saved` gets every candidate after each search (the command writes them, so a
+    stopped run keeps what it measured)."""
     full = settings or SearchSettings(bound_ms=constraints.bound_ms, percentile=constraints.percentile)
     evaluated = [Evaluated(c, constraints.refusal(c)) for c in candidates]
     alive = [e for e in evaluated if e.refusal is None]
@@ -138,6 +133,7 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
         for e in alive:
             log(f"grid: {e.name}")
             _search(e, full, seed, 0)
+            saved(evaluated)
     else:
         for rung, (tol, div, probes) in enumerate(RUNGS):
             if len(alive) <= 2:
@@ -148,11 +144,13 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
             for e in alive:
                 log(f"rung {rung}: {e.name}")
                 _search(e, coarse, seed + rung, rung)
+                saved(evaluated)
             ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
             alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
         for e in alive:
             log(f"final: {e.name}")
             _search(e, full, seed + len(RUNGS), len(RUNGS))
+            saved(evaluated)
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)
     finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)

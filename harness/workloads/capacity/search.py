@@ -1,19 +1,5 @@
-"""The capacity of one configuration under an SLO: the highest request rate whose latency percentile stays within
-the bound on a traffic, found by a bounded search with a stated interval.
-
-1. Saturation probe: every request due at once; the completed requests/s is the **cliff**, the rate above which
-   the queue grows without bound (the search's upper end: at or over it a finite bound is not held).
-2. Floor probe at 5% of the cliff: the unloaded latency. Over the bound: capacity 0, said so.
-3. Bisection of (floor rate, cliff): each probe replays the traffic at the midpoint rate (a fresh seed per probe)
-   and judges the percentile with a batch-means interval (the post-warm-up latencies in 10 contiguous blocks, a
-   t interval of the block percentiles around the pooled one): wholly under the bound -> pass (raises the floor),
-   wholly over or the queue growing (completed < 95% of offered) -> fail (lowers the ceiling), else the probe is
-   repeated with twice the requests, up to `max_requests`; still undecided, the search stops there.
-   An undecided rate pins the answer: the next probes close in from a tolerance-sized step either side of it.
-   It ends when the interval [highest pass, lowest fail] is within `tolerance` of its top, or at `max_probes`
-   rates (a rerun of a rate with more requests is the same probe; every replay is kept and timed).
-The answer is the interval's midpoint with the interval itself; the **knee** is the highest probed rate whose
-median is within 1.5x the floor's (where latency leaves its floor)."""
+"""The capacity of one configuration under an SLO: the highest rate whose percentile holds the bound, by a
+bounded search with a stated interval, the knee and the cliff named (docs/recommend.md)."""
 
 from __future__ import annotations
 
@@ -128,7 +114,7 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Ca
     cliff = sat.throughput
     probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
     floor_rate = FLOOR_FRACTION * cliff
-    fl, step = run("floor", floor_rate, max(500, settings.requests // 4))
+    fl, step = run("floor", floor_rate, max(100, settings.requests // 8))
     floor = _result(step, "floor", floor_rate, fl, settings, "info")
     bound = settings.bound_ms
     if floor.low_ms > bound:

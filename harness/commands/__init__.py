@@ -1,0 +1,1 @@
+"""One module per command family, each owning its parser and its run (cli.py only dispatches)."""
