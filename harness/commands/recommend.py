@@ -20,7 +20,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--traffic", required=True, metavar="FILE",
                    help="traffic spec (TOML or JSON) or a trace (.jsonl, .csv; AIPerf's mooncake and single_turn "
                         "too): docs/traffic.md")
-    p.add_argument("--model", required=True, help="one model of the zoo (or a plugin's)")
+    p.add_argument("--model", required=True, help="one model: of the zoo, a plugin's, an ONNX file or "
+                                                  "pkg.module:factory (as run's --model)")
     p.add_argument("--runtimes", default="ort-cpu", help="comma-separated runtimes (default ort-cpu)")
     p.add_argument("--precisions", default="fp32", help="comma-separated precisions (default fp32)")
     p.add_argument("--variants", default="base", help="comma-separated variants, e.g. base,opt=basic (as run)")
@@ -69,6 +70,7 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.artifacts.cache import default_cache_dir
     from harness.model import get_model
+    from harness.model_files import is_factory_ref, register_user_model
     from harness.plugins import load_plugins
     from harness.report.recommend import render_html, render_markdown
     from harness.results.store import atomic_write_text
@@ -84,7 +86,12 @@ def run(args: argparse.Namespace) -> int:
         threads = [int(t) for t in _split(args.threads)]
     except ValueError:
         raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
-    spec = get_model(args.model)
+    name = args.model
+    if name.endswith(".onnx") or "/" in name or is_factory_ref(name):  # a user model, as run's --model
+        name = register_user_model(name)
+    spec = get_model(name)
+    if spec.problem:
+        raise UsageError(f"--model {args.model}: {spec.problem}")
     out = args.out or Path("reports") / time.strftime("recommend-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),

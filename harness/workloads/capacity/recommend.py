@@ -154,7 +154,7 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)
     finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
-    pareto = pareto_set(measured)
+    pareto = pareto_set([e for e in measured if e.capacity.estimate > 0])  # capacity 0: the SLO is never held
     chosen = finalists[0] if finalists and finalists[0].capacity.estimate > 0 else None
     runner = finalists[1] if chosen and len(finalists) > 1 and finalists[1].capacity.estimate > 0 else None
     ab = confirm(chosen, runner, seed, ab_pairs) if chosen and runner else None
@@ -234,6 +234,9 @@ def reasons(rec: Recommendation) -> list[str]:
             head = (cap.estimate / runner.capacity.estimate - 1) if runner.capacity.estimate > 0 else math.inf
             out.append(f"runner-up {runner.name}: {runner.capacity.estimate:.4g} requests/s ({head:+.1%} for the "
                        f"recommendation)" + (f"; {rec.ab.text}" if rec.ab else ""))
+        else:
+            out.append(f"no other configuration of the last rung holds {slo} at any rate: nothing to confirm the "
+                       f"recommendation against")
     for e in rec.evaluated:
         if e.refusal:
             out.append(f"left out {e.name}: {e.refusal}")

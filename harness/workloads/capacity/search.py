@@ -121,7 +121,7 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Ca
         probes.append(floor.__class__(**{**floor.__dict__, "verdict": "fail"}))
         return Capacity(0.0, 0.0, floor_rate, cliff, None, floor.value_ms, "below-floor",
                         f"p{settings.percentile:g} is {floor.value_ms:.3g} ms at {floor_rate:.3g} requests/s (5% of "
-                        f"the cliff), over the {bound:g} ms bound: no rate holds it", tuple(probes))
+                        f"the cliff), over the {bound:g} ms bound: no rate holds it", tuple(probes), 2)
     probes.append(floor.__class__(**{**floor.__dict__, "verdict": "pass"}))
     lo, hi = floor_rate, cliff
 
