@@ -83,14 +83,30 @@ def _candidates():
     return out
 
 
+def _batched(name: str, cost: CostModel, policy: BatcherPolicy) -> Candidate:
+    """A candidate behind the dynamic batcher, replayed on the fake clock."""
+    def probe(rate: float, n: int, seed: int):
+        clock = FakeClock()
+        return replay(FIXED.schedule(rate, n, seed), SyntheticServer(cost, clock), clock, policy)
+    return Candidate(name, {"batcher": policy.describe()}, probe, 1e-6, 100.0)
+
+
 def test_the_recommender_picks_the_analytic_optimum_at_a_quarter_of_the_grid() -> None:
     cands = _candidates()
+    # behind a batcher, a runtime whose saturated throughput (its cliff: max 4 rows per call of 4 + 0.1 x 4 x 100
+    # tokens x (1 - 0.5 x 3/4) ms, 4 / 4.25 ms = 941 requests/s) is under the analytic optimum: it cannot win,
+    # and its search runs the batcher path of the replay
+    slow = CostModel(4.0, 0.001, gain=0.5)
+    cands.append((_batched("rtD fp32 threads=1 batcher=max=4,wait=2", slow, BatcherPolicy(4, 2.0)), slow))
     con = Constraints(bound_ms=10.0, drift_tolerance=0.01, memory_cap_mb=300)
-    feasible = [(c, cost) for c, cost in cands if con.refusal(c) is None]
+    feasible = [(c, cost) for c, cost in cands if con.refusal(c) is None and "batcher" not in c.axes]
     analytic = {c.name: mdl_capacity(cost.call_ms(FIXED.schedule(1.0, 1, 0)) / 1e3, 0.010) for c, cost in feasible}
     best = max(analytic, key=analytic.get)
     halving = recommend([c for c, _ in cands], con)
     grid = recommend([c for c, _ in cands], con, exhaustive=True)
+    batched = grid.get("rtD fp32 threads=1 batcher=max=4,wait=2")
+    assert batched.capacity.cliff == pytest.approx(4 / (slow.call_ms(FIXED.schedule(1.0, 4, 0)) / 1e3), rel=0.01)
+    assert batched.capacity.cliff < analytic[best]
     assert halving.chosen == grid.chosen == best
     assert halving.cost_s <= grid.cost_s / 4
     chosen = halving.get(halving.chosen)

@@ -14,7 +14,7 @@ from harness.traffic.replay import ReplayRun, percentile
 from harness.workloads.capacity.search import Capacity, ProbeError, ProbeFn, SearchSettings, find_capacity
 
 ETA = 3
-RUNGS = ((0.15, 4, 8), (0.06, 2, 14))  # (tolerance, requests divisor, max probes) before the full rung
+RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
 AB_PAIRS = 8
 
 
