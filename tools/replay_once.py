@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     figs = latency_figures(run, skip=0.1)
     print(json.dumps({"against": where, "traffic": traffic.describe(), "rate": rate, "requests": run.requests,
-                      "completed_per_s": round(run.throughput, 1), "waited_for": int(len(run.send_errors())),
+                      "completed_per_s": round(run.throughput, 1), "waited_for": len(run.send_errors()),
                       "latency_ms": {k: v for k, v in figs.items() if not k.startswith("send")},
                       "send_error_ms": {k[11:]: v for k, v in figs.items() if k.startswith("send")}}, indent=1))
     return 0
