@@ -190,7 +190,7 @@ def confirm(a: Evaluated, b: Evaluated, seed: int, pairs: int) -> AbConfirmation
 
     assert a.capacity is not None and b.capacity is not None
     rate = 0.95 * min(a.capacity.estimate, b.capacity.estimate)
-    n = max(2000, max(p.requests for p in a.capacity.probes))
+    n = max(100, max(p.requests for p in a.capacity.probes))  # the recommendation's longest probe
     pa, pb = [], []
     for i in range(pairs):
         s = seed * 7919 + 100_000 + i

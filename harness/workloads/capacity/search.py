@@ -16,6 +16,7 @@ T975 = {9: 3.25}  # t(0.995, 9): a 99% interval per probe (a wrong decision move
 BLOCKS = 10
 KNEE_FACTOR = 1.5
 FLOOR_FRACTION = 0.05
+FLOOR_S = 5.0  # the floor probe's requests: an eighth of a probe's, at most this many seconds' worth (at least 30)
 UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
 
 
@@ -114,7 +115,7 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Ca
     cliff = sat.throughput
     probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
     floor_rate = FLOOR_FRACTION * cliff
-    fl, step = run("floor", floor_rate, max(100, settings.requests // 8))
+    fl, step = run("floor", floor_rate, max(30, min(settings.requests // 8, round(floor_rate * FLOOR_S))))
     floor = _result(step, "floor", floor_rate, fl, settings, "info")
     bound = settings.bound_ms
     if floor.low_ms > bound:
