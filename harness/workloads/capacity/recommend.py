@@ -139,8 +139,8 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
             if len(alive) <= 2:
                 break
             coarse = dataclasses.replace(full, tolerance=max(full.tolerance, tol), max_probes=probes,
-                                         requests=max(500, full.requests // div),
-                                         max_requests=max(500, full.max_requests // div))
+                                         requests=max(min(200, full.requests), full.requests // div),
+                                         max_requests=max(min(400, full.max_requests), full.max_requests // div))
             for e in alive:
                 log(f"rung {rung}: {e.name}")
                 _search(e, coarse, seed + rung, rung)
