@@ -63,8 +63,8 @@ def _check(args: argparse.Namespace) -> None:
     if not 100 <= args.requests <= args.max_requests:
         raise UsageError(f"--requests {args.requests} / --max-requests {args.max_requests}: 100 <= requests <= "
                          f"max-requests")
-    if args.ab_pairs < 4:
-        raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 4")
+    if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
+        raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,11 +24,11 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
                  "--runtimes", "fake-ok", "--batchers", "none;max=4,wait=1", "--slo-ms", "50",
                  "--requests", "200", "--max-requests", "400", "--probes", "5", "--tolerance", "0.3",
-                 "--ab-pairs", "4", "--out", str(out)])
+                 "--ab-pairs", "5", "--out", str(out)])
     assert code in (EXIT_CLEAN, EXIT_UNJUDGED)
     data = json.loads((out / "recommend.json").read_text())
     assert data["model"] == "fake-linear" and data["chosen"] in {c["name"] for c in data["candidates"]}
-    assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 4
+    assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 5
     for c in data["candidates"]:
         cap = c["capacity"]
         assert cap["low"] <= cap["estimate"] <= cap["high"] <= cap["cliff"] * 1.0001
@@ -44,6 +44,7 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     (["--slo-ms", "5", "--percentile", "100"], "--percentile 100.0"),
     (["--slo-ms", "5", "--batchers", "max=4"], "--batchers 'max=4'"),
     (["--slo-ms", "5", "--threads", "two"], "--threads 'two'"),
+    (["--slo-ms", "5", "--ab-pairs", "4"], "--ab-pairs 4: at least 5"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, fakes, capsys, argv: list[str], words: str) -> None:
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
