@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     _conform_parser(sub)
     _ab_parser(sub)
     gate_command.add_parser(sub)
+    from harness.commands import recommend as _recommend  # harness recommend: its parser and run (#43)
+
+    _recommend.add_parser(sub)
     _envs_parsers(sub)
     sub.add_parser("models", help="list the model zoo (and models added by plugins)")
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
@@ -406,7 +409,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return {"run": cmd_run, "report": cmd_report, "models": cmd_models, "runtimes": cmd_runtimes,
                 "variants": cmd_variants, "env": cmd_env, "ceilings": cmd_ceilings, "cache": cmd_cache, "history": cmd_history, "baseline": cmd_baseline, "compare": cmd_compare, "gate-check": cmd_gate_check,
                 "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs, "gate": gate_command.cmd_gate,
-                "bisect": cmd_bisect}[args.command](args)
+                "bisect": cmd_bisect, "recommend": cmd_recommend}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -863,6 +866,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if line:  # the last line: the cases not judged, and why
         print(line)
     return decide_exit(records, args.allow_unjudged)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """`harness recommend`: harness.commands.recommend."""
+    from harness.commands.recommend import run
+
+    return run(args)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:

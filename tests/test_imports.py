@@ -212,6 +212,10 @@ LAYER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("harness.model", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options", *ENTRY),
      "a model spec knows no runtime"),
     ("harness.precision", ("harness.runtimes", "harness.workloads", "harness.execution", *ENTRY), "a leaf"),
+    ("harness.traffic", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
+                         "harness.report", "harness.gating", *ENTRY),
+     "traffic is a schedule and a replay over a callable; the capacity workload binds a runtime to it"),
+    ("harness.commands", ("harness.pytest_plugin",), "a command module owns its parser and its run"),
 )
 
 

@@ -1,1 +1,1 @@
-"""Commands with a module of their own (parser and run); harness.cli dispatches to them."""
+"""One module per command family, each owning its parser and its run (cli.py only dispatches)."""

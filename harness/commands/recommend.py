@@ -1,0 +1,139 @@
+"""`harness recommend`: its parser and its run; writes recommend.json (after every configuration), recommend.md
+and recommend.html; exit 0 confirmed, 3 could not judge, 2 bad input (docs/recommend.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("recommend", help="replay a traffic against runtime x precision x variant x threads x "
+                                         "batcher, find each capacity under an SLO, and recommend one")
+    p.add_argument("--traffic", required=True, metavar="FILE",
+                   help="traffic spec (TOML or JSON) or a trace (.jsonl, .csv; AIPerf's mooncake and single_turn "
+                        "too): docs/traffic.md")
+    p.add_argument("--model", required=True, help="one model: of the zoo, a plugin's, an ONNX file or "
+                                                  "pkg.module:factory (as run's --model)")
+    p.add_argument("--runtimes", default="ort-cpu", help="comma-separated runtimes (default ort-cpu)")
+    p.add_argument("--precisions", default="fp32", help="comma-separated precisions (default fp32)")
+    p.add_argument("--variants", default="base", help="comma-separated variants, e.g. base,opt=basic (as run)")
+    p.add_argument("--threads", default="1", help="comma-separated intra-op thread counts (default 1)")
+    p.add_argument("--batchers", default="none",
+                   help="semicolon-separated: none or max=N,wait=MS each (default none), e.g. 'none;max=8,wait=2'")
+    p.add_argument("--slo-ms", type=float, required=True, help="the latency bound (ms) at --percentile")
+    p.add_argument("--percentile", type=float, default=99.0, help="the SLO's percentile (default 99)")
+    p.add_argument("--drift-tolerance", type=float, default=None,
+                   help="largest rel_l2 drift against the FP32 reference (default: none)")
+    p.add_argument("--memory-cap-mb", type=float, default=None, help="largest resident memory growth (MB)")
+    p.add_argument("--tolerance", type=float, default=0.03,
+                   help="the capacity interval's width at which a search stops, relative (default 0.03)")
+    p.add_argument("--probes", type=int, default=25, help="most probed rates per search (default 25)")
+    p.add_argument("--requests", type=int, default=2000, help="requests per probe (default 2000; doubled "
+                                                               "while a probe cannot decide)")
+    p.add_argument("--max-requests", type=int, default=16000, help="most requests per probe (default 16000)")
+    p.add_argument("--ab-pairs", type=int, default=8, help="interleaved A/B pairs (default 8)")
+    p.add_argument("--grid", action="store_true", help="search every configuration fully (the exhaustive "
+                                                       "grid) instead of successive halving")
+    p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
+
+
+def _split(text: str, sep: str = ",") -> list[str]:
+    return [t.strip() for t in text.split(sep) if t.strip()]
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not (args.slo_ms > 0 and math.isfinite(args.slo_ms)):
+        raise UsageError(f"--slo-ms {args.slo_ms}: must be a number > 0")
+    if not 0 < args.percentile < 100:
+        raise UsageError(f"--percentile {args.percentile}: must be in (0, 100)")
+    if not 0 < args.tolerance < 1:
+        raise UsageError(f"--tolerance {args.tolerance}: must be in (0, 1)")
+    if args.probes < 3:
+        raise UsageError(f"--probes {args.probes}: at least 3 (saturation, floor, one search probe)")
+    if not 100 <= args.requests <= args.max_requests:
+        raise UsageError(f"--requests {args.requests} / --max-requests {args.max_requests}: 100 <= requests <= "
+                         f"max-requests")
+    if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
+        raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.artifacts.cache import default_cache_dir
+    from harness.model import get_model
+    from harness.model_files import is_factory_ref, register_user_model
+    from harness.plugins import load_plugins
+    from harness.report.recommend import render_html, render_markdown
+    from harness.results.store import atomic_write_text
+    from harness.traffic.spec import load_traffic
+    from harness.workloads.capacity.live import live_candidates
+    from harness.workloads.capacity.recommend import Constraints, recommend
+    from harness.workloads.capacity.search import SearchSettings
+
+    _check(args)
+    load_plugins()
+    traffic = load_traffic(args.traffic, seed=args.seed)
+    try:
+        threads = [int(t) for t in _split(args.threads)]
+    except ValueError:
+        raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
+    name = args.model
+    if name.endswith(".onnx") or "/" in name or is_factory_ref(name):  # a user model, as run's --model
+        name = register_user_model(name)
+    spec = get_model(name)
+    if spec.problem:
+        raise UsageError(f"--model {args.model}: {spec.problem}")
+    out = args.out or Path("reports") / time.strftime("recommend-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
+                                        _split(args.variants), threads, _split(args.batchers, ";"),
+                                        args.cache_dir or default_cache_dir())
+    constraints = Constraints(args.slo_ms, args.percentile, args.drift_tolerance, args.memory_cap_mb)
+    settings = SearchSettings(args.slo_ms, args.percentile, args.tolerance, args.probes, args.requests,
+                              args.max_requests)
+    print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
+          f"SLO {settings.describe()} -> {out}")
+    started = time.perf_counter()
+    try:
+        measured = []
+        for c in candidates:
+            m = c.measure() if hasattr(c, "measure") else c
+            if m.error:
+                print(f"  {c.name}: left out: {m.error}")
+            measured.append(m)
+        head = {"model": spec.name, "traffic": traffic.describe(), "traffic_file": str(args.traffic),
+                "constraints": constraints.__dict__, "finished": False}
+
+        def saved(evaluated: list[Any]) -> None:
+            partial = {**head, "candidates": [e.to_json() for e in evaluated]}
+            atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
+
+        rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
+                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved)
+    finally:
+        close()
+    data = rec.to_json()
+    data.update({"model": spec.name, "traffic": traffic.describe(), "traffic_file": str(args.traffic),
+                 "wall_s": time.perf_counter() - started, "finished": True})
+    atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
+    md = render_markdown(data)
+    atomic_write_text(out / "recommend.md", md)
+    atomic_write_text(out / "recommend.html", render_html(data))
+    print(md)
+    confirmed = rec.chosen is not None and (rec.ab is None or rec.ab.confirmed)
+    return EXIT_CLEAN if confirmed else EXIT_UNJUDGED
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return str(x)

@@ -1,0 +1,74 @@
+"""The recommendation's report section (`harness recommend`): the Pareto chart (capacity against unloaded p99,
+the Pareto set marked, the recommendation starred) and the table of every configuration, from recommend.json."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from harness.display import visible
+from harness.report.templating import render_template
+
+W, H, PAD = 640, 360, 56
+
+
+def rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    pareto = set(data.get("pareto") or [])
+    out = []
+    for c in data.get("candidates") or []:
+        cap = c.get("capacity") or {}
+        out.append({"name": c["name"], "pareto": c["name"] in pareto, "chosen": c["name"] == data.get("chosen"),
+                    "runner_up": c["name"] == data.get("runner_up"),
+                    "capacity": cap.get("estimate"), "low": cap.get("low"), "high": cap.get("high"),
+                    "knee": cap.get("knee"), "cliff": cap.get("cliff"), "floor_ms": cap.get("floor_ms"),
+                    "probes": cap.get("rates_probed"), "status": cap.get("status"), "drift": c.get("drift"),
+                    "memory_mb": c.get("memory_mb"), "rung": c.get("rung"), "cost_s": c.get("cost_s"),
+                    "refusal": c.get("refusal")})
+    return sorted(out, key=lambda r: (r["refusal"] is not None, -(r["capacity"] or 0.0)))
+
+
+def _num(x: Any, fmt: str = ".4g") -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
+
+
+def chart(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Points of the SVG chart: x = unloaded p99 (ms), y = capacity (requests/s), in pixels."""
+    pts = [r for r in table if r["capacity"] is not None and r["floor_ms"] is not None and not r["refusal"]]
+    if not pts:
+        return []
+    xmax = max(r["floor_ms"] for r in pts) * 1.1 or 1.0
+    ymax = max(r["capacity"] for r in pts) * 1.1 or 1.0
+    return [{"x": PAD + (W - 2 * PAD) * r["floor_ms"] / xmax, "y": H - PAD - (H - 2 * PAD) * r["capacity"] / ymax,
+             "name": r["name"], "pareto": r["pareto"], "chosen": r["chosen"], "xmax": xmax, "ymax": ymax}
+            for r in pts]
+
+
+def render_markdown(data: Mapping[str, Any]) -> str:
+    c = data.get("constraints") or {}
+    drift = _num(c.get("drift_tolerance"), "g") or "none"
+    cap = _num(c.get("memory_cap_mb"), "g") + " MB" if c.get("memory_cap_mb") else "none"
+    intro = (f"Traffic: {visible(data.get('traffic', ''))}. SLO: p{c.get('percentile', 99):g} <= "
+             f"{c.get('bound_ms')} ms; drift tolerance {drift}; memory cap {cap}. Search: {data.get('method')}, "
+             f"{_num(data.get('cost_s'), '.1f')} s of probing.")
+    lines = [f"## Deployment recommendation: {visible(data.get('model', ''))}", "", intro, ""]
+    lines += [f"- {visible(r)}" for r in data.get("reasons") or []]
+    header = ("| configuration | Pareto | capacity (req/s) | interval | knee | cliff | unloaded p99 (ms) | "
+              "drift | memory (MB) | probes | rung | left out |")
+    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows(data):
+        mark = "★" if r["chosen"] else "runner-up" if r["runner_up"] else ""
+        name = visible(r["name"]).replace("|", "\\|")
+        lines.append(f"| {name} {mark} | {'yes' if r['pareto'] else ''} | {_num(r['capacity'])} | "
+                     + (f"[{_num(r['low'])}, {_num(r['high'])}]" if r["low"] is not None else "")
+                     + f" | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
+                     f"{_num(r['drift'], '.3g')} | {_num(r['memory_mb'], '.0f')} | {r['probes'] or ''} | "
+                     f"{'' if r['rung'] is None or r['rung'] < 0 else r['rung']} | "
+                     f"{visible(r['refusal'] or '').replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(data: Mapping[str, Any]) -> str:
+    table = rows(data)
+    return render_template("recommend.html.j2", data=data, rows=table, points=chart(table), W=W, H=H, PAD=PAD,
+                           num=_num)

@@ -1,0 +1,120 @@
+"""Recorded traces (JSONL, CSV, AIPerf's mooncake_trace and single_turn): a timestamp and shapes per request
+(formats: docs/traffic.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+FORMATS = ("auto", "jsonl", "csv", "mooncake", "aiperf-single-turn")
+UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+TIME_KEYS = ("timestamp", "time", "t")
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    offset_ns: int  # intended send time, relative to the trace's first request
+    dims: Mapping[str, int]
+
+
+def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tuple[TraceRecord, ...]:
+    """The trace's requests in time order; a bad file is a UsageError naming the file and the line."""
+    p = Path(path)
+    if fmt not in FORMATS:
+        raise UsageError(f"{p}: trace format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if time_unit not in UNITS:
+        raise UsageError(f"{p}: time_unit {time_unit!r} is not one of {', '.join(UNITS)}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read the trace: {exc.strerror or exc}") from None
+    if fmt == "auto":
+        fmt = "csv" if p.suffix.lower() == ".csv" else "json"
+    raw: list[tuple[int, dict[str, Any]]] = []
+    if fmt == "csv":
+        reader = csv.DictReader(text.splitlines())
+        for n, row in enumerate(reader, start=2):
+            raw.append((n, {k.strip(): v for k, v in row.items() if k is not None}))
+    else:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{p}:{n}: not JSON: {exc.msg}") from None
+            if not isinstance(rec, dict):
+                raise UsageError(f"{p}:{n}: a record must be a JSON object")
+            raw.append((n, rec))
+    if not raw:
+        raise UsageError(f"{p}: the trace has no requests")
+    if fmt == "json":
+        keys = set(raw[0][1])
+        fmt = "mooncake" if "input_length" in keys or "hash_ids" in keys else \
+            "aiperf-single-turn" if keys & {"text", "texts", "delay"} else "jsonl"
+    scale = UNITS[time_unit]
+    out: list[tuple[float, dict[str, int]]] = []
+    clock = 0.0
+    for n, rec in raw:
+        where = f"{p}:{n}"
+        if fmt == "aiperf-single-turn" and "delay" in rec and rec.get("timestamp") is None:
+            clock += _number(rec["delay"], where, "delay")
+            t = clock
+        else:
+            t = _time(rec, where)
+            clock = t
+        out.append((t * scale, _dims(rec, fmt, where)))
+    out.sort(key=lambda r: r[0])
+    t0 = out[0][0]
+    return tuple(TraceRecord(round(t - t0), d) for t, d in out)
+
+
+def _number(value: Any, where: str, key: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {key} {value!r} is not a number") from None
+    if not math.isfinite(x) or x < 0:
+        raise UsageError(f"{where}: {key} {value!r} must be a finite number >= 0")
+    return x
+
+
+def _time(rec: Mapping[str, Any], where: str) -> float:
+    for k in TIME_KEYS:
+        if k in rec and rec[k] not in (None, ""):
+            return _number(rec[k], where, k)
+    raise UsageError(f"{where}: a record needs a timestamp ({' or '.join(TIME_KEYS)})")
+
+
+def _int(value: Any, where: str, key: str) -> int:
+    try:
+        x = int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"{where}: {key} {value!r} is not a whole number") from None
+    if x < 1:
+        raise UsageError(f"{where}: {key} {value!r} must be at least 1")
+    return x
+
+
+def _dims(rec: Mapping[str, Any], fmt: str, where: str) -> dict[str, int]:
+    if fmt == "mooncake":
+        if "input_length" not in rec:
+            raise UsageError(f"{where}: a mooncake record needs input_length (text_input and payload records "
+                             f"carry no length without a tokenizer)")
+        return {"seq": _int(rec["input_length"], where, "input_length")}
+    if fmt == "aiperf-single-turn":
+        if "input_length" in rec:
+            return {"seq": _int(rec["input_length"], where, "input_length")}
+        texts = rec.get("texts") or ([rec["text"]] if rec.get("text") else [])
+        words = sum(len(str(t.get("contents", t) if isinstance(t, dict) else t).split()) for t in texts)
+        if words < 1:
+            raise UsageError(f"{where}: a single_turn record needs text (its words are the sequence length)")
+        return {"seq": words}
+    return {k: _int(v, where, k) for k, v in rec.items() if k not in TIME_KEYS and v not in (None, "")}

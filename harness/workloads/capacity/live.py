@@ -1,0 +1,240 @@
+"""A matrix runtime behind the traffic replay, in this process: a configuration becomes a probe on the real clock,
+its drift and memory measured when first opened (docs/recommend.md)."""
+
+from __future__ import annotations
+
+import functools
+
+import dataclasses
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.artifacts.cache import ArtifactCache
+from harness.artifacts.options import RuntimeOptions
+from harness.config import BatcherPolicy
+from harness.data import make_feed
+from harness.errors import UsageError
+from harness.model import BATCH, SEQ, ModelSpec
+from harness.precision import Precision
+from harness.runtimes import get_runtime
+from harness.runtimes.base import Runtime
+from harness.traffic.replay import RealClock, ReplayRun, replay
+from harness.traffic.spec import Request, TrafficSpec
+from harness.workloads.capacity.recommend import Candidate
+from harness.workloads.forward.batcher import batch_refusal
+
+FEED_SEED = 0
+KEEP_ACTIVE = 2
+
+
+def check_traffic(spec: ModelSpec, traffic: TrafficSpec) -> None:
+    """The traffic's dimensions must be the model's symbolic ones (a UsageError naming the file otherwise)."""
+    extra = sorted(traffic.dims - spec.symbolic_dims)
+    if extra:
+        have = ", ".join(sorted(spec.symbolic_dims)) or "none"
+        raise UsageError(f"--traffic {traffic.source}: dimension(s) {', '.join(extra)} are not inputs of model "
+                         f"{spec.name!r} (its symbolic dimensions: {have})")
+
+
+class _Pool:
+    """The active runtimes, least recently used closed first."""
+
+    def __init__(self, keep: int = KEEP_ACTIVE) -> None:
+        self.keep = keep
+        self.active: OrderedDict[str, LiveConfig] = OrderedDict()
+
+    def use(self, cfg: LiveConfig) -> None:
+        self.active.pop(cfg.name, None)
+        self.active[cfg.name] = cfg
+        while len(self.active) > self.keep:
+            _, old = self.active.popitem(last=False)
+            old.close()
+
+    def close(self) -> None:
+        for cfg in self.active.values():
+            cfg.close()
+        self.active.clear()
+
+
+class LiveConfig:
+    def __init__(self, name: str, spec: ModelSpec, cls: type[Runtime], precision: Precision,
+                 options: RuntimeOptions, batcher: BatcherPolicy | None, traffic: TrafficSpec, pool: _Pool,
+                 reference: Callable[[], Mapping[str, np.ndarray]] | None) -> None:
+        self.name, self.spec, self.cls, self.precision, self.options = name, spec, cls, precision, options
+        self.batcher, self.traffic, self.pool, self.reference = batcher, traffic, pool, reference
+        self.runtime: Runtime | None = None
+        self.bound: dict[tuple[tuple[str, int], ...], Callable[[], object]] = {}
+        self.memory_mb: float | None = None
+        self.drift: float | None = None
+        self.per_shape = cls._setup_shape is not Runtime._setup_shape
+
+    def dims(self, requests: Sequence[Request]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if BATCH in self.spec.symbolic_dims:
+            out[BATCH] = sum(int(r.dims.get(BATCH, 1)) for r in requests)
+        for d in self.spec.symbolic_dims - {BATCH}:
+            out[d] = max(int(r.dims.get(d, self._default(d))) for r in requests)
+        return out
+
+    def _default(self, dim: str) -> int:
+        if dim == SEQ:
+            return 128
+        raise UsageError(f"--traffic {self.traffic.source}: model {self.spec.name!r} needs dimension {dim!r}; "
+                         f"give it a histogram under [shapes]")
+
+    def shapes(self) -> list[dict[str, int]]:
+        """Every call shape the traffic can make (rows up to the batcher's max x each size of the other dims)."""
+        per_dim: dict[str, list[int]] = {}
+        reqs = self.traffic.schedule(requests=min(self.traffic.requests, 2000))
+        for d in self.spec.symbolic_dims - {BATCH}:
+            per_dim[d] = sorted({int(r.dims.get(d, self._default(d))) for r in reqs})
+        max_rows = max(int(r.dims.get(BATCH, 1)) for r in reqs) * (self.batcher.max_batch if self.batcher else 1)
+        rows = list(range(1, max_rows + 1)) if BATCH in self.spec.symbolic_dims else [None]
+        keys = sorted(per_dim)
+        out = []
+        for b, *rest in itertools.product(rows, *(per_dim[k] for k in keys)):
+            d = dict(zip(keys, rest, strict=True))
+            if b is not None:
+                d[BATCH] = b
+            out.append(d)
+        return out
+
+    def open(self) -> None:
+        if self.runtime is not None:
+            self.pool.use(self)
+            return
+        import psutil
+
+        rss0 = psutil.Process().memory_info().rss
+        rt = self.cls(self.spec, self.precision, self.options)
+        rt.__enter__()
+        self.runtime = rt
+        self.bound.clear()
+        for dims in self.shapes():
+            self.call_dims(dims)
+        if self.memory_mb is None:
+            self.memory_mb = max(0.0, (psutil.Process().memory_info().rss - rss0) / 2 ** 20)
+        if self.drift is None and self.reference is not None:
+            dims = self.shapes()[0]
+            feed = make_feed(self.spec, dims, FEED_SEED)
+            out, ref = rt.infer(feed), self.reference()
+            self.drift = max(float(np.linalg.norm(np.asarray(out[k], np.float64) - np.asarray(ref[k], np.float64))
+                                   / max(np.linalg.norm(np.asarray(ref[k], np.float64)), 1e-30))
+                             for k in ref if k in out) if ref else 0.0
+        self.pool.use(self)
+
+    def close(self) -> None:
+        if self.runtime is not None:
+            self.runtime.__exit__(None, None, None)
+            self.runtime = None
+            self.bound.clear()
+
+    def call_dims(self, dims: Mapping[str, int]) -> None:
+        assert self.runtime is not None
+        key = tuple(sorted(dims.items()))
+        fn = self.bound.get(key)
+        if fn is None:
+            feed = make_feed(self.spec, dims, FEED_SEED)
+            if self.per_shape:
+                fn = functools.partial(self.runtime.infer, feed)
+            else:
+                fn = self.runtime.bind(feed)
+            self.bound[key] = fn
+        fn()
+        self.runtime.synchronize()
+
+    def probe(self, rate: float, n: int, seed: int) -> ReplayRun:
+        self.open()
+        reqs = self.traffic.schedule(rate=rate, requests=n, seed=seed)
+        return replay(reqs, lambda rs: self.call_dims(self.dims(rs)), RealClock(), self.batcher)
+
+
+def batcher_spelling(text: str) -> BatcherPolicy | None:
+    """`none` or `max=N,wait=MS` (as --batcher)."""
+    t = text.strip()
+    if t in ("", "none", "off"):
+        return None
+    parts = dict(p.partition("=")[::2] for p in t.split(","))
+    try:
+        policy = BatcherPolicy(int(parts["max"]), float(parts["wait"]))
+    except (KeyError, ValueError):
+        raise UsageError(f"--batchers {text!r}: spell each none or max=N,wait=MS") from None
+    if not 1 <= policy.max_batch <= 1024 or not 0 <= policy.max_wait_ms <= 10000:
+        raise UsageError(f"--batchers {text!r}: N in 1..1024, MS in 0..10000")
+    return policy
+
+
+def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[str], precisions: Sequence[str],
+                    variants: Sequence[str], threads: Sequence[int], batchers: Sequence[str], cache_dir: Any,
+                    ) -> tuple[list[Candidate], Callable[[], None]]:
+    """The grid's candidates (a configuration that cannot run is a candidate with its reason) and a closer."""
+    from harness.variants.registry import parse_variant
+
+    check_traffic(spec, traffic)
+    pool = _Pool()
+    base = RuntimeOptions(1, ArtifactCache(cache_dir))
+    ref_out: dict[str, Mapping[str, np.ndarray]] = {}
+
+    def reference() -> Mapping[str, np.ndarray]:
+        if "ref" not in ref_out:
+            rcls = get_runtime(spec.reference)
+            rt = rcls(spec, Precision.FP32, base)
+            with rt:
+                dims = LiveConfig("ref", spec, rcls, Precision.FP32, base, None, traffic, _Pool(), None).shapes()[0]
+                ref_out["ref"] = rt.infer(make_feed(spec, dims, FEED_SEED))
+        return ref_out["ref"]
+
+    out: list[Candidate] = []
+    for rname, prec, vname, nthreads, bname in itertools.product(runtimes, precisions, variants, threads, batchers):
+        policy = batcher_spelling(bname)
+        name = f"{rname} {prec} {vname} threads={nthreads} batcher={policy.describe() if policy else 'none'}"
+        axes = {"runtime": rname, "precision": prec, "variant": vname, "threads": str(nthreads),
+                "batcher": policy.describe() if policy else "none"}
+        cls = get_runtime(rname)
+        precision = cls.case_precision(Precision(prec))
+        why = None
+        for verdict in (cls.availability(), cls.supports(spec, precision)):
+            if not verdict:
+                why = verdict.reason
+        model, options = spec, dataclasses.replace(base, threads=nthreads)
+        variant = parse_variant(vname)
+        if why is None and variant is not None:
+            why = variant.refusal(spec, cls.variant_hooks, rname, precision)
+            if why is None:
+                model, options = variant.apply(spec, options)
+        if why is None and policy is not None:
+            why = batch_refusal(model, cls(model, precision, options))
+        if why:
+            out.append(Candidate(name, axes, _refused(why), error=why))
+            continue
+        cfg = LiveConfig(name, model, cls, precision, options, policy, traffic, pool,
+                         reference if not (rname == spec.reference and precision is Precision.FP32
+                                           and variant is None) else (dict))
+        out.append(_LiveCandidate(name, axes, cfg.probe, cfg=cfg))
+    return out, pool.close
+
+
+def _refused(why: str) -> Callable[[float, int, int], ReplayRun]:
+    def probe(rate: float, n: int, seed: int) -> ReplayRun:
+        raise RuntimeError(why)
+    return probe
+
+
+@dataclasses.dataclass(frozen=True)
+class _LiveCandidate(Candidate):
+    """A candidate whose drift and memory are measured when it is first opened (before the constraints are
+    checked: `measure()`)."""
+
+    cfg: LiveConfig | None = None
+
+    def measure(self) -> Candidate:
+        assert self.cfg is not None
+        try:
+            self.cfg.open()
+        except Exception as exc:  # noqa: BLE001 - a configuration that cannot be set up is left out, with why
+            return dataclasses.replace(self, error=f"setup failed: {type(exc).__name__}: {exc}")
+        return dataclasses.replace(self, drift=self.cfg.drift, memory_mb=self.cfg.memory_mb)

@@ -1,0 +1,247 @@
+"""The deployment recommendation: capacities by successive halving (or the full grid) under constraints, the Pareto
+set, one recommendation and its runner-up confirmed by an interleaved A/B, reasons in words (docs/recommend.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.traffic.replay import ReplayRun, percentile
+from harness.workloads.capacity.search import Capacity, ProbeError, ProbeFn, SearchSettings, find_capacity
+
+ETA = 3
+RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
+AB_PAIRS = 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration: its label, what it costs before any load, and its probe."""
+
+    name: str  # e.g. "ort-cpu fp32 threads=2 batcher=max=8,wait=2"
+    axes: dict[str, str]
+    probe: ProbeFn
+    drift: float | None = None  # the drift metric against the FP32 reference (None: not measured)
+    memory_mb: float | None = None
+    error: str | None = None  # could not be set up: why
+
+
+@dataclass(frozen=True)
+class Constraints:
+    bound_ms: float
+    percentile: float = 99.0
+    drift_tolerance: float | None = None
+    memory_cap_mb: float | None = None
+
+    def refusal(self, c: Candidate) -> str | None:
+        if c.error:
+            return c.error
+        if self.drift_tolerance is not None and c.drift is not None and c.drift > self.drift_tolerance:
+            return f"drift {c.drift:.3g} over the tolerance {self.drift_tolerance:g}"
+        if self.memory_cap_mb is not None and c.memory_mb is not None and c.memory_mb > self.memory_cap_mb:
+            return f"memory {c.memory_mb:.0f} MB over the cap {self.memory_cap_mb:g} MB"
+        return None
+
+
+@dataclass
+class Evaluated:
+    candidate: Candidate
+    refusal: str | None = None
+    capacity: Capacity | None = None
+    rung: int = -1  # the last rung that searched it
+    history: list[Capacity] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.candidate.name
+
+    @property
+    def cost_s(self) -> float:
+        return sum(c.cost_s for c in self.history)
+
+    def to_json(self) -> dict[str, object]:
+        c = self.candidate
+        return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
+                "rung": self.rung, "cost_s": self.cost_s,
+                "capacity": self.capacity.to_json() if self.capacity else None}
+
+
+@dataclass(frozen=True)
+class AbConfirmation:
+    rate: float
+    pairs: int
+    p99_a_ms: tuple[float, ...]
+    p99_b_ms: tuple[float, ...]
+    ratio: float  # geometric mean of runner-up / recommendation p99 over the pairs
+    p_value: float
+    confirmed: bool
+    text: str
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Recommendation:
+    constraints: Constraints
+    method: str  # halving | grid
+    evaluated: list[Evaluated]
+    pareto: list[str]
+    chosen: str | None
+    runner_up: str | None
+    ab: AbConfirmation | None
+    reasons: list[str]
+
+    @property
+    def cost_s(self) -> float:
+        return sum(e.cost_s for e in self.evaluated)
+
+    def get(self, name: str | None) -> Evaluated | None:
+        return next((e for e in self.evaluated if e.name == name), None)
+
+    def to_json(self) -> dict[str, object]:
+        return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
+                "cost_s": self.cost_s, "pareto": self.pareto, "chosen": self.chosen, "runner_up": self.runner_up,
+                "ab": self.ab.to_json() if self.ab else None, "reasons": self.reasons,
+                "candidates": [e.to_json() for e in self.evaluated]}
+
+
+def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int) -> None:
+    try:
+        cap = find_capacity(e.candidate.probe, settings, seed)
+    except ProbeError as exc:
+        e.refusal = f"failed under load: {exc}"
+        return
+    e.capacity, e.rung = cap, rung
+    e.history.append(cap)
+
+
+def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
+              exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
+              log: Callable[[str], None] = lambda s: None,
+              saved: Callable[[list[Evaluated]], None] = lambda e: None) -> Recommendation:
+    """Search, choose and confirm; `saved` gets every candidate after each search (the command writes them, so a
+    stopped run keeps what it measured)."""
+    full = settings or SearchSettings(bound_ms=constraints.bound_ms, percentile=constraints.percentile)
+    evaluated = [Evaluated(c, constraints.refusal(c)) for c in candidates]
+    alive = [e for e in evaluated if e.refusal is None]
+    if exhaustive:
+        for e in alive:
+            log(f"grid: {e.name}")
+            _search(e, full, seed, 0)
+            saved(evaluated)
+    else:
+        for rung, (tol, div, probes) in enumerate(RUNGS):
+            if len(alive) <= 2:
+                break
+            coarse = dataclasses.replace(full, tolerance=max(full.tolerance, tol), max_probes=probes,
+                                         requests=max(min(200, full.requests), full.requests // div),
+                                         max_requests=max(min(400, full.max_requests), full.max_requests // div))
+            for e in alive:
+                log(f"rung {rung}: {e.name}")
+                _search(e, coarse, seed + rung, rung)
+                saved(evaluated)
+            ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
+            alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
+        for e in alive:
+            log(f"final: {e.name}")
+            _search(e, full, seed + len(RUNGS), len(RUNGS))
+            saved(evaluated)
+    measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
+    final_rung = max((e.rung for e in measured), default=-1)
+    finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
+    pareto = pareto_set([e for e in measured if e.capacity.estimate > 0])  # capacity 0: the SLO is never held
+    chosen = finalists[0] if finalists and finalists[0].capacity.estimate > 0 else None
+    runner = finalists[1] if chosen and len(finalists) > 1 and finalists[1].capacity.estimate > 0 else None
+    ab = confirm(chosen, runner, seed, ab_pairs) if chosen and runner else None
+    rec = Recommendation(constraints, "grid" if exhaustive else "halving", evaluated, [e.name for e in pareto],
+                         chosen.name if chosen else None, runner.name if runner else None, ab, [])
+    rec.reasons = reasons(rec)
+    return rec
+
+
+def pareto_set(measured: Sequence[Evaluated]) -> list[Evaluated]:
+    """The candidates no other beats on every one of capacity (higher), unloaded p99, drift and memory (lower);
+    an unmeasured drift or memory counts as no better than any."""
+    def key(e: Evaluated) -> tuple[float, float, float, float]:
+        assert e.capacity is not None
+        return (-e.capacity.estimate, e.capacity.floor_ms,
+                e.candidate.drift if e.candidate.drift is not None else math.inf,
+                e.candidate.memory_mb if e.candidate.memory_mb is not None else math.inf)
+
+    out = []
+    for e in measured:
+        k = key(e)
+        if not any(all(a <= b for a, b in zip(key(o), k, strict=True)) and key(o) != k for o in measured):
+            out.append(e)
+    return sorted(out, key=lambda e: -e.capacity.estimate)  # type: ignore[union-attr]
+
+
+def confirm(a: Evaluated, b: Evaluated, seed: int, pairs: int) -> AbConfirmation:
+    """Interleaved A/B at 95% of the lower of the two capacities: pairs of replays A, B (B, A in odd pairs) on
+    the same schedule (same seed within a pair), each judged by its p99; the runner-up's ratio over the
+    recommendation's and a Wilcoxon signed-rank test of the pairs' log ratios. Confirmed: B's p99 is higher,
+    with p < 0.05."""
+    from scipy.stats import wilcoxon
+
+    assert a.capacity is not None and b.capacity is not None
+    rate = 0.95 * min(a.capacity.estimate, b.capacity.estimate)
+    n = max(100, max(p.requests for p in a.capacity.probes))  # the recommendation's longest probe
+    pa, pb = [], []
+    for i in range(pairs):
+        s = seed * 7919 + 100_000 + i
+        order = (a, b) if i % 2 == 0 else (b, a)
+        runs: dict[str, ReplayRun] = {}
+        for side in order:
+            runs[side.name] = side.candidate.probe(rate, n, s)
+        pa.append(percentile(runs[a.name].latency_ns[n // 10:], 99) / 1e6)
+        pb.append(percentile(runs[b.name].latency_ns[n // 10:], 99) / 1e6)
+    logs = np.log(np.array(pb) / np.array(pa))
+    ratio = float(np.exp(logs.mean()))
+    p = float(wilcoxon(logs, alternative="greater").pvalue) if np.any(logs != 0) else 1.0
+    ok = ratio > 1.0 and p < 0.05
+    text = (f"interleaved A/B at {rate:.4g} requests/s, {pairs} pairs: the runner-up's p99 is {ratio:.2f}x the "
+            f"recommendation's (Wilcoxon signed-rank p = {p:.3g}): "
+            + ("confirmed" if ok else "not confirmed: the two cannot be told apart at this rate"))
+    return AbConfirmation(rate, pairs, tuple(pa), tuple(pb), ratio, p, ok, text)
+
+
+def reasons(rec: Recommendation) -> list[str]:
+    c = rec.constraints
+    out = []
+    chosen, runner = rec.get(rec.chosen), rec.get(rec.runner_up)
+    slo = f"p{c.percentile:g} <= {c.bound_ms:g} ms"
+    if chosen is None or chosen.capacity is None:
+        out.append(f"no configuration holds {slo} at any rate on this traffic")
+    else:
+        cap = chosen.capacity
+        bits = [(f"deploy {chosen.name}: it holds {slo} up to {cap.estimate:.4g} requests/s "
+                 f"([{cap.low:.4g}, {cap.high:.4g}]), the highest capacity of the feasible configurations")]
+        if chosen.candidate.drift is not None:
+            bits.append(f"drift {chosen.candidate.drift:.3g}"
+                        + (f" within {c.drift_tolerance:g}" if c.drift_tolerance is not None else ""))
+        if chosen.candidate.memory_mb is not None:
+            bits.append(f"{chosen.candidate.memory_mb:.0f} MB"
+                        + (f" under the {c.memory_cap_mb:g} MB cap" if c.memory_cap_mb is not None else ""))
+        bits.append(f"unloaded p{c.percentile:g} {cap.floor_ms:.3g} ms; knee "
+                    + (f"{cap.knee:.4g}" if cap.knee else "not reached") + f", cliff {cap.cliff:.4g} requests/s")
+        out.append("; ".join(bits))
+        if runner is not None and runner.capacity is not None:
+            head = (cap.estimate / runner.capacity.estimate - 1) if runner.capacity.estimate > 0 else math.inf
+            out.append(f"runner-up {runner.name}: {runner.capacity.estimate:.4g} requests/s ({head:+.1%} for the "
+                       f"recommendation)" + (f"; {rec.ab.text}" if rec.ab else ""))
+        else:
+            out.append(f"no other configuration of the last rung holds {slo} at any rate: nothing to confirm the "
+                       f"recommendation against")
+    for e in rec.evaluated:
+        if e.refusal:
+            out.append(f"left out {e.name}: {e.refusal}")
+    dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
+               and chosen is not None and e.rung < chosen.rung]
+    if dropped:
+        out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}")
+    return out

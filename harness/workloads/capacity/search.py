@@ -1,0 +1,181 @@
+"""The capacity of one configuration under an SLO: the highest rate whose percentile holds the bound, by a
+bounded search with a stated interval, the knee and the cliff named (docs/recommend.md)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.traffic.replay import ReplayRun, percentile
+
+ProbeFn = Callable[[float, int, int], ReplayRun]  # (rate, requests, seed) -> the replay's figures
+T975 = {9: 3.25}  # t(0.995, 9): a 99% interval per probe (a wrong decision moves the search for good)
+BLOCKS = 10
+KNEE_FACTOR = 1.5
+FLOOR_FRACTION = 0.05
+FLOOR_S = 5.0  # the floor probe's requests: an eighth of a probe's, at most this many seconds' worth (at least 30)
+UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    bound_ms: float
+    percentile: float = 99.0
+    tolerance: float = 0.03  # the interval's width relative to its top at which the search stops
+    max_probes: int = 25
+    requests: int = 8000
+    max_requests: int = 64000
+    warmup: float = 0.1  # fraction of each probe's first requests left out of its figures
+
+    def describe(self) -> str:
+        return (f"p{self.percentile:g} <= {self.bound_ms:g} ms; interval to {self.tolerance:.0%} in at most "
+                f"{self.max_probes} probes of {self.requests}-{self.max_requests} requests")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    step: int
+    kind: str  # saturation | floor | search
+    rate: float  # offered requests/s (inf: all at once)
+    requests: int
+    value_ms: float  # the percentile
+    low_ms: float
+    high_ms: float
+    p50_ms: float
+    throughput: float  # completed requests/s
+    verdict: str  # pass | fail | unstable | unsure | info
+    send_error_p99_ms: float
+    wall_s: float  # the replay's time (simulated on a fake clock)
+    mean_batch: float
+
+    def to_json(self) -> dict[str, object]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class Capacity:
+    estimate: float  # requests/s
+    low: float
+    high: float
+    cliff: float
+    knee: float | None
+    floor_ms: float
+    status: str  # found | unsure | below-floor | probe-budget
+    reason: str
+    probes: tuple[ProbeResult, ...] = field(default=())
+    rates_probed: int = 0  # the probes counted against max_probes: one per rate (reruns with more requests are
+    #                        the same probe; every replay is in `probes` and its time in cost_s)
+
+    @property
+    def cost_s(self) -> float:
+        """Measuring time spent: the probes' replay time."""
+        return sum(p.wall_s for p in self.probes)
+
+    def to_json(self) -> dict[str, object]:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high, "cliff": self.cliff,
+                "knee": self.knee, "floor_ms": self.floor_ms, "status": self.status, "reason": self.reason,
+                "cost_s": self.cost_s, "rates_probed": self.rates_probed, "probes": [p.to_json() for p in self.probes]}
+
+
+def judge(run: ReplayRun, settings: SearchSettings) -> tuple[float, float, float]:
+    """(pooled percentile, low, high) in ms: batch means over BLOCKS contiguous blocks after the warm-up."""
+    lat = run.latency_ns[int(len(run.latency_ns) * settings.warmup):]
+    value = percentile(lat, settings.percentile) / 1e6
+    blocks = [percentile(b, settings.percentile) / 1e6 for b in np.array_split(lat, BLOCKS) if len(b)]
+    if len(blocks) < BLOCKS:
+        return value, 0.0, math.inf
+    half = T975[BLOCKS - 1] * float(np.std(blocks, ddof=1)) / math.sqrt(BLOCKS)
+    return value, value - half, value + half
+
+
+def _result(step: int, kind: str, rate: float, run: ReplayRun, settings: SearchSettings, verdict: str
+            ) -> ProbeResult:
+    value, low, high = judge(run, settings)
+    p50 = percentile(run.latency_ns[int(len(run.latency_ns) * settings.warmup):], 50) / 1e6
+    err = run.send_errors()
+    mean_batch = float(np.mean(run.batch_sizes)) if run.batch_sizes else 0.0
+    return ProbeResult(step, kind, rate, run.requests, value, low, high, p50, run.throughput, verdict,
+                       percentile(err, 99) / 1e6 if len(err) else math.nan, run.wall_ns / 1e9, mean_batch)
+
+
+def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Capacity:
+    probes: list[ProbeResult] = []
+
+    def run(kind: str, rate: float, n: int) -> tuple[ReplayRun, int]:
+        step = len(probes) + 1
+        r = probe(rate, n, seed * 1000 + step)
+        if r.error:
+            raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
+        return r, step
+
+    sat, step = run("saturation", math.inf, min(settings.requests, 2000))
+    cliff = sat.throughput
+    probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
+    floor_rate = FLOOR_FRACTION * cliff
+    fl, step = run("floor", floor_rate, max(30, min(settings.requests // 8, round(floor_rate * FLOOR_S))))
+    floor = _result(step, "floor", floor_rate, fl, settings, "info")
+    bound = settings.bound_ms
+    if floor.low_ms > bound:
+        probes.append(floor.__class__(**{**floor.__dict__, "verdict": "fail"}))
+        return Capacity(0.0, 0.0, floor_rate, cliff, None, floor.value_ms, "below-floor",
+                        f"p{settings.percentile:g} is {floor.value_ms:.3g} ms at {floor_rate:.3g} requests/s (5% of "
+                        f"the cliff), over the {bound:g} ms bound: no rate holds it", tuple(probes), 2)
+    probes.append(floor.__class__(**{**floor.__dict__, "verdict": "pass"}))
+    lo, hi = floor_rate, cliff
+
+    def decide(rate: float, n: int) -> str:
+        """pass | fail | unstable | unsure at `rate`, doubling the requests while unsure."""
+        verdict = "unsure"
+        points[0] += 1
+        while True:
+            r, step = run("search", rate, n)
+            res = _result(step, "search", rate, r, settings, "unsure")
+            if r.throughput < UNSTABLE * min(rate, r.offered):
+                verdict = "unstable"
+            elif res.high_ms <= bound:
+                verdict = "pass"
+            elif res.low_ms > bound:
+                verdict = "fail"
+            probes.append(res.__class__(**{**res.__dict__, "verdict": verdict}))
+            if verdict != "unsure" or n * 2 > settings.max_requests:
+                break
+            n *= 2
+        return verdict
+
+    points = [2]  # rates probed (saturation, floor, then one per rate; a longer rerun at a rate is the same probe)
+    reach = [0.0, 0.0]
+    pinned: float | None = None  # a rate whose interval held the bound at the most requests: the answer is near
+    while (hi - lo) / hi > settings.tolerance and points[0] < settings.max_probes:
+        if pinned is None:
+            mid = (lo + hi) / 2
+            verdict = decide(mid, settings.requests)
+            if verdict == "unsure":
+                pinned = mid
+                reach = [settings.tolerance * mid / 2] * 2
+                continue
+        else:  # close in from both sides of the pinned rate, a half-tolerance step away, doubled while undecided
+            below = pinned - lo > hi - pinned
+            mid = pinned - reach[0] if below else pinned + reach[1]
+            if not lo < mid < hi:
+                mid = (lo + hi) / 2
+            verdict = decide(mid, settings.max_requests)
+            if verdict == "unsure":
+                reach[0 if below else 1] *= 2
+        if verdict == "pass":
+            lo = max(lo, mid)
+        elif verdict in ("fail", "unstable"):
+            hi = min(hi, mid)
+    status = "found" if (hi - lo) / hi <= settings.tolerance else "probe-budget"
+    estimate = (lo + hi) / 2
+    reason = (f"[{lo:.4g}, {hi:.4g}] requests/s after {points[0]} probes" if status == "found" else
+              f"{settings.max_probes} probes spent: [{lo:.4g}, {hi:.4g}] requests/s")
+    passing = sorted((p for p in probes if p.kind != "saturation" and p.verdict == "pass"), key=lambda p: p.rate)
+    knee = max((p.rate for p in passing if p.p50_ms <= KNEE_FACTOR * floor.p50_ms), default=None)
+    return Capacity(estimate, lo, hi, cliff, knee, floor.value_ms, status, reason, tuple(probes), points[0])
+
+
+class ProbeError(RuntimeError):
+    """A probe's replay failed (the runtime raised): the configuration has no capacity figure."""

@@ -1,0 +1,119 @@
+"""Capacity under an SLO and the recommender on a synthetic runtime with a known cost model, in simulated time:
+the answers are checked against queueing theory (M/D/1, Erlang's waiting-time formula)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.config import BatcherPolicy
+from harness.traffic.replay import FakeClock, replay
+from harness.traffic.spec import TrafficSpec
+from harness.traffic.synthetic import CostModel, SyntheticServer, fifo_arrays, mdl_capacity
+from harness.workloads.capacity.recommend import Candidate, Constraints, recommend
+from harness.workloads.capacity.search import SearchSettings, find_capacity
+
+FIXED = TrafficSpec(shapes={"seq": ((100, 1.0),)})  # fixed shape, Poisson arrivals: M/D/1
+
+
+def _probe(cost: CostModel, spec: TrafficSpec = FIXED):
+    return lambda rate, n, seed: fifo_arrays(*spec.arrays(rate, n, seed), cost)
+
+
+def test_the_analytic_capacity_matches_a_long_simulation() -> None:
+    """The referee itself: at the analytic capacity a long replay's p99 is the bound."""
+    from harness.traffic.replay import percentile
+
+    cost = CostModel(0.5, 0.005)  # 1 ms per request
+    truth = mdl_capacity(0.001, 0.010)
+    run = _probe(cost)(truth, 300_000, 1)
+    assert percentile(run.latency_ns[10_000:], 99) / 1e6 == pytest.approx(10.0, rel=0.03)
+
+
+def test_capacity_within_3_percent_in_25_probes_and_the_interval_covers_the_truth() -> None:
+    cost = CostModel(0.5, 0.005)
+    truth = mdl_capacity(0.001, 0.010)
+    trials = 40
+    covered = close = 0
+    for seed in range(trials):
+        cap = find_capacity(_probe(cost), SearchSettings(bound_ms=10.0), seed=seed)
+        assert cap.rates_probed <= 25
+        assert cap.cliff == pytest.approx(1000.0, rel=1e-3)  # the saturation probe: 1 / 1 ms
+        assert cap.knee is not None and cap.knee < cap.estimate
+        covered += cap.low <= truth <= cap.high
+        close += abs(cap.estimate / truth - 1) <= 0.03
+        assert abs(cap.estimate / truth - 1) <= 0.05
+    assert covered >= 0.9 * trials
+    assert close >= 0.9 * trials
+
+
+def test_a_bound_under_the_unloaded_latency_has_no_capacity() -> None:
+    cap = find_capacity(_probe(CostModel(5.0, 0.0)), SearchSettings(bound_ms=2.0))
+    assert cap.estimate == 0.0 and cap.status == "below-floor" and "over the 2 ms bound" in cap.reason
+
+
+def test_the_cliff_with_a_batcher_is_the_saturated_batch_throughput() -> None:
+    """All requests at once, max batch 8: every call is full; throughput = 8 / cost(8 padded rows)."""
+    spec = TrafficSpec(shapes={"seq": ((50, 1.0), (100, 1.0))}, seed=4)
+    cost = CostModel(2.0, 0.01, gain=0.5, pad=1.0)
+
+    def probe(rate: float, n: int, seed: int):
+        clock = FakeClock()
+        return replay(spec.schedule(rate, n, seed), SyntheticServer(cost, clock), clock, BatcherPolicy(8, 2.0))
+    run = probe(math.inf, 4000, 1)
+    # a batch of 8 draws holds a 100 with probability 1 - 2**-8: cost 2 + 0.01 x (1 - 0.5 x 7/8) x 8 x 100
+    expect = 8 / ((2 + 0.01 * (1 - 0.4375) * 800) / 1e3) * (1 - 2 ** -8) + \
+        8 / ((2 + 0.01 * (1 - 0.4375) * 400) / 1e3) * 2 ** -8
+    assert run.throughput == pytest.approx(expect, rel=0.01)
+    cap = find_capacity(probe, SearchSettings(bound_ms=20.0, requests=2000, max_requests=8000), seed=1)
+    assert 0 < cap.estimate < cap.cliff == pytest.approx(expect, rel=0.01)
+
+
+def _candidates():
+    """runtime x precision x threads with a known cost each; int8 drifts, 4 threads is over the memory cap."""
+    out = []
+    for rt, (a, b) in {"rtA": (0.5, 0.005), "rtB": (0.3, 0.006), "rtC": (0.8, 0.003)}.items():
+        for threads in (1, 2, 4):
+            for prec in ("fp32", "int8"):
+                cost = CostModel(a, b * (0.5 if prec == "int8" else 1.0) / threads ** 0.5)
+                out.append((Candidate(f"{rt} {prec} threads={threads}", {"runtime": rt, "precision": prec,
+                                                                         "threads": str(threads)},
+                                      _probe(cost), 0.02 if prec == "int8" else 1e-6, 100.0 * threads), cost))
+    return out
+
+
+def _batched(name: str, cost: CostModel, policy: BatcherPolicy) -> Candidate:
+    """A candidate behind the dynamic batcher, replayed on the fake clock."""
+    def probe(rate: float, n: int, seed: int):
+        clock = FakeClock()
+        return replay(FIXED.schedule(rate, n, seed), SyntheticServer(cost, clock), clock, policy)
+    return Candidate(name, {"batcher": policy.describe()}, probe, 1e-6, 100.0)
+
+
+def test_the_recommender_picks_the_analytic_optimum_at_a_quarter_of_the_grid() -> None:
+    cands = _candidates()
+    # behind a batcher, a runtime whose saturated throughput (its cliff: max 4 rows per call of 4 + 0.1 x 4 x 100
+    # tokens x (1 - 0.5 x 3/4) ms, 4 / 4.25 ms = 941 requests/s) is under the analytic optimum: it cannot win,
+    # and its search runs the batcher path of the replay
+    slow = CostModel(4.0, 0.001, gain=0.5)
+    cands.append((_batched("rtD fp32 threads=1 batcher=max=4,wait=2", slow, BatcherPolicy(4, 2.0)), slow))
+    con = Constraints(bound_ms=10.0, drift_tolerance=0.01, memory_cap_mb=300)
+    feasible = [(c, cost) for c, cost in cands if con.refusal(c) is None and "batcher" not in c.axes]
+    analytic = {c.name: mdl_capacity(cost.call_ms(FIXED.schedule(1.0, 1, 0)) / 1e3, 0.010) for c, cost in feasible}
+    best = max(analytic, key=analytic.get)
+    halving = recommend([c for c, _ in cands], con)
+    grid = recommend([c for c, _ in cands], con, exhaustive=True)
+    batched = grid.get("rtD fp32 threads=1 batcher=max=4,wait=2")
+    assert batched.capacity.cliff == pytest.approx(4 / (slow.call_ms(FIXED.schedule(1.0, 4, 0)) / 1e3), rel=0.01)
+    assert batched.capacity.cliff < analytic[best]
+    assert halving.chosen == grid.chosen == best
+    assert halving.cost_s <= grid.cost_s / 4
+    chosen = halving.get(halving.chosen)
+    assert chosen.capacity.estimate == pytest.approx(analytic[best], rel=0.03)
+    runner_up = sorted(analytic, key=analytic.get)[-2]
+    assert halving.runner_up == runner_up and halving.ab is not None and halving.ab.confirmed
+    assert best in halving.pareto and all("int8" not in n for n in halving.pareto)
+    text = "\n".join(halving.reasons)
+    assert f"deploy {best}" in text and "drift 0.02 over the tolerance 0.01" in text
+    assert "memory 400 MB over the cap 300 MB" in text and "confirmed" in text

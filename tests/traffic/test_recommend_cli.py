@@ -1,0 +1,81 @@
+"""`harness recommend` end to end on the fake runtime (real clock, in-process), its report, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED, EXIT_USAGE
+from harness.report.recommend import render_html, render_markdown
+
+
+def _traffic(tmp_path: Path, text: str = "seed = 3\nrequests = 300\n[arrival]\nprocess = 'poisson'\nrate = 500\n"
+             ) -> Path:
+    p = tmp_path / "t.toml"
+    p.write_text(text)
+    return p
+
+
+def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: Path, fakes, capsys) -> None:
+    out = tmp_path / "rec"
+    code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
+                 "--runtimes", "fake-ok", "--batchers", "none;max=4,wait=1", "--slo-ms", "50",
+                 "--requests", "200", "--max-requests", "400", "--probes", "5", "--tolerance", "0.3",
+                 "--ab-pairs", "5", "--out", str(out)])
+    assert code in (EXIT_CLEAN, EXIT_UNJUDGED)
+    data = json.loads((out / "recommend.json").read_text())
+    assert data["model"] == "fake-linear" and data["chosen"] in {c["name"] for c in data["candidates"]}
+    assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 5
+    for c in data["candidates"]:
+        cap = c["capacity"]
+        assert cap["low"] <= cap["estimate"] <= cap["high"] <= cap["cliff"] * 1.0001
+        assert cap["probes"][0]["kind"] == "saturation" and cap["probes"][1]["kind"] == "floor"
+        assert all(p["send_error_p99_ms"] is None or p["send_error_p99_ms"] >= 0 for p in cap["probes"])
+    md = (out / "recommend.md").read_text()
+    assert "## Deployment recommendation: fake-linear" in md and "★" in md
+    assert "<svg" in (out / "recommend.html").read_text()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--slo-ms", "0"], "--slo-ms 0.0: must be a number > 0"),
+    (["--slo-ms", "5", "--percentile", "100"], "--percentile 100.0"),
+    (["--slo-ms", "5", "--batchers", "max=4"], "--batchers 'max=4'"),
+    (["--slo-ms", "5", "--threads", "two"], "--threads 'two'"),
+    (["--slo-ms", "5", "--ab-pairs", "4"], "--ab-pairs 4: at least 5"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, fakes, capsys, argv: list[str], words: str) -> None:
+    code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
+                 "--runtimes", "fake-ok", "--out", str(tmp_path / "o"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_USAGE and words in err and "\n" not in err
+
+
+def test_traffic_dimensions_the_model_lacks_are_refused(tmp_path: Path, fakes, capsys) -> None:
+    t = _traffic(tmp_path, "[shapes.seq]\n16 = 1\n")
+    code = main(["recommend", "--traffic", str(t), "--model", "fake-linear", "--runtimes", "fake-ok",
+                 "--slo-ms", "5", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and "dimension(s) seq are not inputs of model 'fake-linear'" in err and str(t) in err
+
+
+def test_the_report_escapes_names_and_marks_the_pareto_set() -> None:
+    data = {"model": "m", "traffic": "t", "method": "halving", "cost_s": 1.0, "pareto": ["<b>a</b>"],
+            "chosen": "<b>a</b>", "runner_up": "b|c",
+            "constraints": {"bound_ms": 5, "percentile": 99, "drift_tolerance": None, "memory_cap_mb": 100},
+            "reasons": ["deploy <b>a</b>"],
+            "candidates": [
+                {"name": "<b>a</b>", "drift": 0.0, "memory_mb": 10, "rung": 1, "cost_s": 1, "refusal": None,
+                 "capacity": {"estimate": 100.0, "low": 99.0, "high": 101.0, "knee": 60.0, "cliff": 150.0,
+                              "floor_ms": 1.0, "status": "found", "rates_probed": 9}},
+                {"name": "b|c", "drift": 0.0, "memory_mb": 20, "rung": 1, "cost_s": 1, "refusal": None,
+                 "capacity": {"estimate": 80.0, "low": 79.0, "high": 81.0, "knee": 50.0, "cliff": 120.0,
+                              "floor_ms": 2.0, "status": "found", "rates_probed": 9}},
+                {"name": "d", "drift": 0.5, "memory_mb": 20, "rung": -1, "cost_s": 0, "refusal": "drift",
+                 "capacity": None}]}
+    html = render_html(data)
+    assert "<b>a</b>" not in html and "&lt;b&gt;a&lt;/b&gt;" in html and html.count("<circle") == 2
+    md = render_markdown(data)
+    assert "b\\|c runner-up" in md and "| yes | 100 | [99, 101]" in md and "memory cap 100 MB" in md
