@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the end-to-end tier; leave it out unless -m chooses tests or tests are named by node id."""
+    """Mark the end-to-end tier; leave it out unless -m or -k chooses tests or tests are named by node id."""
     for item in items:
         try:
             path = Path(str(item.fspath)).resolve().relative_to(ROOT_DIR).as_posix()
@@ -97,7 +97,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", None) or item.name.split("[")[0]
         if name in E2E_TIER.get(path, ()) or item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.e2e)
-    if config.option.markexpr or any("::" in str(a) for a in config.args):
+    if config.option.markexpr or config.option.keyword or any("::" in str(a) for a in config.args):
         return
     kept = [i for i in items if not i.get_closest_marker("e2e")]
     if len(kept) < len(items):

@@ -72,7 +72,7 @@ python3 -c "$ENERGY_PY" before 2>&1 | tee -a "$LOG" "$RUNS/energy.jsonl"
 
 if [[ "${RERUN:-0}" == 1 ]]; then  # the short rerun after fixes: GPU tests, cross-check rows, the certificate
   step "GPU tests"
-  TAIL=8 run gpu-tests 60 python3 -m pytest -q -rs -p no:cacheprovider tests/runtimes/test_gpu_runtimes.py \
+  TAIL=8 run gpu-tests 60 python3 -m pytest -q -rs -p no:cacheprovider -m "e2e or not e2e" tests/runtimes/test_gpu_runtimes.py \
     tests/measure/test_cuda.py tests/measure/test_memory.py tests/results/test_environment_gpu.py
   step "the cross-check's cases, 3 rounds, the memory sampler held during the timed loop"
   TAIL=20 run gpu-matrix 100 harness run --models resnet18,bert-mini --runtimes torch-cuda,ort-cuda \
@@ -93,7 +93,7 @@ for i in "${!SHARDS[@]}"; do
   (KEEP=0 TAIL=0 run "conform-$i" 150 harness conform --runtimes ort-cuda -k "${SHARDS[$i]}" --out "$RUNS/gpu-conform-$i" \
     >/dev/null) &
 done
-(KEEP=0 TAIL=25 run gpu-tests 110 python3 -m pytest -q -rs -p no:cacheprovider tests/runtimes/test_gpu_runtimes.py \
+(KEEP=0 TAIL=25 run gpu-tests 110 python3 -m pytest -q -rs -p no:cacheprovider -m "e2e or not e2e" tests/runtimes/test_gpu_runtimes.py \
   tests/measure/test_cuda.py tests/measure/test_memory.py tests/results/test_environment_gpu.py) &
 (KEEP=0 TAIL=30 run runtimes 40 harness runtimes) &
 wait

@@ -44,6 +44,52 @@ def requirement_satisfied(requirement: str) -> bool:
     return req.specifier.contains(have, prereleases=True)
 
 
+def requirement_import_error(requirements: tuple[str, ...]) -> str | None:
+    """Why a required distribution, installed, does not import (its top-level modules, from the installed files:
+    a broken install, a binary built for another platform), or None."""
+    import importlib
+
+    from packaging.requirements import Requirement
+
+    provides = _modules_of_distributions()
+    for text in requirements:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        for module in provides.get(_canonical_name(req.name), ()):
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - any failure to import is the reason, not a crash
+                first = (str(exc).strip().splitlines() or [""])[0]
+                return f"{req.name} is installed but `import {module}` fails ({type(exc).__name__}: {first})"
+    return None
+
+
+def _canonical_name(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+_PROVIDES: dict[str, tuple[str, ...]] | None = None
+
+
+def _modules_of_distributions() -> dict[str, tuple[str, ...]]:
+    """Distribution (canonical name) -> the public top-level modules its installed files provide (read once)."""
+    global _PROVIDES
+    if _PROVIDES is None:
+        from importlib import metadata
+
+        out: dict[str, set[str]] = {}
+        for module, dists in metadata.packages_distributions().items():
+            if module.startswith("_") or not module.isidentifier():
+                continue
+            for dist in dists:
+                out.setdefault(_canonical_name(dist), set()).add(module)
+        _PROVIDES = {k: tuple(sorted(v)) for k, v in out.items()}
+    return _PROVIDES
+
+
 class Runtime(ABC):
     """Runs one model at one precision on one device. A context manager; heavy work only in activation.
 
@@ -101,11 +147,14 @@ class Runtime(ABC):
         """Can this runtime run on this machine at all? Derived from `requirements` (each installed at a version
         it allows), then `device_check()` where the runtime needs a device or a build feature. Cheap enough to
         call once per process."""
+        hint = f"; install it with: {cls.install}" if cls.install else ""
         missing = [r for r in cls.requirements if not requirement_satisfied(r)]
         if missing:
-            hint = f"; install it with: {cls.install}" if cls.install else ""
             return Availability(False, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed "
                                        f"in this interpreter{hint}")
+        broken = requirement_import_error(cls.requirements)
+        if broken:
+            return Availability(False, f"{broken}{hint}")
         return cls.device_check()
 
     @classmethod

@@ -143,3 +143,29 @@ def test_ort_onnx_pair_is_fp32_and_the_file_it_runs(cache):
         assert fp32 == onnx_for_model(spec, cache).path and lowp == rt.artifact.path != fp32
     with get_runtime("torch-cpu")(spec, Precision.INT8, RuntimeOptions(threads=1, cache=cache)) as rt:
         assert rt.onnx_pair() is None
+
+
+def test_availability_is_derived_from_requirements_installed_and_importing(monkeypatch):
+    """A runtime's availability comes from its declared requirements: installed at an allowed version, and their
+    modules import (a broken install is said so, with the install command); then its device check."""
+    import sys
+
+    from harness.runtimes.base import Runtime
+
+    class Needs(Runtime):
+        name = "needs-tabulate"
+        requirements = ("tabulate>=0.1",)
+        install = "pip install tabulate"
+
+        def _activate(self): ...
+
+        def _infer(self, prepared): ...
+
+    assert Needs.availability()
+    monkeypatch.setitem(sys.modules, "tabulate", None)  # installed, but `import tabulate` fails
+    verdict = Needs.availability()
+    assert not verdict and "tabulate is installed but `import tabulate` fails" in verdict.reason
+    assert verdict.reason.endswith("; install it with: pip install tabulate")
+    monkeypatch.setattr(Needs, "requirements", ("tabulate>=999",))
+    verdict = Needs.availability()
+    assert not verdict and verdict.reason.startswith("tabulate>=999 is not installed in this interpreter")
