@@ -354,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C before a run's session exists is one line and 130 (a session handles it itself: finished cases
     kept)."""
     command = "harness"
+    previous = _watch_sigint()
     try:
         args = _parser().parse_args(argv)
         command = f"harness {args.command}"
@@ -369,9 +370,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (BrokenPipeError, OSError):
             pass
         status = 128 + int(signum)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if argv is None and status in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
         _exit_now(status)
     return status
+
+
+_SIGINTS: list[int] = []
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _SIGINTS.append(signum)
+    raise KeyboardInterrupt
+
+
+def _watch_sigint() -> Any:
+    """Python's own Ctrl-C behaviour, remembering that it happened: an extension that turns the
+    KeyboardInterrupt raised inside its import into an error of its own (onnxruntime: `ImportError:
+    initialization failed`, then "no runtime to run") is still an interrupt (130). Returns the handler to
+    restore, None where SIGINT is not Python's default (ignored in a background job, or not the main thread)."""
+    _SIGINTS.clear()
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return None
+        return signal.signal(signal.SIGINT, _on_sigint)
+    except ValueError:  # not the main thread
+        return None
 
 
 def _exit_now(status: int) -> None:
@@ -411,6 +437,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 "qualify": cmd_qualify, "conform": cmd_conform, "ab": cmd_ab, "envs": cmd_envs, "gate": gate_command.cmd_gate,
                 "bisect": cmd_bisect, "recommend": cmd_recommend}[args.command](args)
     except HarnessError as exc:  # UsageError, ResultsError, ...: one line, control characters made visible
+        if _SIGINTS:  # the error came of a Ctrl-C an import turned into its own error: an interrupt
+            raise KeyboardInterrupt from exc
         print(f"harness {args.command}: error: {visible(exc)}", file=sys.stderr)
         return EXIT_USAGE
 
