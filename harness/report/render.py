@@ -359,7 +359,21 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     """summary.md: a short Markdown summary for a CI job summary or a PR comment (tables via pandas)."""
     runs = as_runs(runs)
     labels = run_labels(runs)
-    counts = _total_counts(runs)
+    df = cases_frame(runs)
+    lines = _md_header(runs, labels, verdicts)
+    lines += _md_noise(runs, labels)
+    lines += _md_verdicts(verdicts, max_rows)
+    lines += _md_measured(runs, df, max_rows)
+    lines += _md_scenarios(runs, labels, max_rows)
+    lines += generation_markdown(runs, labels, _md_table)
+    lines += profile_markdown(runs, labels, _md_table)
+    lines += _md_problems(df, max_rows)
+    lines += _md_skipped(runs, max_rows)
+    return "\n".join(lines)
+
+
+def _md_header(runs: list[RunResults], labels: list[str], verdicts: Sequence[dict[str, Any]] | None) -> list[str]:
+    """The title, the gate's state first where there are verdicts, a line per run and the case counts."""
     lines = [f"## Inference harness: {_md(', '.join(r.run_id for r in runs))}", ""]
     if verdicts:  # the gate's state is the first line a CI job summary shows: never OK when it judged nothing
         lines = [f"**{_md(gate_headline(verdict_rows(verdicts)))}**", ""] + lines
@@ -368,54 +382,73 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
         machine = str(run.environment.get("machine") or "-")
         who = machine if machine == label or machine.startswith(f"{label} (") else f"{label} ({machine})"
         lines.append(f"- {_md(who)}: {len(run.cases)} cases, {state}")
-    lines += ["", " · ".join(f"**{k}** {v}" for k, v in counts.items() if v), ""]
+    return lines + ["", " · ".join(f"**{k}** {v}" for k, v in _total_counts(runs).items() if v), ""]
+
+
+def _md_noise(runs: list[RunResults], labels: list[str]) -> list[str]:
+    """A busy CPU and noisy cases, where people look (the same lines as the terminal summary)."""
     noise = [(label, line) for run, label in zip(runs, labels) for line in noise_lines(run)]
-    if noise:  # a busy CPU and noisy cases, where people look (the same lines as the terminal summary)
-        lines += ["### Noise", ""]
-        lines += [f"- {_md(label) + ': ' if len(runs) > 1 else ''}{_md(line)}" for label, line in noise]
-        lines.append("")
-    if verdicts:
-        bad = [v for v in verdicts if v["verdict"] in ("regressed", "broke")]
-        vc: dict[str, int] = {}
-        for v in verdicts:
-            vc[v["verdict"]] = vc.get(v["verdict"], 0) + 1
-        lines += ["### Verdicts against the baseline", "", " · ".join(f"{k} {n}" for k, n in vc.items()), ""]
-        if bad:
-            vdf = pd.DataFrame([{"case": v.get("case"), "metric": v.get("metric"), "verdict": v["verdict"],
-                                 "baseline": v.get("baseline"), "current": v.get("current"),
-                                 "reason": v.get("reason", "")} for v in bad[:max_rows]])
-            lines += [_md_table(vdf), ""]
-    df = cases_frame(runs)
+    if not noise:
+        return []
+    return (["### Noise", ""] + [f"- {_md(label) + ': ' if len(runs) > 1 else ''}{_md(line)}" for label, line in noise]
+            + [""])
+
+
+def _md_verdicts(verdicts: Sequence[dict[str, Any]] | None, max_rows: int) -> list[str]:
+    if not verdicts:
+        return []
+    bad = [v for v in verdicts if v["verdict"] in ("regressed", "broke")]
+    vc: dict[str, int] = {}
+    for v in verdicts:
+        vc[v["verdict"]] = vc.get(v["verdict"], 0) + 1
+    lines = ["### Verdicts against the baseline", "", " · ".join(f"{k} {n}" for k, n in vc.items()), ""]
+    if bad:
+        vdf = pd.DataFrame([{"case": v.get("case"), "metric": v.get("metric"), "verdict": v["verdict"],
+                             "baseline": v.get("baseline"), "current": v.get("current"),
+                             "reason": v.get("reason", "")} for v in bad[:max_rows]])
+        lines += [_md_table(vdf), ""]
+    return lines
+
+
+def _md_measured(runs: list[RunResults], df: pd.DataFrame, max_rows: int) -> list[str]:
+    """The measured cases: p50/p99 with their intervals, flags, throughput, p50 against the reference, drift."""
     refs = reference_runtimes(runs)
     measured = df[df["status"].isin(["passed", "failed"])].copy()
-    if not measured.empty:
-        # a variant's case is a column of its own (`ort-cpu~opt=basic`), never the reference
-        measured["runtime"] = [runtime_label(row) for _, row in measured.iterrows()]
-        ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
-                   for r in measured.itertuples() if r.runtime == refs.get(r.model)}
-        measured["vs_ref"] = [
-            _pct(ref_p50.get((r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source)),
-                 r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
-            for r in measured.itertuples()]
-        measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]
-        latencies = [c.latency for run in runs for c in run.cases]  # cases_frame's rows, in order
-        measured["p50_text"] = [percentile_text(latencies[i], 50) for i in measured.index]
-        measured["p99_text"] = [percentile_text(latencies[i], 99) for i in measured.index]
-        measured["flags"] = [flags_text(latencies[i]) for i in measured.index]
-        cols = ["model", "runtime", "precision", "batch", "seq", "p50_text", "p99_text", "robust_cv", "flags",
-                "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
-        view = measured[cols].rename(columns={"p50_text": "p50 ms [95% CI]", "p99_text": "p99 ms [95% CI]",
-                                              "robust_cv": "robust CV", "throughput_sps": "samples/s",
-                                              "vs_ref": "p50 vs ref"})
-        lines += ["### Measured cases", "",
-                  ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
-                   "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
-                   "\"1.3x slower\"; [95% CI]: the distribution-free interval from the raw samples (inf: they "
-                   "cannot bound it); a p99 from fewer than 100 samples is n/a; robust CV (1.4826 x MAD / "
-                   "median) is what decides noisy."), ""]
-        lines += [_md_table(view.head(max_rows)), ""]
-        if len(view) > max_rows:
-            lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
+    if measured.empty:
+        return []
+    lines: list[str] = []
+    # a variant's case is a column of its own (`ort-cpu~opt=basic`), never the reference
+    measured["runtime"] = [runtime_label(row) for _, row in measured.iterrows()]
+    ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
+               for r in measured.itertuples() if r.runtime == refs.get(r.model)}
+    measured["vs_ref"] = [
+        _pct(ref_p50.get((r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source)),
+             r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
+        for r in measured.itertuples()]
+    measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]
+    latencies = [c.latency for run in runs for c in run.cases]  # cases_frame's rows, in order
+    measured["p50_text"] = [percentile_text(latencies[i], 50) for i in measured.index]
+    measured["p99_text"] = [percentile_text(latencies[i], 99) for i in measured.index]
+    measured["flags"] = [flags_text(latencies[i]) for i in measured.index]
+    cols = ["model", "runtime", "precision", "batch", "seq", "p50_text", "p99_text", "robust_cv", "flags",
+            "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
+    view = measured[cols].rename(columns={"p50_text": "p50 ms [95% CI]", "p99_text": "p99 ms [95% CI]",
+                                          "robust_cv": "robust CV", "throughput_sps": "samples/s",
+                                          "vs_ref": "p50 vs ref"})
+    lines += ["### Measured cases", "",
+              ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
+               "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
+               "\"1.3x slower\"; [95% CI]: the distribution-free interval from the raw samples (inf: they "
+               "cannot bound it); a p99 from fewer than 100 samples is n/a; robust CV (1.4826 x MAD / "
+               "median) is what decides noisy."), ""]
+    lines += [_md_table(view.head(max_rows)), ""]
+    if len(view) > max_rows:
+        lines += [f"... and {len(view) - max_rows} more in report.html / results.csv", ""]
+    return lines
+
+
+def _md_scenarios(runs: list[RunResults], labels: list[str], max_rows: int) -> list[str]:
+    """--scenarios: one line per case and scenario, as the report's "Load scenarios" table."""
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
     scen = [{"case": r["case"].id, **({"source": r["label"]} if len(runs) > 1 else {}), "scenario": r["run"].scenario,
              "LoadGen": r["run"].result, "figure": r["headline"], "reasons": r["reasons"][:200],
@@ -423,10 +456,13 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
             for rows in scenario_rows(all_cases).values() for r in rows]
     if not any(row["batcher"] for row in scen):  # the column only where --batcher ran
         scen = [{k: v for k, v in row.items() if k != "batcher"} for row in scen]
-    if scen:  # --scenarios: one line per case and scenario, as the report's "Load scenarios" table
-        lines += ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
-    lines += generation_markdown(runs, labels, _md_table)
-    lines += profile_markdown(runs, labels, _md_table)
+    if not scen:
+        return []
+    return ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
+
+
+def _md_problems(df: pd.DataFrame, max_rows: int) -> list[str]:
+    lines: list[str] = []
     problems = df[~df["status"].isin(["passed", "skipped"])]
     if not problems.empty:
         lines += ["### Problems", ""]
@@ -435,12 +471,17 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
                        + ("" if pd.isna(r.variant) else f"~{r.variant}"))
             lines.append(f"- {case} **{r.status}**: {_md(str(r.reason or ''))[:300]}")
         lines.append("")
+    return lines
+
+
+def _md_skipped(runs: list[RunResults], max_rows: int) -> list[str]:
+    lines: list[str] = []
     skips = skip_reasons(runs)
     if skips:
         lines += ["### Skipped", ""]
         lines += [f"- {s['count']} × {_md(s['runtime'])}: {_md(s['reason'])[:300]}" for s in skips[:max_rows]]
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def _pct(ref: Any, value: Any) -> str:
