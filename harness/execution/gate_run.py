@@ -182,19 +182,32 @@ class GateDriver:
     # ------------------------------------------------------------------ one re-measured case
     def ab_case(self, g: GateCase) -> CaseResult | str:
         """The case's row measured A/B, or why side A could not be reproduced (the case then falls back)."""
-        from harness.runtimes import get_runtime
-        from harness.runtimes.pinned import split_pin
-
         cfg, case, ex = self.config, g.case, self.session.executor
-        ab = cfg.ab
         ensure_user_models(cfg)
-        spec = get_model(case.model)
-        feed, _ = case_feed(spec, case.dims, cfg.inputs)
+        feed, _ = case_feed(get_model(case.model), case.dims, cfg.inputs)
         digest = feed_digest(feed)
         notes = []
         if g.stored is not None and g.stored.feed_sha256 and g.stored.feed_sha256 != digest:
             notes.append(f"tonight's feed differs from the baseline's ({g.stored.feed_sha256[:12]} vs {digest[:12]}); "
                          "both sides run tonight's")
+        res_b = self._side_b(case, feed)
+        if res_b.status != "passed":
+            return res_b
+        side = self._side_a_release(g, res_b, notes)
+        a_case = dataclasses.replace(case, model=baseline_model_name(case.model), runtime=side.runtime)
+        res_a = ex.run(a_case, cfg, SidePayload("a", case.model, feed, artifact=str(g.artifact)))
+        if res_a.status != "passed":
+            return f"side A ({side.runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
+        measured = self._blocks({"a": a_case, "b": case})
+        if not isinstance(measured, tuple):
+            return measured
+        order, blocks = measured
+        g.note = "; ".join(notes)
+        return self._row(g, res_a, res_b, a_case, side, order, blocks, digest, notes)
+
+    def _side_b(self, case: CaseId, feed: dict[str, Any]) -> CaseResult:
+        """Tonight's side activated (and, for gate-check, re-activated with its planted slowdown)."""
+        cfg, ex, ab = self.config, self.session.executor, self.config.ab
         res_b = ex.run(case, cfg, SidePayload("b", case.model, feed))
         if res_b.status != "passed":
             res_b.details["gate"] = {"side": "b", "failed": True}
@@ -202,10 +215,15 @@ class GateDriver:
         inject_ns = int(ab.ab_inject * median_ns(res_b.samples_ns)) if ab.ab_inject > 0 else 0
         if inject_ns:
             res_b = ex.run(case, cfg, SidePayload("b", case.model, feed, inject_ns=inject_ns))
-            if res_b.status != "passed":
-                return res_b
-        cls = get_runtime(case.runtime)
-        dist = cls.distribution
+        return res_b
+
+    def _side_a_release(self, g: GateCase, res_b: CaseResult, notes: list[str]) -> _SideA:
+        """Which runtime side A runs: the baseline's release in its own environment where tonight's differs."""
+        from harness.runtimes import get_runtime
+        from harness.runtimes.pinned import split_pin
+
+        case = g.case
+        dist = get_runtime(case.runtime).distribution
         tonight = _release((res_b.environment or {}).get("packages"), dist)
         if tonight is None and dist is not None and res_b.environment is None:
             try:
@@ -222,13 +240,14 @@ class GateDriver:
                 g.stored.model_fingerprint != res_b.model_fingerprint:
             notes.append(f"the model changed since the baseline (fingerprint {g.stored.model_fingerprint[:12]} vs "
                          f"{res_b.model_fingerprint[:12]}): judged as the stored graph against tonight's")
-        a_case = dataclasses.replace(case, model=baseline_model_name(case.model), runtime=a_runtime)
-        res_a = ex.run(a_case, cfg, SidePayload("a", case.model, feed, artifact=str(g.artifact)))
-        if res_a.status != "passed":
-            return f"side A ({a_runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
+        return _SideA(a_runtime, dist, stored, tonight)
+
+    def _blocks(self, cases: dict[str, CaseId]) -> tuple[list[str], list[AbBlock]] | CaseResult | str:
+        """The interleaved blocks in a balanced drawn order; a side that fails ends them (side A: the case falls
+        back, the reason returned; side B: the case's row, broken)."""
+        cfg, ex, ab = self.config, self.session.executor, self.config.ab
         order = block_order(ab.ab_pairs, ab.ab_seed)
         blocks: list[AbBlock] = []
-        cases = {"a": a_case, "b": case}
         for i, sides in enumerate(order):
             for s in sides:
                 if self.session.stopping:
@@ -239,10 +258,18 @@ class GateDriver:
                         return f"side A failed in pair {i}: {_short(str(reply['error']))}"
                     # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
                     status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
-                    return CaseResult(case, status if status in BROKEN else "crashed", phase="run",
+                    return CaseResult(cases["b"], status if status in BROKEN else "crashed", phase="run",
                                       reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
                                       details={"gate": {"side": "b", "failed": True}})
                 blocks.append(AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention")))
+        return order, blocks
+
+    def _row(self, g: GateCase, res_a: CaseResult, res_b: CaseResult, a_case: CaseId, side: _SideA,
+             order: list[str], blocks: list[AbBlock], digest: str, notes: list[str]) -> CaseResult:
+        """The case's row: side B's samples, the paired verdict, both sides' identities and notes."""
+        from harness.measure.contention import case_contention
+
+        cfg, case, ab = self.config, g.case, self.config.ab
         judged = judge_ab(blocks, ab.ab_min_effect, ab.ab_confidence)
         r = judged.ratio
         samples_b = [x for b in blocks if b.side == "b" for x in b.samples_ns]
@@ -250,17 +277,18 @@ class GateDriver:
         stats = latency_stats(samples_b, cfg.measure.noise_cv)
         sha = g.stored.artifact_sha256 if g.stored else None
         a_label = f"baseline {self.replay.run_id if self.replay else '?'}: artifact {str(sha)[:12]}" + \
-            (f", {dist} {stored}" if stored else "")
-        b_label = "tonight" + (f": {dist} {tonight}" if tonight else "")
-        g.note = "; ".join(notes)
-        from harness.measure.contention import case_contention
-
+            (f", {side.dist} {side.stored}" if side.stored else "")
+        b_label = "tonight" + (f": {side.dist} {side.tonight}" if side.tonight else "")
         result = AbResult(
             a=a_label, b=b_label, b_case=case, order=order, blocks=blocks, block_time_s=ab.ab_block_time_s,
             inject=ab.ab_inject, verdict=judged.verdict.value, reason=judged.reason,
             ratio=r.ratio if r else None, ci_low=r.low if r else None, ci_high=r.high if r else None,
             confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used)
         regressed = judged.verdict is Verdict.REGRESSED
+        side_a = {"case": a_case.id, "runtime": side.runtime, "artifact_sha256": sha, "release": side.stored,
+                  "environment": res_a.environment,
+                  "latency": latency_stats(samples_a, cfg.measure.noise_cv).as_dict()}
+        side_b = {"release": side.tonight, **{k: v for k, v in res_b.details.items() if k != "side"}}
         return CaseResult(
             case, "failed" if regressed else "passed",
             reason=judged.reason if regressed or judged.verdict is Verdict.INCONCLUSIVE else "",
@@ -269,15 +297,7 @@ class GateDriver:
             throughput_sps=throughput_sps(case.batch, stats.p50_ms), setup_s=res_b.setup_s, artifact=res_b.artifact,
             feed_sha256=digest, model_fingerprint=res_b.model_fingerprint, precision_recipe=res_b.precision_recipe,
             ab=result, contention=case_contention([b.contention for b in blocks]), environment=res_b.environment,
-            details={"gate": {"mode": "re-measured", "side_a": {"case": a_case.id, "runtime": a_runtime,
-                                                                "artifact_sha256": sha, "release": stored,
-                                                                "environment": res_a.environment,
-                                                                "latency": latency_stats(samples_a,
-                                                                                         cfg.measure.noise_cv)
-                                                                .as_dict()},
-                              "side_b": {"release": tonight, **{k: v for k, v in res_b.details.items()
-                                                                 if k != "side"}},
-                              "notes": notes}})
+            details={"gate": {"mode": "re-measured", "side_a": side_a, "side_b": side_b, "notes": notes}})
 
     # ------------------------------------------------------------------ the whole matrix
     def run(self, plans: list[GateCase]) -> GateOutcome:
@@ -377,3 +397,13 @@ def run_gate(config: RunConfig, baseline_runs: list[RunResults], replay: Replay 
 
 def _cell(x: float | None) -> str:
     return f"{x:.4f}" if x is not None else ""
+
+
+@dataclass(frozen=True)
+class _SideA:
+    """Side A's runtime (pinned to the baseline's release where tonight's differs) and both releases."""
+
+    runtime: str
+    dist: str | None
+    stored: str | None
+    tonight: str | None
