@@ -188,6 +188,11 @@ class AbConfig:
     ab_min_effect: float = 0.02  # B/A beyond 1 +- this is a change (under it: pass), as compare's threshold
     ab_confidence: float = 0.99  # of the interval on B/A; regressed/improved need it to exclude 1
     ab_seed: int = 0  # the draw of the block order
+    # each side activated this many times, anew every ab_pairs / ab_activations pairs: two activations of one model
+    # differ by a bias of their own (buffer addresses, thread placement: up to 16% at 0.03 ms on 2 threads) that
+    # no number of pairs in one activation removes; harness.gating.ab.judge_ab judges on the activations when
+    # they differ (docs/measurements.md)
+    ab_activations: int = 4
     # --detect: the smallest slowdown to detect (a fraction, 0.05 for 5%); the pairs per case are then chosen
     # from a pilot's spread (harness.gating.ab.next_pairs), at most harness.gating.ab.DETECT_MAX_PAIRS
     ab_detect: float | None = None

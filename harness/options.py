@@ -488,6 +488,10 @@ AB = OptionGroup("ab", "A/B workload", (
               field="ab_confidence", parse=fraction),
     OptionDef("ab-seed", "--workload ab: seed of the block order (default: 0)", "N", field="ab_seed",
               parse=int_at_least(0)),
+    OptionDef("ab-activations", "--workload ab: activate each side this many times, anew every pairs/N pairs; "
+                                "when the activations differ the verdict is judged on them, not on the pairs "
+                                "(default: 4; 1: one activation per side)", "N", field="ab_activations",
+              parse=int_at_least(1, 50, "an activation needs pairs of its own")),
     OptionDef("ab-detect", "--workload ab: the pair budget as a target: choose the pairs per case so that a "
                            "slowdown of this size (5% or 0.05) is judged regressed with 95% power, from the spread "
                            "of a 10-pair pilot, at most 200 pairs (replaces --ab-pairs; `harness ab --detect`)",

@@ -22,7 +22,7 @@ from harness.options import (
 )
 
 GATE_GROUPS = (MODELS.only("models", "model"), RUNTIMES.only("runtimes"),
-               AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed"),
+               AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_activations"),
                TIMING.only("warmup", "contention_limit"), PROCESS, BUILD, OUTPUTS)
 
 
@@ -103,7 +103,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     re_measured = sum(not p.fallback for p in plans)
     ab = config.ab
     print(f"gate {args.baseline}: {len(plans)} case(s), {re_measured} re-measured A/B tonight ({ab.ab_pairs} pairs "
-          f"of {ab.ab_block_time_s:g} s blocks, {config.measure.threads} thread(s)), {len(plans) - re_measured} on "
+          f"of {ab.ab_block_time_s:g} s blocks in {ab.ab_activations} activation(s) per side, "
+          f"{config.measure.threads} thread(s)), {len(plans) - re_measured} on "
           f"stored figures -> {out}")
     for p in plans:
         if p.fallback:
@@ -140,7 +141,7 @@ def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple
         baseline=baseline, dir=None, models=gc_args.models, runtimes=gc_args.runtimes, model=None, inject=0.0,
         gate=gc_args.gate, gate_config=gc_args.gate_config, allow_unjudged=False,
         **{k: getattr(gc_args, k, None) for k in ("threads", "ab_pairs", "ab_block_time", "ab_min_effect",
-                                                   "ab_confidence")})
+                                                   "ab_confidence", "ab_activations")})
     runs, replay, config, plans, gates = _setup(args)
     root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
     tally: dict[tuple[str, str], dict[str, int]] = {}  # (case, "aa" | level) -> counts by verdict

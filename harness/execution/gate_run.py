@@ -13,7 +13,7 @@ from typing import Any
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.execution.session import HarnessSession
-from harness.gating.ab import judge_ab
+from harness.gating.ab import activation_of, judge_ab
 from harness.gating.baseline import Replay, ReplayCase
 from harness.gating.compare import VerdictRecord, compare_runs
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
@@ -190,32 +190,34 @@ class GateDriver:
         if g.stored is not None and g.stored.feed_sha256 and g.stored.feed_sha256 != digest:
             notes.append(f"tonight's feed differs from the baseline's ({g.stored.feed_sha256[:12]} vs {digest[:12]}); "
                          "both sides run tonight's")
-        res_b = self._side_b(case, feed)
+        res_b, inject_ns = self._side_b(case, feed)
         if res_b.status != "passed":
             return res_b
         side = self._side_a_release(g, res_b, notes)
         a_case = dataclasses.replace(case, model=baseline_model_name(case.model), runtime=side.runtime)
-        res_a = ex.run(a_case, cfg, SidePayload("a", case.model, feed, artifact=str(g.artifact)))
+        payloads = {"a": SidePayload("a", case.model, feed, artifact=str(g.artifact)),
+                    "b": SidePayload("b", case.model, feed, inject_ns=inject_ns)}
+        res_a = ex.run(a_case, cfg, payloads["a"])
         if res_a.status != "passed":
             return f"side A ({side.runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
-        measured = self._blocks({"a": a_case, "b": case})
+        measured = self._blocks({"a": a_case, "b": case}, payloads)
         if not isinstance(measured, tuple):
             return measured
         order, blocks = measured
         g.note = "; ".join(notes)
         return self._row(g, res_a, res_b, a_case, side, order, blocks, digest, notes)
 
-    def _side_b(self, case: CaseId, feed: dict[str, Any]) -> CaseResult:
-        """Tonight's side activated (and, for gate-check, re-activated with its planted slowdown)."""
+    def _side_b(self, case: CaseId, feed: dict[str, Any]) -> tuple[CaseResult, int]:
+        """Tonight's side activated (and, for gate-check, re-activated with its planted slowdown: its ns)."""
         cfg, ex, ab = self.config, self.session.executor, self.config.ab
         res_b = ex.run(case, cfg, SidePayload("b", case.model, feed))
         if res_b.status != "passed":
             res_b.details["gate"] = {"side": "b", "failed": True}
-            return res_b
+            return res_b, 0
         inject_ns = int(ab.ab_inject * median_ns(res_b.samples_ns)) if ab.ab_inject > 0 else 0
         if inject_ns:
             res_b = ex.run(case, cfg, SidePayload("b", case.model, feed, inject_ns=inject_ns))
-        return res_b
+        return res_b, inject_ns
 
     def _side_a_release(self, g: GateCase, res_b: CaseResult, notes: list[str]) -> _SideA:
         """Which runtime side A runs: the baseline's release in its own environment where tonight's differs."""
@@ -242,13 +244,27 @@ class GateDriver:
                          f"{res_b.model_fingerprint[:12]}): judged as the stored graph against tonight's")
         return _SideA(a_runtime, dist, stored, tonight)
 
-    def _blocks(self, cases: dict[str, CaseId]) -> tuple[list[str], list[AbBlock]] | CaseResult | str:
-        """The interleaved blocks in a balanced drawn order; a side that fails ends them (side A: the case falls
-        back, the reason returned; side B: the case's row, broken)."""
+    def _blocks(self, cases: dict[str, CaseId], payloads: dict[str, SidePayload]
+                ) -> tuple[list[str], list[AbBlock]] | CaseResult | str:
+        """The interleaved blocks in a balanced drawn order, both sides activated anew every pairs /
+        --ab-activations pairs; a side that fails ends them (side A: the case falls back, the reason returned;
+        side B: the case's row, broken)."""
         cfg, ex, ab = self.config, self.session.executor, self.config.ab
         order = block_order(ab.ab_pairs, ab.ab_seed)
         blocks: list[AbBlock] = []
+        active = 0
         for i, sides in enumerate(order):
+            if (act := activation_of(i, ab.ab_pairs, ab.ab_activations)) != active:
+                active = act
+                for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
+                    res = ex.run(cases[s], cfg, payloads[s])
+                    if res.status == "passed":
+                        continue
+                    if s == "a":
+                        return f"side A failed in its activation {act + 1}: {res.status}: {_short(res.reason)}"
+                    res.reason = f"side B (tonight's) failed in its activation {act + 1}: {res.reason}"
+                    res.details["gate"] = {"side": "b", "failed": True}
+                    return res
             for s in sides:
                 if self.session.stopping:
                     raise KeyboardInterrupt("the gate is stopping")
@@ -261,7 +277,7 @@ class GateDriver:
                     return CaseResult(cases["b"], status if status in BROKEN else "crashed", phase="run",
                                       reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
                                       details={"gate": {"side": "b", "failed": True}})
-                blocks.append(AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention")))
+                blocks.append(AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention"), active))
         return order, blocks
 
     def _row(self, g: GateCase, res_a: CaseResult, res_b: CaseResult, a_case: CaseId, side: _SideA,

@@ -301,6 +301,7 @@ class AbBlock:
     pair: Count  # 0-based pair index; a pair is one block of each side, back to back in the drawn order
     samples_ns: Samples
     contention: BlockContention | None = None
+    activation: Count = 0  # which activation of the two sides measured it (--ab-activations; 0: the first)
 
     @property
     def p50_ms(self) -> float:
@@ -309,7 +310,7 @@ class AbBlock:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AbBlock:
         return cls(side=d["side"], pair=int(d["pair"]), samples_ns=[int(x) for x in d["samples_ns"]],
-                   contention=d.get("contention"))
+                   contention=d.get("contention"), activation=int(d.get("activation") or 0))
 
 
 @dataclass

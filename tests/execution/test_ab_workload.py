@@ -77,6 +77,25 @@ def test_a_planted_5_percent_is_regressed_and_an_equal_pair_passes(tmp_path, clo
     assert improved.case.variant == "threads=2" and improved.ab.verdict == "improved"
 
 
+def test_each_side_is_activated_anew_every_pairs_over_activations(tmp_path, clocked, monkeypatch):
+    """--ab-activations 5 over 10 pairs: both sides' runtimes entered 5 times (each released before the next),
+    blocks labelled with their activation; the 5% is still regressed."""
+    entered: list[int] = []
+    real = clocked.__enter__
+
+    def counting(self):
+        entered.append(self.options.threads)
+        return real(self)
+
+    monkeypatch.setattr(clocked, "__enter__", counting)
+    runner = CaseRunner(timer=Timer(CLOCK))
+    cfg = _config(tmp_path, ab_activations="5")
+    r = runner.run(AB.cases(cfg)[0], cfg)
+    assert entered == [1, 2] * 5  # side A (1 thread), side B (threads=2), five times
+    assert [b.activation for b in r.ab.blocks if b.side == "b"] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert r.ab.verdict == "regressed" and abs(r.ab.ratio - 1.05) < 0.01, r.ab.reason
+
+
 def test_a_side_the_runtime_cannot_take_is_the_cases_skip(tmp_path, clocked):
     config = _config(tmp_path, b="opt=basic")
     r = CaseRunner(timer=Timer(CLOCK)).run(AB.cases(config)[0], config)

@@ -141,6 +141,33 @@ def test_the_baseline_is_saved_with_its_artifact_and_re_measured_as_side_a(tmp_p
     assert len(doc["cases"][0]["ab"]["blocks"]) == 20 and doc["complete"]
 
 
+def test_both_sides_are_activated_anew_every_pairs_over_activations(tmp_path, fakes, clock, monkeypatch):
+    """--ab-activations 5 over 10 pairs: each side activated 5 times (a new activation every 2 pairs), every
+    block labelled with its activation; the planted 40% is still found."""
+    from harness.workloads.gate.workload import GateState
+
+    model = _model_file(tmp_path / "model.onnx", 100)
+    _register(fakes, model)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph")]), "main",
+                  tmp_path / "baselines")
+    _model_file(model, 140)
+    _register(fakes, model)
+    sides: list[str] = []
+    real = GateState.run
+
+    def counted(self, case, config, payload, on_phase):
+        sides.append(payload.side)
+        return real(self, case, config, payload, on_phase)
+
+    monkeypatch.setattr(GateState, "run", counted)
+    outcome, _ = _gate(tmp_path, clock, ab_activations=5)
+    assert sides == ["b", "a"] + ["b", "a"] * 4
+    [row] = outcome.run.cases
+    assert [b.activation for b in row.ab.blocks if b.side == "a"] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    [rec] = outcome.records
+    assert rec.verdict.value == "regressed" and abs(rec.ratio - 1.4) < 0.02, rec.reason
+
+
 def test_an_unchanged_model_passes_and_exits_0(tmp_path, fakes, clock):
     model = _model_file(tmp_path / "model.onnx", 100)
     _register(fakes, model)
@@ -276,7 +303,8 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     # tonight's build crashes (SIGSEGV) during its blocks: that case broke (exit 1), the worker is replaced, the
     # row is kept in results.json
     _model_file(model, "300 crash_after_s=0.7")  # past both sides' warm-ups (0.2 s each)
-    crash = subprocess.run([*cli, "gate", "main", "--ab-pairs", "20", "--ab-block-time", "0.01", "--out",
+    crash = subprocess.run([*cli, "gate", "main", "--ab-pairs", "20", "--ab-block-time", "0.01", "--ab-activations",
+                            "1", "--out",
                             str(tmp_path / "c")], env=env, capture_output=True, text=True, check=False, timeout=300)
     assert crash.returncode == EXIT_REGRESSION, crash.stdout + crash.stderr
     assert re.search(r"broke +fake-file-fake-graph-fp32-b1  case  re-measured A/B: tonight's side crashed: side B "

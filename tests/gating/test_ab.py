@@ -93,3 +93,48 @@ def test_gate_check_of_ab_counts_false_alarms_and_power():
     assert r.power(0.05) == 0.9 and r.power(0.10) == 1.0 and r.smallest_detected == 0.10
     md = r.markdown()
     assert "| 0% (A/A) | 20 | pass 19, regressed 1 | false alarms 5.0% |" in md and "95% power: 10%" in md
+
+
+def _activated(biases, ratio=1.0, pairs_each=10, noise=0.01, seed=0):
+    """Blocks of len(biases) activations: each activation's B runs `bias` off A (the activation's own layout
+    bias), on top of the true ratio."""
+    out = []
+    for k, bias in enumerate(biases):
+        for blk in _blocks(ratio * bias, pairs=pairs_each, noise=noise, seed=seed + k):
+            out.append(AbBlock(blk.side, blk.pair + k * pairs_each, blk.samples_ns, blk.contention, k))
+    return out
+
+
+def test_activations_that_differ_are_judged_on_the_activations_not_the_pairs():
+    """A against itself, four activations biased +9%, +2%, -5%, +6% (as 0.03 ms mlp on 2 threads measured):
+    the pairs alone would call it regressed; judged on the activations the interval is wide: noise, never a false
+    alarm."""
+    biases = (1.09, 1.02, 0.95, 1.06)
+    one = [AbBlock(b.side, b.pair, b.samples_ns, b.contention, 0) for b in _activated(biases)]
+    assert judge_ab(one).verdict is Verdict.REGRESSED  # what a single activation's pairs say
+    v = judge_ab(_activated(biases))
+    assert v.verdict is Verdict.NOISE and v.unjudged == "interval too wide", v.reason
+    assert "its 4 activations differ (Kruskal-Wallis p" in v.reason and v.ratio.pairs == 40
+    assert v.ratio.low < 1.0 < v.ratio.high
+
+
+def test_activations_that_agree_keep_the_pairs_power():
+    """No activation bias: the pairs decide as with one activation (5% found, the same interval)."""
+    v = judge_ab(_activated((1.0, 1.0, 1.0, 1.0), ratio=1.05))
+    assert v.verdict is Verdict.REGRESSED and "activations differ" not in v.reason, v.reason
+    same = judge_ab(_activated((1.0,) * 4))
+    assert same.verdict is Verdict.PASS
+
+
+def test_a_real_slowdown_is_found_through_differing_activations():
+    """Activations that differ by +-1% around a 10% slowdown: judged on the activations, still regressed."""
+    v = judge_ab(_activated((1.01, 0.99, 1.012, 0.988, 1.0, 1.005), ratio=1.10, noise=0.002))
+    assert "activations differ" in v.reason and v.verdict is Verdict.REGRESSED and v.ratio.low > 1.05, v.reason
+
+
+def test_which_activation_measures_a_pair():
+    from harness.gating.ab import activation_of
+
+    assert [activation_of(i, 40, 4) for i in (0, 9, 10, 39, 40, 55)] == [0, 0, 1, 3, 4, 5]
+    assert {activation_of(i, 40, 1) for i in range(60)} == {0}
+    assert [activation_of(i, 10, 4) for i in range(10)] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]

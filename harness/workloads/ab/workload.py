@@ -1,5 +1,5 @@
-"""The A/B workload: two sides of one case activated once each in one worker and measured in alternating
-blocks, judged by a paired test (harness.gating.ab); the method is in docs/variants.md."""
+"""The A/B workload: two sides of one case activated in one worker (anew every pairs / --ab-activations pairs) and
+measured in alternating blocks, judged by a paired test (harness.gating.ab); the method is in docs/variants.md."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UsageError
-from harness.gating.ab import DETECT_PILOT_PAIRS, judge_ab, more_pairs
+from harness.gating.ab import DETECT_PILOT_PAIRS, activation_of, judge_ab, more_pairs
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.timer import Timer, TimingPolicy
@@ -124,49 +124,75 @@ class AbState(WorkerState):
         on_phase("load")
         feed, fed = case_feed(spec_a, case.dims, config.inputs)
         runtimes: list[Runtime] = []
-        try:
+
+        def release() -> None:
+            for rt in runtimes:
+                try:
+                    rt.__exit__(None, None, None)
+                except Exception:
+                    pass
+            runtimes.clear()
+
+        def activate() -> list[Runtime]:
+            """Both sides activated (anew: the previous activation released first)."""
+            release()
             for c, spec, cls in sides:
                 # both sessions live in this worker: the side not being measured must not spin for the cores
                 run_spec, options = with_variant(c, spec, quiet_options(spec, config))
                 rt = cls(run_spec, c.precision, options)
                 rt.__enter__()
                 runtimes.append(rt)
-            return self._measure(case, b_case, spec_a, config, feed, fed, runtimes, on_phase)
+            return list(runtimes)
+
+        try:
+            return self._measure(case, b_case, spec_a, config, feed, fed, activate(), on_phase, activate)
         finally:
-            for rt in runtimes:
-                try:
-                    rt.__exit__(None, None, None)
-                except Exception:
-                    pass
+            release()
 
     def _measure(self, case: CaseId, b_case: CaseId, spec: ModelSpec, config: RunConfig, feed: dict[str, Any],
-                 fed: dict[str, Any], runtimes: list[Runtime], on_phase: PhaseCallback) -> CaseResult:
+                 fed: dict[str, Any], runtimes: list[Runtime], on_phase: PhaseCallback,
+                 activate: Callable[[], list[Runtime]]) -> CaseResult:
         ab = config.ab
         rt_a, rt_b = runtimes
+        details_a, details_b = rt_a.details(), rt_b.details()  # of the first activation (later ones replace it)
         on_phase("warmup")
         out_a, out_b = rt_a.infer(feed), rt_b.infer(feed)
         tolerance = spec.tolerance(Precision.FP32)
         b_vs_a = compare(out_a, out_b, tolerance, classification=spec.task == "classification").as_dict()
-        calls = {"a": rt_a.bind(feed), "b": rt_b.bind(feed)}
-        sync = {"a": rt_a.synchronize, "b": rt_b.synchronize}
         t = config.measure.timing
         warm = TimingPolicy(warmup_iters=t.warmup_iters, warmup_time_s=t.warmup_time_s, min_iters=5, min_time_s=0.0)
-        first = {s: self.timer.run(calls[s], warm, sync[s]) for s in ("a", "b")}
-        if ab.ab_inject > 0:
-            calls["b"] = slowed(calls["b"], int(ab.ab_inject * median_ns(first["a"].samples_ns)))
+        calls: dict[str, Callable[[], object]] = {}
+        sync: dict[str, Callable[[], None]] = {}
+        inject_ns = [0]
+
+        def bind(rts: list[Runtime]) -> dict[str, Any]:
+            """Calls of an activation, warmed; B slowed by the planted ns (gate-check) fixed at the first."""
+            for s, rt in zip(("a", "b"), rts):
+                calls[s], sync[s] = rt.bind(feed), rt.synchronize
+            warmed = {s: self.timer.run(calls[s], warm, sync[s]) for s in ("a", "b")}
+            if ab.ab_inject > 0:
+                inject_ns[0] = inject_ns[0] or int(ab.ab_inject * median_ns(warmed["a"].samples_ns))
+                calls["b"] = slowed(calls["b"], inject_ns[0])
+            return warmed
+
+        first = bind(runtimes)
         on_phase("run")
         # --detect: a pilot of DETECT_PILOT_PAIRS pairs, then as many more as the target needs from their spread
         order = block_order(DETECT_PILOT_PAIRS if ab.ab_detect else ab.ab_pairs, ab.ab_seed)
         policy = block_policy(config)
         blocks: list[AbBlock] = []
         threads = {"a": rt_a.options.threads, "b": rt_b.options.threads}
+        active = [0]
 
         def measure(start: int) -> None:
             for i, sides in enumerate(order[start:], start):
+                if (act := activation_of(i, ab.ab_pairs, ab.ab_activations)) != active[0]:
+                    active[0] = act  # both sides anew: the activation's own bias drawn again (judge_ab)
+                    bind(activate())
                 for s in sides:
                     probe = ContentionProbe(threads[s], config.measure.contention_limit)
                     timed = self.timer.run(calls[s], policy, sync[s], on_measure=probe.start)
-                    blocks.append(AbBlock(s, i, list(timed.samples_ns), probe.stop()))
+                    blocks.append(AbBlock(s, i, list(timed.samples_ns), probe.stop(), active[0]))
 
         measure(0)
         while ab.ab_detect and (more := more_pairs(blocks, ab.ab_detect, ab.ab_confidence, ab.ab_min_effect)) > 0:
@@ -194,7 +220,7 @@ class AbState(WorkerState):
             feed_sha256=feed_digest(feed), model_fingerprint=rt_a.model.fingerprint(),
             precision_recipe=rt_a.recipe, ab=result,
             contention=case_contention([b.contention for b in blocks]),
-            details={"a": rt_a.details(), "b": {**rt_b.details(), "setup_s": rt_b.setup_s,
+            details={"a": details_a, "b": {**details_b, "setup_s": rt_b.setup_s,
                                                   "recipe": rt_b.recipe,
                                                   "latency": latency_stats(b_samples, config.measure.noise_cv)
                                                   .as_dict()}, **fed})
