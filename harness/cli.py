@@ -157,7 +157,8 @@ GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_len
                      RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
                      TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
                      PROCESS.only("threads"),
-                     AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_activations"))
+                     AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_activations",
+                             "ab_budget"))
 
 
 # `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
@@ -205,7 +206,7 @@ AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models"
                                                                          "seq_lens"),
              RUNTIMES.with_defaults(runtimes="ort-cpu").only("runtimes", "precisions"),
              AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_detect",
-                     "ab_activations"),
+                     "ab_activations", "ab_budget"),
              TIMING.only("warmup", "contention_limit"), PROCESS, INPUTS, BUILD, OUTPUTS)
 
 

@@ -193,6 +193,10 @@ class AbConfig:
     # no number of pairs in one activation removes; harness.gating.ab.judge_ab judges on the activations when
     # they differ (docs/measurements.md)
     ab_activations: int = 4
+    # seconds per case the A/B may spend beyond its planned pairs to reach a verdict: waiting for quiet cores after
+    # a contended pair, then one more activation's pairs at a time while the verdict is unjudged (contended pairs,
+    # an interval too wide); 0: the planned pairs only (harness.workloads.ab.pairs, docs/measurements.md)
+    ab_budget_s: float = 30.0
     # --detect: the smallest slowdown to detect (a fraction, 0.05 for 5%); the pairs per case are then chosen
     # from a pilot's spread (harness.gating.ab.next_pairs), at most harness.gating.ab.DETECT_MAX_PAIRS
     ab_detect: float | None = None

@@ -492,6 +492,10 @@ AB = OptionGroup("ab", "A/B workload", (
                                 "when the activations differ the verdict is judged on them, not on the pairs "
                                 "(default: 4; 1: one activation per side)", "N", field="ab_activations",
               parse=int_at_least(1, 50, "an activation needs pairs of its own")),
+    OptionDef("ab-budget", "--workload ab: seconds per case it may spend beyond the planned pairs to reach a "
+                           "verdict: waiting for quiet cores after a contended pair, then more pairs in new "
+                           "activations while the verdict is unjudged (default: 30; 0: the planned pairs only)",
+              "SECONDS", field="ab_budget_s", parse=float_at_least(0.0, 3600.0, "an hour per case")),
     OptionDef("ab-detect", "--workload ab: the pair budget as a target: choose the pairs per case so that a "
                            "slowdown of this size (5% or 0.05) is judged regressed with 95% power, from the spread "
                            "of a 10-pair pilot, at most 200 pairs (replaces --ab-pairs; `harness ab --detect`)",

@@ -22,7 +22,8 @@ from harness.options import (
 )
 
 GATE_GROUPS = (MODELS.only("models", "model"), RUNTIMES.only("runtimes"),
-               AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_activations"),
+               AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_activations",
+                       "ab_budget"),
                TIMING.only("warmup", "contention_limit"), PROCESS, BUILD, OUTPUTS)
 
 
@@ -141,7 +142,7 @@ def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple
         baseline=baseline, dir=None, models=gc_args.models, runtimes=gc_args.runtimes, model=None, inject=0.0,
         gate=gc_args.gate, gate_config=gc_args.gate_config, allow_unjudged=False,
         **{k: getattr(gc_args, k, None) for k in ("threads", "ab_pairs", "ab_block_time", "ab_min_effect",
-                                                   "ab_confidence", "ab_activations")})
+                                                   "ab_confidence", "ab_activations", "ab_budget")})
     runs, replay, config, plans, gates = _setup(args)
     root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
     tally: dict[tuple[str, str], dict[str, int]] = {}  # (case, "aa" | level) -> counts by verdict

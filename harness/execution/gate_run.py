@@ -13,14 +13,15 @@ from typing import Any
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.execution.session import HarnessSession
-from harness.gating.ab import activation_of, judge_ab
+from harness.gating.ab import judge_ab
 from harness.gating.baseline import Replay, ReplayCase
 from harness.gating.compare import VerdictRecord, compare_runs
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 from harness.model import get_model
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
-from harness.workloads.ab.workload import block_order
+from harness.measure.contention import wait_quiet
+from harness.workloads.ab.pairs import PairLoop, Stop
 from harness.workloads.common import ensure_user_models
 from harness.workloads.gate.workload import SidePayload, baseline_model_name
 
@@ -171,6 +172,8 @@ class GateDriver:
     blocks in the drawn order, one request per block, then the paired verdict; fallback cases run tonight as
     forward cases and are judged against the stored figures."""
 
+    wait = staticmethod(wait_quiet)  # how the pairs wait for quiet cores (tests give a fake one)
+
     def __init__(self, session: HarnessSession, baseline_runs: list[RunResults], replay: Replay | None,
                  gates: Any) -> None:
         self.session = session
@@ -200,12 +203,11 @@ class GateDriver:
         res_a = ex.run(a_case, cfg, payloads["a"])
         if res_a.status != "passed":
             return f"side A ({side.runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
-        measured = self._blocks({"a": a_case, "b": case}, payloads)
-        if not isinstance(measured, tuple):
-            return measured
-        order, blocks = measured
+        loop = self._blocks({"a": a_case, "b": case}, payloads)
+        if not isinstance(loop, PairLoop):
+            return loop
         g.note = "; ".join(notes)
-        return self._row(g, res_a, res_b, a_case, side, order, blocks, digest, notes)
+        return self._row(g, res_a, res_b, a_case, side, loop, digest, notes)
 
     def _side_b(self, case: CaseId, feed: dict[str, Any]) -> tuple[CaseResult, int]:
         """Tonight's side activated (and, for gate-check, re-activated with its planted slowdown: its ns)."""
@@ -245,44 +247,48 @@ class GateDriver:
         return _SideA(a_runtime, dist, stored, tonight)
 
     def _blocks(self, cases: dict[str, CaseId], payloads: dict[str, SidePayload]
-                ) -> tuple[list[str], list[AbBlock]] | CaseResult | str:
-        """The interleaved blocks in a balanced drawn order, both sides activated anew every pairs /
-        --ab-activations pairs; a side that fails ends them (side A: the case falls back, the reason returned;
-        side B: the case's row, broken)."""
-        cfg, ex, ab = self.config, self.session.executor, self.config.ab
-        order = block_order(ab.ab_pairs, ab.ab_seed)
-        blocks: list[AbBlock] = []
-        active = 0
-        for i, sides in enumerate(order):
-            if (act := activation_of(i, ab.ab_pairs, ab.ab_activations)) != active:
-                active = act
-                for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
-                    res = ex.run(cases[s], cfg, payloads[s])
-                    if res.status == "passed":
-                        continue
-                    if s == "a":
-                        return f"side A failed in its activation {act + 1}: {res.status}: {_short(res.reason)}"
-                    res.reason = f"side B (tonight's) failed in its activation {act + 1}: {res.reason}"
-                    res.details["gate"] = {"side": "b", "failed": True}
-                    return res
-            for s in sides:
-                if self.session.stopping:
-                    raise KeyboardInterrupt("the gate is stopping")
-                reply = ex.measure_block(cases[s], cfg, False)
-                if "error" in reply:
-                    if s == "a":
-                        return f"side A failed in pair {i}: {_short(str(reply['error']))}"
-                    # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
-                    status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
-                    return CaseResult(cases["b"], status if status in BROKEN else "crashed", phase="run",
+                ) -> PairLoop | CaseResult | str:
+        """The interleaved blocks (harness.workloads.ab.pairs.PairLoop: the drawn order, both sides activated anew
+        every pairs / --ab-activations pairs, quiet waits and more pairs within --ab-budget); a side that fails
+        ends them (side A: the case falls back, the reason returned; side B: the case's row, broken)."""
+        cfg, ex = self.config, self.session.executor
+
+        def activate(act: int) -> None:
+            for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
+                res = ex.run(cases[s], cfg, payloads[s])
+                if res.status == "passed":
+                    continue
+                if s == "a":
+                    raise Stop(f"side A failed in its activation {act + 1}: {res.status}: {_short(res.reason)}")
+                res.reason = f"side B (tonight's) failed in its activation {act + 1}: {res.reason}"
+                res.details["gate"] = {"side": "b", "failed": True}
+                raise Stop(res)
+
+        def measure(s: str, i: int, act: int) -> AbBlock:
+            if self.session.stopping:
+                raise KeyboardInterrupt("the gate is stopping")
+            reply = ex.measure_block(cases[s], cfg, False)
+            if "error" in reply:
+                if s == "a":
+                    raise Stop(f"side A failed in pair {i}: {_short(str(reply['error']))}")
+                # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
+                status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
+                raise Stop(CaseResult(cases["b"], status if status in BROKEN else "crashed", phase="run",
                                       reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
-                                      details={"gate": {"side": "b", "failed": True}})
-                blocks.append(AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention"), active))
-        return order, blocks
+                                      details={"gate": {"side": "b", "failed": True}}))
+            return AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention"), act)
+
+        loop = PairLoop(cfg.ab, cfg.measure.threads, measure, activate, wait=self.wait)
+        try:
+            loop.run()
+        except Stop as stop:
+            return stop.value
+        return loop
 
     def _row(self, g: GateCase, res_a: CaseResult, res_b: CaseResult, a_case: CaseId, side: _SideA,
-             order: list[str], blocks: list[AbBlock], digest: str, notes: list[str]) -> CaseResult:
+             loop: PairLoop, digest: str, notes: list[str]) -> CaseResult:
         """The case's row: side B's samples, the paired verdict, both sides' identities and notes."""
+        order, blocks = loop.order, loop.blocks
         from harness.measure.contention import case_contention
 
         cfg, case, ab = self.config, g.case, self.config.ab
@@ -299,7 +305,8 @@ class GateDriver:
             a=a_label, b=b_label, b_case=case, order=order, blocks=blocks, block_time_s=ab.ab_block_time_s,
             inject=ab.ab_inject, verdict=judged.verdict.value, reason=judged.reason,
             ratio=r.ratio if r else None, ci_low=r.low if r else None, ci_high=r.high if r else None,
-            confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used)
+            confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used,
+            waited_s=round(loop.waited_s, 3), extra_pairs=loop.extra_pairs)
         regressed = judged.verdict is Verdict.REGRESSED
         side_a = {"case": a_case.id, "runtime": side.runtime, "artifact_sha256": sha, "release": side.stored,
                   "environment": res_a.environment,

@@ -337,6 +337,8 @@ class AbResult:
     confidence: Share | None = None
     min_effect: Amount | None = None
     pairs_used: Count = 0  # pairs neither of whose blocks was contended
+    waited_s: Amount = 0.0  # --ab-budget: seconds spent waiting for quiet cores after contended pairs
+    extra_pairs: Count = 0  # --ab-budget: pairs measured beyond the planned ones because the verdict was unjudged
     # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
     b_vs_a: Object | None = None
 

@@ -15,7 +15,8 @@ from harness.execution import CaseRunner
 from harness.measure.timer import Timer
 from harness.results.schema import CaseId
 from harness.runtimes import register_runtime
-from harness.workloads.ab.workload import AB, block_order, side_case, slowed
+from harness.workloads.ab.pairs import block_order
+from harness.workloads.ab.workload import AB, side_case, slowed
 
 
 class Clock:

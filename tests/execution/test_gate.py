@@ -105,7 +105,10 @@ def _gate(tmp_path: Path, clock: Clock, name: str = "main", read_proc=None, **ex
         state = session.executor.runner.state("gate")
         assert isinstance(state, GateState)
         state.read_proc = read_proc
-    outcome = GateDriver(session, runs, replay, load_gate_config(None, ())).run(plans)
+    driver = GateDriver(session, runs, replay, load_gate_config(None, ()))
+    if read_proc is not None:  # the pairs' quiet waits look at the fake machine too
+        driver.wait = lambda threads, timeout_s, window_s: {"waited_s": timeout_s, "quiet": False}
+    outcome = driver.run(plans)
     return outcome, plans
 
 
@@ -241,13 +244,20 @@ def test_an_all_inconclusive_gate_exits_3_and_names_the_rows(tmp_path, fakes, cl
     save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph")]), "main",
                   tmp_path / "baselines")
     proc = FakeProc(tmp_path / "proc", wait=0.5)  # every block: the threads waited half their runnable time
-    outcome, _ = _gate(tmp_path, clock, read_proc=proc, contention_limit=0.10)
+    outcome, _ = _gate(tmp_path, clock, read_proc=proc, contention_limit=0.10, ab_budget_s=0.0)
     [rec] = outcome.records
     assert rec.verdict.value == "inconclusive" and "contended: 10 of 10 pairs" in rec.reason, rec.reason
     assert outcome.exit_code(allow_unjudged=False) == EXIT_UNJUDGED
     assert outcome.exit_code(allow_unjudged=True) == EXIT_CLEAN
     line = outcome.unjudged_line(False)
     assert line.startswith("unjudged: 1 of 1 gated rows: fake-file-fake-graph-fp32-b1 latency_median (inconclusive")
+    # with a budget the gate measures more pairs (new activations) hoping for clean ones; still contended: the
+    # budget ends it, the row stays unjudged
+    more, _ = _gate(tmp_path, clock, read_proc=proc, contention_limit=0.10, ab_budget_s=0.5,
+                    out_dir=tmp_path / "gate2")
+    [row] = more.run.cases
+    assert row.ab.extra_pairs > 0 and len(row.ab.order) == 10 + row.ab.extra_pairs
+    assert more.records[0].verdict.value == "inconclusive" and more.exit_code(allow_unjudged=False) == EXIT_UNJUDGED
     assert outcome.summary(False).startswith("gate UNJUDGED: 1 inconclusive")
     assert "(accepted: --allow-unjudged)" in outcome.unjudged_line(True)
 

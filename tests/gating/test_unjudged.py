@@ -4,6 +4,7 @@ bisect steps, A/B blocks with known ratios."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import math
@@ -359,12 +360,13 @@ def _onnx(path, depth):
 
 def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(tmp_path, fake_env):
     """Three pairs are too few for any verdict: `inconclusive`, which exited 0 before; now the last line names
-    the case and the exit status is 3 (0 with --allow-unjudged). Each case prints what its pairs can detect."""
+    the case and the exit status is 3 (0 with --allow-unjudged). Each case prints what its pairs can detect.
+    (--ab-budget 0: with a budget the A/B measures more pairs until it can judge, tested below.)"""
     import sys
 
     a, b = _onnx(tmp_path / "a.onnx", 4), _onnx(tmp_path / "b.onnx", 4)
     argv = [sys.executable, "-m", "harness.cli", "ab", a, b, "--runtimes", "ort-cpu", "--batch-sizes", "8",
-            "--threads", "1", "--ab-block-time", "0.01"]
+            "--threads", "1", "--ab-block-time", "0.01", "--ab-budget", "0"]
     p = _cli([*argv, "--ab-pairs", "3", "--out", str(tmp_path / "few")], fake_env)
     assert p.returncode == EXIT_UNJUDGED, p.stdout + p.stderr
     lines = p.stdout.splitlines()
@@ -380,6 +382,13 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
     assert "--detect 50.0%: reached" in p.stdout
     bad = _cli([*argv, "--detect", "150%", "--out", str(tmp_path / "x")], fake_env)
     assert bad.returncode == 2 and "--ab-detect: '150%'" in bad.stderr
+    # with a budget (the default 30 s) the same three pairs are not the end: more pairs in new activations until
+    # the case is judged
+    argv[argv.index("--ab-budget") + 1] = "30"
+    p = _cli([*argv, "--ab-pairs", "3", "--out", str(tmp_path / "budget")], fake_env)
+    assert p.returncode in (EXIT_CLEAN, EXIT_REGRESSION), p.stdout + p.stderr
+    ab = json.loads((tmp_path / "budget" / "results.json").read_text())["cases"][0]["ab"]
+    assert ab["extra_pairs"] > 0 and len(ab["order"]) == 3 + ab["extra_pairs"] and ab["verdict"] != "inconclusive"
 
 
 def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
@@ -388,7 +397,7 @@ def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
     import sys
 
     argv = [sys.executable, "-m", "harness.cli", "run", "--workload", "ab", "--models", "fake-linear", "--runtimes",
-            "fake-ok", "--batch-sizes", "1", "--ab-pairs", "3", "--ab-block-time", "0.01"]
+            "fake-ok", "--batch-sizes", "1", "--ab-pairs", "3", "--ab-block-time", "0.01", "--ab-budget", "0"]
     p = _cli([*argv, "--out", str(tmp_path / "a")], fake_env)
     assert p.returncode == EXIT_UNJUDGED, p.stdout + p.stderr
     assert p.stdout.splitlines()[-1].startswith("could not judge 1 of 1 gated timing rows (too few clean pairs: "

@@ -4,7 +4,6 @@ measured in alternating blocks, judged by a paired test (harness.gating.ab); the
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UsageError
-from harness.gating.ab import DETECT_PILOT_PAIRS, activation_of, judge_ab, more_pairs
+from harness.gating.ab import judge_ab
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention
 from harness.measure.timer import Timer, TimingPolicy
@@ -24,6 +23,7 @@ from harness.precision import Precision
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
 from harness.runtimes import Availability, Runtime, get_runtime
+from harness.workloads.ab.pairs import PairLoop
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import check_case, ensure_user_models, runtime_options
 from harness.workloads.forward.workload import refuse_variant, with_variant
@@ -36,14 +36,6 @@ def side_case(case: CaseId, side: str) -> CaseId:
     if side.startswith(MODEL_SIDE):
         return dataclasses.replace(case, model=side[len(MODEL_SIDE):], variant=None)
     return dataclasses.replace(case, variant=None if side == "base" else side)
-
-
-def block_order(pairs: int, seed: int) -> list[str]:
-    """"ab" or "ba" per pair: as many of each as the count allows (one more drawn for an odd count), shuffled."""
-    rng = random.Random(seed)
-    order = ["ab", "ba"] * (pairs // 2) + ([rng.choice(["ab", "ba"])] if pairs % 2 else [])
-    rng.shuffle(order)
-    return order
 
 
 def block_policy(config: RunConfig) -> TimingPolicy:
@@ -177,28 +169,16 @@ class AbState(WorkerState):
 
         first = bind(runtimes)
         on_phase("run")
-        # --detect: a pilot of DETECT_PILOT_PAIRS pairs, then as many more as the target needs from their spread
-        order = block_order(DETECT_PILOT_PAIRS if ab.ab_detect else ab.ab_pairs, ab.ab_seed)
         policy = block_policy(config)
-        blocks: list[AbBlock] = []
         threads = {"a": rt_a.options.threads, "b": rt_b.options.threads}
-        active = [0]
 
-        def measure(start: int) -> None:
-            for i, sides in enumerate(order[start:], start):
-                if (act := activation_of(i, ab.ab_pairs, ab.ab_activations)) != active[0]:
-                    active[0] = act  # both sides anew: the activation's own bias drawn again (judge_ab)
-                    bind(activate())
-                for s in sides:
-                    probe = ContentionProbe(threads[s], config.measure.contention_limit)
-                    timed = self.timer.run(calls[s], policy, sync[s], on_measure=probe.start)
-                    blocks.append(AbBlock(s, i, list(timed.samples_ns), probe.stop(), active[0]))
+        def measure(side: str, pair: int, activation: int) -> AbBlock:
+            probe = ContentionProbe(threads[side], config.measure.contention_limit)
+            timed = self.timer.run(calls[side], policy, sync[side], on_measure=probe.start)
+            return AbBlock(side, pair, list(timed.samples_ns), probe.stop(), activation)
 
-        measure(0)
-        while ab.ab_detect and (more := more_pairs(blocks, ab.ab_detect, ab.ab_confidence, ab.ab_min_effect)) > 0:
-            done = len(order)
-            order += block_order(more, ab.ab_seed + done)
-            measure(done)
+        loop = PairLoop(ab, max(threads.values()), measure, lambda _act: bind(activate()))
+        order, blocks = loop.run()
         judged = judge_ab(blocks, ab.ab_min_effect, ab.ab_confidence)
         r = judged.ratio
         samples_a = [x for b in blocks if b.side == "a" for x in b.samples_ns]
@@ -207,7 +187,8 @@ class AbState(WorkerState):
             a=ab.ab_a, b=ab.ab_b, b_case=b_case, order=order, blocks=blocks, block_time_s=ab.ab_block_time_s,
             inject=ab.ab_inject, verdict=judged.verdict.value, reason=judged.reason,
             ratio=r.ratio if r else None, ci_low=r.low if r else None, ci_high=r.high if r else None,
-            confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used, b_vs_a=b_vs_a)
+            confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used, b_vs_a=b_vs_a,
+            waited_s=round(loop.waited_s, 3), extra_pairs=loop.extra_pairs)
         b_samples = [x for b in blocks if b.side == "b" for x in b.samples_ns]
         # a regression is the check this workload makes: the case fails (pytest and `harness ab` exit 1)
         regressed = judged.verdict.value == "regressed"
