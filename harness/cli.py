@@ -854,7 +854,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     without pytest): each case in the supervised worker, results.json after every case, the report."""
     import os
 
-    from harness.gating.ab import ab_records, detect_line, pair_log_ratios
+    from harness.gating.ab import ab_records, case_detect_line
     from harness.gating.unjudged import decide_exit, unjudged_line
     from harness.workloads import get_workload
 
@@ -878,8 +878,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     ab = config.ab
     for c in session.run.cases:  # what each case's budget can detect, from its clean pairs' spread
         if c.ab is not None:
-            print(f"{c.case.id}: " + detect_line(pair_log_ratios(c.ab.blocks), ab.ab_confidence, ab.ab_min_effect,
-                                                 ab.ab_detect))
+            print(f"{c.case.id}: " + case_detect_line(c.ab.blocks, ab.ab_confidence, ab.ab_min_effect,
+                                                      ab.ab_detect))
     print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
     if session.exit_status() or not finished:
         return session.exit_status() or EXIT_INTERRUPTED

@@ -23,7 +23,7 @@ from harness.options import (
 
 GATE_GROUPS = (MODELS.only("models", "model"), RUNTIMES.only("runtimes"),
                AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_activations",
-                       "ab_budget"),
+                       "ab_budget", "ab_detect"),
                TIMING.only("warmup", "contention_limit"), PROCESS, BUILD, OUTPUTS)
 
 
@@ -103,8 +103,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     out = config.outputs.out_dir
     re_measured = sum(not p.fallback for p in plans)
     ab = config.ab
-    print(f"gate {args.baseline}: {len(plans)} case(s), {re_measured} re-measured A/B tonight ({ab.ab_pairs} pairs "
-          f"of {ab.ab_block_time_s:g} s blocks in {ab.ab_activations} activation(s) per side, "
+    pairs = f"pairs for --ab-detect {ab.ab_detect:.1%}" if ab.ab_detect else f"{ab.ab_pairs} pairs"
+    print(f"gate {args.baseline}: {len(plans)} case(s), {re_measured} re-measured A/B tonight ({pairs} "
+          f"of {ab.ab_block_time_s:g} s blocks in {ab.ab_activations} activation(s) per side, up to "
+          f"{ab.ab_budget_s:g} s more per case to reach a verdict, "
           f"{config.measure.threads} thread(s)), {len(plans) - re_measured} on "
           f"stored figures -> {out}")
     for p in plans:
@@ -114,6 +116,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         print(f"gate: interrupted: no verdict (finished cases kept in {config.outputs.out_dir / 'results.json'})")
         return outcome.exit_status or 130  # 128 + the signal, as every interrupted command
+    from harness.gating.ab import case_detect_line
+
+    for c in outcome.run.cases if outcome.run else ():  # what each re-measured case could detect tonight
+        if c.ab is not None:
+            print(f"{c.case.id}: " + case_detect_line(c.ab.blocks, ab.ab_confidence, ab.ab_min_effect, ab.ab_detect))
     for line in outcome.lines(args.allow_unjudged):
         print(visible(line))
     atomic_write_text(Path(out) / "gate.md", outcome.markdown(args.allow_unjudged))

@@ -287,6 +287,33 @@ def detect_line(log_ratios: Sequence[float], confidence: float = 0.99, min_effec
     return text
 
 
+def case_detect_line(blocks: Sequence[AbBlock], confidence: float = 0.99, min_effect: float = 0.02,
+                     target: float | None = None) -> str:
+    """What one case's measurement can detect: from its pairs' spread (detect_line), or, when its activations
+    differ (judge_ab then judges on them), from the spread of the activations' estimates: se = sd / sqrt(K) and
+    the Student t quantile on K - 1 degrees of freedom in place of the normal one."""
+    _, clean = _pairs(blocks)
+    groups = activation_log_ratios(clean)
+    p = activations_differ(groups)
+    if p is None or p >= ACTIVATIONS_DIFFER_P:
+        return detect_line(pair_log_ratios(blocks), confidence, min_effect, target)
+    from scipy.stats import t as student_t
+
+    est = np.array([_hodges_lehmann(v) for v in groups.values() if v])
+    k = est.size
+    if k < 3:
+        return f"its {k} activations differ: too few to estimate the smallest detectable slowdown (at least 3)"
+    se = float(est.std(ddof=1)) / math.sqrt(k)
+    t_a = float(student_t.ppf(0.5 + confidence / 2.0, k - 1))
+    d = math.expm1(max(t_a * se, math.log1p(min_effect)) + _z(DETECT_POWER) * se)
+    text = (f"can detect a slowdown of {d:.1%} with {k} activations ({DETECT_POWER:.0%} power, {confidence:.0%} "
+            f"interval; they differ, Kruskal-Wallis p {p:.2g}: sd of their estimates {float(est.std(ddof=1)):.2%})")
+    if target is not None:
+        text += f"; --detect {target:.1%}: " + ("reached" if d <= target else "not reached (more activations: "
+                                                                              "--ab-budget)")
+    return text
+
+
 def ab_records(cases: Sequence[CaseResult]) -> list:
     """The A/B cases' verdicts as gated rows (harness.gating.compare.VerdictRecord, metric "ab"), so that
     `harness ab` ends as every deciding command does (harness.gating.unjudged): an inconclusive case is not

@@ -306,6 +306,7 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  B/A 1\.(3[5-9]|4[0-5])", gate.stdout), \
         gate.stdout
     assert "the model changed since the baseline" in gate.stdout
+    assert re.search(r"\nfake-file-fake-graph-fp32-b1: can detect a slowdown of [\d.]+% with ", gate.stdout), gate.stdout
     assert gate.stdout.rstrip().splitlines()[-2] == "unjudged: none (every gated row was judged)"
     md = (tmp_path / "g" / "gate.md").read_text()
     assert md.startswith("**gate FAIL: 1 regressed")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,14 @@ def test_which_activation_measures_a_pair():
     assert [activation_of(i, 40, 4) for i in (0, 9, 10, 39, 40, 55)] == [0, 0, 1, 3, 4, 5]
     assert {activation_of(i, 40, 1) for i in range(60)} == {0}
     assert [activation_of(i, 10, 4) for i in range(10)] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+
+
+def test_what_a_case_can_detect_comes_from_its_activations_when_they_differ():
+    from harness.gating.ab import case_detect_line
+
+    same = case_detect_line(_activated((1.0,) * 4))
+    assert same.startswith("can detect a slowdown of") and "with 40 pairs" in same
+    differ = case_detect_line(_activated((1.09, 1.02, 0.95, 1.06)), target=0.05)
+    m = re.search(r"can detect a slowdown of ([\d.]+)% with 4 activations .*Kruskal-Wallis p", differ)
+    assert m and float(m.group(1)) > 10.0, differ  # a 6% spread of 4 activations: only large slowdowns
+    assert differ.endswith("--detect 5.0%: not reached (more activations: --ab-budget)")
