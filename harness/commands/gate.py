@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ def add_parser(sub: Any) -> None:
                     "differs), side B = tonight's model and runtime; both on the same feed, measured in balanced "
                     "interleaved blocks on this machine and judged by `harness ab`'s paired test. A case whose "
                     "side A cannot be reproduced (no stored artifact, a runtime that runs the torch module itself) "
-                    "is judged on the stored figures, labelled so. Exit 1 when a case regressed or broke, else 3 "
+                    "is judged on the stored figures, labelled so. --threads auto: the baseline's thread count, or "
+                    "fewer when fewer cores are free now (both sides run it). Exit 1 when a case regressed or "
+                    "broke, else 3 "
                     "when a gated row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
     c.add_argument("baseline", metavar="BASELINE", help="a stored baseline name (`harness baseline ls`) or a path")
     c.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
@@ -62,6 +65,16 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 
+def auto_threads(wanted: int, look: Any = None) -> int:
+    """--threads auto: the baseline's thread count, or as many as the cores free of other processes now (one
+    look of 0.25 s at the machine), at least 1."""
+    from harness.measure.contention import wait_quiet
+
+    seen = (look or wait_quiet)(wanted, 0.0)
+    free = seen.get("cores_free")
+    return wanted if free is None else max(1, min(wanted, int(float(free) + 0.05)))
+
+
 def _setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`)."""
     from harness.execution.gate_run import plan_gate
@@ -81,6 +94,8 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     raw["model"] = list(dict.fromkeys([*user, *(raw.get("model") or [])])) or None
     if raw.get("threads") is None and stored.get("threads"):
         raw["threads"] = str(stored["threads"])  # side A as the baseline ran it: its thread count
+    elif str(raw.get("threads") or "").strip().lower() == "auto":
+        raw["threads"] = str(auto_threads(int(stored.get("threads") or os.cpu_count() or 1)))
     config = parse_run_options(raw, GATE_GROUPS, out_prefix="gate-", workload="gate")
     seed = stored.get("seed")
     config = config.replace(repeats=1, ab_inject=args.inject / 100.0,

@@ -447,3 +447,14 @@ def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake
     doc = json.loads((out / "results.json").read_text())
     assert doc["interrupted"] is True and doc["complete"] is False
     assert not (out / "gate.md").exists()
+
+
+def test_threads_auto_takes_the_baselines_count_or_the_free_cores():
+    from harness.commands.gate import auto_threads
+
+    def seen(free):
+        return lambda threads, timeout_s: {} if free is None else {"cores_free": free}
+
+    assert auto_threads(2, seen(1.0)) == 1 and auto_threads(2, seen(0.2)) == 1  # one core taken: one thread
+    assert auto_threads(2, seen(1.97)) == 2 and auto_threads(1, seen(2.0)) == 1  # never more than the baseline's
+    assert auto_threads(4, seen(None)) == 4  # nothing known of the machine: the baseline's count
