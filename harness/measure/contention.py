@@ -127,7 +127,7 @@ def snapshot(proc: Path = Path("/proc/self"), pressure: Path = Path("/proc/press
 
 
 def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
-    """The block's contention figures (JSON-ready): wall_s, cpu_cores, runqueue_wait_s, wait_fraction,
+    """The block's contention figures (JSON-ready): wall_s, cpu_cores, run_s, runqueue_wait_s, wait_fraction,
     involuntary_switches, psi_some (share of the block), steal_s and steal_fraction (the hypervisor's steal over
     the block, a share of wall x CPUs), threads."""
     wall_s = max(1e-9, (after.wall_ns - before.wall_ns) / 1e9)
@@ -137,6 +137,7 @@ def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
             and after.wait_ns is not None:
         run = max(0, after.run_ns - before.run_ns)
         wait = max(0, after.wait_ns - before.wait_ns)
+        out["run_s"] = round(run / 1e9, 6)  # the threads' time on a CPU (schedstat: nanoseconds, not ticks)
         out["runqueue_wait_s"] = round(wait / 1e9, 4)
         out["wait_fraction"] = round(wait / (run + wait), 4) if run + wait else 0.0
     if before.involuntary is not None and after.involuntary is not None:

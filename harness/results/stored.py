@@ -408,6 +408,7 @@ class BlockContentionRecord(TypedDict, total=False):
     wall_s: Amount
     threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
     cpu_cores: Amount
+    run_s: Amount
     runqueue_wait_s: Amount
     wait_fraction: Share
     involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)]
