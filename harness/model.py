@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,6 +222,21 @@ class ModelSpec:
         object.__setattr__(self, "_fingerprint", h.hexdigest())  # frozen dataclass: memo outside the fields
         return self.__dict__["_fingerprint"]
 
+    def definition(self) -> dict[str, Any]:
+        """What builds this model's torch module, part by part (the nightly gate rebuilds side A from it when it is
+        unchanged): the fingerprint, the sha256 of each file of the build's own package that it imports (its
+        module first), the versions of the other libraries those files import (the harness's own and the
+        standard library's left out), the config and the version. Stable across processes; computed once."""
+        cached = self.__dict__.get("_definition")
+        if cached is not None:
+            return cached
+        sources, libraries = _build_sources(self.build) if self.build is not None else ({}, {})
+        out = {"fingerprint": self.fingerprint(), "sources": sources, "libraries": libraries,
+               "config": json.loads(json.dumps(dict(self.config), sort_keys=True, default=str)),
+               "version": self.version}
+        object.__setattr__(self, "_definition", out)
+        return out
+
 
 def _source_of(fn: Callable[..., Any]) -> str:
     """The source of the module that defines `fn` (its code decides the weights), or its qualname."""
@@ -229,6 +246,151 @@ def _source_of(fn: Callable[..., Any]) -> str:
         return inspect.getsource(module) if module is not None else inspect.getsource(target)
     except (OSError, TypeError):
         return getattr(target, "__qualname__", repr(target))
+
+
+MAX_SOURCES = 64  # files of one build's package followed; a package larger than this is hashed as far as that
+
+
+def _build_sources(fn: Callable[..., Any]) -> tuple[dict[str, str], dict[str, str | None]]:
+    """({module: sha256 of its file}, {distribution: version}) of what `fn` is built from: its module and the
+    modules of the same top-level package it imports (followed transitively), and the distributions of every
+    other third-party module they import."""
+    target = getattr(fn, "func", fn)  # functools.partial
+    module = inspect.getmodule(target)
+    if module is None:
+        return {getattr(target, "__qualname__", repr(target)): hashlib.sha256(
+            _source_of(fn).encode()).hexdigest()}, {}
+    # a partial of the harness's own loader (a `--model pkg.module:factory`): the factory's module is the source
+    named = [a.split(":")[0] for a in getattr(fn, "args", ()) if isinstance(a, str) and ":" in a]
+    todo = [n for n in named if _module_file(n)] or [module.__name__]
+    roots = {n.split(".")[0] for n in todo}
+    sources: dict[str, str] = {}
+    libraries: dict[str, str | None] = {}
+    while todo and len(sources) < MAX_SOURCES:
+        name = todo.pop(0)
+        if name in sources:
+            continue
+        path = _module_file(name)
+        try:
+            data = Path(path).read_bytes() if path else None
+        except OSError:
+            data = None
+        if data is None:
+            sources[name] = "unreadable"
+            continue
+        sources[name] = hashlib.sha256(data).hexdigest()
+        for imported in _imports(data, name, str(path)):
+            top = imported.split(".")[0]
+            if top in roots:
+                if imported not in sources and _module_file(imported):
+                    todo.append(imported)
+            elif top not in ("harness", "__main__") and top not in sys.stdlib_module_names:
+                dist = _distribution_of(top)
+                if dist is not None:
+                    libraries[dist] = _version_of(dist)
+    return sources, dict(sorted(libraries.items()))
+
+
+def _module_file(name: str) -> str | None:
+    """The source file of module `name` (imported or not; None: none, or not a module)."""
+    import importlib.util
+
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        file = getattr(loaded, "__file__", None)
+        return str(file) if file else None
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:  # noqa: BLE001 - an attribute named like a submodule, a parent that fails to import
+        return None
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return None
+    return str(spec.origin) if spec.origin.endswith(".py") else None
+
+
+def _imports(data: bytes, name: str, path: str) -> list[str]:
+    """Every module (and `from X import y`'s candidate submodule X.y) that the source `data` of `name` names."""
+    import ast
+    import importlib.util
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return []
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, package)
+                except (ImportError, ValueError):
+                    continue
+            if base:
+                out.append(base)
+                out.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return list(dict.fromkeys(out))
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    from importlib import metadata
+
+    return dict(metadata.packages_distributions())
+
+
+def _distribution_of(top: str) -> str | None:
+    dists = _distributions().get(top)
+    return sorted(dists)[0] if dists else None
+
+
+def _version_of(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def definition_changes(old: Mapping[str, Any], new: Mapping[str, Any], ignore: Iterable[str] = ()) -> str:
+    """What differs between two `ModelSpec.definition()`s, in words ("" when nothing does); the distributions in
+    `ignore` (side A's runtime release, pinned apart) are left out."""
+    from packaging.utils import canonicalize_name
+
+    parts = []
+    a, b = dict(old.get("sources") or {}), dict(new.get("sources") or {})
+    edited = [n for n in a if n in b and a[n] != b[n]]
+    if edited:
+        parts.append(f"{_names(edited)} {'was' if len(edited) == 1 else 'were'} edited "
+                     f"({', '.join(f'{a[n][:12]} -> {b[n][:12]}' for n in edited[:3])})")
+    if [n for n in a if n not in b]:
+        parts.append(f"{_names([n for n in a if n not in b])} no longer imported")
+    if [n for n in b if n not in a]:
+        parts.append(f"{_names([n for n in b if n not in a])} newly imported")
+    skip = {canonicalize_name(d) for d in ignore if d}
+    la, lb = dict(old.get("libraries") or {}), dict(new.get("libraries") or {})
+    for dist in sorted(set(la) | set(lb)):
+        if canonicalize_name(dist) not in skip and la.get(dist) != lb.get(dist):
+            parts.append(f"{dist} {la.get(dist) or 'not installed'} -> {lb.get(dist) or 'not installed'}")
+    ca, cb = dict(old.get("config") or {}), dict(new.get("config") or {})
+    keys = [k for k in sorted(set(ca) | set(cb)) if ca.get(k) != cb.get(k)]
+    if keys:
+        shown = ", ".join(f"{k}: {json.dumps(ca.get(k))} -> {json.dumps(cb.get(k))}" for k in keys[:4])
+        parts.append(f"config {shown}" + (f" and {len(keys) - 4} more" if len(keys) > 4 else ""))
+    if old.get("version") != new.get("version"):
+        parts.append(f"version {old.get('version')} -> {new.get('version')}")
+    fa, fb = str(old.get("fingerprint") or ""), str(new.get("fingerprint") or "")
+    if not parts and fa != fb:
+        parts.append(f"its name, inputs or outputs (fingerprint {fa[:12]} -> {fb[:12]})")
+    return "; ".join(parts)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _file_digest(path: Path) -> str:

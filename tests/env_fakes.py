@@ -1,4 +1,5 @@
-"""Test runtime environments: harness-fakert, a package the tests publish as wheels, and its runtime fakert-cpu."""
+"""Test runtime environments: harness-fakert, a package the tests publish as wheels, and its runtimes fakert-cpu (an
+ONNX graph) and fakemod-cpu (the torch module)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, ClassVar
 from harness.runtimes import register_runtime
 from harness.runtimes.base import Availability
 from harness.runtimes.onnxruntime import OrtCpu
+from harness.runtimes.torch_eager import TorchEager
 
 
 class FakeRt(OrtCpu):
@@ -78,3 +80,35 @@ def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0) -
             zf.writestr(name, text)
         zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+class FakeModRt(TorchEager):
+    """TEST ONLY: runs the model's torch module itself (as torch-cpu does), each call's cost behind harness-fakert:
+    a runtime that runs the module, with a distribution of its own to pin (`fakemod-cpu@1.0.0`)."""
+
+    name: ClassVar[str] = "fakemod-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("harness-fakert",)
+    distribution: ClassVar[str | None] = "harness-fakert"
+    description: ClassVar[str] = "TEST ONLY: PyTorch eager behind the harness-fakert package"
+
+    @classmethod
+    def availability(cls) -> Availability:
+        try:
+            import harness_fakert  # noqa: F401
+        except ImportError as exc:
+            return Availability(False, f"harness-fakert is not importable: {exc}")
+        return super().availability()
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        import harness_fakert
+
+        return str(harness_fakert.__version__)
+
+    def _infer(self, prepared: Any) -> Any:
+        import harness_fakert
+
+        return harness_fakert.run(super()._infer, prepared)
+
+
+register_runtime(FakeModRt, replace=True)

@@ -32,14 +32,16 @@ def add_parser(sub: Any) -> None:
     c = sub.add_parser(
         "gate", help="the nightly gate: re-measure a baseline's cases tonight, A/B beside tonight's build",
         description="For every gated case of BASELINE (its newest run): side A = the baseline's stored ONNX "
-                    "artifact run by the runtime release the baseline ran (in its own environment where tonight's "
-                    "differs), side B = tonight's model and runtime; both on the same feed, measured in balanced "
-                    "interleaved blocks on this machine and judged by `harness ab`'s paired test. A case whose "
-                    "side A cannot be reproduced (no stored artifact, a runtime that runs the torch module itself) "
-                    "is judged on the stored figures, labelled so. --threads auto: the baseline's thread count, or "
-                    "fewer when fewer cores are free now (both sides run it). Exit 1 when a case regressed or "
-                    "broke, else 3 "
-                    "when a gated row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
+                    "artifact, or for a runtime that runs the torch module itself (torch-cpu, torch-compile-cpu, "
+                    "...) the module rebuilt from the model's definition stored with the baseline, run by the "
+                    "runtime release the baseline ran (in its own environment where tonight's differs), side B = "
+                    "tonight's model and runtime; both on the same feed, measured in balanced interleaved blocks on "
+                    "this machine and judged by `harness ab`'s paired test. A case whose side A cannot be "
+                    "reproduced (no stored artifact, a model whose source changed since the baseline) is judged on "
+                    "the stored figures, labelled so. --threads auto: the baseline's thread count, or fewer when "
+                    "fewer cores are free now (both sides run it). Exit 1 when a case regressed or broke, else 3 "
+                    "when a gated "
+                    "row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
     c.add_argument("baseline", metavar="BASELINE", help="a stored baseline name (`harness baseline ls`) or a path")
     c.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
     c.add_argument("--allow-unjudged", action="store_true",
@@ -127,6 +129,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for p in plans:
         if p.fallback:
             print(visible(f"  {p.case.id}: stored figures (not re-measured: {p.fallback})"))
+        elif p.rebuilt:
+            print(visible(f"  {p.case.id}: side A rebuilt from the model's definition (unchanged since the baseline; "
+                          "its runtime runs the torch module)"))
     outcome = run_gate(config, runs, replay, gates, plans, RunProgress())
     if outcome.interrupted:
         print(f"gate: interrupted: no verdict (finished cases kept in {config.outputs.out_dir / 'results.json'})")

@@ -42,6 +42,16 @@ def build_timeout_s() -> float:
 HELD = ("torch",)  # packages an environment takes from the base at the base's version (a constraint when built)
 
 
+def _held(requirements: tuple[str, ...]) -> list[str]:
+    """The HELD packages installed in the base and not asked for by `requirements` (torch-cpu@2.12.0's own
+    environment asks for torch==2.12.0: that one is not held at the base's release)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    asked = {canonicalize_name(Requirement(r).name) for r in requirements}
+    return [name for name in HELD if _installed(name) and canonicalize_name(name) not in asked]
+
+
 def _installed(name: str) -> bool:
     try:
         metadata.version(name)
@@ -172,7 +182,7 @@ class EnvStore:
         pip = [sys.executable, "-m", "pip", "--python", str(python)] if external_pip else [str(python), "-m", "pip"]
         source = ["--no-index", "--find-links", str(wheels)] if wheels is not None else []
         held = path / "held-by-base.txt"  # torch stays the base's: a runtime's package never pulls another build
-        held.write_text("".join(f"{name}=={metadata.version(name)}\n" for name in HELD if _installed(name)))
+        held.write_text("".join(f"{name}=={metadata.version(name)}\n" for name in _held(spec.requirements)))
         self._run([*pip, "install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
                    "-c", str(held), *source, *spec.requirements], spec, path, "installing")
         packages = {str(d.metadata["Name"]): d.version for d in metadata.distributions(path=[site])

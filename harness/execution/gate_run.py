@@ -1,5 +1,5 @@
-"""`harness gate BASELINE`: every gated case re-measured tonight, side A the stored artifact on its stored release, side
-B tonight's build, interleaved and judged by the A/B test (docs/nightly-gating.md#harness-gate-the-baseline-re-measured-tonight)."""
+"""`harness gate BASELINE`: every gated case re-measured tonight, side A the stored artifact or torch module on its
+stored release, side B tonight's build, interleaved, judged by the A/B test (docs/nightly-gating.md)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ class GateCase:
     stored: ReplayCase | None = None
     note: str = ""  # what the A/B found worth saying (a changed model, another release, another feed)
 
+    @property
+    def rebuilt(self) -> bool:
+        """Side A is the torch module rebuilt from the model's stored (unchanged) definition, not an artifact."""
+        return self.artifact is None and self.stored is not None and self.stored.model_definition is not None
+
 
 def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str] = (),
               runtimes: Sequence[str] = ()) -> list[GateCase]:
@@ -64,12 +69,51 @@ def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str]
         else:
             g.stored = replay.cases[c.case.id]
             g.artifact = replay.artifact(c.case.id)
-            if g.stored.not_kept:
+            runtime = _runtime_class(c.case.runtime)
+            if g.stored.artifact_sha256 is None and runtime is not None and runtime.runs_torch_module:
+                g.fallback = _module_fallback(g.stored, c.case, runtime, baseline)
+            elif g.stored.not_kept:
                 g.fallback = g.stored.not_kept
+            elif g.stored.artifact_sha256 is None:
+                g.fallback = (f"runtime {c.case.runtime} is not known tonight" if runtime is None else
+                              f"{c.case.runtime} ran no ONNX artifact and does not run the torch module itself: "
+                              "nothing to re-run")
             elif g.artifact is None:
                 g.fallback = f"its stored artifact is missing from {replay.blobs}"
         out.append(g)
     return out
+
+
+OLD_NOT_KEPT = "(it runs the model itself)"  # what a baseline saved before model definitions says of such a case
+
+
+def _runtime_class(name: str) -> Any:
+    from harness.runtimes import get_runtime
+
+    try:
+        return get_runtime(name)
+    except Exception:  # noqa: BLE001 - a runtime unknown tonight: the case cannot be re-measured, said so
+        return None
+
+
+def _module_fallback(stored: ReplayCase, case: CaseId, runtime: Any, baseline: RunResults) -> str:
+    """Why side A of a case whose runtime runs the torch module itself cannot be rebuilt from the model's stored
+    definition tonight ("" when it can: the definition is unchanged, apart from the runtime's own release, which
+    side A pins)."""
+    from harness.gating.baseline import registered_model
+    from harness.model import definition_changes
+
+    if stored.model_definition is None:
+        if stored.not_kept.endswith(OLD_NOT_KEPT) or not stored.not_kept:
+            return (f"{case.runtime} runs the torch module and the baseline stores no definition of model "
+                    f"{case.model} (saved by an older harness: save it again)")
+        return stored.not_kept
+    spec = registered_model(case.model, baseline)
+    if spec is None or spec.build is None:
+        what = "not registered" if spec is None else "ONNX-only"
+        return f"model {case.model} has no torch module tonight (it is {what})"
+    changes = definition_changes(stored.model_definition, spec.definition(), ignore=(runtime.distribution,))
+    return f"the model's source changed since the baseline: {changes}" if changes else ""
 
 
 @dataclass
@@ -198,11 +242,16 @@ class GateDriver:
             return res_b
         side = self._side_a_release(g, res_b, notes)
         a_case = dataclasses.replace(case, model=baseline_model_name(case.model), runtime=side.runtime)
-        payloads = {"a": SidePayload("a", case.model, feed, artifact=str(g.artifact)),
+        if g.rebuilt:
+            notes.insert(0, "side A: the torch module rebuilt from the model's definition, unchanged since the "
+                            "baseline")
+        payloads = {"a": SidePayload("a", case.model, feed, artifact=str(g.artifact) if g.artifact else None,
+                                     definition=g.stored.model_definition if g.rebuilt and g.stored else None),
                     "b": SidePayload("b", case.model, feed, inject_ns=inject_ns)}
         res_a = ex.run(a_case, cfg, payloads["a"])
         if res_a.status != "passed":
-            return f"side A ({side.runtime}, the stored artifact) could not run: {res_a.status}: {_short(res_a.reason)}"
+            what = "the module rebuilt from the model's definition" if g.rebuilt else "the stored artifact"
+            return f"side A ({side.runtime}, {what}) could not run: {res_a.status}: {_short(res_a.reason)}"
         loop = self._blocks({"a": a_case, "b": case}, payloads)
         if not isinstance(loop, PairLoop):
             return loop
@@ -240,7 +289,7 @@ class GateDriver:
             a_runtime = f"{split_pin(case.runtime)[0]}@{stored}"
             notes.append(f"side A runs {dist} {stored} (the baseline's release) in its own environment, side B "
                          f"tonight's {tonight}")
-        if g.stored and g.stored.model_fingerprint and res_b.model_fingerprint and \
+        if not g.rebuilt and g.stored and g.stored.model_fingerprint and res_b.model_fingerprint and \
                 g.stored.model_fingerprint != res_b.model_fingerprint:
             notes.append(f"the model changed since the baseline (fingerprint {g.stored.model_fingerprint[:12]} vs "
                          f"{res_b.model_fingerprint[:12]}): judged as the stored graph against tonight's")
@@ -298,7 +347,10 @@ class GateDriver:
         samples_a = [x for b in blocks if b.side == "a" for x in b.samples_ns]
         stats = latency_stats(samples_b, cfg.measure.noise_cv)
         sha = g.stored.artifact_sha256 if g.stored else None
-        a_label = f"baseline {self.replay.run_id if self.replay else '?'}: artifact {str(sha)[:12]}" + \
+        definition = (g.stored.model_definition or {}).get("fingerprint") if g.rebuilt and g.stored else None
+        what = f"model {case.model} rebuilt from its definition {str(definition)[:12]}" if g.rebuilt else \
+            f"artifact {str(sha)[:12]}"
+        a_label = f"baseline {self.replay.run_id if self.replay else '?'}: {what}" + \
             (f", {side.dist} {side.stored}" if side.stored else "")
         b_label = "tonight" + (f": {side.dist} {side.tonight}" if side.tonight else "")
         result = AbResult(
@@ -308,7 +360,8 @@ class GateDriver:
             confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used,
             waited_s=round(loop.waited_s, 3), extra_pairs=loop.extra_pairs)
         regressed = judged.verdict is Verdict.REGRESSED
-        side_a = {"case": a_case.id, "runtime": side.runtime, "artifact_sha256": sha, "release": side.stored,
+        side_a = {"case": a_case.id, "runtime": side.runtime, "artifact_sha256": sha,
+                  "model_definition": definition, "release": side.stored,
                   "environment": res_a.environment,
                   "latency": latency_stats(samples_a, cfg.measure.noise_cv).as_dict()}
         side_b = {"release": side.tonight, **{k: v for k, v in res_b.details.items() if k != "side"}}

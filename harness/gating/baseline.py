@@ -1,5 +1,5 @@
 """Named baselines (`harness baseline save ... --name main`), loaded by name or path, with what makes the newest run
-reproducible for `harness gate`: content-addressed ONNX artifacts, runtime releases, feeds (docs/nightly-gating.md)."""
+reproducible for `harness gate`: content-addressed ONNX artifacts, model definitions, releases (docs/nightly-gating.md)."""
 
 from __future__ import annotations
 
@@ -133,6 +133,7 @@ class ReplayCase:
     model_fingerprint: str | None = None
     precision_recipe: str | None = None
     timing_scope: str | None = None
+    model_definition: dict[str, Any] | None = None  # no artifact: what builds the torch module it ran
 
 
 @dataclass(frozen=True)
@@ -234,10 +235,8 @@ def _finished_at(run: RunResults) -> float | None:
 
 
 def _why_not_kept(case: Any, run: RunResults) -> str:
-    """Why `case`'s artifact cannot be stored, "" when it can."""
+    """Why `case`'s artifact cannot be stored, "" when it can (a case that ran none: _module_definition)."""
     c = case.case
-    if not case.artifact:
-        return f"{c.runtime} ran no ONNX artifact (it runs the model itself)"
     if str(c.precision) != "fp32":
         return f"a {c.precision} artifact is rebuilt from the FP32 graph tonight; the gate replays FP32 graphs"
     if c.variant is not None:
@@ -253,6 +252,44 @@ def _why_not_kept(case: Any, run: RunResults) -> str:
     return ""
 
 
+def _module_definition(case: Any, run: RunResults) -> tuple[dict[str, Any] | None, str]:
+    """(what builds the torch module `case` ran, "") for a case that ran no artifact (its runtime runs the module
+    itself: side A is rebuilt from this definition while it stays unchanged), else (None, why not)."""
+    c = case.case
+    if c.variant is not None:
+        return None, f"variant {c.variant}: its module and options are rebuilt tonight; the gate replays base cases"
+    spec = registered_model(c.model, run)
+    if spec is None:
+        return None, (f"{c.runtime} ran no ONNX artifact and model {c.model} is not registered here: what builds its "
+                      "module could not be stored")
+    if spec.build is None:
+        return None, f"{c.runtime} ran no ONNX artifact and model {c.model} has no torch module to rebuild"
+    definition = _finite(spec.definition())
+    then = case.model_fingerprint
+    if then and definition["fingerprint"] != then:
+        return None, (f"the model's source changed between the run and the save (fingerprint {then[:12]} then, "
+                      f"{definition['fingerprint'][:12]} now): save a run of this code")
+    return definition, ""
+
+
+def registered_model(name: str, run: RunResults) -> Any:
+    """Model `name` as this process knows it: registered, else after loading the plugins (the zoo), else one of
+    the run's own `--model` factories; None when none of them is it."""
+    from harness.model import get_model, model_names
+
+    if name not in model_names():
+        from harness.plugins import load_plugins
+
+        load_plugins()
+    if name not in model_names():
+        from harness.model_files import register_user_model, user_model_name
+
+        for ref in run.config.get("user_models") or []:
+            if isinstance(ref, str) and user_model_name(ref) == name:
+                register_user_model(ref)
+    return get_model(name) if name in model_names() else None
+
+
 def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
     """The `replay` section of a baseline for `run` (its measured cases), storing each kept artifact in `blobs`."""
     cases: dict[str, Any] = {}
@@ -260,9 +297,13 @@ def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
     for case in run.cases:
         if not case.measured:
             continue
-        why = _why_not_kept(case, run)
+        definition = None
+        if case.artifact:
+            why = _why_not_kept(case, run)
+        else:
+            definition, why = _module_definition(case, run)
         sha = size = None
-        if not why:
+        if not why and definition is None:
             try:
                 sha, size, _ = _store_blob(Path(case.artifact), blobs)
             except _NotStorable as exc:
@@ -274,7 +315,8 @@ def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
             "artifact_sha256": sha, "artifact_bytes": size, "not_kept": why,
             "packages": dict(env.get("packages") or libraries), "environment_key": env.get("key"),
             "feed_sha256": case.feed_sha256, "model_fingerprint": case.model_fingerprint,
-            "precision_recipe": case.precision_recipe, "timing_scope": case.timing_scope}
+            "precision_recipe": case.precision_recipe, "timing_scope": case.timing_scope,
+            "model_definition": definition}
     keep = ("seed", "feeds", "input_values", "input_ranges", "threads", "exporter", "timing", "cache_dir")
     config = {k: v for k, v in run.config.items() if k in keep}
     return {"run_id": run.run_id, "config": _finite(config), "cases": cases}
@@ -295,12 +337,21 @@ def load_replay(name_or_path: str | Path, directory: str | Path | None = None) -
 
 
 def artifact_summary(replay: Replay | None) -> str:
-    """"3 artifacts stored (1.2 MiB); 1 case without one (torch-cpu ran no ONNX artifact ...)" for save and ls."""
+    """"2 cases rebuilt from their model's stored definition (mlp-torch-cpu-fp32-b4, ...); 3 artifacts stored
+    (1.2 MiB); 1 case without one (a bf16 artifact ...)" for save and ls."""
     if replay is None:
         return "no stored artifacts (saved before baseline_schema 2)"
     kept = {rc.artifact_sha256: rc.artifact_bytes or 0 for rc in replay.cases.values() if rc.artifact_sha256}
-    without = [rc.not_kept for rc in replay.cases.values() if not rc.artifact_sha256]
-    text = f"{len(kept)} artifact{'s' if len(kept) != 1 else ''} stored ({_mib(sum(kept.values()))})"
+    rebuilt = [cid for cid, rc in replay.cases.items() if not rc.artifact_sha256 and rc.model_definition]
+    without = [rc.not_kept for rc in replay.cases.values() if not rc.artifact_sha256 and not rc.model_definition]
+    text = ""
+    if rebuilt:
+        named = ", ".join(rebuilt[:MAX_NAMED]) + (f" and {len(rebuilt) - MAX_NAMED} more"
+                                                   if len(rebuilt) > MAX_NAMED else "")
+        one = len(rebuilt) == 1
+        text = (f"{len(rebuilt)} case{'' if one else 's'} rebuilt from {'its' if one else 'their'} model's stored "
+                f"definition ({'its runtime runs' if one else 'their runtimes run'} the torch module: {named}); ")
+    text += f"{len(kept)} artifact{'s' if len(kept) != 1 else ''} stored ({_mib(sum(kept.values()))})"
     if without:
         text += f"; {len(without)} case{'s' if len(without) != 1 else ''} without one ({without[0]}" + \
             (", ..." if len(set(without)) > 1 else "") + ")"

@@ -250,6 +250,8 @@ class ReplayCaseDoc(_Doc):
     model_fingerprint: Text | None = None
     precision_recipe: Text | None = None
     timing_scope: Text | None = None
+    # a case of a runtime that runs the torch module itself: what builds the module (ModelSpec.definition())
+    model_definition: dict[Text, Any] | None = None
 
 
 class ReplayDoc(_Doc):

@@ -29,6 +29,8 @@ class TorchEager(Runtime):
     description: ClassVar[str] = "PyTorch eager, torch.inference_mode()"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.BF16, Precision.INT8})
     decodes: ClassVar[bool] = True
+    runs_torch_module: ClassVar[bool] = True
+    distribution: ClassVar[str | None] = "torch"  # torch-cpu@2.12.0: that torch release in its own environment
 
     @classmethod
     def availability(cls) -> Availability:

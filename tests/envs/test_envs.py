@@ -60,7 +60,13 @@ def test_a_missing_requirement_a_pin_or_an_own_environment_gets_one():
 
 def test_a_pin_is_checked_and_the_key_is_the_requirement_set():
     with pytest.raises(UsageError, match="no package to pin"):
-        get_runtime("torch-cpu@2.0.0")
+        get_runtime("ort-rocm@1.20.0")  # a provider of whatever onnxruntime build is installed: nothing to pin
+    # torch runs the torch module: torch-cpu@VERSION is that torch release in its own environment, where the base's
+    # torch is not held (an environment otherwise takes torch from the base)
+    from harness.envs.store import _held
+
+    assert environment_for(get_runtime("torch-cpu@2.0.0")).requirements == ("torch==2.0.0",)
+    assert "torch" not in _held(("torch==2.0.0",)) and _held(("onnxruntime==1.20.0",)) == _held(())
     with pytest.raises(UsageError, match="is not a version"):
         get_runtime("ort-cpu@latest!")
     # here (no environment of its own) the pinned runtime is unavailable, with the version this interpreter has

@@ -26,7 +26,7 @@ from harness.gating.baseline import blob_path, list_baselines, load_baseline_run
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED
 from harness.measure.contention import snapshot
 from harness.measure.timer import Timer, TimingPolicy
-from harness.model import register_model
+from harness.model import get_model, register_model
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
 from harness.results.store import write_results
@@ -71,9 +71,11 @@ def _baseline_run(tmp_path: Path, fakes, cost_us: float, cases: list[tuple[str, 
         case = CaseId(model, runtime, "fp32", 1, None, "cpu")
         samples = [int(cost_us * 1000 * (1 + 0.001 * (i % 7))) for i in range(40)]
         artifact = str(tmp_path / "model.onnx") if runtime == "fake-graph" else None
+        # a runtime without an artifact rebuilds the module: the run recorded the model's real fingerprint
+        fingerprint = "0" * 64 if artifact else get_model(model).fingerprint()
         results.append(CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
                                   timing_scope="host_to_host", artifact=artifact, feed_sha256="f" * 64,
-                                  model_fingerprint="0" * 64))
+                                  model_fingerprint=fingerprint))
     run = RunResults(run_id="base-1", started_at="2026-11-26T01:00:00+00:00", cases=results,
                      environment={"machine": "test", "libraries": {"numpy": "2.0"}},
                      config={"threads": 1, "seed": 0, "repeats": 1})
@@ -184,17 +186,18 @@ def test_an_unchanged_model_passes_and_exits_0(tmp_path, fakes, clock):
 
 
 def test_a_case_that_cannot_be_reproduced_falls_back_and_is_labelled(tmp_path, fakes, clock):
-    """fake-ok runs no artifact (as torch-cpu runs the module itself): judged on the stored figures, labelled in
-    the plan, the records, gate.md and the exit reasoning."""
+    """fake-ok runs no artifact and does not run the torch module itself either (it has no capability to rebuild
+    side A from): judged on the stored figures, labelled in the plan, the records, gate.md and the exit
+    reasoning."""
     model = _model_file(tmp_path / "model.onnx", 100)
     _register(fakes, model)
     save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-file", "fake-graph"), ("fake-linear", "fake-ok")]),
                   "main", tmp_path / "baselines")
     replay = load_replay("main", tmp_path / "baselines")
-    assert replay.cases["fake-linear-fake-ok-fp32-b1"].not_kept == "fake-ok ran no ONNX artifact (it runs the " \
-                                                                 "model itself)"
+    stored = replay.cases["fake-linear-fake-ok-fp32-b1"]
+    assert stored.artifact_sha256 is None and stored.model_definition["fingerprint"] == fakes.FAKE_MODEL.fingerprint()
     outcome, plans = _gate(tmp_path, clock)
-    why = "fake-ok ran no ONNX artifact (it runs the model itself)"
+    why = "fake-ok ran no ONNX artifact and does not run the torch module itself: nothing to re-run"
     assert [p.fallback for p in plans] == ["", why]
     assert outcome.fallbacks == {"fake-linear-fake-ok-fp32-b1": why}
     fallback = [r for r in outcome.records if r.case_id == "fake-linear-fake-ok-fp32-b1" and r.metric != "drift"]
@@ -362,6 +365,191 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     # the two workers stayed alive through the 20 blocks (one start each), taking blocks in turn
     assert json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == 2
+
+
+# ------------------------------------------------------------------ cases of a runtime that runs the torch module
+def _module_runtime(fakes, monkeypatch):
+    """fake-module-rt: runs the model's "torch module" itself (runs_torch_module), built by `model.build()` at
+    activation; a call costs what the built module says (on the fake clock). Unregistered after the test."""
+    from harness import runtimes
+    from harness.runtimes import register_runtime
+
+    monkeypatch.setitem(runtimes._RUNTIMES, "fake-module-rt", fakes.FakeOk)
+
+    class FakeModuleRt(fakes.FakeOk):
+        name = "fake-module-rt"
+        runs_torch_module = True
+
+        def _activate(self) -> None:
+            self.cost_ns = int(self.model.build().cost_us * 1000)
+            super()._activate()
+
+        def _infer(self, prepared):
+            fakes.FakeGraph.tick(self.cost_ns)
+            return {"y": prepared["x"] * 2.0}
+
+    register_runtime(FakeModuleRt, replace=True)
+
+
+def _module_model(tmp_path: Path, fakes, monkeypatch, cost_us: int, config: dict | None = None):
+    """`fake-module`, built by gate_zoo.build() (a file in tmp_path, written afresh: its source is the model's)."""
+    import importlib
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "gate_zoo.py").write_text(f"COST_US = {cost_us}\n\n\nclass Module:\n    cost_us = COST_US\n\n\n"
+                                          "def build():\n    return Module()\n")
+    sys.modules.pop("gate_zoo", None)
+    importlib.invalidate_caches()
+    module = importlib.import_module("gate_zoo")
+    monkeypatch.setitem(sys.modules, "gate_zoo", module)
+    from harness import model as registry
+
+    if "fake-module" not in registry._MODELS:  # unregistered after the test
+        monkeypatch.setitem(registry._MODELS, "fake-module", fakes.FAKE_MODEL)
+    return register_model(dataclasses.replace(fakes.FAKE_MODEL, name="fake-module", build=module.build,
+                                              config=config or {"hidden": 8}, tags=frozenset()), replace=True)
+
+
+MODULE_CASE = "fake-module-fake-module-rt-fp32-b1"
+
+
+def test_a_torch_module_case_is_saved_by_its_definition_and_re_measured_as_side_a(tmp_path, fakes, clock,
+                                                                                  monkeypatch):
+    """A runtime that runs the torch module itself stores no artifact: the baseline stores what builds the module
+    (its source file's digest, config, version, libraries), and tonight, the definition unchanged, side A is the
+    module rebuilt from it: an interleaved A/B row, not a fallback to the stored figures."""
+    _module_runtime(fakes, monkeypatch)
+    spec = _module_model(tmp_path, fakes, monkeypatch, 100)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-module", "fake-module-rt")]), "main",
+                  tmp_path / "baselines")
+    stored = load_replay("main", tmp_path / "baselines").cases[MODULE_CASE]
+    assert stored.artifact_sha256 is None and not stored.not_kept
+    assert stored.model_definition == spec.definition()
+    assert list(stored.model_definition["sources"]) == ["gate_zoo"] and stored.model_definition["config"] == {
+        "hidden": 8}
+    [info] = list_baselines(tmp_path / "baselines")
+    assert info.artifacts == (f"1 case rebuilt from its model's stored definition (its runtime runs the torch "
+                              f"module: {MODULE_CASE}); 0 artifacts stored (0.0 KiB)")
+    outcome, plans = _gate(tmp_path, clock)
+    assert plans[0].fallback == "" and plans[0].rebuilt and outcome.fallbacks == {}
+    [rec] = outcome.records
+    assert rec.verdict.value == "pass" and rec.ratio is not None and rec.ci_low < 1.0 < rec.ci_high, rec.reason
+    assert rec.reason.startswith("re-measured A/B tonight (side A: the torch module rebuilt from the model's "
+                                 "definition, unchanged since the baseline"), rec.reason
+    assert outcome.summary(False).endswith("(1 case(s) re-measured A/B tonight, 0 on stored figures)")
+    [row] = outcome.run.cases
+    side_a = row.details["gate"]["side_a"]
+    assert side_a["model_definition"] == spec.fingerprint() and side_a["artifact_sha256"] is None
+    assert side_a["case"].startswith("fake-module@baseline") and abs(side_a["latency"]["p50_ms"] - 0.100) < 0.003
+    assert row.ab is not None and len(row.ab.blocks) == 20
+    assert row.ab.a.startswith(f"baseline base-1: model fake-module rebuilt from its definition {spec.fingerprint()[:12]}")
+    assert f"| pass | {MODULE_CASE} | latency_median | " in outcome.markdown(False)
+    assert "| re-measured A/B | re-measured A/B tonight (side A: the torch module rebuilt" in outcome.markdown(False)
+
+
+def test_a_torch_module_whose_source_changed_falls_back_with_what_changed(tmp_path, fakes, clock, monkeypatch):
+    """The model's source file edited since the baseline (tonight's module does 40% more work): side A cannot be
+    rebuilt as the baseline built it, so the case is judged on the stored figures, and the reason says what
+    changed; so does a changed config. The worker refuses a definition that differs from the stored one too."""
+    from harness.errors import HarnessError
+    from harness.workloads.gate.workload import GateState, SidePayload
+
+    _module_runtime(fakes, monkeypatch)
+    _module_model(tmp_path, fakes, monkeypatch, 100)
+    save_baseline(_baseline_run(tmp_path, fakes, 100, [("fake-module", "fake-module-rt")]), "main",
+                  tmp_path / "baselines")
+    stored = load_replay("main", tmp_path / "baselines").cases[MODULE_CASE]
+    _module_model(tmp_path, fakes, monkeypatch, 140)  # tonight: the source edited
+    outcome, plans = _gate(tmp_path, clock)
+    why = plans[0].fallback
+    assert re.fullmatch(r"the model's source changed since the baseline: gate_zoo was edited \([0-9a-f]{12} -> "
+                        r"[0-9a-f]{12}\)", why), why
+    assert outcome.fallbacks == {MODULE_CASE: why}
+    timing = [r for r in outcome.records if r.metric != "drift"]
+    assert timing and all(r.reason.startswith(f"stored figures (not re-measured: {why}): ") for r in timing)
+    [row] = outcome.run.cases
+    assert row.details["gate"] == {"mode": "stored figures", "why": why} and row.ab is None
+    assert abs(row.latency["p50_ms"] - 0.140) < 0.004  # tonight's module measured for the stored-figure verdict
+    # the same source, another config: said as the keys that changed
+    _module_model(tmp_path, fakes, monkeypatch, 100, {"hidden": 16})
+    [plan] = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], load_replay("main",
+                                                                                           tmp_path / "baselines"))
+    assert plan.fallback == "the model's source changed since the baseline: config hidden: 8 -> 16"
+    # a baseline saved before model definitions were stored says to save it again
+    old = dataclasses.replace(load_replay("main", tmp_path / "baselines"))
+    old.cases[MODULE_CASE] = dataclasses.replace(stored, model_definition=None,
+                                                 not_kept="fake-module-rt ran no ONNX artifact (it runs the model "
+                                                          "itself)")
+    [plan] = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], old)
+    assert plan.fallback == ("fake-module-rt runs the torch module and the baseline stores no definition of model "
+                             "fake-module (saved by an older harness: save it again)")
+    # side A's worker checks the definition it would build against the stored one (another environment)
+    state = GateState(Timer(clock))
+    a_case = CaseId("fake-module@baseline", "fake-module-rt", "fp32", 1, None, "cpu")
+    with pytest.raises(HarnessError, match=r"side A: the model's source here differs from the baseline's: config "
+                                           r"hidden: 8 -> 16"):
+        state.run(a_case, _config(tmp_path), SidePayload("a", "fake-module", {"x": np.ones((1, 8), np.float32)},
+                                                         definition=stored.model_definition), lambda phase: None)
+
+
+def test_definition_changes_name_libraries_and_leave_out_the_pinned_release():
+    from harness.model import definition_changes
+
+    old = {"fingerprint": "a" * 64, "sources": {"zoo.m": "1" * 64, "zoo._text": "2" * 64},
+           "libraries": {"torch": "2.12.0", "transformers": "4.40.0"}, "config": {"seed": 0}, "version": "1"}
+    same_but_torch = dict(old, libraries={"torch": "2.13.0", "transformers": "4.40.0"})
+    assert definition_changes(old, same_but_torch, ignore=("torch",)) == ""
+    assert definition_changes(old, same_but_torch) == "torch 2.12.0 -> 2.13.0"
+    new = dict(old, sources={"zoo.m": "1" * 64, "zoo._text": "3" * 64, "zoo.extra": "4" * 64},
+               libraries={"torch": "2.13.0"}, version="2", fingerprint="b" * 64)
+    assert definition_changes(old, new, ignore=("Torch",)) == (
+        "zoo._text was edited (222222222222 -> 333333333333); zoo.extra newly imported; transformers 4.40.0 -> not "
+        "installed; version 1 -> 2")
+    assert definition_changes(old, dict(old, fingerprint="b" * 64)) == \
+        "its name, inputs or outputs (fingerprint aaaaaaaaaaaa -> bbbbbbbbbbbb)"
+
+
+def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environment(tmp_path, fake_env):
+    """fakemod-cpu runs mlp's torch module itself (as torch-cpu does), its cost per call behind harness-fakert:
+    the baseline ran 1.0.0; tonight 1.1.0 (30% slower) is installed. The case stores mlp's definition, not an
+    artifact; the gate rebuilds side A from it as fakemod-cpu@1.0.0 in an environment of its own, beside
+    tonight's side B: regressed, an A/B row, not the stored figures."""
+    from env_fakes import make_wheel
+
+    then, now = tmp_path / "wheels-then", tmp_path / "wheels-now"
+    make_wheel(then, "1.0.0", 0.001)
+    make_wheel(now, "1.0.0", 0.001)
+    make_wheel(now, "1.1.0", 0.0013)
+    env = dict(fake_env, HARNESS_PLUGINS="env_fakes", HARNESS_BASELINE_DIR=str(tmp_path / "baselines"),
+               HARNESS_CONTENTION_LIMIT="1")
+    cli = [sys.executable, "-m", "harness.cli"]
+    run = subprocess.run([*cli, "run", "--models", "mlp", "--runtimes", "fakemod-cpu", "--batch-sizes", "1",
+                          "--threads", "1", "--min-time", "0.1", "--repeats", "1", "--env-wheels", str(then),
+                          "--cache-dir", str(tmp_path / "cache-then"), "--out", str(tmp_path / "r")],
+                         env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    saved = subprocess.run([*cli, "baseline", "save", str(tmp_path / "r"), "--name", "main"], env=env,
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    assert ("for `harness gate`: 1 case rebuilt from its model's stored definition (its runtime runs the torch "
+            "module: mlp-fakemod-cpu-fp32-b1); 0 artifacts stored") in saved.stdout, saved.stdout
+    gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "10", "--ab-block-time", "0.02", "--env-wheels",
+                           str(now), "--cache-dir", str(tmp_path / "cache-now"), "--out", str(tmp_path / "g")],
+                          env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
+    assert "mlp-fakemod-cpu-fp32-b1: side A rebuilt from the model's definition" in gate.stdout, gate.stdout
+    assert "side A: the torch module rebuilt from the model's definition, unchanged since the baseline; side A runs " \
+           "harness-fakert 1.0.0 (the baseline's release) in its own environment, side B tonight's 1.1.0" in \
+           gate.stdout, gate.stdout
+    row = json.loads((tmp_path / "g" / "results.json").read_text())["cases"][0]
+    side_a = row["details"]["gate"]["side_a"]
+    assert side_a["runtime"] == "fakemod-cpu@1.0.0" and side_a["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    assert side_a["artifact_sha256"] is None and side_a["model_definition"] == row["model_fingerprint"]
+    assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
+    assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
+    doc = json.loads((tmp_path / "g" / "gate.json").read_text())
+    assert doc["workers_started"] == 2 and doc["fallbacks"] == {}
 
 
 def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_path):

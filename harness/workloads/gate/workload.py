@@ -14,7 +14,7 @@ from harness.data import feed_digest
 from harness.errors import HarnessError, UsageError
 from harness.measure.contention import ContentionProbe, snapshot
 from harness.measure.timer import Timer, TimingPolicy
-from harness.model import get_model, register_model
+from harness.model import ModelSpec, definition_changes, get_model, register_model
 from harness.results.schema import CaseId, CaseResult
 from harness.results.stats import latency_stats
 from harness.runtimes import Availability, Runtime, get_runtime
@@ -32,13 +32,15 @@ def baseline_model_name(model: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class SidePayload:
     """What a side's activation gets from the parent: which side, tonight's model name, the stored artifact (side
-    A), the feed both sides run (built once in the parent), and a planted slowdown (tests, gate-check)."""
+    A) or the model's stored definition (side A of a runtime that runs the torch module itself: rebuilt here, as
+    long as it is unchanged), the feed both sides run (built once in the parent), a planted slowdown (tests)."""
 
     side: str  # "a" (the baseline's artifact and release) or "b" (tonight's)
     model: str  # tonight's model name (side A's spec is it with the stored graph)
     feed: dict[str, Any]
     artifact: str | None = None
     inject_ns: int = 0  # a busy wait after each call (a planted slowdown), never for real figures
+    definition: dict[str, Any] | None = None  # side A without an artifact: the module's stored definition
 
 
 class GateWorkload(Workload):
@@ -81,12 +83,9 @@ class GateState(WorkerState):
             self._pair = pair
         self._drop(case)
         spec = get_model(payload.model)
-        if payload.side == "a":
-            if not payload.artifact or not Path(payload.artifact).is_file():
-                raise HarnessError(f"side A: the stored artifact {payload.artifact} is missing")
-            spec = register_model(dataclasses.replace(spec, name=case.model, onnx_path=Path(payload.artifact),
-                                                      build=None), replace=True)
         cls = get_runtime(case.runtime)
+        if payload.side == "a":
+            spec = self._side_a_model(case, spec, cls, payload)
         refused = check_case(case, spec, cls, config, self._availability)
         if refused is not None:
             return refused
@@ -112,6 +111,24 @@ class GateState(WorkerState):
                           artifact=str(rt.artifact_path) if rt.artifact_path else None,
                           feed_sha256=feed_digest(payload.feed), model_fingerprint=rt.model.fingerprint(),
                           precision_recipe=rt.recipe, details={"side": payload.side, **rt.details()})
+
+    @staticmethod
+    def _side_a_model(case: CaseId, spec: ModelSpec, cls: type[Runtime], payload: SidePayload) -> ModelSpec:
+        """Side A's model, registered under `case.model`: tonight's spec running the stored ONNX graph, or (a
+        runtime that runs the torch module itself) tonight's spec as it is, once its definition here is checked
+        against the baseline's (the runtime's own release left out: side A's environment pins it)."""
+        if payload.artifact:
+            if not Path(payload.artifact).is_file():
+                raise HarnessError(f"side A: the stored artifact {payload.artifact} is missing")
+            return register_model(dataclasses.replace(spec, name=case.model, onnx_path=Path(payload.artifact),
+                                                      build=None), replace=True)
+        if payload.definition is None or not cls.runs_torch_module or spec.build is None:
+            raise HarnessError(f"side A: nothing to run for {case.runtime}: no stored artifact, and no stored model "
+                               "definition of a torch module it runs")
+        changes = definition_changes(payload.definition, spec.definition(), ignore=(cls.distribution,))
+        if changes:
+            raise HarnessError(f"side A: the model's source here differs from the baseline's: {changes}")
+        return register_model(dataclasses.replace(spec, name=case.model), replace=True)
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool) -> dict[str, Any]:
         """One A/B block of an activated side: its own short warm-up, then the block's time (block_policy), with
