@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.commands.common import Command, add_groups, baseline_dir_arg
 from harness.display import visible
 from harness.errors import UsageError
 from harness.options import (
@@ -17,7 +18,6 @@ from harness.options import (
     PROCESS,
     RUNTIMES,
     TIMING,
-    add_options,
     parse_run_options,
 )
 
@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
                     "is judged on the stored figures, labelled so. Exit 1 when a case regressed or broke, else 3 "
                     "when a gated row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
     c.add_argument("baseline", metavar="BASELINE", help="a stored baseline name (`harness baseline ls`) or a path")
-    c.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
+    baseline_dir_arg(c)
     c.add_argument("--allow-unjudged", action="store_true",
                    help="exit 0 even when a gated row was not judged (contended, too few clean pairs, not "
                         "reproducible); they are still listed")
@@ -47,14 +47,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--inject", type=float, default=0.0, metavar="PERCENT",
                    help="TESTING ONLY: slow side B by a busy wait of this percent of its p50 after each call (a "
                         "planted slowdown, to measure the gate's power); never for real figures")
-    made: dict[str, Any] = {}
-
-    def add(group: Any, *flags: str, **kw: Any) -> None:
-        if group.name not in made:
-            made[group.name] = c.add_argument_group(group.title)
-        made[group.name].add_argument(*flags, **kw)
-
-    add_options(add, GATE_GROUPS)
+    add_groups(c, GATE_GROUPS)
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -191,3 +184,6 @@ def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple
         atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": doc}, indent=1))
         print(f"written: {out / 'gatecheck-nightly.md'}, {out / 'gatecheck-nightly.json'}")
     return 0
+
+
+COMMANDS = {"gate": Command(cmd_gate)}
