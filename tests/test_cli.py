@@ -170,6 +170,22 @@ def _commands():
     return sorted(out)
 
 
+def test_every_command_is_one_module_and_one_registry_entry():
+    """cli.py dispatches from one registry: each module of harness/commands/ (but the shared helpers) is one
+    family in it, every command its parsers add has a run there, and no two families claim a name."""
+    from pathlib import Path
+
+    from harness import cli
+    from harness.commands import common
+
+    folder = Path(common.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common"}
+    assert {f.__name__.rsplit(".", 1)[1] for f in cli.FAMILIES} == modules
+    assert sum(len(f.COMMANDS) for f in cli.FAMILIES) == len(cli.COMMANDS)
+    top = [c for c in _commands() if len(c) == 1]
+    assert sorted(cli.COMMANDS) == sorted(c[0] for c in top)
+
+
 @pytest.mark.parametrize("argv", _commands(), ids=lambda a: " ".join(["harness", *a]))
 def test_every_help_page_renders(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -235,11 +251,13 @@ def test_commands_piped_into_a_reader_that_quits_end_quietly(tmp_path):
 
 def test_an_interrupt_before_the_session_exists_is_one_line_exit_130(monkeypatch, capsys):
     from harness import cli
+    from harness.commands import conform, run
 
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "parse_run_options", interrupted)  # Ctrl-C while options are read (imports)
+    for module in (conform, run):  # Ctrl-C while options are read (imports)
+        monkeypatch.setattr(module, "parse_run_options", interrupted)
     for argv in (["conform", "--runtimes", "ort-cpu"], ["run", "--models", "mlp"]):
         assert cli.main(argv) == 130
         assert capsys.readouterr().err == f"harness {argv[0]}: interrupted\n"

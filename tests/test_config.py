@@ -216,7 +216,7 @@ def test_every_numeric_option_refuses_infinities_as_it_refuses_nan(text):
     ({"threads": "100000"}, "--threads: 100000 is above the maximum 4096"),
 ])
 def test_absurd_sizes_are_refused_naming_the_option(kw, message, tmp_path):
-    from harness.cli import AB_GROUPS
+    from harness.commands.ab import AB_GROUPS
     from harness.options import RUN_GROUPS
 
     groups = AB_GROUPS if "ab_pairs" in kw or "ab_block_time" in kw else RUN_GROUPS

@@ -215,7 +215,9 @@ LAYER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("harness.traffic", ("harness.runtimes", "harness.workloads", "harness.execution", "harness.options",
                          "harness.report", "harness.gating", *ENTRY),
      "traffic is a schedule and a replay over a callable; the capacity workload binds a runtime to it"),
-    ("harness.commands", ("harness.pytest_plugin",), "a command module owns its parser and its run"),
+    ("harness.commands", ("harness.cli",), "a command module owns its parsers and its runs; cli.py dispatches"),
+    ("harness.pytest_plugin", ("harness.cli", "harness.commands"),
+     "pytest loads the plugin; `harness run` hands it the parsed configuration, never the reverse"),
 )
 
 
@@ -229,6 +231,14 @@ def test_layer_rules(package: str, forbidden: tuple[str, ...], why: str) -> None
     bad = sorted(f"{name} -> {imported}" for name, path in modules.items() if _in(name, package)
                  for imported in _imported_names(name, path) if any(_in(imported, f) for f in forbidden))
     assert not bad, f"{package} must not import {', '.join(forbidden)} ({why}): " + "; ".join(bad)
+
+
+def test_only_harness_run_hands_its_cases_to_pytest() -> None:
+    """Of the command modules, `harness run` alone goes through pytest (the plugin); the others drive the run
+    session themselves."""
+    users = sorted(name for name, path in _modules().items() if _in(name, "harness.commands")
+                   and any(_in(i, "harness.pytest_plugin") for i in _imported_names(name, path)))
+    assert users == ["harness.commands.run"], users
 
 
 def test_the_rules_cover_every_package() -> None:

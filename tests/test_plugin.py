@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.cli import suites_dir
+from harness.commands.run import suites_dir
 
 SUITES_DIR = suites_dir()  # this checkout's suites (found by path, as `harness run` finds them)
 

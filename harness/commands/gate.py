@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.commands.common import Command, add_groups, baseline_dir_arg
 from harness.display import visible
 from harness.errors import UsageError
 from harness.options import (
@@ -18,7 +19,6 @@ from harness.options import (
     PROCESS,
     RUNTIMES,
     TIMING,
-    add_options,
     parse_run_options,
 )
 
@@ -43,7 +43,7 @@ def add_parser(sub: Any) -> None:
                     "when a gated "
                     "row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
     c.add_argument("baseline", metavar="BASELINE", help="a stored baseline name (`harness baseline ls`) or a path")
-    c.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
+    baseline_dir_arg(c)
     c.add_argument("--allow-unjudged", action="store_true",
                    help="exit 0 even when a gated row was not judged (contended, too few clean pairs, not "
                         "reproducible); they are still listed")
@@ -53,14 +53,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--inject", type=float, default=0.0, metavar="PERCENT",
                    help="TESTING ONLY: slow side B by a busy wait of this percent of its p50 after each call (a "
                         "planted slowdown, to measure the gate's power); never for real figures")
-    made: dict[str, Any] = {}
-
-    def add(group: Any, *flags: str, **kw: Any) -> None:
-        if group.name not in made:
-            made[group.name] = c.add_argument_group(group.title)
-        made[group.name].add_argument(*flags, **kw)
-
-    add_options(add, GATE_GROUPS)
+    add_groups(c, GATE_GROUPS)
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -220,3 +213,6 @@ def gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple
         atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": doc}, indent=1))
         print(f"written: {out / 'gatecheck-nightly.md'}, {out / 'gatecheck-nightly.json'}")
     return 0
+
+
+COMMANDS = {"gate": Command(cmd_gate)}

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.commands.common import Command
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 
@@ -137,3 +138,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return str(x)
+
+
+COMMANDS = {"recommend": Command(run, plugins=False)}

@@ -44,14 +44,6 @@ def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
     """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
     `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
     session = HarnessSession(spec_run_config(spec, out_dir), progress=progress or RunProgress())
-    session.progress.start("case", len(spec.cases))
-    interrupted = False
-    try:
-        for sc in spec.cases:
-            session.execute(sc.case)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        session.finish(interrupted=interrupted)
+    if not session.run_cases([sc.case for sc in spec.cases]):
+        raise session.interrupt()  # stopped: what finished is written, and no certificate of part of the spec
     return out_dir / "results.json"

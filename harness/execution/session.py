@@ -7,11 +7,13 @@ import datetime as _dt
 import io
 import os
 import signal
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
+from harness.display import visible
 from harness.errors import HarnessError, SignalStop
 from harness.execution.worker import InProcessExecutor
 from harness.execution.rounds import confirm_rounds, later_rounds, pending_rounds
@@ -31,8 +33,9 @@ def _now() -> str:
 
 class HarnessSession:
     """One run of one workload: `harness run` and plain pytest (created lazily by the plugin when the first case
-    runs), `harness conform`, qualify, gate-check and each Ray shard drive their cases through it, so every case
-    gets the same isolation, progress, atomic write of results.json, signal handling, rounds and report."""
+    runs), `harness conform`, ab, qualify, gate, gate-check, bisect and each Ray shard drive their cases through
+    it, so every case gets the same isolation, progress, atomic write of results.json, signal handling, rounds
+    and report. A list of cases run start to end is one call: `run_cases`."""
 
     def __init__(self, config: RunConfig, progress: RunProgress | None = None) -> None:
         self.config = config
@@ -112,6 +115,36 @@ class HarnessSession:
                                 if not isinstance(exc, HarnessError) else why)
         result.details["cpu_others_percent"] = cpu.percent()
         return self.record(result, begun=True)
+
+    def run_cases(self, cases: Sequence[CaseId], config: RunConfig | None = None,
+                  on_result: Callable[[CaseResult], None] | None = None) -> bool:
+        """Run `cases` in order (each through `execute`, `on_result` called with its row), then finish the
+        session: True when every case ran, False when stopped (a signal, Ctrl-C): what finished is written and
+        rendered either way. Where the progress shows no case lines, a case that broke (crashed, timeout, oom)
+        still gets its line. Stopped before the session started (nothing measured, nothing written): raised."""
+        self.progress.start("case", len(cases))
+        interrupted = False
+        try:
+            for case in cases:
+                result = self.execute(case, config)
+                if not self.progress.case_lines and result.status in ("crashed", "timeout", "oom"):
+                    self.progress.note(f"  {result.case.id}: {result.status}: {visible(result.reason)}")
+                if on_result is not None:
+                    on_result(result)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            self.finish(interrupted=interrupted)
+        if interrupted and self.run is None:
+            raise self.interrupt()
+        return not interrupted
+
+    def interrupt(self) -> KeyboardInterrupt:
+        """The interrupt that stopped this session, to raise again past it: the signal's SignalStop (the command
+        exits 128 + its number: 130, 143), else a Ctrl-C that came before the session's handlers."""
+        if self.stop_signal is not None:
+            return SignalStop(self.stop_signal, signal.Signals(self.stop_signal).name)
+        return KeyboardInterrupt()
 
     def record(self, result: CaseResult, begun: bool = False) -> CaseResult:
         """Store a row the driver assembled from several worker requests (the gate's A/B of two sides): appended,

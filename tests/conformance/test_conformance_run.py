@@ -131,7 +131,7 @@ def test_filters():
 
 def test_plain_pytest_suite(pytester, cases, tmp_path):
     """The same workload through plain pytest and the plugin's option groups: one test per case."""
-    from harness.cli import suites_dir
+    from harness.commands.run import suites_dir
 
     result = pytester.runpytest_inprocess(str(suites_dir()), "-p", "no:cacheprovider", "--harness-workload",
                                           "conform", "--harness-runtimes", "ort-cpu", "--harness-ops", "Abs,Neg",

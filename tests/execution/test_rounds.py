@@ -39,9 +39,7 @@ class Recorder:
 
 def _run_session(config: RunConfig) -> HarnessSession:
     session = HarnessSession(config)
-    for case in get_workload(config.workload).cases(config):
-        session.execute(case)
-    session.finish(interrupted=False)
+    assert session.run_cases(get_workload(config.workload).cases(config))
     return session
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.cli import suites_dir
+from harness.commands.run import suites_dir
 
 SUITES_DIR = suites_dir()
 INI = str(SUITES_DIR / "pytest.ini")

@@ -1,0 +1,91 @@
+"""`harness ab A B`: an interleaved A/B of two variants or two model files of the same cases, the A/B workload
+through the run session without pytest, judged by a paired test."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.commands.common import EXIT_INTERRUPTED, Command, add_groups, allow_unjudged_arg, session_cases
+from harness.errors import UsageError
+from harness.options import AB, BUILD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+
+# `harness ab A B`: one or a few cases, both sides interleaved in one worker
+AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
+                                                                         "seq_lens"),
+             RUNTIMES.with_defaults(runtimes="ort-cpu").only("runtimes", "precisions"),
+             AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_seed", "ab_detect",
+                     "ab_activations", "ab_budget"),
+             TIMING.only("warmup", "contention_limit"), PROCESS, INPUTS, BUILD, OUTPUTS)
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser("ab", help="interleaved A/B: two variants or two model files of the same cases, measured "
+                                  "in alternating blocks in one worker and judged by a paired test",
+                       description="Measure side A and side B of each case (--models x --runtimes x --precisions x "
+                                   "shapes) interleaved: both activated once in the same supervised worker, then "
+                                   "--ab-pairs pairs of short blocks, AB or BA in a balanced random order; B/A is "
+                                   "the Hodges-Lehmann estimate of the pairs' median ratios with a signed-rank interval. Verdicts as "
+                                   "compare's: pass, regressed, improved, noise, inconclusive (contended blocks). "
+                                   "Each case also says the smallest slowdown its pairs can detect. Exit 1 when a "
+                                   "case regressed or could not be measured (error, crash, timeout, out of memory), "
+                                   "3 when a case was not judged (inconclusive, or an interval too wide; "
+                                   "--allow-unjudged: 0), 0 otherwise, 2 on bad options.")
+    c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
+                                             "(`harness variants`), or an .onnx file")
+    c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
+    add_groups(c, AB_GROUPS)
+    c.add_argument("--detect", dest="ab_detect", metavar="PERCENT", help="the same as --ab-detect")
+    allow_unjudged_arg(c, "a case (inconclusive: contended, too few clean pairs)")
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    """`harness ab A B`: the A/B workload through the run session (as `harness run --workload ab --ab-a A --ab-b B`
+    without pytest): each case in the supervised worker, results.json after every case, the report."""
+    import os
+
+    from harness.gating.ab import ab_records, case_detect_line
+    from harness.gating.unjudged import decide_exit, unjudged_line
+    from harness.workloads import get_workload
+
+    raw = dict(vars(args))
+    files = [s for s in (args.ab_a, args.ab_b) if s.endswith(".onnx") or os.path.sep in s]
+    if files:  # model-file sides are user models of the run
+        raw["model"] = list(dict.fromkeys([*(raw.get("model") or []), *files]))
+    config = parse_run_options(raw, (*AB_GROUPS, AB.only("ab_a", "ab_b")), out_prefix="ab-", workload="ab")
+    workload = get_workload("ab")
+    cases = workload.cases(config)
+    if not cases:
+        raise UsageError("no case to measure: give --models and --runtimes")
+    out = config.outputs.out_dir
+    from harness.gating.ab import DETECT_MAX_PAIRS, DETECT_PILOT_PAIRS
+
+    pairs = (f"pairs for --detect {config.ab.ab_detect:.1%} (a pilot of {DETECT_PILOT_PAIRS}, at most "
+             f"{DETECT_MAX_PAIRS})" if config.ab.ab_detect else f"{config.ab.ab_pairs} pairs")
+    print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {pairs} of "
+          f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
+    session, finished = session_cases(config, cases)
+    ab = config.ab
+    for c in session.run.cases:  # what each case's budget can detect, from its clean pairs' spread
+        if c.ab is not None:
+            print(f"{c.case.id}: " + case_detect_line(c.ab.blocks, ab.ab_confidence, ab.ab_min_effect,
+                                                      ab.ab_detect))
+    print(f"results: {out / 'results.json'}; report: {out / 'report.html'}")
+    if session.exit_status() or not finished:
+        return session.exit_status() or EXIT_INTERRUPTED
+    from harness.results.schema import BROKEN
+
+    # a case that could not be measured (error, crash, timeout, out of memory) is a failed run, as in `harness
+    # run`: never 0 as if both sides had been compared (ab_records: verdict broke)
+    broken = [c for c in session.run.cases if c.status in BROKEN]
+    if broken:
+        print(f"{len(broken)} case(s) not measured: " + ", ".join(f"{c.case.id} {c.status}" for c in broken[:5])
+              + (" ..." if len(broken) > 5 else ""))
+    records = ab_records(session.run.cases)
+    line = unjudged_line(records, args.allow_unjudged, what="A/B cases")
+    if line:  # the last line: the cases not judged, and why
+        print(line)
+    return decide_exit(records, args.allow_unjudged)
+
+
+COMMANDS = {"ab": Command(cmd_ab)}

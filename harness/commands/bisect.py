@@ -1,0 +1,74 @@
+"""`harness bisect RUNTIME --versions A..B`: the first release of a runtime's package where one case changed, by
+binary search over releases, each in an environment of its own (harness.execution.bisect_run)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups, allow_unjudged_arg, gate_args
+from harness.errors import UsageError
+from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
+from harness.options import BUILD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+
+# `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
+BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
+                                                                             "seq_lens"),
+                 RUNTIMES.only("precisions", "variants"), TIMING, PROCESS, INPUTS, BUILD, OUTPUTS)
+
+
+def add_parser(sub: Any) -> None:
+    b = sub.add_parser("bisect", help="the first release of a runtime's package where one case's latency (by the "
+                                      "gate) or outputs (by the drift tolerance) changed",
+                       description="Measure one case (--models x shape x --precisions) on releases of RUNTIME's "
+                                   "package, each in an environment of its own (RUNTIME@VERSION), by binary search: "
+                                   "the two ends, then halves. Each release is judged against the oldest by "
+                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none, "
+                                   "3 when a step could not be judged (contended, too few samples: the search "
+                                   "stops with `could not judge between X and Y`; --allow-unjudged: 0), 2 on bad "
+                                   "options (a reversed A..B), 130/143 when stopped by SIGINT/SIGTERM.")
+    b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
+    b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
+                   help="A..B: every release from A to B that pip can install here (either end may be left out); "
+                        "or the releases, comma-separated")
+    add_groups(b, BISECT_GROUPS)
+    gate_args(b, examples="median:10%%")
+    allow_unjudged_arg(b, "a release")
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """`harness bisect RUNTIME --versions A..B`: binary search over releases for one case (harness.envs)."""
+    from harness.execution.bisect_run import run_bisect, version_range
+    from harness.gating import load_gate_config
+    from harness.results.store import atomic_write_text
+    from harness.runtimes import get_runtime
+
+    cls = get_runtime(args.runtime)
+    if cls.distribution is None or cls.pinned_version is not None:
+        raise UsageError(f"runtime {args.runtime!r}: bisect takes a runtime with a package to pin and no @VERSION "
+                         "(e.g. ort-cpu)")
+    raw = dict(vars(args))
+    raw["runtimes"] = args.runtime
+    config = parse_run_options(raw, (*BISECT_GROUPS, RUNTIMES.only("runtimes")), out_prefix="bisect-")
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    wheels = config.process.env_wheels
+    versions = version_range(args.versions, cls.distribution, Path(wheels) if wheels else None)
+    print(f"bisect {args.runtime} ({cls.distribution}) over {len(versions)} releases: {', '.join(versions)} -> "
+          f"{config.outputs.out_dir}")
+    found = run_bisect(config, args.runtime, versions, gates)
+    lines = found.lines()
+    for line in lines:
+        print(line)
+    Path(config.outputs.out_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(config.outputs.out_dir) / "bisect.txt", "\n".join(lines) + "\n")
+    if found.problem:
+        return EXIT_USAGE
+    if found.first_changed:
+        return EXIT_FAILED
+    if found.unjudged is not None:
+        return EXIT_OK if args.allow_unjudged else EXIT_UNJUDGED
+    return EXIT_OK
+
+
+COMMANDS = {"bisect": Command(cmd_bisect)}

@@ -1,0 +1,239 @@
+"""`harness baseline | compare | gate-check | qualify`: store baselines, judge a run against one, measure the gate
+here, and qualify a machine by a spec (harness.gating)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.commands import gate as gate_command
+from harness.commands.common import (
+    EXIT_OK,
+    Command,
+    add_groups,
+    allow_unjudged_arg,
+    baseline_dir_arg,
+    gate_args,
+)
+from harness.display import visible
+from harness.errors import UsageError
+from harness.options import AB, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.results.schema import CaseId
+
+# `harness gate-check`: a small matrix measured many times
+GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_lens="32").only(
+                         "models", "batch_sizes", "seq_lens"),
+                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
+                     TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
+                     PROCESS.only("threads"),
+                     AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_activations",
+                             "ab_budget"))
+
+
+def add_parser(sub: Any) -> None:
+    base = sub.add_parser("baseline", help="store and list named baselines (for --baseline NAME)")
+    bsub = base.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    save = bsub.add_parser("save", help="store one or more runs (oldest first) as the baseline NAME")
+    save.add_argument("results", nargs="+", help="results.json files (or the folders holding them), oldest first")
+    save.add_argument("--name", required=True, help="baseline name, e.g. main")
+    baseline_dir_arg(save)
+    save.add_argument("--allow-incomplete", action="store_true", help="accept an interrupted run")
+    save.add_argument("--append", action="store_true",
+                      help="add the runs after those NAME holds (a rolling baseline) instead of replacing it")
+    save.add_argument("--keep", type=int, metavar="K", help="keep only the newest K runs (e.g. --append --keep 5)")
+    ls = bsub.add_parser("ls", help="list stored baselines")
+    baseline_dir_arg(ls)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+
+    cmp = sub.add_parser("compare", help="verdicts of CURRENT against BASELINE (exit 1 on regression, 3 when a "
+                                         "gated timing row was not judged)")
+    cmp.add_argument("baseline", help="a stored baseline name or a results.json path")
+    cmp.add_argument("current", help="a results.json (or the folder holding it)")
+    gate_args(cmp)
+    cmp.add_argument("--markdown", metavar="FILE", help="also write the Markdown verdict table here")
+    cmp.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON here")
+    cmp.add_argument("--all", action="store_true", help="print pass rows too")
+    cmp.add_argument("--verbose", action="store_true",
+                     help="print the method paragraph, the gate's measured false-alarm rate and whole reasons")
+    allow_unjudged_arg(cmp)
+
+    gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
+                                           "slowdowns (self-test)")
+    add_groups(gc, GATE_CHECK_GROUPS)  # the matrix and timing options of `harness run`, with gate-check's defaults
+    gc.add_argument("--rounds", type=int, default=6, help="simulated runs per case (A/A pairs; default 6)")
+    gc.add_argument("--levels", default="5,10,15,20,30",
+                    help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
+    gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
+    gc.add_argument("--ab", action="store_true",
+                    help="measure `harness ab` instead of compare: per case and round, the case A/B against itself "
+                         "(false alarms) and with B slowed by each level (power), in one worker per round")
+    gc.add_argument("--nightly", metavar="BASELINE",
+                    help="measure `harness gate BASELINE` instead: per round, one whole gate run with nothing changed "
+                         "(false alarms) and one per level with side B slowed (power); the baseline's cases, "
+                         "filtered by --models/--runtimes only when given")
+    gate_args(gc)
+
+    q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
+    q.add_argument("spec", help="the spec file, e.g. specs/cpu-2core.toml")
+    q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
+    q.add_argument("--results", help="judge this results.json instead of running the cases")
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from harness.gating import baseline
+
+    if args.baseline_command == "save":
+        path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
+                                      append=args.append, keep=args.keep,
+                                      warn=lambda line: print(visible(line), file=sys.stderr))
+        runs = baseline.load_baseline_runs(path)
+        print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
+              f"{visible(', '.join(r.run_id for r in runs))}): {path}")
+        print(f"for `harness gate`: {visible(baseline.artifact_summary(baseline.load_replay(path)))} in "
+              f"{path.parent / baseline.BLOBS}")
+        return EXIT_OK
+    infos = baseline.list_baselines(args.dir)
+    if args.json:
+        print(baseline.as_json(infos))
+    elif not infos:
+        print(f"no baselines in {baseline.baseline_dir(args.dir)}")
+    for info in infos if not args.json else ():
+        print(baseline.describe(info))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.gating import compare_runs, load_gate_config, load_run
+    from harness.gating.baseline import load_baseline_runs
+    from harness.gating.compare import comparison_json
+    from harness.report.verdicts import verdicts_markdown, verdicts_text
+    from harness.results.store import atomic_write_text
+
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    comparison = compare_runs(load_baseline_runs(args.baseline), load_run(args.current), gates,
+                              baseline_label=str(args.baseline), current_label=str(args.current),
+                              allow_unjudged=args.allow_unjudged)
+    md = verdicts_markdown(comparison)
+    print(verdicts_text(comparison, only_changes=not args.all, verbose=args.verbose), end="")
+    if args.markdown:
+        atomic_write_text(args.markdown, md)
+    if args.json:
+        atomic_write_text(args.json, comparison_json(comparison))
+    print(comparison.summary())
+    unjudged = comparison.unjudged_line()
+    if unjudged:  # the last line: how many gated rows were not judged, and which
+        print(unjudged)
+    return comparison.exit_code
+
+
+def cmd_gate_check(args: argparse.Namespace) -> int:
+    from harness.execution.gatecheck_run import SupervisedRuns
+    from harness.gating import load_gate_config
+    from harness.gating.gatecheck import gate_check
+    from harness.report.gatecheck import gatecheck_html, gatecheck_markdown
+    from harness.report.terminal import markdown_as_text
+    from harness.results.environment import snapshot
+    from harness.results.store import atomic_write_text
+    from harness.workloads import get_workload
+
+    try:
+        levels = tuple(float(x) / 100.0 for x in args.levels.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--levels {args.levels!r}: expected percentages like 5,10,20") from None
+    if not levels or any(not 0 < lv < 10 for lv in levels):
+        raise UsageError(f"--levels {args.levels!r}: each level must lie between 0 and 1000 percent")
+    if args.rounds < 2:
+        raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
+    out = Path(args.out) if args.out else None
+    if args.nightly:
+        return gate_command.gate_check_nightly(args.nightly, args, levels, args.rounds, out)
+    gates = load_gate_config(args.gate_config, args.gate or ())
+    # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
+    # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)
+    config = parse_run_options(vars(args), GATE_CHECK_GROUPS)
+    import tempfile  # gate-check's groups have no --out of a run: its runs go under OUT/runs/ (or a temp folder)
+
+    config = config.replace(out_dir=out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-")))
+    cases = get_workload(config.workload).cases(config)
+    if args.ab:
+        return _gate_check_ab(config, cases, levels, args.rounds, out)
+    print(f"gate-check: {len(cases)} case(s) x {args.rounds} runs of {config.measure.repeats} block(s) x (1 + "
+          f"{len(levels)} slowdown levels); {gates.describe()}")
+    runs = SupervisedRuns(config)  # each simulated run a session with its own supervised worker
+    result = gate_check(cases, gates, runs.measure, rounds=args.rounds, levels=levels,
+                        repeats=config.measure.repeats, progress=print, execute=runs.execute)
+    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
+    result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    md = gatecheck_markdown(result)
+    print(markdown_as_text(md), end="")  # plain on the terminal; gatecheck.md keeps the Markdown
+    if out is not None:
+        atomic_write_text(out / "gatecheck.json", json.dumps(result.as_dict(), indent=1))
+        from harness.gating.gatecheck import suggested_config
+
+        atomic_write_text(out / "gates-suggested.toml", suggested_config(result))
+        atomic_write_text(out / "gatecheck.md", md)
+        atomic_write_text(out / "gatecheck.html", gatecheck_html(result))
+        print(f"written: {out / 'gatecheck.json'}, {out / 'gatecheck.md'}, {out / 'gatecheck.html'}, "
+              f"{out / 'gates-suggested.toml'} (the per-case run-to-run spread and these figures: pass it to "
+              "compare/run with --gate-config and the verdict tables show them)")
+    return EXIT_OK
+
+
+def _gate_check_ab(config: RunConfig, cases: list[CaseId], levels: tuple[float, ...], rounds: int,
+                   out: Path | None) -> int:
+    from harness.execution.gatecheck_run import SupervisedAb
+    from harness.gating.gatecheck import ab_gate_check
+    from harness.report.terminal import markdown_as_text
+    from harness.results.environment import snapshot
+    from harness.results.store import atomic_write_text
+
+    ab = config.ab
+    print(f"gate-check --ab: {len(cases)} case(s) x {rounds} rounds x (A/A + {len(levels)} slowdown levels); "
+          f"{ab.ab_pairs} pairs of {ab.ab_block_time_s:g} s blocks, minimum effect {ab.ab_min_effect:.0%}, "
+          f"{ab.ab_confidence:.0%} interval")
+    runs = SupervisedAb(config)
+    result = ab_gate_check(cases, runs.verdict, trials=rounds, levels=levels, progress=print, execute=runs.execute)
+    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
+    result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    md = result.markdown()
+    print(markdown_as_text(md), end="")
+    if out is not None:
+        atomic_write_text(out / "gatecheck-ab.json", json.dumps(result.as_dict(), indent=1))
+        atomic_write_text(out / "gatecheck-ab.md", md)
+        print(f"written: {out / 'gatecheck-ab.json'}, {out / 'gatecheck-ab.md'}")
+    return EXIT_OK
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    from harness.execution.qualify_run import run_spec, spec_case
+    from harness.gating import load_run
+    from harness.gating.qualify import judge, load_spec
+    from harness.report.certificate import certificate_text, write_certificate
+    from harness.report.progress import RunProgress
+
+    spec = load_spec(args.spec, spec_case)
+    if args.results:
+        results = Path(args.results)
+        out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)
+    else:
+        out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
+        results = run_spec(spec, out, RunProgress())
+    cert = judge(spec, load_run(results), results)
+    print(certificate_text(cert))
+    for name, path in write_certificate(cert, out).items():
+        print(f"{name:>17}: {path}")
+    if cert.unjudged_line():  # the last line: the requirements not judged, and why
+        print(cert.unjudged_line())
+    return cert.exit_code
+
+
+COMMANDS = {"baseline": Command(cmd_baseline, plugins=False), "compare": Command(cmd_compare, plugins=False),
+            "gate-check": Command(cmd_gate_check), "qualify": Command(cmd_qualify)}
