@@ -22,6 +22,7 @@ try:  # Ctrl-C while these load (about a second: the config pulls numpy, platfor
         AB,
         BUILD,
         CONFORMANCE,
+        FORWARD,
         INPUTS,
         MODELS,
         OUTPUTS,
@@ -154,7 +155,7 @@ CONFORM_GROUPS = (RUNTIMES, CONFORMANCE, PROCESS.with_defaults(threads="1", case
 # `harness gate-check`: a small matrix measured many times
 GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_lens="32").only(
                          "models", "batch_sizes", "seq_lens"),
-                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
+                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"), FORWARD.only("variants"),
                      TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
                      PROCESS.only("threads"),
                      AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence"))
@@ -163,7 +164,8 @@ GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_len
 # `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
 BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
                                                                              "seq_lens"),
-                 RUNTIMES.only("precisions", "variants"), TIMING, PROCESS, INPUTS, BUILD, OUTPUTS)
+                 RUNTIMES.only("precisions"), TIMING, FORWARD.only("variants", "settle", "profile"), PROCESS, INPUTS,
+                 BUILD, OUTPUTS)
 
 
 def _envs_parsers(sub: Any) -> None:

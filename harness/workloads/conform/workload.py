@@ -92,6 +92,13 @@ class ConformWorkload(Workload):
 
     name = "conform"
     title = "operator conformance"
+    option_groups = ("conformance",)
+
+    def default_models(self, quick: bool) -> tuple[str, ...]:
+        return ()  # the cases are ONNX's backend tests, not models
+
+    def default_runtimes(self, quick: bool) -> tuple[str, ...]:
+        return ()  # every runtime that runs an ONNX model here (resolve_runtimes)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         precisions = config.matrix.precisions
