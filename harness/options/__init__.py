@@ -13,6 +13,7 @@ from harness.options.matrix import MODELS, RUNTIMES, available_runtimes, precisi
 from harness.options.outputs import OUTPUTS, check_out_dir, history_db
 from harness.options.parse import OPTION_NAMES, OPTIONS, RUN_GROUPS, parse_run_options
 from harness.options.process import PROCESS, wheel_folder
+from harness.options.qualify import SPEC_OPTIONS, spec_measure
 from harness.options.timing import TIMING
 from harness.options.values import (MAX_DIM, MAX_THREADS, at_least, choice, float_at_least, folder, fraction,
                                     int_at_least, names, pattern_list, positive_ints, slowdown, switch)
@@ -32,6 +33,6 @@ __all__ = [
     "at_least", "available_runtimes", "batcher_policy", "check_out_dir", "choice", "feeds_file",
     "float_at_least", "folder", "fraction", "history_db", "int_at_least", "names", "opset_bounds",
     "overrides", "owners", "parse_run_options", "pattern_list", "placement_rules", "positive_ints",
-    "precisions", "scenario_names", "slowdown", "switch", "tolerances", "variants",
+    "precisions", "scenario_names", "slowdown", "switch", "spec_measure", "tolerances", "variants",
     "wheel_folder", "workload_name",
 ]
