@@ -58,7 +58,8 @@ _check_groups()
 def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = RUN_GROUPS,
                       out_prefix: str = "", workload: str | None = None) -> RunConfig:
     """Parse raw option values (strings, None when not given; keys are OptionDef.dest) of the options in `groups`
-    into a RunConfig; an option not given takes its group's default text (a command's own), else the RunConfig's.
+    into a RunConfig; an option not given takes its group's default text (a command's own), else the workload's
+    (Workload.option_defaults), else the RunConfig's.
 
     What the type cannot default is decided here: the run id and output folder (the clock; `out_prefix` names
     the default folder, e.g. "conform-"), the case memory cap (half this machine's memory), --model files
@@ -77,7 +78,10 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
     chosen = get_workload(workload or "forward")
     if user_picks:
         check_workload_options(groups, lambda o: raw.get(o.dest) not in (None, False), chosen.name)
-    raw = {**{d: o.default for d, o in present.items() if o.default is not None and raw.get(d) in (None, False)},
+    # an option not given takes the command's default text, else the workload's (Workload.option_defaults)
+    defaults = {d: chosen.option_defaults[d] for d in present if d in chosen.option_defaults}
+    defaults.update({d: o.default for d, o in present.items() if o.default is not None})
+    raw = {**{d: text for d, text in defaults.items() if raw.get(d) in (None, False)},
            **{k: v for k, v in raw.items() if k in present and v not in (None, False)}}
     quick = bool(raw.get("quick"))
     values: dict[str, Any] = {}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from harness.config import RunConfig
@@ -51,6 +52,8 @@ class Workload(ABC):
     option_groups: ClassVar[tuple[str, ...]] = ()
     # the RunConfig field of this workload's sequence axis: what --feeds' sequence lengths fill when not given
     sequence_field: ClassVar[str] = "seq_lens"
+    # option texts by dest that this workload's runs take when the option is not given (below a command's own)
+    option_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def default_models(self, quick: bool) -> tuple[str, ...]:
         """The models of a run that names none (no --models, no --model): the zoo's, those tagged quick with

@@ -119,3 +119,19 @@ def test_a_group_is_owned_by_the_workloads_that_read_its_fields(group):
              for name in workload_names()}
     assert set(fields) == set().union(*(reads[n] for n in own)), (group.name, own)
     assert not {n: sorted(r) for n, r in reads.items() if r and n not in own}, group.name
+
+
+def test_a_workload_owns_its_defaults_below_the_commands_and_the_users(tmp_path):
+    """conform runs one thread and 60 s per case through `harness run --workload conform` as through `harness
+    conform`; a value the user gives wins, and other workloads keep the configuration's defaults."""
+    from harness.cli import CONFORM_GROUPS
+    from harness.config import ProcessConfig
+
+    run = parse_run_options(raw(tmp_path, workload="conform"))
+    command = parse_run_options(raw(tmp_path), CONFORM_GROUPS, workload="conform")
+    assert (run.measure.threads, run.process.case_timeout_s) == (command.measure.threads,
+                                                                 command.process.case_timeout_s) == (1, 60.0)
+    given = parse_run_options(raw(tmp_path, workload="conform", threads="2", case_timeout="5"))
+    assert (given.measure.threads, given.process.case_timeout_s) == (2, 5.0)
+    fwd = parse_run_options(raw(tmp_path, models="mlp", runtimes="torch-cpu"))
+    assert fwd.process.case_timeout_s == ProcessConfig.case_timeout_s
