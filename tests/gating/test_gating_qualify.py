@@ -315,7 +315,7 @@ def test_a_bad_measure_value_names_the_spec_file_and_the_key_with_the_message_of
     with pytest.raises(UsageError) as cli:
         _run_options(tmp_path, **{option: line.split(" = ")[1].strip('"')})
     p = tmp_path / "bad.toml"
-    p.write_text(GOOD.replace("min_time = 0.01", line, 1))
+    p.write_text(GOOD.replace("min_time = 0.01\nmin_iters = 5\nwarmup = 1", line, 1))
     with pytest.raises(SpecError) as info:
         load_spec(p, spec_case)
     assert str(info.value) == f"{p}: [measure] {key} = {value!r}: {cli.value}"
