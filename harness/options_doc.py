@@ -1,4 +1,4 @@
-"""docs/options.md, generated from the run options in harness/options.py (`python -m harness.options_doc`)."""
+"""docs/options.md, generated from the run options in harness/options/ (`python -m harness.options_doc`)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ DEFAULT_PATH = Path(__file__).resolve().parents[1] / "docs" / "options.md"
 HEADER = """\
 # Run options
 
-<!-- Generated from the option groups in harness/options.py by `python -m harness.options_doc`: do not edit by hand
+<!-- Generated from the option groups in harness/options/ by `python -m harness.options_doc`: do not edit by hand
 (tests/report/test_options_doc.py fails when this page is stale). -->
 
 `harness run` is a thin wrapper over `pytest` on the bundled suites: every option below has a pytest twin with
 the `--harness-` prefix (registered by the plugin through the `pytest11` entry point), parsed and validated by
-the same code (`parse_run_options` in `harness/options.py`). An unknown model, runtime or precision is a usage error
+the same code (`parse_run_options` in `harness/options/parse.py`). An unknown model, runtime or precision is a usage error
 that lists the valid names. `harness run --help` and `pytest --help` print the same text.
 
 ```bash
@@ -26,8 +26,12 @@ harness run --quick --threads 1 --out /tmp/one-thread
 pytest suites --harness-quick --harness-threads=1 --harness-out=/tmp/one-thread   # the same run through pytest
 ```
 
-The options come in groups, one per concern (`harness/options.py`); `harness conform` and `harness gate-check`
-compose some of the same groups with their own defaults.
+The options come in groups, one module per concern under `harness/options/`; `harness conform` and
+`harness gate-check` compose some of the same groups with their own defaults. A workload owns its groups
+(`harness/options/workloads/`): the forward workload the deployment variants, `--settle`, `--profile`,
+`--localize` and the LoadGen scenarios; generate, conform and ab theirs. An option of a group that another
+workload owns is a usage error (exit 2) naming the option and its workload, e.g. `--workload generate --variants
+opt=basic`, never silently ignored.
 """
 TABLE = "| `harness run` | pytest | value | meaning |\n| --- | --- | --- | --- |\n"
 

@@ -10,12 +10,13 @@ from typing import Any
 from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups, allow_unjudged_arg, gate_args
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
-from harness.options import BUILD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options import BUILD, FORWARD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
 
 # `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
 BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
                                                                              "seq_lens"),
-                 RUNTIMES.only("precisions", "variants"), TIMING, PROCESS, INPUTS, BUILD, OUTPUTS)
+                 RUNTIMES.only("precisions"), TIMING, FORWARD.only("variants", "settle", "profile"), PROCESS, INPUTS,
+                 BUILD, OUTPUTS)
 
 
 def add_parser(sub: Any) -> None:

@@ -21,7 +21,7 @@ from harness.commands.common import (
 )
 from harness.display import visible
 from harness.errors import UsageError
-from harness.options import AB, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options import AB, FORWARD, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # `harness gate-check`: a small matrix measured many times
 GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_lens="32").only(
                          "models", "batch_sizes", "seq_lens"),
-                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"),
+                     RUNTIMES.with_defaults(runtimes="torch-cpu,ort-cpu"), FORWARD.only("variants"),
                      TIMING.with_defaults(min_time="0.5", min_iters="20").only("min_time", "min_iters", "repeats"),
                      PROCESS.only("threads"),
                      AB.only("ab_pairs", "ab_block_time", "ab_min_effect", "ab_confidence", "ab_activations",

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.config import RunConfig
 from harness.execution.session import HarnessSession
-from harness.gating.qualify import _MEASURE_KEYS, QualifySpec
+from harness.gating.qualify import QualifySpec
 from harness.matrix import case_ids
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
@@ -29,7 +29,7 @@ def spec_run_config(spec: QualifySpec, out_dir: Path) -> RunConfig:
         return tuple(dict.fromkeys(values))
 
     cs = [s.case for s in spec.cases]
-    given = {dest: spec.measure[key] for key, dest in _MEASURE_KEYS.items() if key in spec.measure}
+    given = spec.measure  # RunConfig field values, parsed by the run options' definitions (load_spec)
     timing = {dest.removeprefix("timing."): v for dest, v in given.items() if dest.startswith("timing.")}
     settings = {dest: v for dest, v in given.items() if not dest.startswith("timing.")}
     settings.setdefault("case_memory_gb", default_case_memory_gb())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.gating.unjudged import CONTENDED, TOO_FEW_SAMPLES, unjudged_line
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 from harness.precision import Precision
@@ -76,11 +76,17 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
 _CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
-# [measure] key -> RunConfig field ("timing.X": a field of its TimingPolicy)
-_MEASURE_KEYS = {"min_time": "timing.min_time_s", "min_iters": "timing.min_iters", "warmup": "timing.warmup_iters",
-                 "threads": "threads", "seed": "seed", "case_timeout": "case_timeout_s",
-                 "case_memory": "case_memory_gb", "noise_cv": "noise_cv", "exporter": "exporter",
-                 "isolation": "isolation"}
+
+# The [measure] table: (where, {key: TOML value}) -> {RunConfig field ("timing.X": a TimingPolicy field): value},
+# parsed by the run options' own definitions (harness.options.qualify.spec_measure installs itself here when the
+# options are imported, as the entry points do): gating never imports the options, and the table is not kept twice.
+MeasureParser = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+_MEASURE_PARSER: list[MeasureParser] = []
+
+
+def use_measure_parser(parse: MeasureParser) -> None:
+    """Install the parser of specs' [measure] tables (harness.options.qualify does, on import)."""
+    _MEASURE_PARSER[:] = [parse]
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class QualifySpec:
     path: Path
     name: str
     description: str
-    measure: Mapping[str, Any]
+    measure: Mapping[str, Any]  # [measure] as RunConfig field values ("timing.X": a TimingPolicy field)
     cases: tuple[SpecCase, ...]
     sha256: str
 
@@ -152,17 +158,12 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
     measure = doc.get("measure", {})
     if not isinstance(measure, dict):
         raise SpecError(f"{where}: [measure] must be a table")
-    _unknown(f"{where}: [measure]", measure, set(_MEASURE_KEYS))
-    for key, v in measure.items():
-        if key == "exporter":
-            if v not in ("dynamo", "legacy"):
-                raise SpecError(f"{where}: [measure] exporter = {v!r}: valid: dynamo, legacy")
-        elif key == "isolation":
-            if not isinstance(v, bool):
-                raise SpecError(f"{where}: [measure] isolation = {v!r} must be true or false")
-        else:
-            _number(f"{where}: [measure]", key, v, integer=key in ("min_iters", "warmup", "threads", "seed"),
-                    minimum=1 if key in ("min_iters", "threads") else 0.0)
+    if measure and not _MEASURE_PARSER:
+        raise HarnessError(f"{where}: no parser of [measure] tables installed (import harness.options first)")
+    try:
+        settings = _MEASURE_PARSER[0](f"{where}: [measure]", measure) if measure else {}
+    except UsageError as exc:
+        raise SpecError(str(exc)) from None
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
@@ -207,7 +208,7 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
         if not require:
             raise SpecError(f"{cw}: no requirements (give [case.require] or [defaults.require])")
         cases.append(SpecCase(case, require))
-    return QualifySpec(path, name, description, measure, tuple(cases),
+    return QualifySpec(path, name, description, settings, tuple(cases),
                        hashlib.sha256(path.read_bytes()).hexdigest())
 
 

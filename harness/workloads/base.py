@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from harness.config import RunConfig
@@ -46,6 +47,30 @@ class Workload(ABC):
 
     name: ClassVar[str]
     title: ClassVar[str] = ""
+    # the option groups this workload owns, by name (declared in harness/options/workloads/<name>.py): given to a
+    # run of another workload they are a usage error, not ignored; a group no workload owns is shared by all
+    option_groups: ClassVar[tuple[str, ...]] = ()
+    # the RunConfig field of this workload's sequence axis: what --feeds' sequence lengths fill when not given
+    sequence_field: ClassVar[str] = "seq_lens"
+    # option texts by dest that this workload's runs take when the option is not given (below a command's own)
+    option_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    def default_models(self, quick: bool) -> tuple[str, ...]:
+        """The models of a run that names none (no --models, no --model): the zoo's, those tagged quick with
+        --quick (callers load the plugins first)."""
+        from harness.config import QUICK_TAG
+        from harness.model import all_models
+
+        return tuple(s.name for s in all_models() if (not quick or QUICK_TAG in s.tags) and "user" not in s.tags)
+
+    def default_runtimes(self, quick: bool) -> tuple[str, ...]:
+        """The runtimes of a run that names none: torch-cpu and ort-cpu with --quick, else every registered runtime
+        that can run on this machine (availability probes; callers load the plugins first)."""
+        from harness.runtimes import get_runtime, runtime_names
+
+        if quick:
+            return ("torch-cpu", "ort-cpu")
+        return tuple(r for r in runtime_names() if get_runtime(r).availability())
 
     @abstractmethod
     def cases(self, config: RunConfig) -> list[CaseId]:

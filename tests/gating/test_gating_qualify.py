@@ -290,3 +290,51 @@ def test_a_percentile_requirement_on_too_few_samples_is_inconclusive(tmp_path, s
     assert p99.status == "INCONCLUSIVE" and "n/a (n=12 < 100)" in p99.reason and "not judged" in p99.reason
     assert by[(CASE2.id, "p50_ms_max")].status == "PASS"
     assert cert.verdict == "INCONCLUSIVE" and cert.exit_code == 3
+
+
+def _run_options(tmp_path, **kw):
+    from harness.options import OPTIONS, parse_run_options
+
+    return parse_run_options({**{o.dest: None for o in OPTIONS}, "out": str(tmp_path / "o"), **kw})
+
+
+@pytest.mark.parametrize("line, option", [
+    ("min_time = -1", "min_time"),
+    ("threads = 0", "threads"),
+    ("min_iters = 2.5", "min_iters"),
+    ("case_timeout = nan", "case_timeout"),
+    ('exporter = "torchscript"', "exporter"),
+])
+def test_a_bad_measure_value_names_the_spec_file_and_the_key_with_the_message_of_harness_run(
+        tmp_path, fakes, capsys, line, option):
+    """[measure] is read by the run options' own definitions: the spec's error is the file, the table, the key
+    and its value, then exactly what `harness run` says of the same value."""
+    import tomllib
+
+    key, value = next(iter(tomllib.loads(line).items()))
+    with pytest.raises(UsageError) as cli:
+        _run_options(tmp_path, **{option: line.split(" = ")[1].strip('"')})
+    p = tmp_path / "bad.toml"
+    p.write_text(GOOD.replace("min_time = 0.01\nmin_iters = 5\nwarmup = 1", line, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(p, spec_case)
+    assert str(info.value) == f"{p}: [measure] {key} = {value!r}: {cli.value}"
+    assert main(["qualify", str(p)]) == 2
+    assert f"{p}: [measure] {key} = {value!r}: {cli.value}" in capsys.readouterr().err
+
+
+def test_every_measure_key_sets_what_its_run_option_sets(tmp_path, fakes):
+    table = ('min_time = 0.02\nmin_iters = 3\nwarmup = 2\nnoise_cv = 0.2\nthreads = 1\nseed = 7\ncase_timeout = 30\n'
+             'case_memory = 2.5\nexporter = "legacy"\nisolation = false')
+    p = tmp_path / "all.toml"
+    p.write_text(GOOD.replace("min_time = 0.01\nmin_iters = 5\nwarmup = 1", table, 1))
+    spec = spec_run_config(load_spec(p, spec_case), tmp_path / "q")
+    run = _run_options(tmp_path, min_time="0.02", min_iters="3", warmup="2", noise_cv="0.2", threads="1", seed="7",
+                       case_timeout="30", case_memory="2.5", exporter="legacy", no_isolation=True)
+    assert spec.measure == run.measure and spec.process == run.process
+    assert spec.inputs.seed == run.inputs.seed == 7 and spec.artifacts.exporter == run.artifacts.exporter == "legacy"
+    p.write_text(GOOD.replace("min_time = 0.01", "isolation = true", 1))
+    assert spec_run_config(load_spec(p, spec_case), tmp_path / "q").process.isolation is True
+    p.write_text(GOOD.replace("min_time = 0.01", 'isolation = "no"', 1))
+    with pytest.raises(SpecError, match=r"\[measure\] isolation = 'no' must be true or false"):
+        load_spec(p, spec_case)

@@ -50,7 +50,8 @@ class PairLoop:
     while judge_ab leaves the case unjudged (contended pairs, too few clean ones, an interval too wide) and the
     case's `ab_budget_s` lasts, one more activation's worth of pairs at a time. After a pair with a contended
     block the loop waits for quiet cores (wait_quiet, bounded) before the next; the waiting is paid from the
-    budget too, at most WAIT_SHARE of it. `spent_s`: the budget used (waits and extra pairs); `extra_pairs`: the pairs it bought."""
+    budget too, at most WAIT_SHARE of it. `spent_s`: the budget used (waits and extra pairs); `extra_pairs`: the
+    pairs it bought."""
 
     ab: AbConfig
     threads: int

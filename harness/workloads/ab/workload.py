@@ -71,6 +71,7 @@ class AbWorkload(Workload):
 
     name = "ab"
     title = "interleaved A/B"
+    option_groups = ("ab",)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m, ab = config.matrix, config.ab

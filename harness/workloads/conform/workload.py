@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from harness.config import RunConfig
@@ -92,6 +93,16 @@ class ConformWorkload(Workload):
 
     name = "conform"
     title = "operator conformance"
+    option_groups = ("conformance",)
+    # one thread and 60 s per case, in `harness conform` and `harness run --workload conform` alike: an operator
+    # case is small, and a hang is found in a minute
+    option_defaults = MappingProxyType({"threads": "1", "case_timeout": "60"})
+
+    def default_models(self, quick: bool) -> tuple[str, ...]:
+        return ()  # the cases are ONNX's backend tests, not models
+
+    def default_runtimes(self, quick: bool) -> tuple[str, ...]:
+        return ()  # every runtime that runs an ONNX model here (resolve_runtimes)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         precisions = config.matrix.precisions

@@ -50,6 +50,7 @@ class ForwardWorkload(Workload):
 
     name = "forward"
     title = "forward pass"
+    option_groups = ("forward", "scenarios")  # variants, --settle, --profile, --localize; the LoadGen scenarios
 
     def terminal_lines(self, run: RunResults) -> list[str]:
         from harness.report.terminal import drift_note_lines, profile_lines, scenario_lines

@@ -46,6 +46,7 @@ class SidePayload:
 class GateWorkload(Workload):
     name = "gate"
     title = "nightly gate (baseline re-measured)"
+    option_groups = ("ab",)  # its blocks: pairs, block time, effect, confidence, seed
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         raise UsageError("the gate's cases come from its baseline: run `harness gate BASELINE`")

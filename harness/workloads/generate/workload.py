@@ -152,6 +152,14 @@ class GenerateWorkload(Workload):
 
     name = "generate"
     title = "LLM generation"
+    option_groups = ("generation",)
+    sequence_field = "prompt_lens"  # the prompts are this workload's sequence axis
+
+    def default_models(self, quick: bool) -> tuple[str, ...]:
+        """The causal LMs of the zoo (tagged decoder), with or without --quick."""
+        from harness.model import all_models
+
+        return tuple(s.name for s in all_models() if "decoder" in s.tags and "user" not in s.tags)
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         m, g = config.matrix, config.generation

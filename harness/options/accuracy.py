@@ -1,0 +1,24 @@
+"""How drift is judged (harness.accuracy): tolerance overrides per precision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import UsageError
+from harness.options.base import OptionDef, OptionGroup
+from harness.precision import parse_tolerance_overrides
+
+
+def tolerances(text: Any, what: str) -> dict[str, dict[str, float]]:
+    try:
+        parsed = parse_tolerance_overrides(text)
+    except ValueError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+    return {p.value: {k: v for k, v in t.as_dict().items() if v is not None} for p, t in parsed.items()}
+
+
+ACCURACY = OptionGroup("accuracy", "drift", (
+    OptionDef("tolerance", "override drift tolerances, e.g. fp16.max_rel_l2=0.05,int8.min_cosine=0.98 (bounds: "
+                           "atol, rtol, max_rel_l2, min_cosine, min_top1, floor)", "P.BOUND=V,...",
+              field="tolerance_overrides", parse=tolerances),
+))

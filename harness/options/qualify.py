@@ -1,0 +1,60 @@
+"""A qualification spec's [measure] table parsed by the run options' own definitions and messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.errors import UsageError
+from harness.options.base import OptionDef
+from harness.options.build import BUILD
+from harness.options.inputs import INPUTS
+from harness.options.process import PROCESS
+from harness.options.timing import TIMING
+
+# the run options a spec may set, by key: the option's dest (`min_time` for --min-time); a switch that turns
+# something off is keyed by what it turns off and given as a boolean (`isolation = false` is --no-isolation)
+SPEC_OPTIONS: tuple[OptionDef, ...] = (
+    TIMING.only("min_time", "min_iters", "warmup", "noise_cv").options
+    + PROCESS.only("threads", "no_isolation", "case_timeout", "case_memory").options
+    + INPUTS.only("seed").options + BUILD.only("exporter").options)
+
+
+def spec_key(o: OptionDef) -> str:
+    return o.dest.removeprefix("no_") if o.flag else o.dest
+
+
+def spec_measure(where: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """{key: TOML value} of a spec's [measure] -> {RunConfig field ("timing.X": a TimingPolicy field): value};
+    a UsageError naming `where` (the file and the table), the key and the value, then the message `harness run`
+    gives for the same value of the option."""
+    by_key = {spec_key(o): o for o in SPEC_OPTIONS}
+    extra = sorted(set(table) - set(by_key))
+    if extra:
+        raise UsageError(f"{where}: unknown key {extra[0]!r} (valid: {', '.join(sorted(by_key))})")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        o = by_key[key]
+        assert o.field is not None and o.parse is not None, o.name
+        if o.flag:
+            if not isinstance(value, bool):
+                raise UsageError(f"{where} {key} = {value!r} must be true or false")
+            given = value != (spec_key(o) != o.dest)  # `isolation = false` gives --no-isolation
+            if given:
+                out[o.field] = o.parse(True, o.name)
+            continue
+        text = value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+        try:
+            out[o.field] = o.parse(text, o.name)
+        except UsageError as exc:
+            raise UsageError(f"{where} {key} = {value!r}: {exc}") from None
+    return out
+
+
+def _install() -> None:
+    from harness.gating.qualify import use_measure_parser
+
+    use_measure_parser(spec_measure)
+
+
+_install()
