@@ -225,7 +225,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
             for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
     drift = {m: _records(d) for m, d in drift_tables(forward).items()}
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
-    localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
+    localized = [(label, c) for label, c in all_cases if c.localization]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
     onnx_only = {m for m in models if _onnx_only(m, [c for _, c in all_cases if c.case.model == m])}
     profile_tables = where_time_goes(forward, labels)
@@ -259,7 +259,7 @@ def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, 
     its highest VALID try, with every try listed), in the order the cases ran."""
     out: dict[str, list[dict[str, Any]]] = {}
     for label, c in all_cases:
-        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        runs: list[ScenarioRun] = list(c.scenarios)
         shown = [r for r in runs if r.scenario != "server"]
         peak = peak_server(runs)
         if peak is not None:
@@ -278,11 +278,11 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
     and p50 latency over the completed samples/s, one line per case, batched or not: a run without --batcher
     reported beside one draws the plain SUT's curve with it) and a row per batched test with its batches."""
     out: dict[str, dict[str, Any]] = {}
-    batched_models = {c.case.model for _, c in all_cases for r in (getattr(c, "scenarios", None) or []) if r.batcher}
+    batched_models = {c.case.model for _, c in all_cases for r in c.scenarios if r.batcher}
     for label, c in all_cases:
         if c.case.model not in batched_models:
             continue
-        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        runs: list[ScenarioRun] = list(c.scenarios)
         section = out.setdefault(c.case.model, {"series": {}, "bounds": {}, "rows": []})
         server = [r for r in runs if r.scenario == "server" and r.samples_per_s and r.latency_ms.get("p99")]
         policy = next((r.batcher for r in runs if r.batcher), None)
