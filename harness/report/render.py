@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -563,10 +563,15 @@ def csv_text(df: pd.DataFrame) -> str:
     return df.astype(object).map(csv_cell).to_csv(index=False)
 
 
+# A workload's own pages of a run (Workload.report_pages): (run, folder, report.html's name) -> {name: path}
+RunPages = Callable[[RunResults, Path, "str | None"], dict[str, Path]]
+
+
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
                   baseline_label: str | None = None, gate_note: str | None = None,
-                  trends: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
-    """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
+                  trends: Sequence[dict[str, Any]] | None = None, pages: RunPages | None = None) -> dict[str, Path]:
+    """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`, and (one run) the pages
+    its workload renders of its own (`pages`: harness.workloads.render_report asks the run's workload).
 
     results.json is written by the caller (a run) or is the input (a report of stored runs).
     """
@@ -575,15 +580,12 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
-    conformance = out / "conformance.html"
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
         atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
-        from harness.report.conformance import conformance_cases, conformance_html
-
-        if conformance_cases(runs[0]):  # a `harness conform` run: its operator page too
-            paths["conformance"] = conformance
-            atomic_write_text(conformance, conformance_html(runs[0], report_page=paths["html"].name))
+        if pages is not None:
+            paths.update(pages(runs[0], out, paths["html"].name))
+    conformance = out / "conformance.html"
     page = conformance.name if conformance.is_file() else None  # this run's page, or one already in the folder
     atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends, page))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))
