@@ -340,7 +340,7 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
 def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
     """`harness run --ray`: the sharded run, then one merged report of every node side by side in out_dir (and
     each node's run recorded with --history). Exit status as `harness run`: 1 when a case failed or broke."""
-    from harness.report import write_outputs
+    from harness.workloads import render_report
 
     if config.gating.baseline:
         raise UsageError("--baseline with --ray: gate the merged runs afterwards with `harness compare` per node")
@@ -358,7 +358,7 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
         for run in runs:
             if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
                 trends += record_run(run, config.outputs.history, str(out_dir), note) or []
-    outputs = {"json": out_dir / "results.json", **write_outputs(runs, out_dir, trends=trends)}
+    outputs = {"json": out_dir / "results.json", **render_report(runs, out_dir, trends=trends)}
     for line in summary_lines(merged):
         note(line)
     for name, path in outputs.items():

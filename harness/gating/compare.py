@@ -340,7 +340,7 @@ def _case_mismatch(b: CaseResult, c: CaseResult) -> str:
     reasons = []
     if b.model_fingerprint and c.model_fingerprint and b.model_fingerprint != c.model_fingerprint:
         reasons.append(f"model fingerprint {b.model_fingerprint} vs {c.model_fingerprint}")
-    br, cr = getattr(b, "precision_recipe", None), getattr(c, "precision_recipe", None)
+    br, cr = b.precision_recipe, c.precision_recipe
     if br != cr:
         reasons.append(f"precision recipe {br!r} vs {cr!r}")
     if b.timing_scope != c.timing_scope:
@@ -447,7 +447,7 @@ def contended_runs(b: CaseResult, c: CaseResult) -> str:
     """Which of the two measurements contention inflated, with the cause in words ("" when neither)."""
     out = []
     for name, r in (("baseline", b), ("current", c)):
-        info = getattr(r, "contention", None) or {}
+        info = r.contention or {}
         if info.get("contended"):
             out.append(f"{name}: {info.get('cause') or 'contended'}")
     return "; ".join(out)

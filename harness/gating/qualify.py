@@ -61,7 +61,7 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
                 percentile=99),
     Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max", timing=True),
     Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min", timing=True),
-    Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: getattr(r, "gpu_peak_mb", None), "max"),
+    Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: r.gpu_peak_mb, "max"),
     Requirement("rel_l2_max", "drift rel L2", "", _accuracy("rel_l2"), "max"),
     Requirement("max_abs_max", "drift max |diff|", "", _accuracy("max_abs"), "max"),
     Requirement("cv_max", "plain coefficient of variation (std/mean)", "", _latency("cv"), "max", timing=True),
@@ -263,7 +263,7 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
     value = req.read(result)
     if value is None:
         return out(False, None, f"{req.label} was not measured in this run")
-    contention = getattr(result, "contention", None) or {}
+    contention = result.contention or {}
     if req.timing and contention.get("contended"):
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "

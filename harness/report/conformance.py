@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 from harness.gating.conformance import conformance_info, conformance_status
@@ -132,3 +133,14 @@ def conformance_html(run: RunResults, report_page: str | None = None) -> str:
                            nondeterministic=failures(run, ("nondeterministic",)), order=ORDER, explain=EXPLAIN,
                            not_counted=NOT_COUNTED,
                            machine=run.environment.get("machine") or run.environment.get("hostname") or "")
+
+
+def conformance_pages(run: RunResults, out_dir: Path, report_page: str | None) -> dict[str, Path]:
+    """conformance.html of a run holding conformance cases, in `out_dir` (linked to `report_page`); {} for any
+    other run. The conform workload's pages (ConformWorkload.report_pages)."""
+    from harness.results.store import atomic_write_text
+
+    if not conformance_cases(run):
+        return {}
+    return {"conformance": atomic_write_text(out_dir / "conformance.html",
+                                             conformance_html(run, report_page=report_page))}

@@ -12,7 +12,7 @@ def energy_section(all_cases: Sequence[tuple[str, Any]]) -> dict[str, Any] | Non
     recorded energy (results from before it: the report stays as it was)."""
     rows, unavailable = [], {}
     for label, c in all_cases:
-        e = getattr(c, "energy", None)
+        e = c.energy
         if e is None:
             continue
         if e.status == "unavailable":

@@ -9,15 +9,16 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.report import charts
+from harness.results.records import GenerationRecord, TokenAgreement
 from harness.results.schema import CaseResult, RunResults
 from harness.results.stats import quoted
 
 
-def _stat(g: dict[str, Any], what: str, key: str) -> float | None:
+def _stat(g: GenerationRecord, what: str, key: str) -> float | None:
     """A generation summary's figure; None where missing or a percentile from too few samples (stats.quoted:
     a p99 needs 100 decode steps)."""
-    summary = g.get(what) or {}
-    v, n = summary.get(key), summary.get("n")
+    summary = g.stat(what)
+    v, n = summary.figure(key), summary.n
     q = key[1:-3] if key.startswith("p") and key.endswith("_ms") else ""
     if q.isdigit() and isinstance(n, int) and not quoted(int(q), n):
         return None
@@ -26,19 +27,19 @@ def _stat(g: dict[str, Any], what: str, key: str) -> float | None:
 
 def generation_row(c: CaseResult, source: str = "") -> dict[str, Any]:
     """The generation figures of one case (empty values where it did not measure)."""
-    g = c.generation or {}
-    conf = g.get("conformance") or {}
-    logits = conf.get("first_step_logits") or {}
+    g = c.generation or GenerationRecord()
+    conf = g.conformance or TokenAgreement()
+    logits = conf.first_step_logits or {}
     return {
         "model": c.case.model, "runtime": c.case.runtime_label, "precision": str(c.case.precision),
         "batch": c.case.batch, "prompt": c.case.seq, "gen": c.case.gen, "status": c.status, "source": source,
         "ttft_p50_ms": _stat(g, "ttft", "p50_ms"), "tpot_p50_ms": _stat(g, "tpot", "p50_ms"),
         "tpot_p90_ms": _stat(g, "tpot", "p90_ms"), "tpot_p99_ms": _stat(g, "tpot", "p99_ms"),
-        "e2e_p50_ms": _stat(g, "e2e", "p50_ms"), "tokens_per_s": g.get("tokens_per_s"),
-        "decode_tokens_per_s": g.get("decode_tokens_per_s"), "kv_cache_mb": g.get("kv_cache_mb"),
-        "host_peak_mb": c.host_peak_mb, "token_match_rate": conf.get("exact_match_rate"),
-        "first_divergence": conf.get("first_divergence"), "logits_rel_l2": logits.get("rel_l2"),
-        "generations": g.get("generations"), "recipe": c.precision_recipe, "reason": c.reason,
+        "e2e_p50_ms": _stat(g, "e2e", "p50_ms"), "tokens_per_s": g.tokens_per_s,
+        "decode_tokens_per_s": g.decode_tokens_per_s, "kv_cache_mb": g.kv_cache_mb,
+        "host_peak_mb": c.host_peak_mb, "token_match_rate": conf.exact_match_rate,
+        "first_divergence": conf.first_divergence, "logits_rel_l2": logits.get("rel_l2"),
+        "generations": g.generations, "recipe": c.precision_recipe, "reason": c.reason,
     }
 
 
@@ -69,17 +70,17 @@ def _charts(cases: list[tuple[CaseResult, str]], multi: bool) -> list[Markup]:
     out = []
     tps: dict[tuple[Any, Any], dict[str, list[tuple[float, float]]]] = {}
     for c, label in cases:
-        g = c.generation or {}
-        if c.measured and g.get("tokens_per_s"):
+        tokens_per_s = c.generation.tokens_per_s if c.generation else None
+        if c.measured and tokens_per_s:
             tps.setdefault((c.case.seq, c.case.gen), {}).setdefault(_name(c, label, multi), []).append(
-                (float(c.case.batch), float(g["tokens_per_s"])))
+                (float(c.case.batch), float(tokens_per_s)))
     for (prompt, gen), series in tps.items():
         if len({x for pts in series.values() for x, _ in pts}) >= 2:
             out.append(Markup(charts.line_chart(series, title=f"tokens/s vs batch, prompt {prompt}, {gen} tokens",
                                                 x_label="batch size", y_label="tokens/s (end to end)")))
     ctx: dict[tuple[Any, Any, Any], dict[str, list[tuple[float, float]]]] = {}
     for c, label in cases:
-        pts = (c.generation or {}).get("context_p50_ms") or []
+        pts = c.generation.context_p50_ms if c.generation else []
         if c.measured and len(pts) >= 2:
             ctx.setdefault((c.case.batch, c.case.seq, c.case.gen), {})[_name(c, label, multi)] = [
                 (float(x), float(y)) for x, y in pts]

@@ -25,8 +25,8 @@ def _column(c: CaseResult, label: str, multi: bool, precisions: int) -> str:
 
 def _drift(c: CaseResult) -> dict[str, float]:
     """node -> rel L2 of the nodes localisation found drifting in this case."""
-    loc = c.localization or {}
-    return {str(n.get("node")): n.get("rel_l2") for n in loc.get("first_bad") or () if n.get("rel_l2") is not None}
+    found = c.localization.first_bad if c.localization else []
+    return {str(n.node): n.rel_l2 for n in found if n.rel_l2 is not None}
 
 
 def layer_names(cases: Sequence[CaseResult]) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +225,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
             for row, c in zip(_records(df), [c for r in runs for c in r.cases])]
     drift = {m: _records(d) for m, d in drift_tables(forward).items()}
     all_cases = [(label, c) for run, label in zip(runs, labels) for c in run.cases]
-    localized = [(label, c) for label, c in all_cases if getattr(c, "localization", None)]
+    localized = [(label, c) for label, c in all_cases if c.localization]
     models = list(dict.fromkeys(c.case.model for _, c in all_cases))
     onnx_only = {m for m in models if _onnx_only(m, [c for _, c in all_cases if c.case.model == m])}
     profile_tables = where_time_goes(forward, labels)
@@ -259,7 +259,7 @@ def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, 
     its highest VALID try, with every try listed), in the order the cases ran."""
     out: dict[str, list[dict[str, Any]]] = {}
     for label, c in all_cases:
-        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        runs: list[ScenarioRun] = list(c.scenarios)
         shown = [r for r in runs if r.scenario != "server"]
         peak = peak_server(runs)
         if peak is not None:
@@ -278,11 +278,11 @@ def batcher_sections(all_cases: list[tuple[str, Any]], multi: bool) -> dict[str,
     and p50 latency over the completed samples/s, one line per case, batched or not: a run without --batcher
     reported beside one draws the plain SUT's curve with it) and a row per batched test with its batches."""
     out: dict[str, dict[str, Any]] = {}
-    batched_models = {c.case.model for _, c in all_cases for r in (getattr(c, "scenarios", None) or []) if r.batcher}
+    batched_models = {c.case.model for _, c in all_cases for r in c.scenarios if r.batcher}
     for label, c in all_cases:
         if c.case.model not in batched_models:
             continue
-        runs: list[ScenarioRun] = list(getattr(c, "scenarios", None) or [])
+        runs: list[ScenarioRun] = list(c.scenarios)
         section = out.setdefault(c.case.model, {"series": {}, "bounds": {}, "rows": []})
         server = [r for r in runs if r.scenario == "server" and r.samples_per_s and r.latency_ms.get("p99")]
         policy = next((r.batcher for r in runs if r.batcher), None)
@@ -563,10 +563,15 @@ def csv_text(df: pd.DataFrame) -> str:
     return df.astype(object).map(csv_cell).to_csv(index=False)
 
 
+# A workload's own pages of a run (Workload.report_pages): (run, folder, report.html's name) -> {name: path}
+RunPages = Callable[[RunResults, Path, "str | None"], dict[str, Path]]
+
+
 def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, Any]] | None = None,
                   baseline_label: str | None = None, gate_note: str | None = None,
-                  trends: Sequence[dict[str, Any]] | None = None) -> dict[str, Path]:
-    """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`.
+                  trends: Sequence[dict[str, Any]] | None = None, pages: RunPages | None = None) -> dict[str, Path]:
+    """results.csv, report.html, summary.md and (one run) benchmark.json in `out_dir`, and (one run) the pages
+    its workload renders of its own (`pages`: harness.workloads.render_report asks the run's workload).
 
     results.json is written by the caller (a run) or is the input (a report of stored runs).
     """
@@ -575,15 +580,12 @@ def write_outputs(runs: Runs, out_dir: str | Path, verdicts: Sequence[dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "results.csv", "html": out / "report.html", "markdown": out / "summary.md"}
     atomic_write_text(paths["csv"], csv_text(cases_frame(runs)))
-    conformance = out / "conformance.html"
     if len(runs) == 1:
         paths["benchmark"] = out / "benchmark.json"
         atomic_write_text(paths["benchmark"], json.dumps(benchmark_json(runs[0]), indent=1))
-        from harness.report.conformance import conformance_cases, conformance_html
-
-        if conformance_cases(runs[0]):  # a `harness conform` run: its operator page too
-            paths["conformance"] = conformance
-            atomic_write_text(conformance, conformance_html(runs[0], report_page=paths["html"].name))
+        if pages is not None:
+            paths.update(pages(runs[0], out, paths["html"].name))
+    conformance = out / "conformance.html"
     page = conformance.name if conformance.is_file() else None  # this run's page, or one already in the folder
     atomic_write_text(paths["html"], render_html(runs, verdicts, baseline_label, gate_note, trends, page))
     atomic_write_text(paths["markdown"], render_markdown(runs, verdicts))

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
+from harness.results.records import EndToEndRecord, GenerationRecord, GenerationStats, TokenAgreement
 from harness.results.schema import CaseResult, RunResults
 from harness.results.stats import latency_stats, quoted, too_few_text
 
@@ -73,16 +74,16 @@ def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
         "max_abs": acc.get("max_abs"), "mean_abs": acc.get("mean_abs"), "rel_l2": acc.get("rel_l2"),
         "cosine": acc.get("cosine"), "top1_agreement": acc.get("top1_agreement"),
         "setup_s": r.setup_s, "phase": r.phase, "signal": r.signal, "reason": r.reason, "onnx_path": r.artifact,
-        # fields other parts of the harness may not record (older results, CPU-only runs): empty when absent
-        "host_peak_mb": getattr(r, "host_peak_mb", None), "gpu_peak_mb": getattr(r, "gpu_peak_mb", None),
+        # figures other parts of the harness may not record (older results, CPU-only runs): empty when None
+        "host_peak_mb": r.host_peak_mb, "gpu_peak_mb": r.gpu_peak_mb,
         "p99_abs": acc.get("p99_abs"), "task_accuracy": task.get("accuracy"),
-        "task_accuracy_ratio": task.get("ratio"), "precision_recipe": getattr(r, "precision_recipe", None),
+        "task_accuracy_ratio": task.get("ratio"), "precision_recipe": r.precision_recipe,
         "reference_runtime": r.reference_runtime, "drift_note": r.drift_note, "source": source,
-        **end_to_end_cells(getattr(r, "end_to_end", None)),
+        **end_to_end_cells(r.end_to_end),
         **_generation_cells(r),
-        **scenario_cells(getattr(r, "scenarios", None) or []),
-        **contention_cells(getattr(r, "contention", None)),
-        "runtime_env": env_packages(getattr(r, "environment", None)),
+        **scenario_cells(r.scenarios),
+        **contention_cells(r.contention),
+        "runtime_env": env_packages(r.environment),
         **energy_cells(r.energy),
     }
 
@@ -100,6 +101,13 @@ def env_packages(environment: dict[str, Any] | None) -> str | None:
     if not environment:
         return None
     return "; ".join(f"{k} {v}" for k, v in sorted((environment.get("packages") or {}).items()))
+
+
+def quoted_stat(stats: GenerationStats, q: int) -> float | None:
+    """A generation statistic's stored percentile `p{q}_ms`, or None where it came from too few samples (its
+    count `n`; without one, taken as it is)."""
+    v = stats.figure(f"p{q}_ms")
+    return v if stats.n is None or quoted(q, int(stats.n)) else None
 
 
 def quoted_figure(lat: dict[str, Any], q: int) -> float | None:
@@ -182,11 +190,13 @@ def scenario_cells(runs: list[Any]) -> dict[str, Any]:
     }
 
 
-def end_to_end_cells(e2e: dict[str, Any] | None) -> dict[str, Any]:
+def end_to_end_cells(e2e: EndToEndRecord | None) -> dict[str, Any]:
     """The end-to-end figures of a case (empty cells for a model without pre/post steps)."""
-    lat = (e2e or {}).get("latency") or {}
+    if e2e is None:
+        return {"e2e_p50_ms": None, "e2e_p99_ms": None, "pre_p50_ms": None, "post_p50_ms": None}
+    lat = e2e.latency
     return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": quoted_figure(lat, 99),  # empty from under 100 samples
-            "pre_p50_ms": (e2e or {}).get("pre_p50_ms"), "post_p50_ms": (e2e or {}).get("post_p50_ms")}
+            "pre_p50_ms": e2e.pre_p50_ms, "post_p50_ms": e2e.post_p50_ms}
 
 
 def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list[dict[str, Any]]]:
@@ -195,16 +205,16 @@ def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list
     runs = as_runs(runs)
     for run, label in zip(runs, run_labels(runs)):
         for c in run.cases:
-            e2e = getattr(c, "end_to_end", None)
-            if not e2e or c.status not in MEASURED:
+            e2e = c.end_to_end
+            if e2e is None or c.status not in MEASURED:
                 continue
             model_p50 = (c.latency or {}).get("p50_ms")
             cells = end_to_end_cells(e2e)
-            share, note = outside_model_share(cells["e2e_p50_ms"], e2e.get("model_p50_ms"), model_p50)
+            share, note = outside_model_share(cells["e2e_p50_ms"], e2e.model_p50_ms, model_p50)
             out.setdefault(c.case.model, []).append({
-                **c.case.as_dict(), "runtime": c.case.runtime_label, "source": label, "steps": e2e.get("steps", ""),
-                "model_p50_ms": model_p50, "infer_p50_ms": e2e.get("model_p50_ms"), "outside_model_pct": share,
-                "outside_model_note": note, "e2e_throughput_sps": e2e.get("throughput_sps"), **cells})
+                **c.case.as_dict(), "runtime": c.case.runtime_label, "source": label, "steps": e2e.steps,
+                "model_p50_ms": model_p50, "infer_p50_ms": e2e.model_p50_ms, "outside_model_pct": share,
+                "outside_model_note": note, "e2e_throughput_sps": e2e.throughput_sps, **cells})
     return out
 
 
@@ -228,12 +238,13 @@ def outside_model_share(e2e_p50: Any, infer_p50: Any, model_p50: Any) -> tuple[f
 
 
 def _generation_cells(r: CaseResult) -> dict[str, Any]:
-    g = getattr(r, "generation", None) or {}
-    conf = g.get("conformance") or {}
-    return {"gen": r.case.gen, "ttft_p50_ms": (g.get("ttft") or {}).get("p50_ms"),
-            **{f"tpot_{p}_ms": quoted_figure(g.get("tpot") or {}, int(p[1:])) for p in ("p50", "p90", "p99")},
-            "tokens_per_s": g.get("tokens_per_s"), "token_match_rate": conf.get("exact_match_rate"),
-            "first_divergence": conf.get("first_divergence")}
+    g = r.generation or GenerationRecord()
+    conf = g.conformance or TokenAgreement()
+    tpot = g.stat("tpot")
+    return {"gen": r.case.gen, "ttft_p50_ms": g.stat("ttft").p50_ms,
+            **{f"tpot_{p}_ms": quoted_stat(tpot, int(p[1:])) for p in ("p50", "p90", "p99")},
+            "tokens_per_s": g.tokens_per_s, "token_match_rate": conf.exact_match_rate,
+            "first_divergence": conf.first_divergence}
 
 
 def drift_cell(value: Any, note: str, fmt: Any = lambda v: f"{v:.4g}") -> str:
@@ -265,7 +276,7 @@ def _column_label(runtime: str, source: str, multi: bool) -> str:
 def setup_cached(c: CaseResult) -> bool:
     """Was this case's setup time a cache hit (its artifact from the cache, or the activation of an earlier case
     reused)? Such a figure is not a setup time to rank: "best" never picks it."""
-    return getattr(c, "artifact_cache_hit", None) is True or bool((c.details or {}).get("activation_reused"))
+    return c.artifact_cache_hit is True or bool((c.details or {}).get("activation_reused"))
 
 
 def _cached_rows(runs: list[RunResults]) -> list[bool]:

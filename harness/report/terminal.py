@@ -97,7 +97,7 @@ def scenario_lines(run: RunResults) -> list[str]:
 
     out = []
     for c in run.cases:
-        runs = getattr(c, "scenarios", None) or []
+        runs = c.scenarios
         if not runs:
             continue
         parts = []
@@ -146,11 +146,11 @@ def profile_lines(run: RunResults) -> list[str]:
     from harness.report.profile import layer_names
 
     out = []
-    profiled = [c for c in run.cases if getattr(c, "profile", None) and c.measured
+    profiled = [c for c in run.cases if c.profile and c.measured
                 and isinstance(c.profile.get("nodes"), list)]
     names = {m: layer_names([c for c in profiled if c.case.model == m]) for m in {c.case.model for c in profiled}}
     for c in run.cases:
-        p = getattr(c, "profile", None)
+        p = c.profile
         if not p or not c.measured:
             continue
         parts = []

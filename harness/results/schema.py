@@ -19,6 +19,17 @@ from pydantic import AfterValidator, Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
+from harness.results.records import (
+    DictRecord,
+    EndToEnd,
+    EndToEndRecord,
+    Generation,
+    GenerationRecord,
+    Localization,
+    LocalizationRecord,
+    Memory,
+    MemoryRecord,
+)
 from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
@@ -430,16 +441,17 @@ class CaseResult:
     blocks_pending: Count = 0  # blocks still to come from later rounds (a run killed before them keeps this)
     duration_s: Finite | None = None
     # Memory over the case (harness.measure.memory): MiB; None where not measured. `memory` holds every figure
-    # and what it covers; gpu_peak_mb is the figure memory["gpu_source"] names.
+    # and what it covers (MemoryRecord); gpu_peak_mb is the figure memory.gpu_source names.
     host_peak_mb: Finite | None = None
     gpu_peak_mb: Finite | None = None
-    memory: Object | None = None
+    memory: Memory | None = None
     # GPU runtimes: per timed call, CUDA-event time on the runtime's stream (samples_ns is host wall time)
     device_samples_ns: Samples = field(default_factory=list)
     precision_recipe: Text | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
-    localization: Object | None = None  # layer-wise drift findings (harness.accuracy.localize)
-    # generation workload (harness.generation): TTFT, per-token decode samples, tokens/s, greedy-token agreement
-    generation: Object | None = None
+    localization: Localization | None = None  # layer-wise drift findings (harness.accuracy.localize)
+    # generation workload (harness.workloads.generate): TTFT, per-token decode samples, tokens/s, greedy-token
+    # agreement (GenerationRecord)
+    generation: Generation | None = None
     # True when this case is its model's FP32 reference runtime: its drift compares two of its own runs, so
     # reports show "reference" in the drift cells, not a measured drift of 0
     is_reference: Flag = False
@@ -450,7 +462,8 @@ class CaseResult:
     scenarios: Annotated[list[ScenarioRun], Strict()] = field(default_factory=list)
     # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
     # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
-    end_to_end: Object | None = None
+    # (EndToEndRecord)
+    end_to_end: EndToEnd | None = None
     # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
     # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
     contention: CaseContention | None = None
@@ -483,6 +496,11 @@ class CaseResult:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; valid: {STATUSES}")
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, dict) and name in _DICT_RECORDS:  # a part built as a dict is kept as its typed record
+            value = _DICT_RECORDS[name].from_dict(value)
+        super().__setattr__(name, value)
+
     @property
     def measured(self) -> bool:
         return self.status in MEASURED
@@ -501,6 +519,10 @@ class CaseResult:
         d = asdict(self)
         d["case"] = self.case.as_dict()
         d["id"] = self.case.id
+        for name in _DICT_RECORDS:  # each as the dict it was made from (harness.results.records)
+            value = getattr(self, name)
+            if isinstance(value, DictRecord):
+                d[name] = value.as_dict()
         if self.ab is not None:
             d["ab"]["b_case"] = self.ab.b_case.as_dict()
         return d
@@ -517,6 +539,11 @@ class CaseResult:
         if d.get("energy") is not None and not isinstance(d["energy"], EnergyRecord):
             kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
+
+
+# CaseResult's parts stored as the dicts they were built as, read as typed records (harness.results.records)
+_DICT_RECORDS: dict[str, type[DictRecord]] = {"memory": MemoryRecord, "end_to_end": EndToEndRecord,
+                                              "generation": GenerationRecord, "localization": LocalizationRecord}
 
 
 @dataclass
@@ -690,7 +717,7 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Run
     return run
 
 
-def _check_generation(g: dict[str, Any], samples_ns: list[int], where: str) -> None:
+def _check_generation(g: GenerationRecord, samples_ns: list[int], where: str) -> None:
     """A generation case's raw samples (harness.generation): positive integers, one TTFT and one list of
     decode steps per generation, each generation's end-to-end time their sum, and those times the case's
     samples_ns."""
@@ -699,8 +726,8 @@ def _check_generation(g: dict[str, Any], samples_ns: list[int], where: str) -> N
             raise ResultsError(f"{where}.{at}: {short(v)}: expected a list of positive integer nanoseconds")
         return v
 
-    ttft, e2e = ints(g.get("ttft_ns"), "ttft_ns"), ints(g.get("e2e_ns"), "e2e_ns")
-    decode = g.get("decode_ns")
+    ttft, e2e = ints(g.ttft_ns, "ttft_ns"), ints(g.e2e_ns, "e2e_ns")
+    decode = g.decode_ns
     if not isinstance(decode, list) or len(decode) != len(ttft) or len(e2e) != len(ttft):
         raise ResultsError(f"{where}: ttft_ns, decode_ns and e2e_ns must hold one entry per generation")
     for i, (t, steps, total) in enumerate(zip(ttft, decode, e2e)):

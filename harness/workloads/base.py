@@ -96,10 +96,15 @@ class Workload(ABC):
 
     def render(self, run: RunResults, out_dir: Path, **context: Any) -> dict[str, Path]:
         """Write this workload's outputs of a finished (or stopped) run; returns {name: path}."""
-        from harness.report import write_outputs
+        from harness.report.render import write_outputs
 
         return write_outputs(run, out_dir, context.get("verdicts"), context.get("baseline"),
-                             context.get("gate_note"), trends=context.get("trends"))
+                             context.get("gate_note"), trends=context.get("trends"), pages=self.report_pages)
+
+    def report_pages(self, run: RunResults, out_dir: Path, report_page: str | None) -> dict[str, Path]:
+        """The pages of this workload's own that a report of `run` writes beside report.html (`report_page`:
+        its file name, for them to link to; None: there is none); returns {name: path}. Default none."""
+        return {}
 
     def terminal_lines(self, run: RunResults) -> list[str]:
         """Lines for the terminal summary after the results table."""

@@ -52,12 +52,12 @@ def test_broken_weight_fails_the_case_and_localisation_names_the_changed_node(tm
     assert r.status == "failed" and "rel_l2=" in r.reason
     assert phases[-1] == "localize"
     loc = r.localization
-    assert loc["trigger"] == "failure" and "error" not in loc and loc["checked"] >= 4
-    assert loc["tolerance"] == {"max_rel_l2": 2e-2, "min_cosine": 0.999}
-    first = loc["first_bad"][0]
-    assert (first["node"], first["op_type"]) == (consumer.name, "Gemm")
-    assert first["rel_l2"] > 1.0 and 0 < first["cosine"] <= 1 and first["max_abs"] > 0
-    bad_nodes = [f["node"] for f in loc["first_bad"]]
+    assert loc.trigger == "failure" and "error" not in loc.as_dict() and loc.checked >= 4
+    assert loc.tolerance == {"max_rel_l2": 2e-2, "min_cosine": 0.999}
+    first = loc.first_bad[0]
+    assert (first.node, first.op_type) == (consumer.name, "Gemm")
+    assert first.rel_l2 > 1.0 and 0 < first.cosine <= 1 and first.max_abs > 0
+    bad_nodes = [f.node for f in loc.first_bad]
     assert "node_linear" not in bad_nodes and "node_relu" not in bad_nodes  # upstream layers are fine
     assert r.precision_recipe.endswith("(weight scaled by test)")
 
@@ -94,7 +94,7 @@ def test_int8_localisation_on_request_compares_dequantised_values(tmp_path):
     assert r.status == "passed", r.reason
     assert r.precision_recipe.startswith("int8: ORT static QDQ")
     loc = r.localization
-    assert loc["trigger"] == "request" and loc["first_bad"] == [] and loc["checked"] >= 3
+    assert loc.trigger == "request" and loc.first_bad == [] and loc.checked >= 3
     fp32 = CaseRunner().run(CaseId("mlp", "ort-cpu", "fp32", 2, None, "cpu"), config(tmp_path, localize=True))
     assert fp32.status == "passed" and fp32.localization is None  # nothing below FP32 to localise
 
@@ -109,7 +109,7 @@ def test_a_localisation_failure_is_recorded_never_the_case_error(tmp_path, monke
     monkeypatch.setattr(localize_module, "localize", boom)
     r = CaseRunner().run(CaseId("mlp", "ort-cpu", "fp16", 2, None, "cpu"), config(tmp_path))
     assert r.status == "failed" and r.samples_ns
-    assert r.localization["error"] == "RuntimeError: localiser exploded" and r.localization["first_bad"] == []
+    assert r.localization.error == "RuntimeError: localiser exploded" and r.localization.first_bad == []
 
 
 def test_command_line_tolerance_reaches_the_case_and_torch_has_no_graph_to_localise(tmp_path):
@@ -118,6 +118,6 @@ def test_command_line_tolerance_reaches_the_case_and_torch_has_no_graph_to_local
     assert r.status == "failed" and "> 1e-09" in r.reason
     assert r.accuracy["tolerance"]["max_rel_l2"] == 1e-9 and r.accuracy["tolerance"]["min_cosine"] == 0.995
     assert r.precision_recipe == "bf16: torch.autocast(cpu, bfloat16) over the FP32 module"
-    assert "no low-precision ONNX graph" in r.localization["error"]
+    assert "no low-precision ONNX graph" in r.localization.error
     ok = CaseRunner().run(CaseId("mlp", "ort-cpu", "fp32", 2, None, "cpu"), c)
     assert ok.status == "passed" and ok.precision_recipe == "fp32" and ok.localization is None

@@ -69,9 +69,9 @@ def test_cpu_case_has_host_memory_and_no_gpu_or_device_figures(config):
     r = CaseRunner().run(case("fake-ok"), config)
     assert r.status == "passed", r.reason
     assert r.host_peak_mb and r.host_peak_mb > 0 and r.gpu_peak_mb is None
-    assert r.memory["host_rss_peak_mb"] == r.host_peak_mb
-    assert r.memory["host_delta_mb"] >= 0 and r.memory["covers"].startswith("activation")
-    assert "gpu_process_peak_mb" not in r.memory
+    assert r.memory.host_rss_peak_mb == r.host_peak_mb
+    assert r.memory.host_delta_mb >= 0 and r.memory.covers.startswith("activation")
+    assert "gpu_process_peak_mb" not in r.memory.as_dict()  # a CPU case stores no GPU key
     assert r.device_samples_ns == [] and "device_latency" not in r.details
     assert r.details["warmup_time_s"] == config.measure.timing.warmup_time_s  # CPU: the run's warm-up, unchanged
 
@@ -85,10 +85,10 @@ def test_gpu_like_case_records_device_samples_warmup_floor_and_memory(config, gp
     assert r.details["device_timing_scope"] == "device_events"
     assert r.details["device_latency"]["iterations"] == len(r.samples_ns)
     assert r.details["warmup_time_s"] == 0.3 > config.measure.timing.warmup_time_s
-    assert r.host_peak_mb >= r.memory["host_rss_before_mb"] + 7  # the 40 MiB block counted at its peak
-    assert "gpu_source" in r.memory  # NVML attempted (None here, with the problem recorded)
+    assert r.host_peak_mb >= r.memory.host_rss_before_mb + 7  # the 40 MiB block counted at its peak
+    assert "gpu_source" in r.memory.as_dict()  # NVML attempted (None here, with the problem recorded)
     reused = runner.run(case("fake-gpu-like", 4), config)
-    assert reused.details["activation_reused"] and "reused" in reused.memory["covers"]
+    assert reused.details["activation_reused"] and "reused" in reused.memory.covers
     runner.close()
 
 

@@ -72,15 +72,15 @@ def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(c
     runner = CaseRunner()
     ref, div = (runner.run(c, config) for c in cases)
     assert ref.status == "passed", ref.reason
-    assert ref.is_reference and ref.generation["conformance"]["first_divergence"] is None
-    assert ref.generation["conformance"]["exact_match_rate"] == 1.0 and len(ref.samples_ns) == 3
-    conf = div.generation["conformance"]
-    assert conf["first_divergence"] == 5 and conf["first_divergence_per_sequence"] == [5, 5]
-    assert conf["exact_match_rate"] == pytest.approx(5 / 12)
+    assert ref.is_reference and ref.generation.conformance.first_divergence is None
+    assert ref.generation.conformance.exact_match_rate == 1.0 and len(ref.samples_ns) == 3
+    conf = div.generation.conformance
+    assert conf.first_divergence == 5 and conf.first_divergence_per_sequence == [5, 5]
+    assert conf.exact_match_rate == pytest.approx(5 / 12)
     assert div.status == "passed"  # the first step's logits agree: drift is judged there
     run = RunResults("r", "now", {}, config.as_dict(), [ref, div], complete=True)
     back = results_from_doc(__import__("json").loads(run.to_json()))
-    assert back.cases[1].case == cases[1] and back.cases[1].generation["conformance"]["first_divergence"] == 5
+    assert back.cases[1].case == cases[1] and back.cases[1].generation.conformance.first_divergence == 5
     doc = __import__("json").loads(run.to_json())
     doc["cases"][1]["generation"]["decode_ns"][0][2] += 1
     with pytest.raises(ResultsError, match=r"cases\[1\]\.generation\.e2e_ns\[0\]: .* disagree"):

@@ -197,6 +197,6 @@ def test_the_previous_activation_is_released_before_a_case_s_memory_is_measured(
     heavy = runner.run(CaseId("fake-linear", "fake-heavy", "fp32", 1, None, "cpu"), config)
     light = runner.run(CaseId("fake-linear", "fake-heavy", "fp16", 1, None, "cpu"), config)
     assert heavy.status in ("passed", "failed") and light.status in ("passed", "failed"), (heavy.reason, light.reason)
-    assert heavy.memory["host_delta_mb"] > 250
+    assert heavy.memory.host_delta_mb > 250
     # the fp32 activation (300 MB) was dropped before the fp16 case's figures started
-    assert light.memory["host_rss_before_mb"] < heavy.memory["host_rss_peak_mb"] - 250, (light.memory, heavy.memory)
+    assert light.memory.host_rss_before_mb < heavy.memory.host_rss_peak_mb - 250, (light.memory, heavy.memory)

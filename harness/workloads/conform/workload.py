@@ -154,6 +154,13 @@ class ConformWorkload(Workload):
         return {"conformance": atomic_write_text(out_dir / "conformance.html", conformance_html(
             run, report_page=report.name if report.exists() else None))}
 
+    def report_pages(self, run: RunResults, out_dir: Path, report_page: str | None) -> dict[str, Path]:
+        """conformance.html (harness.report.conformance) of a stored run holding conformance cases: pass rates,
+        the operator x runtime matrix, the failures with the commands that re-run them; linked to `report_page`."""
+        from harness.report.conformance import conformance_pages
+
+        return conformance_pages(run, out_dir, report_page)
+
     def terminal_lines(self, run: RunResults) -> list[str]:
         from harness.report.conformance import summary_text
 

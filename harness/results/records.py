@@ -1,0 +1,268 @@
+"""Typed records of a case's parts built as dicts (memory, end to end, generation, localisation): read by
+attribute, written back key for key (the same keys, order and values as the dict they were made from)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, Strict, WrapValidator
+
+from harness.results.stored import MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Samples, Share, Text, Texts
+
+# How these records are stored: a part of a case is built as a dict by what measures it (the memory sampler, the
+# end-to-end loop, the generation summary, the localiser) and stored as that dict. The record declares the keys it reads (their
+# types are what the strict reader accepts) and remembers the keys it was made from, in order, with any it does
+# not declare (a newer harness may add some): `as_dict()` gives that dict back, so results.json does not change
+# by a byte. A record made field by field (no dict) writes every declared field.
+
+
+def _default(f: Any) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+class DictRecord:
+    """Mixin of a record stored as the dict it was made from (see above). `_nested`: field -> the record type
+    its dict value is read as."""
+
+    _nested: ClassVar[dict[str, type[DictRecord]]] = {}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        kw = {k: cls._read(k, v) for k, v in d.items() if k in names}
+        rec = cls(**kw)
+        rec._remember(d)
+        return rec
+
+    @classmethod
+    def _read(cls, key: str, v: Any) -> Any:
+        """A stored value as the field holds it: a dict (or each dict of a list) of a nested record as that record."""
+        record = cls._nested.get(key)
+        if record is None:
+            return v
+        if isinstance(v, list):
+            return [record.from_dict(x) if isinstance(x, dict) else x for x in v]
+        return record.from_dict(v) if isinstance(v, dict) else v
+
+    def _remember(self, d: dict[str, Any]) -> None:
+        """Keep the layout of the dict this record was read from: its keys in order and the undeclared ones."""
+        names = {f.name for f in fields(self)}  # type: ignore[arg-type]
+        self.__dict__["_keys"] = tuple(d)
+        self.__dict__["_extra"] = {k: v for k, v in d.items() if k not in names}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored dict: the keys it was made from, in their order, then any declared field set since away
+        from its default (a record made field by field: every field)."""
+        declared = fields(self)  # type: ignore[arg-type]
+        keys: tuple[str, ...] | None = self.__dict__.get("_keys")
+        extra: dict[str, Any] = self.__dict__.get("_extra", {})
+        if keys is None:
+            keys = tuple(f.name for f in declared)
+        else:
+            keys += tuple(f.name for f in declared if f.name not in keys and getattr(self, f.name) != _default(f))
+        out: dict[str, Any] = {}
+        for k in keys:
+            v = extra[k] if k in extra else getattr(self, k)
+            out[k] = _plain(v)
+        return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, DictRecord):
+        return v.as_dict()
+    if isinstance(v, list) and any(isinstance(x, DictRecord) for x in v):
+        return [_plain(x) for x in v]
+    return copy.deepcopy(v)
+
+
+def _keeps_layout(v: Any, handler: Any) -> Any:
+    """The strict reader's hook: the record read from a stored dict remembers that dict's layout."""
+    rec = handler(v)
+    if isinstance(v, dict) and isinstance(rec, DictRecord):
+        rec._remember(v)
+    return rec
+
+
+Read = WrapValidator(_keeps_layout)
+Figure = Number | None  # a figure as written: an int or a float, or None where not measured
+
+
+@dataclass
+class MemoryRecord(DictRecord):
+    """Memory over a case (harness.measure.memory.MemorySampler), MiB: host RSS before and at its peak (and where
+    the peak came from), the GPU's figures where sampled, and the one `gpu_source` names is the case's
+    gpu_peak_mb."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    covers: Text | None = None  # what the figures cover (activation, warm-up, timed loop ...)
+    host_rss_before_mb: Figure = None
+    host_rss_peak_mb: Figure = None
+    host_delta_mb: Figure = None
+    host_peak_source: Text | None = None  # "vmhwm" (the kernel's peak) or "sampled_rss"
+    gpu_process_peak_mb: Figure = None
+    gpu_device_used_peak_mb: Figure = None
+    gpu_device_used_before_mb: Figure = None
+    gpu_problem: Text | None = None
+    torch_max_allocated_mb: Figure = None
+    torch_max_reserved_mb: Figure = None
+    gpu_source: Text | None = None  # nvml_process | torch_max_reserved | nvml_device_delta; None: no GPU figure
+    sampler: Object | None = None  # how the sampler ran: thread, period_ms, samples, mean_sample_us, busy_fraction
+
+
+@dataclass
+class EndToEndRecord(DictRecord):
+    """raw input -> pre-processing -> the runtime -> post-processing, timed (harness.measure.end_to_end): the raw
+    samples and their statistics, and each step's median with its 95% interval (None: unbounded)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    steps: Text | Texts = ""
+    samples_ns: Samples = field(default_factory=list)
+    warmup_iters: Count | None = None
+    latency: Object = field(default_factory=dict)  # LatencyStats.as_dict()
+    throughput_sps: Figure = None
+    pre_p50_ms: Figure = None
+    pre_p50_ci_low_ms: Figure = None
+    pre_p50_ci_high_ms: Figure = None
+    model_p50_ms: Figure = None  # the inference inside the same loop
+    model_p50_ci_low_ms: Figure = None
+    model_p50_ci_high_ms: Figure = None
+    post_p50_ms: Figure = None
+    post_p50_ci_low_ms: Figure = None
+    post_p50_ci_high_ms: Figure = None
+
+
+@dataclass
+class GenerationStats(DictRecord):
+    """Statistics of one kind of generation sample (harness.results.stats.summary_ms), ms; `n` samples."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    p50_ms: Figure = None
+    p90_ms: Figure = None
+    p99_ms: Figure = None
+    p50_ci_low_ms: Figure = None
+    p50_ci_high_ms: Figure = None
+    p99_ci_low_ms: Figure = None
+    p99_ci_high_ms: Figure = None
+    mean_ms: Figure = None
+    min_ms: Figure = None
+    max_ms: Figure = None
+    n: Count | None = None
+
+    def figure(self, key: str) -> Any:
+        """A figure by its stored name (p50_ms, mean_ms ...); None where not stored."""
+        return getattr(self, key, None) if key in {f.name for f in fields(self)} else None
+
+
+@dataclass
+class TokenAgreement(DictRecord):
+    """A generation against the reference's (harness.workloads.generate.metrics.token_agreement) and the first
+    step's logits against the reference's (an AccuracyResult)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    reference: Text | None = None
+    first_step_logits: Object | None = None  # AccuracyResult.as_dict()
+    exact_match_rate: Share | None = None
+    first_divergence: Count | None = None
+    first_divergence_per_sequence: Annotated[list[Count | None], Strict()] = field(default_factory=list)
+    sequences_identical: Count | None = None
+    sequences: Count | None = None
+    tokens: Annotated[list[Any], Strict()] = field(default_factory=list)
+    reference_tokens: Annotated[list[Any], Strict()] = field(default_factory=list)
+
+
+Stats = Annotated[GenerationStats, Read]
+
+
+@dataclass
+class GenerationRecord(DictRecord):
+    """A generation case's figures with their raw samples (harness.workloads.generate.metrics.summarize): TTFT
+    (one per generation), decode steps, end to end, tokens/s, decode latency over context length, and its
+    agreement with the reference (`conformance`). The raw samples are checked by the reader
+    (schema._check_generation), so they are declared as stored."""
+
+    __pydantic_config__ = RECORD_CONFIG
+    _nested: ClassVar[dict[str, type[DictRecord]]] = {"ttft": GenerationStats, "tpot": GenerationStats,
+                                                      "e2e": GenerationStats, "conformance": TokenAgreement}
+
+    batch: Count | None = None
+    prompt_len: Count | None = None
+    new_tokens: Count | None = None
+    generations: Count | None = None
+    ttft_ns: Any = None
+    decode_ns: Any = None
+    e2e_ns: Any = None
+    ttft: Stats | None = None
+    tpot: Stats | None = None
+    e2e: Stats | None = None
+    itl: Object | None = None  # a histogram of the inter-token latencies: edges_ms, counts
+    tokens_per_s: Amount | None = None
+    decode_tokens_per_s: Amount | None = None
+    context_p50_ms: Annotated[list[Annotated[list[Number], Strict()]], Strict()] = field(default_factory=list)
+    conformance: Annotated[TokenAgreement, Read] | None = None
+    kv_cache_mb: Figure = None
+
+    def stat(self, what: str) -> GenerationStats:
+        """The statistics of `what` (ttft, tpot, e2e); empty where not measured."""
+        s = getattr(self, what)
+        return s if isinstance(s, GenerationStats) else GenerationStats()
+
+
+Memory = Annotated[MemoryRecord, Read]
+EndToEnd = Annotated[EndToEndRecord, Read]
+Generation = Annotated[GenerationRecord, Read]
+
+
+def _drift_figure(v: Any) -> Any:
+    if v is None or (isinstance(v, str) and v in ("nan", "inf", "-inf")):
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > MAX_FIGURE:
+        raise ValueError('expected a finite number, or "nan" / "inf" (a tensor that held them)')
+    return v
+
+
+# a drift figure as localisation writes it: a number, or "nan" / "inf" where the tensor held one
+Drift = Annotated[Any, AfterValidator(_drift_figure)]
+
+
+@dataclass
+class LocalizationFinding(DictRecord):
+    """A tensor of the FP32 graph whose low-precision counterpart is over tolerance (harness.accuracy.localize)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    node: Text | None = None
+    op_type: Text | None = None
+    tensor: Text | None = None
+    max_abs: Drift = None
+    p99_abs: Drift = None
+    rel_l2: Drift = None
+    cosine: Drift = None
+    nonfinite: Count | None = None
+
+
+@dataclass
+class LocalizationRecord(DictRecord):
+    """Where the drift starts (harness.accuracy.localize, a forward case's localisation step): what triggered it,
+    the tolerance, the tensors compared and skipped, the first ones over tolerance in topological order, and
+    why it stopped early (`truncated`) or could not run (`error`)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+    _nested: ClassVar[dict[str, type[DictRecord]]] = {"first_bad": LocalizationFinding}
+
+    trigger: Text | None = None  # "failure" (the drift failed) or "request" (--localize)
+    tolerance: Object | None = None  # max_rel_l2, min_cosine
+    checked: Count | None = None
+    skipped: Count | None = None
+    first_bad: Annotated[list[Annotated[LocalizationFinding, Read]], Strict()] = field(default_factory=list)
+    truncated: Text | None = None
+    error: Text | None = None
+
+
+Localization = Annotated[LocalizationRecord, Read]
