@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import write_outputs
+    from harness.workloads import render_report
     from harness.report.tables import run_labels
     from harness.results.schema import load_results
 
@@ -132,7 +132,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             trends = trend_rows(history, runs[0])
         finally:
             history.close()
-    for name, path in write_outputs(runs, out, verdicts, args.baseline, gate_note, trends=trends).items():
+    for name, path in render_report(runs, out, verdicts, args.baseline, gate_note, trends=trends).items():
         print(f"{name:>9}: {path}")
     for path, run in zip(args.results, runs):
         if not run.complete:

@@ -151,10 +151,10 @@ def test_cli_lists_filters_and_refuses_bad_options(cases, capsys):
 
 
 def test_harness_report_renders_the_conformance_page(fake_run, tmp_path):
-    from harness.report import write_outputs
+    from harness.workloads import render_report
 
     run, _ = fake_run
-    paths = write_outputs([run], tmp_path)
+    paths = render_report([run], tmp_path)
     assert paths["conformance"].read_text().count('class="cell ') == len(OPS)
     assert paths["html"].is_file()
     # the two pages of one run folder link to each other

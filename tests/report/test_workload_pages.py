@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 import harness.workloads as workloads
 from harness.report.render import write_outputs
@@ -85,12 +84,8 @@ def test_the_report_itself_no_longer_looks_into_the_cases_for_pages(tmp_path):
     assert workload_of(conform_run({})) is get_workload("forward")
 
 
-@pytest.mark.parametrize("through", ["render_report", "harness.report.write_outputs"])
-def test_the_pages_are_the_ones_the_run_used_to_get(tmp_path, through):
-    """`harness report` (cli.py: harness.report.write_outputs until it calls render_report) and render_report
-    write the same files for a conform run."""
-    from harness import report
-
-    render = render_report if through == "render_report" else report.write_outputs
+def test_the_pages_are_the_ones_the_run_used_to_get(tmp_path):
+    """`harness report` (commands/run.py: render_report) writes the conform run's page as before."""
+    render = render_report
     paths = render(conform_run(), tmp_path)
     assert set(paths) == {"csv", "html", "markdown", "benchmark", "conformance"}
