@@ -15,12 +15,8 @@ from harness.runtimes.onnxruntime import OrtCpu
 from harness.runtimes.torch_eager import TorchEager
 
 
-class FakeRt(OrtCpu):
-    name: ClassVar[str] = "fakert-cpu"
-    requirements: ClassVar[tuple[str, ...]] = ("harness-fakert",)
-    distribution: ClassVar[str | None] = "harness-fakert"
-    variant_hooks: ClassVar[frozenset[str]] = frozenset()
-    description: ClassVar[str] = "TEST ONLY: ONNX Runtime CPU behind the harness-fakert package"
+class _BehindFakert:
+    """A runtime whose availability, version and every call go through the harness-fakert package."""
 
     @classmethod
     def availability(cls) -> Availability:
@@ -28,7 +24,7 @@ class FakeRt(OrtCpu):
             import harness_fakert  # noqa: F401
         except ImportError as exc:
             return Availability(False, f"harness-fakert is not importable: {exc}")
-        return super().availability()
+        return super().availability()  # type: ignore[misc]
 
     @classmethod
     def library_version(cls) -> str | None:
@@ -39,7 +35,15 @@ class FakeRt(OrtCpu):
     def _infer(self, prepared: Any) -> Any:
         import harness_fakert
 
-        return harness_fakert.run(super()._infer, prepared)
+        return harness_fakert.run(super()._infer, prepared)  # type: ignore[misc]
+
+
+class FakeRt(_BehindFakert, OrtCpu):
+    name: ClassVar[str] = "fakert-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("harness-fakert",)
+    distribution: ClassVar[str | None] = "harness-fakert"
+    variant_hooks: ClassVar[frozenset[str]] = frozenset()
+    description: ClassVar[str] = "TEST ONLY: ONNX Runtime CPU behind the harness-fakert package"
 
 
 register_runtime(FakeRt, replace=True)
@@ -82,7 +86,7 @@ def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0) -
     return path
 
 
-class FakeModRt(TorchEager):
+class FakeModRt(_BehindFakert, TorchEager):
     """TEST ONLY: runs the model's torch module itself (as torch-cpu does), each call's cost behind harness-fakert:
     a runtime that runs the module, with a distribution of its own to pin (`fakemod-cpu@1.0.0`)."""
 
@@ -90,25 +94,6 @@ class FakeModRt(TorchEager):
     requirements: ClassVar[tuple[str, ...]] = ("harness-fakert",)
     distribution: ClassVar[str | None] = "harness-fakert"
     description: ClassVar[str] = "TEST ONLY: PyTorch eager behind the harness-fakert package"
-
-    @classmethod
-    def availability(cls) -> Availability:
-        try:
-            import harness_fakert  # noqa: F401
-        except ImportError as exc:
-            return Availability(False, f"harness-fakert is not importable: {exc}")
-        return super().availability()
-
-    @classmethod
-    def library_version(cls) -> str | None:
-        import harness_fakert
-
-        return str(harness_fakert.__version__)
-
-    def _infer(self, prepared: Any) -> Any:
-        import harness_fakert
-
-        return harness_fakert.run(super()._infer, prepared)
 
 
 register_runtime(FakeModRt, replace=True)
