@@ -12,7 +12,7 @@ import numpy as np
 from harness.gating.unjudged import CONTENDED, TOO_FEW_PAIRS, TOO_WIDE
 from harness.gating.verdicts import Verdict
 from harness.results.schema import BROKEN, AbBlock, CaseResult
-from harness.results.stats import PairedRatio, _signed_rank_critical, median_ns, paired_ratio
+from harness.results.stats import PairedRatio, _signed_rank_critical, hodges_lehmann, median_ns, paired_ratio
 
 MIN_PAIRS = 4  # clean pairs needed for any verdict (a t interval from fewer is too wide to say anything)
 
@@ -113,18 +113,12 @@ def activations_differ(groups: dict[int, list[float]]) -> float | None:
         return 1.0
 
 
-def _hodges_lehmann(d: Sequence[float]) -> float:
-    x = np.asarray(d, dtype=np.float64)
-    i, j = np.triu_indices(x.size)
-    return float(np.median((x[i] + x[j]) / 2.0))
-
-
 def activation_ratio(groups: dict[int, list[float]], confidence: float) -> PairedRatio | None:
     """B/A from the activations' own estimates (Hodges-Lehmann of each one's pairs): their mean and its Student t
     interval on K - 1 degrees of freedom; None under 3 activations."""
     from scipy.stats import t as student_t
 
-    est = np.array([_hodges_lehmann(v) for v in groups.values() if v])
+    est = np.array([hodges_lehmann(v) for v in groups.values() if v])
     k = est.size
     if k < 3:
         return None
@@ -299,7 +293,7 @@ def case_detect_line(blocks: Sequence[AbBlock], confidence: float = 0.99, min_ef
         return detect_line(pair_log_ratios(blocks), confidence, min_effect, target)
     from scipy.stats import t as student_t
 
-    est = np.array([_hodges_lehmann(v) for v in groups.values() if v])
+    est = np.array([hodges_lehmann(v) for v in groups.values() if v])
     k = est.size
     if k < 3:
         return f"its {k} activations differ: too few to estimate the smallest detectable slowdown (at least 3)"

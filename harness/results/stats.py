@@ -256,6 +256,13 @@ def _signed_rank_critical(n: int, alpha: float) -> int:
     return k
 
 
+def hodges_lehmann(d: Sequence[float]) -> float:
+    """The Hodges-Lehmann estimate of a location: the median of the pairwise (Walsh) means, the values included."""
+    x = np.asarray(d, dtype=np.float64)
+    i, j = np.triu_indices(x.size)
+    return float(np.median((x[i] + x[j]) / 2.0))
+
+
 def paired_ratio(a_blocks_ns: Sequence[Sequence[int]], b_blocks_ns: Sequence[Sequence[int]],
                  confidence: float = 0.99) -> PairedRatio | None:
     """The paired test of an interleaved A/B measurement: block i of A and block i of B ran back to back, so

@@ -378,7 +378,9 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
     assert p.returncode in (EXIT_CLEAN, EXIT_UNJUDGED), p.stdout + p.stderr
     # --detect chooses the pairs: a pilot of 10 reaches a 50% target, so no more are measured than the pilot
     assert "pairs for --detect 50.0% (a pilot of 10" in p.stdout
-    assert re.search(r"a-ort-cpu-fp32-b8: can detect a slowdown of [\d.]+% with (\d|10) pairs", p.stdout), p.stdout
+    # (from the pairs, or from the activations when a loaded machine made them differ)
+    assert re.search(r"a-ort-cpu-fp32-b8: can detect a slowdown of [\d.]+% with ((\d|10) pairs|\d activations)",
+                     p.stdout), p.stdout
     assert "--detect 50.0%: reached" in p.stdout
     bad = _cli([*argv, "--detect", "150%", "--out", str(tmp_path / "x")], fake_env)
     assert bad.returncode == 2 and "--ab-detect: '150%'" in bad.stderr
