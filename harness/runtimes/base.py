@@ -346,6 +346,12 @@ class Runtime(ABC):
     def _setup_shape(self, feed: Mapping[str, np.ndarray]) -> None:
         """Per-shape setup (static-shape compile, engine, per-shape artifact); runs once per new input shape."""
 
+    def sets_up_per_shape(self) -> bool:
+        """Whether these options make the runtime set its model up per input shape (one shape's state at a time, so
+        calls of several shapes cannot alternate: the dynamic batcher refuses it). An adapter that defines
+        `_setup_shape` does unless it says otherwise for its options."""
+        return type(self)._setup_shape is not Runtime._setup_shape
+
     def _prepare(self, feed: Mapping[str, np.ndarray]) -> Any:
         return dict(feed)
 

@@ -163,6 +163,18 @@ def test_a_fixed_batch_model_and_a_per_shape_runtime_cannot_batch(fakes):
     assert batch_refusal(dynamic, fakes.FakeOk(dynamic, "fp32", RuntimeOptions(threads=1))) is None
 
 
+def test_ort_takes_the_batcher_unless_its_axes_are_fixed():
+    """ONNX Runtime defines _setup_shape for the axes=fixed variant only: one session takes every shape otherwise,
+    so the batcher's calls of several batch sizes may alternate (recommend searched no ort-cpu batcher before)."""
+    from harness.runtimes.onnxruntime.cpu import OrtCpu
+
+    dynamic = ModelSpec(name="d", build=_no_build, inputs=(TensorSpec("x", (BATCH, 8)),), outputs=("y",),
+                        task="regression")
+    assert batch_refusal(dynamic, OrtCpu(dynamic, "fp32", RuntimeOptions(threads=1))) is None
+    fixed = OrtCpu(dynamic, "fp32", RuntimeOptions(threads=1, fixed_axes=True))
+    assert "ort-cpu sets its model up per input shape" in batch_refusal(dynamic, fixed)
+
+
 # ------------------------------------------------------------------ the option
 def test_batcher_option_parses_and_its_errors_are_one_line():
     assert batcher_policy("max=8,wait=2", "batcher") == BatcherPolicy(8, 2.0)

@@ -92,6 +92,10 @@ class OnnxRuntime(Runtime):
         self._inputs: list[Any] | None = None  # axes=fixed: the graph's inputs, read at the first shape
         self._session = None if self.options.fixed_axes else self._new_session({})
 
+    def sets_up_per_shape(self) -> bool:
+        """Only the axes=fixed variant makes a session per input shape; one session takes every shape otherwise."""
+        return bool(self.options.fixed_axes)
+
     def _setup_shape(self, feed: Mapping[str, Any]) -> None:
         """A deployment variant with fixed axes (axes=fixed): a session per input shape, every free dimension
         of the graph's inputs fixed to the feed's size (SessionOptions.add_free_dimension_override_by_name)."""

@@ -70,7 +70,7 @@ class LiveConfig:
         self.bound: dict[tuple[tuple[str, int], ...], Callable[[], object]] = {}
         self.memory_mb: float | None = None
         self.drift: float | None = None
-        self.per_shape = cls._setup_shape is not Runtime._setup_shape
+        self.per_shape = True  # the runtime's sets_up_per_shape(), read when it is opened
 
     def dims(self, requests: Sequence[Request]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -113,6 +113,7 @@ class LiveConfig:
         rt = self.cls(self.spec, self.precision, self.options)
         rt.__enter__()
         self.runtime = rt
+        self.per_shape = rt.sets_up_per_shape()
         self.bound.clear()
         for dims in self.shapes():
             self.call_dims(dims)

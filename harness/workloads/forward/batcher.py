@@ -32,7 +32,7 @@ def batch_refusal(spec: ModelSpec, runtime: Any) -> str | None:
         return f"--batcher: {fixed[1]}: the model cannot take batches of other sizes"
     # A runtime that sets up per input shape (compiles, reshapes) keeps one shape's state at a time: the bound
     # calls of several batch sizes would run on the last one set up.
-    if isinstance(runtime, Runtime) and type(runtime)._setup_shape is not Runtime._setup_shape:
+    if isinstance(runtime, Runtime) and runtime.sets_up_per_shape():
         return (f"--batcher: {runtime.name} sets its model up per input shape, so calls of several batch sizes "
                 f"cannot alternate")
     return None
