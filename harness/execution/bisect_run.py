@@ -200,10 +200,10 @@ def run_bisect(config: RunConfig, runtime: str, versions: Sequence[str], gates: 
             raise UsageError(f"bisect takes one case; the options give {len(cases)}: narrow --models, --precisions "
                              "and the shapes")
         session = HarnessSession(cfg, progress=RunProgress(case_lines=False))  # environments built: said
-        try:
-            result = session.execute(cases[0])
-        finally:
-            session.finish(interrupted=False)
+        results: list[CaseResult] = []
+        if not session.run_cases(cases, on_result=results.append):
+            raise session.interrupt()  # SIGTERM: 143, as harness run; what finished is written
+        (result,) = results
         on_line(f"  measured {name}: {result.status}"
                 + (f", p50 {result.latency['p50_ms']:.3f} ms" if result.latency else f" ({result.reason})"))
         return result
