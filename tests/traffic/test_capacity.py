@@ -53,6 +53,19 @@ def test_a_bound_under_the_unloaded_latency_has_no_capacity() -> None:
     assert cap.estimate == 0.0 and cap.status == "below-floor" and "over the 2 ms bound" in cap.reason
 
 
+def test_a_slow_configuration_saturates_on_ten_seconds_worth_not_two_thousand_requests() -> None:
+    """0.5 s a call: a pilot of 50 requests sizes the saturation probe to 10 s worth (20 requests, so the pilot
+    stands); 1 ms a call: the pilot is followed by the full 2,000. The cliff is the service rate either way."""
+    from harness.workloads.capacity.search import SATURATION_PILOT
+
+    slow = find_capacity(_probe(CostModel(500.0, 0.0)), SearchSettings(bound_ms=2000.0, requests=2000), seed=3)
+    sat = [p for p in slow.probes if p.kind == "saturation"]
+    assert [p.requests for p in sat] == [SATURATION_PILOT] and slow.cliff == pytest.approx(2.0, rel=1e-3)
+    fast = find_capacity(_probe(CostModel(0.5, 0.005)), SearchSettings(bound_ms=10.0, requests=2000), seed=3)
+    sat = [p for p in fast.probes if p.kind == "saturation"]
+    assert [p.requests for p in sat] == [SATURATION_PILOT, 2000] and fast.cliff == pytest.approx(1000.0, rel=1e-3)
+
+
 def test_the_cliff_with_a_batcher_is_the_saturated_batch_throughput() -> None:
     """All requests at once, max batch 8: every call is full; throughput = 8 / cost(8 padded rows)."""
     spec = TrafficSpec(shapes={"seq": ((50, 1.0), (100, 1.0))}, seed=4)

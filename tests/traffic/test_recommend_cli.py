@@ -32,7 +32,8 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     for c in data["candidates"]:
         cap = c["capacity"]
         assert cap["low"] <= cap["estimate"] <= cap["high"] <= cap["cliff"] * 1.0001
-        assert cap["probes"][0]["kind"] == "saturation" and cap["probes"][1]["kind"] == "floor"
+        kinds = [p["kind"] for p in cap["probes"]]  # one saturation probe, or a pilot that sized a second
+        assert kinds[0] == "saturation" and kinds[kinds.count("saturation")] == "floor"
         assert all(p["send_error_p99_ms"] is None or p["send_error_p99_ms"] >= 0 for p in cap["probes"])
     md = (out / "recommend.md").read_text()
     assert "## Deployment recommendation: fake-linear" in md and "★" in md

@@ -17,6 +17,8 @@ BLOCKS = 10
 KNEE_FACTOR = 1.5
 FLOOR_FRACTION = 0.05
 FLOOR_S = 5.0  # the floor probe's requests: an eighth of a probe's, at most this many seconds' worth (at least 30)
+SATURATION_S = 10.0  # the saturation probe: at most this many seconds' worth of requests, sized by a pilot of
+SATURATION_PILOT = 50  # this many (a 0.5 s call would make 2,000 requests a 17-minute probe)
 UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
 
 
@@ -111,7 +113,12 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Ca
             raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
         return r, step
 
-    sat, step = run("saturation", math.inf, min(settings.requests, 2000))
+    most = min(settings.requests, 2000)
+    sat, step = run("saturation", math.inf, min(most, SATURATION_PILOT))
+    if sat.requests < most and sat.throughput * SATURATION_S > sat.requests:  # the pilot: kept, the same rate
+        probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
+        worth = sat.throughput * SATURATION_S
+        sat, step = run("saturation", math.inf, most if worth >= most else round(worth))
     cliff = sat.throughput
     probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
     floor_rate = FLOOR_FRACTION * cliff
