@@ -45,4 +45,7 @@ def gating_options(raw: Mapping[str, Any]) -> dict[str, Any]:
         baseline = str(path.absolute())
     elif gates or gate_config:
         raise UsageError("--gate / --gate-config need --baseline NAME|PATH to compare with")
+    elif raw.get("confirm") is not None:
+        raise UsageError("--confirm re-measures the cases --baseline judged regressed; without --baseline NAME|PATH "
+                         "nothing is judged, so it would be ignored")
     return {"baseline": baseline, "gates": gates, "gate_config": gate_config}

@@ -46,6 +46,7 @@ def test_an_option_of_another_workload_is_a_usage_error(tmp_path, workload, opti
      "--variants is an option of --workload forward; --workload generate does not take it"),
     (["--workload", "conform", "--profile"],
      "--profile is an option of --workload forward; --workload conform does not take it"),
+    (["--confirm", "3"], "--confirm re-measures the cases --baseline judged regressed; without --baseline"),
 ])
 def test_harness_run_refuses_it_with_exit_2_and_one_line(tmp_path, capsys, argv, message):
     from harness.cli import main
