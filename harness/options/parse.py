@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig, section_of
+from harness.errors import UsageError
 from harness.measure.memory import default_case_memory_gb
 from harness.measure.timer import TimingPolicy
 from harness.options.accuracy import ACCURACY
@@ -78,6 +79,9 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
     chosen = get_workload(workload or "forward")
     if user_picks:
         check_workload_options(groups, lambda o: raw.get(o.dest) not in (None, False), chosen.name)
+        if str(raw.get("repeats") or 1).strip() != "1" and not chosen.measures_in_blocks:
+            raise UsageError(f"--repeats measures each case in several blocks; --workload {chosen.name} measures a "
+                             "case in one")
     # an option not given takes the command's default text, else the workload's (Workload.option_defaults)
     defaults = {d: chosen.option_defaults[d] for d in present if d in chosen.option_defaults}
     defaults.update({d: o.default for d, o in present.items() if o.default is not None})

@@ -50,6 +50,9 @@ class Workload(ABC):
     # the option groups this workload owns, by name (declared in harness/options/workloads/<name>.py): given to a
     # run of another workload they are a usage error, not ignored; a group no workload owns is shared by all
     option_groups: ClassVar[tuple[str, ...]] = ()
+    # whether its worker state measures a case again in more blocks (measure_block: --repeats, --confirm); a
+    # workload without it refuses --repeats at parse time
+    measures_in_blocks: ClassVar[bool] = False
     # the RunConfig field of this workload's sequence axis: what --feeds' sequence lengths fill when not given
     sequence_field: ClassVar[str] = "seq_lens"
     # option texts by dest that this workload's runs take when the option is not given (below a command's own)

@@ -47,6 +47,8 @@ def test_an_option_of_another_workload_is_a_usage_error(tmp_path, workload, opti
     (["--workload", "conform", "--profile"],
      "--profile is an option of --workload forward; --workload conform does not take it"),
     (["--confirm", "3"], "--confirm re-measures the cases --baseline judged regressed; without --baseline"),
+    (["--workload", "generate", "--repeats", "3"],
+     "--repeats measures each case in several blocks; --workload generate measures a case in one"),
 ])
 def test_harness_run_refuses_it_with_exit_2_and_one_line(tmp_path, capsys, argv, message):
     from harness.cli import main
@@ -136,3 +138,14 @@ def test_a_workload_owns_its_defaults_below_the_commands_and_the_users(tmp_path)
     assert (given.measure.threads, given.process.case_timeout_s) == (2, 5.0)
     fwd = parse_run_options(raw(tmp_path, models="mlp", runtimes="torch-cpu"))
     assert fwd.process.case_timeout_s == ProcessConfig.case_timeout_s
+
+
+@pytest.mark.parametrize("name", workload_names())
+def test_a_workload_says_whether_it_measures_in_blocks_as_its_worker_state_does(name):
+    """--repeats is refused at parse time by the declaration; the declaration must match the worker state."""
+    from harness.measure.timer import Timer
+    from harness.workloads.base import WorkerState
+
+    w = get_workload(name)
+    state = w.worker_state(Timer(), defer_blocks=False)
+    assert w.measures_in_blocks == (type(state).measure_block is not WorkerState.measure_block)

@@ -51,6 +51,7 @@ class ForwardWorkload(Workload):
     name = "forward"
     title = "forward pass"
     option_groups = ("forward", "scenarios")  # variants, --settle, --profile, --localize; the LoadGen scenarios
+    measures_in_blocks = True  # measure_block: --repeats rounds, --confirm
 
     def terminal_lines(self, run: RunResults) -> list[str]:
         from harness.report.terminal import drift_note_lines, profile_lines, scenario_lines

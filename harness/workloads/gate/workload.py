@@ -47,6 +47,7 @@ class GateWorkload(Workload):
     name = "gate"
     title = "nightly gate (baseline re-measured)"
     option_groups = ("ab",)  # its blocks: pairs, block time, effect, confidence, seed
+    measures_in_blocks = True  # measure_block: --repeats rounds, --confirm
 
     def cases(self, config: RunConfig) -> list[CaseId]:
         raise UsageError("the gate's cases come from its baseline: run `harness gate BASELINE`")
