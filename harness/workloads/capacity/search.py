@@ -115,9 +115,9 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Ca
 
     most = min(settings.requests, 2000)
     sat, step = run("saturation", math.inf, min(most, SATURATION_PILOT))
-    if sat.requests < most and sat.throughput * SATURATION_S > sat.requests:  # the pilot: kept, the same rate
+    worth = sat.throughput * SATURATION_S  # requests the saturation probe may take
+    if sat.requests < most and worth > sat.requests:  # the pilot: kept, the same rate
         probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
-        worth = sat.throughput * SATURATION_S
         sat, step = run("saturation", math.inf, most if worth >= most else round(worth))
     cliff = sat.throughput
     probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
