@@ -4,6 +4,7 @@ and recommend.html; exit 0 confirmed, 3 could not judge, 2 bad input (docs/recom
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -13,6 +14,8 @@ from typing import Any
 from harness.commands.common import Command
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
+
+SCHEMA_VERSION = 1  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it
 
 
 def add_parser(sub: Any) -> None:
@@ -43,6 +46,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ab-pairs", type=int, default=8, help="interleaved A/B pairs (default 8)")
     p.add_argument("--grid", action="store_true", help="search every configuration fully (the exhaustive "
                                                        "grid) instead of successive halving")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with the stopped run in --out: the searches its recommend.json holds are taken from "
+                        "it, the rest measured (the same traffic, model, constraints and settings only)")
     p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
     p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
@@ -64,6 +70,8 @@ def _check(args: argparse.Namespace) -> None:
     if not 100 <= args.requests <= args.max_requests:
         raise UsageError(f"--requests {args.requests} / --max-requests {args.max_requests}: 100 <= requests <= "
                          f"max-requests")
+    if args.resume and args.out is None:
+        raise UsageError("--resume needs --out DIR: the folder of the run to go on with")
     if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
         raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
 
@@ -74,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.model_files import is_factory_ref, register_user_model
     from harness.plugins import load_plugins
     from harness.report.recommend import render_html, render_markdown
+    from harness.results.environment import cpu_fingerprint, cpu_model, library_versions
     from harness.results.store import atomic_write_text
     from harness.traffic.spec import load_traffic
     from harness.workloads.capacity.live import live_candidates
@@ -94,13 +103,19 @@ def run(args: argparse.Namespace) -> int:
     if spec.problem:
         raise UsageError(f"--model {args.model}: {spec.problem}")
     out = args.out or Path("reports") / time.strftime("recommend-%Y%m%d-%H%M%S")
+    constraints = Constraints(args.slo_ms, args.percentile, args.drift_tolerance, args.memory_cap_mb)
+    settings = SearchSettings(args.slo_ms, args.percentile, args.tolerance, args.probes, args.requests,
+                              args.max_requests)
+    head = {"schema_version": SCHEMA_VERSION, "model": spec.name, "traffic": traffic.describe(),
+            "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
+            "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
+            "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
+            "finished": False}
+    done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
                                         _split(args.variants), threads, _split(args.batchers, ";"),
                                         args.cache_dir or default_cache_dir())
-    constraints = Constraints(args.slo_ms, args.percentile, args.drift_tolerance, args.memory_cap_mb)
-    settings = SearchSettings(args.slo_ms, args.percentile, args.tolerance, args.probes, args.requests,
-                              args.max_requests)
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
     started = time.perf_counter()
@@ -111,20 +126,16 @@ def run(args: argparse.Namespace) -> int:
             if m.error:
                 print(f"  {c.name}: left out: {m.error}")
             measured.append(m)
-        head = {"model": spec.name, "traffic": traffic.describe(), "traffic_file": str(args.traffic),
-                "constraints": constraints.__dict__, "finished": False}
 
         def saved(evaluated: list[Any]) -> None:
             partial = {**head, "candidates": [e.to_json() for e in evaluated]}
             atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
 
         rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
-                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved)
+                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done)
     finally:
         close()
-    data = rec.to_json()
-    data.update({"model": spec.name, "traffic": traffic.describe(), "traffic_file": str(args.traffic),
-                 "wall_s": time.perf_counter() - started, "finished": True})
+    data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}
     atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
     md = render_markdown(data)
     atomic_write_text(out / "recommend.md", md)
@@ -132,6 +143,30 @@ def run(args: argparse.Namespace) -> int:
     print(md)
     confirmed = rec.chosen is not None and (rec.ab is None or rec.ab.confirmed)
     return EXIT_CLEAN if confirmed else EXIT_UNJUDGED
+
+
+def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
+    """The searches of the run in `path` that --resume goes on with, once its model, traffic, method,
+    constraints, settings, machine and library versions are this run's."""
+    from harness.workloads.capacity.recommend import searches_from_json
+
+    if not path.is_file():
+        raise UsageError(f"--resume: {path} does not exist (no run to go on with in that folder)")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--resume: {path} cannot be read: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"--resume: {path} is not a recommend.json of schema version {SCHEMA_VERSION} (written "
+                         f"before runs could be resumed?): start anew without --resume")
+    differ = [k for k in ("model", "traffic", "method", "constraints", "settings", "machine", "libraries") if data.get(k) != head[k]]
+    if differ:
+        was = "; ".join(f"{k}: {data.get(k)!r} there, {head[k]!r} here" for k in differ)
+        raise UsageError(f"--resume: {path} was measured with another {', '.join(differ)} ({was})")
+    try:
+        return searches_from_json(data["candidates"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"--resume: {path}: a recorded search cannot be read ({exc!r})") from None
 
 
 def _jsonable(x: Any) -> Any:

@@ -130,3 +130,62 @@ def test_the_recommender_picks_the_analytic_optimum_at_a_quarter_of_the_grid() -
     text = "\n".join(halving.reasons)
     assert f"deploy {best}" in text and "drift 0.02 over the tolerance 0.01" in text
     assert "memory 400 MB over the cap 300 MB" in text and "confirmed" in text
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_stopped_run_resumed_from_its_json_measures_only_what_is_left_and_decides_the_same() -> None:
+    import json
+
+    from harness.workloads.capacity.recommend import searches_from_json
+
+    calls: list[str] = []
+    stop_after = [None]  # stop the run at this many probe calls (a killed process)
+
+    def counted(c: Candidate) -> Candidate:
+        def probe(rate: float, n: int, seed: int):
+            if stop_after[0] is not None and len(calls) >= stop_after[0]:
+                raise _Stop
+            calls.append(c.name)
+            return c.probe(rate, n, seed)
+        return Candidate(c.name, c.axes, probe, c.drift, c.memory_mb)
+
+    cands = [counted(c) for c, _ in _candidates()]
+    con = Constraints(bound_ms=10.0, drift_tolerance=0.01, memory_cap_mb=300)
+    whole = recommend(cands, con).to_json()
+    n_whole = len(calls)
+    snapshots: list[str] = []  # what the command writes after every search, through JSON as on disk
+    calls.clear()
+    stop_after[0] = n_whole // 2
+    with pytest.raises(_Stop):
+        recommend(cands, con, saved=lambda ev: snapshots.append(json.dumps([e.to_json() for e in ev])))
+    first = len(calls)
+    done = searches_from_json(json.loads(snapshots[-1]))
+    assert 0 < len(done) < sum(len(c["searches"]) for c in whole["candidates"])
+    calls.clear()
+    stop_after[0] = None
+    log: list[str] = []
+    resumed = recommend(cands, con, done=done, log=log.append).to_json()
+    assert resumed.pop("resumed_searches") == len(done) and whole.pop("resumed_searches") == 0
+    assert resumed == whole  # the same capacities, choice, Pareto set, A/B and costs
+    assert sum("(resumed:" in s for s in log) == len(done)
+    longest = max(len(s["capacity"]["probes"]) for c in whole["candidates"] for s in c["searches"])
+    assert 0 <= first + len(calls) - n_whole <= longest  # only the search it stopped in is measured again
+
+
+def test_a_resumed_search_with_other_settings_is_measured_anew() -> None:
+    from harness.workloads.capacity.recommend import searches_from_json
+
+    cands = [c for c, _ in _candidates()][:2]
+    con = Constraints(bound_ms=10.0)
+    first = recommend(cands, con, exhaustive=True, settings=SearchSettings(10.0, requests=2000, max_requests=8000))
+    done = searches_from_json([e.to_json() for e in first.evaluated])
+    assert len(done) == 2
+    other = recommend(cands, con, exhaustive=True, done=done,
+                      settings=SearchSettings(10.0, requests=1000, max_requests=8000))
+    assert other.resumed == 0
+    same = recommend(cands, con, exhaustive=True, done=done,
+                     settings=SearchSettings(10.0, requests=2000, max_requests=8000))
+    assert same.resumed == 2 and [e.capacity for e in same.evaluated] == [e.capacity for e in first.evaluated]

@@ -80,3 +80,51 @@ def test_the_report_escapes_names_and_marks_the_pareto_set() -> None:
     assert "<b>a</b>" not in html and "&lt;b&gt;a&lt;/b&gt;" in html and html.count("<circle") == 2
     md = render_markdown(data)
     assert "b\\|c runner-up" in md and "| yes | 100 | [99, 101]" in md and "memory cap 100 MB" in md
+
+
+def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp_path: Path, fakes, capsys) -> None:
+    out = tmp_path / "rec"
+    argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
+            "--batchers", "none;max=4,wait=1", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
+            "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--out", str(out)]
+    assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
+    first = json.loads((out / "recommend.json").read_text())
+    assert first["schema_version"] == 1 and first["resumed_searches"] == 0 and first["method"] == "grid"
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) in (EXIT_CLEAN, EXIT_UNJUDGED)
+    assert capsys.readouterr().out.count("(resumed:") == 2
+    again = json.loads((out / "recommend.json").read_text())
+    assert again["resumed_searches"] == 2
+    assert [c["capacity"] for c in again["candidates"]] == [c["capacity"] for c in first["candidates"]]
+    for extra, words in ((["--slo-ms", "40"], "was measured with another constraints, settings"),
+                         (["--probes", "6"], "was measured with another settings")):
+        assert main([*argv, "--resume", *extra]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert words in err and str(out / "recommend.json") in err
+    (out / "recommend.json").write_text('{"model": "fake-linear", "candidates": []}')
+    assert main([*argv, "--resume"]) == EXIT_USAGE
+    assert "is not a recommend.json of schema version 1" in capsys.readouterr().err
+    (out / "recommend.json").write_text("{")
+    assert main([*argv, "--resume"]) == EXIT_USAGE and "cannot be read" in capsys.readouterr().err
+
+
+def test_resume_needs_a_run_to_go_on_with(tmp_path: Path, fakes, capsys) -> None:
+    base = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
+            "--slo-ms", "50", "--resume"]
+    assert main(base) == EXIT_USAGE and "--resume needs --out DIR" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "none")]) == EXIT_USAGE
+    assert f"{tmp_path / 'none' / 'recommend.json'} does not exist" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_run_of_another_machine_or_library_versions(tmp_path: Path, fakes, capsys) -> None:
+    out = tmp_path / "rec"
+    argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
+            "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4", "--tolerance", "0.3",
+            "--ab-pairs", "5", "--grid", "--out", str(out)]
+    main(argv)
+    data = json.loads((out / "recommend.json").read_text())
+    for key, value in (("machine", {"cpu_model": "another", "fingerprint": "0"}), ("libraries", {"numpy": "0.1"})):
+        (out / "recommend.json").write_text(json.dumps({**data, key: value}))
+        capsys.readouterr()
+        assert main([*argv, "--resume"]) == EXIT_USAGE
+        assert f"was measured with another {key}" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,13 +47,31 @@ class Constraints:
         return None
 
 
+@dataclass(frozen=True)
+class Search:
+    """One capacity search of one candidate; (name, rung, seed, settings) is what a resumed run matches."""
+
+    rung: int
+    seed: int
+    settings: SearchSettings
+    capacity: Capacity
+    resumed: bool = False  # taken from an earlier run's recommend.json, not measured by this one
+
+    def to_json(self) -> dict[str, object]:
+        return {"rung": self.rung, "seed": self.seed, "settings": dataclasses.asdict(self.settings),
+                "capacity": self.capacity.to_json()}
+
+
+SearchKey = tuple[str, int, int, SearchSettings]
+
+
 @dataclass
 class Evaluated:
     candidate: Candidate
     refusal: str | None = None
     capacity: Capacity | None = None
     rung: int = -1  # the last rung that searched it
-    history: list[Capacity] = field(default_factory=list)
+    history: list[Search] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -61,13 +79,14 @@ class Evaluated:
 
     @property
     def cost_s(self) -> float:
-        return sum(c.cost_s for c in self.history)
+        return sum(s.capacity.cost_s for s in self.history)
 
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
                 "rung": self.rung, "cost_s": self.cost_s,
-                "capacity": self.capacity.to_json() if self.capacity else None}
+                "capacity": self.capacity.to_json() if self.capacity else None,
+                "searches": [s.to_json() for s in self.history]}
 
 
 @dataclass(frozen=True)
@@ -100,39 +119,62 @@ class Recommendation:
     def cost_s(self) -> float:
         return sum(e.cost_s for e in self.evaluated)
 
+    @property
+    def resumed(self) -> int:
+        return sum(s.resumed for e in self.evaluated for s in e.history)
+
     def get(self, name: str | None) -> Evaluated | None:
         return next((e for e in self.evaluated if e.name == name), None)
 
     def to_json(self) -> dict[str, object]:
         return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
-                "cost_s": self.cost_s, "pareto": self.pareto, "chosen": self.chosen, "runner_up": self.runner_up,
+                "cost_s": self.cost_s, "resumed_searches": self.resumed, "pareto": self.pareto, "chosen": self.chosen, "runner_up": self.runner_up,
                 "ab": self.ab.to_json() if self.ab else None, "reasons": self.reasons,
                 "candidates": [e.to_json() for e in self.evaluated]}
 
 
-def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int) -> None:
-    try:
-        cap = find_capacity(e.candidate.probe, settings, seed)
-    except ProbeError as exc:
-        e.refusal = f"failed under load: {exc}"
-        return
+def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[SearchKey, Capacity]:
+    """The searches an earlier run's recommend.json recorded (its "candidates"), by what a resumed run matches."""
+    out: dict[SearchKey, Capacity] = {}
+    for c in candidates:
+        for s in c.get("searches") or ():
+            key = (str(c["name"]), int(s["rung"]), int(s["seed"]), SearchSettings(**s["settings"]))
+            out[key] = Capacity.from_json(s["capacity"])
+    return out
+
+
+def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
+            done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str) -> None:
+    key = (e.name, rung, seed, settings)
+    cap = done.get(key)
+    if cap is not None:
+        log(f"{label}: {e.name} (resumed: {cap.estimate:.4g} requests/s, {cap.cost_s:.0f} s measured before)")
+    else:
+        log(f"{label}: {e.name}")
+        try:
+            cap = find_capacity(e.candidate.probe, settings, seed)
+        except ProbeError as exc:
+            e.refusal = f"failed under load: {exc}"
+            return
     e.capacity, e.rung = cap, rung
-    e.history.append(cap)
+    e.history.append(Search(rung, seed, settings, cap, resumed=key in done))
 
 
 def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
               exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
               log: Callable[[str], None] = lambda s: None,
-              saved: Callable[[list[Evaluated]], None] = lambda e: None) -> Recommendation:
+              saved: Callable[[list[Evaluated]], None] = lambda e: None,
+              done: Mapping[SearchKey, Capacity] | None = None) -> Recommendation:
     """Search, choose and confirm; `saved` gets every candidate after each search (the command writes them, so a
-    stopped run keeps what it measured)."""
+    stopped run keeps what it measured); a search found in `done` (an earlier run's, searches_from_json) is taken
+    from it instead of measured again, so a stopped run goes on where it stopped and decides as it would have."""
     full = settings or SearchSettings(bound_ms=constraints.bound_ms, percentile=constraints.percentile)
+    done = done or {}
     evaluated = [Evaluated(c, constraints.refusal(c)) for c in candidates]
     alive = [e for e in evaluated if e.refusal is None]
     if exhaustive:
         for e in alive:
-            log(f"grid: {e.name}")
-            _search(e, full, seed, 0)
+            _search(e, full, seed, 0, done, log, "grid")
             saved(evaluated)
     else:
         for rung, (tol, div, probes) in enumerate(RUNGS):
@@ -142,14 +184,12 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
                                          requests=max(min(200, full.requests), full.requests // div),
                                          max_requests=max(min(400, full.max_requests), full.max_requests // div))
             for e in alive:
-                log(f"rung {rung}: {e.name}")
-                _search(e, coarse, seed + rung, rung)
+                _search(e, coarse, seed + rung, rung, done, log, f"rung {rung}")
                 saved(evaluated)
             ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
             alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
         for e in alive:
-            log(f"final: {e.name}")
-            _search(e, full, seed + len(RUNGS), len(RUNGS))
+            _search(e, full, seed + len(RUNGS), len(RUNGS), done, log, "final")
             saved(evaluated)
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)

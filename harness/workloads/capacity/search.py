@@ -4,8 +4,8 @@ bounded search with a stated interval, the knee and the cliff named (docs/recomm
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -56,6 +56,15 @@ class ProbeResult:
     def to_json(self) -> dict[str, object]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
 
+    @classmethod
+    def from_json(cls, d: Mapping[str, object]) -> ProbeResult:
+        """The inverse of to_json: a null rate (the saturation probe's) or upper bound is infinite, others NaN."""
+        got = {f.name: d[f.name] for f in fields(cls)}
+        for k, v in got.items():
+            if v is None:
+                got[k] = math.inf if k in ("rate", "high_ms") else math.nan
+        return cls(**got)
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -80,6 +89,13 @@ class Capacity:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "cliff": self.cliff,
                 "knee": self.knee, "floor_ms": self.floor_ms, "status": self.status, "reason": self.reason,
                 "cost_s": self.cost_s, "rates_probed": self.rates_probed, "probes": [p.to_json() for p in self.probes]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, object]) -> Capacity:
+        probes = tuple(ProbeResult.from_json(p) for p in d["probes"])
+        return cls(float(d["estimate"]), float(d["low"]), float(d["high"]), float(d["cliff"]),
+                   None if d["knee"] is None else float(d["knee"]), float(d["floor_ms"]),
+                   str(d["status"]), str(d["reason"]), probes, int(d["rates_probed"]))
 
 
 def judge(run: ReplayRun, settings: SearchSettings) -> tuple[float, float, float]:
