@@ -50,7 +50,9 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     cap = _num(c.get("memory_cap_mb"), "g") + " MB" if c.get("memory_cap_mb") else "none"
     intro = (f"Traffic: {visible(data.get('traffic', ''))}. SLO: p{c.get('percentile', 99):g} <= "
              f"{c.get('bound_ms')} ms; drift tolerance {drift}; memory cap {cap}. Search: {data.get('method')}, "
-             f"{_num(data.get('cost_s'), '.1f')} s of probing.")
+             f"{_num(data.get('cost_s'), '.1f')} s of probing"
+             + (f" ({data['resumed_searches']} searches taken from the stopped run it resumed)"
+                if data.get("resumed_searches") else "") + ".")
     lines = [f"## Deployment recommendation: {visible(data.get('model', ''))}", "", intro, ""]
     lines += [f"- {visible(r)}" for r in data.get("reasons") or []]
     header = ("| configuration | Pareto | capacity (req/s) | interval | knee | cliff | unloaded p99 (ms) | "

@@ -95,6 +95,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     assert capsys.readouterr().out.count("(resumed:") == 2
     again = json.loads((out / "recommend.json").read_text())
     assert again["resumed_searches"] == 2
+    assert "(2 searches taken from the stopped run it resumed)" in (out / "recommend.md").read_text()
     assert [c["capacity"] for c in again["candidates"]] == [c["capacity"] for c in first["candidates"]]
     for extra, words in ((["--slo-ms", "40"], "was measured with another constraints, settings"),
                          (["--probes", "6"], "was measured with another settings")):
