@@ -48,7 +48,8 @@ def add_parser(sub: Any) -> None:
                                                        "grid) instead of successive halving")
     p.add_argument("--resume", action="store_true",
                    help="go on with the stopped run in --out: the searches its recommend.json holds are taken from "
-                        "it, the rest measured (the same traffic, model, constraints and settings only)")
+                        "it, the rest measured (the same model, traffic, constraints, settings, machine and "
+                        "library versions only)")
     p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
     p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
@@ -159,7 +160,8 @@ def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         raise UsageError(f"--resume: {path} is not a recommend.json of schema version {SCHEMA_VERSION} (written "
                          f"before runs could be resumed?): start anew without --resume")
-    differ = [k for k in ("model", "traffic", "method", "constraints", "settings", "machine", "libraries") if data.get(k) != head[k]]
+    keys = ("model", "traffic", "method", "constraints", "settings", "machine", "libraries")
+    differ = [k for k in keys if data.get(k) != head[k]]
     if differ:
         was = "; ".join(f"{k}: {data.get(k)!r} there, {head[k]!r} here" for k in differ)
         raise UsageError(f"--resume: {path} was measured with another {', '.join(differ)} ({was})")

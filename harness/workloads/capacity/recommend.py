@@ -128,7 +128,8 @@ class Recommendation:
 
     def to_json(self) -> dict[str, object]:
         return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
-                "cost_s": self.cost_s, "resumed_searches": self.resumed, "pareto": self.pareto, "chosen": self.chosen, "runner_up": self.runner_up,
+                "cost_s": self.cost_s, "resumed_searches": self.resumed, "pareto": self.pareto,
+                "chosen": self.chosen, "runner_up": self.runner_up,
                 "ab": self.ab.to_json() if self.ab else None, "reasons": self.reasons,
                 "candidates": [e.to_json() for e in self.evaluated]}
 
