@@ -48,8 +48,11 @@ def add_parser(sub: Any) -> None:
                                                        "grid) instead of successive halving")
     p.add_argument("--resume", action="store_true",
                    help="go on with the stopped run in --out: the searches its recommend.json holds are taken from "
-                        "it, the rest measured (the same model, traffic, constraints, settings, machine and "
-                        "library versions only)")
+                        "it, the rest measured (the same model, traffic, constraints, settings, machine, library "
+                        "versions and isolation only)")
+    p.add_argument("--no-isolation", action="store_true",
+                   help="every configuration in this process (default: each in a worker process of its own, as "
+                        "the matrix runs its cases; for debugging)")
     p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
     p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
@@ -79,6 +82,9 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.artifacts.cache import default_cache_dir
+    from harness.execution.capacity_worker import IsolatedConfig
+    from harness.execution.supervisor import stop_forkserver
+    from harness.measure.contention import default_contention_limit
     from harness.model import get_model
     from harness.model_files import is_factory_ref, register_user_model
     from harness.plugins import load_plugins
@@ -97,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
         threads = [int(t) for t in _split(args.threads)]
     except ValueError:
         raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
-    name = args.model
+    name, user_model = args.model, None
     if name.endswith(".onnx") or "/" in name or is_factory_ref(name):  # a user model, as run's --model
-        name = register_user_model(name)
+        user_model, name = name, register_user_model(name)
     spec = get_model(name)
     if spec.problem:
         raise UsageError(f"--model {args.model}: {spec.problem}")
@@ -111,12 +117,14 @@ def run(args: argparse.Namespace) -> int:
             "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
             "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
             "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
-            "finished": False}
+            "isolation": "in-process" if args.no_isolation else "worker per configuration", "finished": False}
     done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
                                         _split(args.variants), threads, _split(args.batchers, ";"),
-                                        args.cache_dir or default_cache_dir())
+                                        args.cache_dir or default_cache_dir(), user_model=user_model,
+                                        opener=None if args.no_isolation else IsolatedConfig,
+                                        contention_limit=default_contention_limit())
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
     started = time.perf_counter()
@@ -136,12 +144,17 @@ def run(args: argparse.Namespace) -> int:
                         ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done)
     finally:
         close()
+        stop_forkserver()
     data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}
     atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
     md = render_markdown(data)
     atomic_write_text(out / "recommend.md", md)
     atomic_write_text(out / "recommend.html", render_html(data))
     print(md)
+    if rec.unjudged:  # the loaded machine made figures the decision used: never a recommendation to act on
+        print(f"recommend: could not judge, the machine was loaded ({len(rec.unjudged)}): "
+              + "; ".join(rec.unjudged))
+        return EXIT_UNJUDGED
     confirmed = rec.chosen is not None and (rec.ab is None or rec.ab.confirmed)
     return EXIT_CLEAN if confirmed else EXIT_UNJUDGED
 
@@ -160,7 +173,7 @@ def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         raise UsageError(f"--resume: {path} is not a recommend.json of schema version {SCHEMA_VERSION} (written "
                          f"before runs could be resumed?): start anew without --resume")
-    keys = ("model", "traffic", "method", "constraints", "settings", "machine", "libraries")
+    keys = ("model", "traffic", "method", "constraints", "settings", "machine", "libraries", "isolation")
     differ = [k for k in keys if data.get(k) != head[k]]
     if differ:
         was = "; ".join(f"{k}: {data.get(k)!r} there, {head[k]!r} here" for k in differ)

@@ -321,30 +321,7 @@ class IsolatedExecutor:
 
 def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_blocks: bool = False) -> None:
     """The worker: dies with its parent, ignores Ctrl-C (the parent decides), logs to a file, capped memory."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-    except FileNotFoundError:  # the parent closed this worker (a Ctrl-C) before it started: nothing to do
-        os._exit(0)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    # pytest's capture may have replaced sys.stdout/err with its own files: point them at the log again.
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-    faulthandler.enable(file=sys.stderr, all_threads=True)  # a segfault leaves a Python traceback in the log
-    if cap_bytes:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        limit = cap_bytes if hard == resource.RLIM_INFINITY else min(cap_bytes, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    worker_prologue(log_path, cap_bytes)
 
     from harness.execution.worker import CaseRunner
 
@@ -381,3 +358,32 @@ def _worker_main(conn: Connection, log_path: str, cap_bytes: int | None, defer_b
     runner.close()
     conn.close()
     os._exit(0)
+
+
+def worker_prologue(log_path: str, cap_bytes: int | None = None) -> None:
+    """What every harness worker process does first: die with its parent, ignore Ctrl-C (the parent decides),
+    write stdout and stderr to `log_path` (a segfault leaves a Python traceback there), cap its address space."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:  # the parent closed this worker (a Ctrl-C) before it started: nothing to do
+        os._exit(0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # pytest's capture may have replaced sys.stdout/err with its own files: point them at the log again.
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if cap_bytes:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = cap_bytes if hard == resource.RLIM_INFINITY else min(cap_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

@@ -7,7 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,6 +65,13 @@ class ReplayRun:
     call_ns: list[int] = field(default_factory=list)
     wall_ns: int = 0  # first intended send -> last completion
     error: str | None = None
+    contention: dict[str, Any] | None = None  # the replay's contention figures (harness.measure.contention)
+
+    @property
+    def contended(self) -> str | None:
+        """The cause in words when the machine inflated this replay (its contention probe said so), else None."""
+        c = self.contention or {}
+        return (c.get("cause") or "contended") if c.get("contended") else None
 
     @property
     def requests(self) -> int:

@@ -189,3 +189,44 @@ def test_a_resumed_search_with_other_settings_is_measured_anew() -> None:
     same = recommend(cands, con, exhaustive=True, done=done,
                      settings=SearchSettings(10.0, requests=2000, max_requests=8000))
     assert same.resumed == 2 and [e.capacity for e in same.evaluated] == [e.capacity for e in first.evaluated]
+
+
+def _loaded(probe, contended_calls: set[int]):
+    """`probe`, with the replays whose call number is in `contended_calls` marked as a contention probe would."""
+    calls = [0]
+
+    def run(rate: float, n: int, seed: int):
+        calls[0] += 1
+        r = probe(rate, n, seed)
+        if calls[0] in contended_calls:
+            r.contention = {"contended": True, "cause": f"call {calls[0]}: waited 40% for a CPU"}
+        return r
+    return run
+
+
+def test_a_contended_probe_is_run_again_and_the_search_decides_as_on_a_quiet_machine() -> None:
+    cost = CostModel(0.5, 0.005)
+    quiet = find_capacity(_probe(cost), SearchSettings(bound_ms=10.0), seed=4)
+    # the pilot and the floor probe inflated once each, the first search probe twice: each run again
+    noisy = find_capacity(_loaded(_probe(cost), {1, 4, 6, 7}), SearchSettings(bound_ms=10.0), seed=4)
+    retried = [p for p in noisy.probes if p.verdict == "retried"]
+    assert len(retried) == 4 and all(p.contended for p in retried) and noisy.contended == []
+    assert noisy.rates_probed == quiet.rates_probed and noisy.cost_s > quiet.cost_s
+    kept = [p for p in noisy.probes if p.verdict != "retried"]  # a retry replays the same schedule
+    assert [(p.kind, p.rate, p.value_ms) for p in kept] == [(p.kind, p.rate, p.value_ms) for p in quiet.probes]
+    assert (noisy.estimate, noisy.low, noisy.high) == (quiet.estimate, quiet.low, quiet.high)
+
+
+def test_a_probe_contended_on_every_try_leaves_the_capacity_unjudged() -> None:
+    from harness.workloads.capacity.search import CONTENDED_RETRIES
+
+    cost = CostModel(0.5, 0.005)
+    cap = find_capacity(_loaded(_probe(cost), set(range(1, 1000))), SearchSettings(bound_ms=10.0, max_probes=4))
+    assert cap.contended and all(p.contended.startswith("call ") for p in cap.contended)
+    assert sum(p.verdict == "retried" for p in cap.probes) == CONTENDED_RETRIES * len(cap.contended)
+    c = Candidate("a", {}, _loaded(_probe(cost), set(range(1, 1000))))
+    rec = recommend([c, Candidate("b", {}, _probe(CostModel(0.5, 0.006)))], Constraints(10.0),
+                    SearchSettings(bound_ms=10.0, max_probes=4), exhaustive=True, ab_pairs=5)
+    assert rec.unjudged[0].startswith("a: ") and "contended on every try" in rec.unjudged[0]
+    assert rec.ab is not None and rec.ab.contended > 0 and not rec.ab.confirmed and "not judged" in rec.ab.text
+    assert rec.reasons[0].startswith("not judged, the machine was loaded: a: ")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.execution.supervisor import stop_forkserver
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED, EXIT_USAGE
 from harness.report.recommend import render_html, render_markdown
 
@@ -19,7 +20,9 @@ def _traffic(tmp_path: Path, text: str = "seed = 3\nrequests = 300\n[arrival]\np
     return p
 
 
-def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: Path, fakes, capsys) -> None:
+def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: Path, fakes, fake_env,
+                                                                      capsys) -> None:
+    stop_forkserver()  # the workers come from a forkserver that knows the fakes (fake_env)
     out = tmp_path / "rec"
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
                  "--runtimes", "fake-ok", "--batchers", "none;max=4,wait=1", "--slo-ms", "50",
@@ -28,6 +31,7 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     assert code in (EXIT_CLEAN, EXIT_UNJUDGED)
     data = json.loads((out / "recommend.json").read_text())
     assert data["model"] == "fake-linear" and data["chosen"] in {c["name"] for c in data["candidates"]}
+    assert data["isolation"] == "worker per configuration" and data["unjudged"] == []
     assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 5
     for c in data["candidates"]:
         cap = c["capacity"]
@@ -86,7 +90,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     out = tmp_path / "rec"
     argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
             "--batchers", "none;max=4,wait=1", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
-            "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--out", str(out)]
+            "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
     assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
     first = json.loads((out / "recommend.json").read_text())
     assert first["schema_version"] == 1 and first["resumed_searches"] == 0 and first["method"] == "grid"
@@ -121,7 +125,7 @@ def test_resume_refuses_a_run_of_another_machine_or_library_versions(tmp_path: P
     out = tmp_path / "rec"
     argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
             "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4", "--tolerance", "0.3",
-            "--ab-pairs", "5", "--grid", "--out", str(out)]
+            "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
     main(argv)
     data = json.loads((out / "recommend.json").read_text())
     for key, value in (("machine", {"cpu_model": "another", "fingerprint": "0"}), ("libraries", {"numpy": "0.1"})):
@@ -129,3 +133,71 @@ def test_resume_refuses_a_run_of_another_machine_or_library_versions(tmp_path: P
         capsys.readouterr()
         assert main([*argv, "--resume"]) == EXIT_USAGE
         assert f"was measured with another {key}" in capsys.readouterr().err
+
+
+def _recommend(tmp_path: Path, *extra: str, runtimes: str = "fake-ok") -> tuple[int, dict]:
+    out = tmp_path / "rec"
+    code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", runtimes,
+                 "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4", "--tolerance", "0.3",
+                 "--ab-pairs", "5", "--grid", "--out", str(out), *extra])
+    return code, json.loads((out / "recommend.json").read_text())
+
+
+def test_a_configuration_whose_worker_crashes_costs_that_configuration(tmp_path: Path, fakes, fake_env) -> None:
+    stop_forkserver()
+    code, data = _recommend(tmp_path, runtimes="fake-ok,fake-abort-run")  # fake-abort-run: SIGABRT on call 8
+    crashed = next(c for c in data["candidates"] if c["name"].startswith("fake-abort-run"))
+    assert "the worker died during a probe" in crashed["refusal"] and "SIGABRT" in crashed["refusal"]
+    assert data["chosen"].startswith("fake-ok ") and code == EXIT_CLEAN  # nothing to confirm against: one left
+
+
+def test_a_configuration_whose_worker_hangs_costs_that_configuration(tmp_path: Path, fakes, fake_env,
+                                                                    monkeypatch) -> None:
+    from harness.execution import capacity_worker as worker
+
+    stop_forkserver()
+    monkeypatch.setattr(worker, "OPEN_TIMEOUT_S", 3.0)  # fake-hang sleeps an hour in its first call (the set-up)
+    code, data = _recommend(tmp_path, runtimes="fake-ok,fake-hang")
+    hung = next(c for c in data["candidates"] if c["name"].startswith("fake-hang"))
+    assert "the worker hung: no answer to set-up in 3 s" in hung["refusal"]
+    assert data["chosen"].startswith("fake-ok ")
+
+
+def _loaded_machine(wait_share: float):
+    """A fake /proc whose every look finds the process waited `wait_share` of its runnable time for a CPU."""
+    from harness.measure.contention import Snapshot
+
+    t = [0]
+
+    def read() -> Snapshot:
+        t[0] += 1
+        s = t[0] * 10**9
+        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None)
+    return read
+
+
+def test_a_loaded_machine_is_never_a_recommendation(tmp_path: Path, fakes, monkeypatch, capsys) -> None:
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")  # the shipped limit (the suite turns it off)
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4)))
+    code, data = _recommend(tmp_path, "--no-isolation", "--batchers", "none;max=4,wait=1")
+    assert code == EXIT_UNJUDGED and len(data["unjudged"]) == 3 and data["unjudged"][2].startswith("the A/B: 10 of")
+    assert "contended on every try, e.g. the saturation probe" in data["unjudged"][0]
+    assert "waited 40%" in data["unjudged"][0] and not data["ab"]["confirmed"]
+    assert data["reasons"][0].startswith("not judged, the machine was loaded: ")
+    probes = data["candidates"][0]["capacity"]["probes"]
+    assert [p["verdict"] for p in probes[:3]] == ["retried", "retried", "info"] and probes[2]["contended"]
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1].startswith("recommend: could not judge, the machine was loaded (3)")
+    assert "not judged, the machine was loaded" in (tmp_path / "rec" / "recommend.md").read_text()
+
+
+def test_a_quiet_machine_judges_as_before(tmp_path: Path, fakes, monkeypatch) -> None:
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.01)))
+    code, data = _recommend(tmp_path, "--no-isolation")
+    assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
+    assert not any(p["verdict"] == "retried" for p in data["candidates"][0]["capacity"]["probes"])

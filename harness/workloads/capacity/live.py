@@ -9,7 +9,7 @@ import dataclasses
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.config import BatcherPolicy
 from harness.data import make_feed
 from harness.errors import UsageError
+from harness.measure.contention import WAIT_FRACTION_LIMIT, ContentionProbe, snapshot
 from harness.model import BATCH, SEQ, ModelSpec
 from harness.precision import Precision
 from harness.runtimes import get_runtime
@@ -45,9 +46,9 @@ class _Pool:
 
     def __init__(self, keep: int = KEEP_ACTIVE) -> None:
         self.keep = keep
-        self.active: OrderedDict[str, LiveConfig] = OrderedDict()
+        self.active: OrderedDict[str, OpenConfig] = OrderedDict()
 
-    def use(self, cfg: LiveConfig) -> None:
+    def use(self, cfg: OpenConfig) -> None:
         self.active.pop(cfg.name, None)
         self.active[cfg.name] = cfg
         while len(self.active) > self.keep:
@@ -55,17 +56,23 @@ class _Pool:
             old.close()
 
     def close(self) -> None:
-        for cfg in self.active.values():
+        for cfg in list(self.active.values()):
             cfg.close()
         self.active.clear()
 
 
 class LiveConfig:
+    """One configuration opened in this process: its runtime, a bound call per shape, its drift and memory."""
+
+    read_proc = staticmethod(snapshot)  # what each probe's contention probe reads (/proc; tests give a fake)
+
     def __init__(self, name: str, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                  options: RuntimeOptions, batcher: BatcherPolicy | None, traffic: TrafficSpec, pool: _Pool,
-                 reference: Callable[[], Mapping[str, np.ndarray]] | None) -> None:
+                 reference: Callable[[], Mapping[str, np.ndarray]] | None,
+                 contention_limit: float = WAIT_FRACTION_LIMIT) -> None:
         self.name, self.spec, self.cls, self.precision, self.options = name, spec, cls, precision, options
         self.batcher, self.traffic, self.pool, self.reference = batcher, traffic, pool, reference
+        self.contention_limit = contention_limit
         self.runtime: Runtime | None = None
         self.bound: dict[tuple[tuple[str, int], ...], Callable[[], object]] = {}
         self.memory_mb: float | None = None
@@ -149,9 +156,14 @@ class LiveConfig:
         self.runtime.synchronize()
 
     def probe(self, rate: float, n: int, seed: int) -> ReplayRun:
+        """One replay at `rate`, with the contention of its process around it (a loaded machine says so)."""
         self.open()
         reqs = self.traffic.schedule(rate=rate, requests=n, seed=seed)
-        return replay(reqs, lambda rs: self.call_dims(self.dims(rs)), RealClock(), self.batcher)
+        watch = ContentionProbe(self.options.threads, self.contention_limit, read=self.read_proc)
+        watch.start()
+        run = replay(reqs, lambda rs: self.call_dims(self.dims(rs)), RealClock(), self.batcher)
+        run.contention = watch.stop()
+        return run
 
 
 def batcher_spelling(text: str) -> BatcherPolicy | None:
@@ -169,12 +181,101 @@ def batcher_spelling(text: str) -> BatcherPolicy | None:
     return policy
 
 
-def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[str], precisions: Sequence[str],
-                    variants: Sequence[str], threads: Sequence[int], batchers: Sequence[str], cache_dir: Any,
-                    ) -> tuple[list[Candidate], Callable[[], None]]:
-    """The grid's candidates (a configuration that cannot run is a candidate with its reason) and a closer."""
+@dataclasses.dataclass(frozen=True)
+class ConfigRef:
+    """One configuration as names and numbers (picklable): what a worker process rebuilds it from."""
+
+    model: str  # the model's registered name
+    user_model: str | None  # the --model file or factory it was registered from (a worker registers it again)
+    runtime: str
+    precision: str
+    variant: str
+    threads: int
+    batcher: BatcherPolicy | None
+    traffic: TrafficSpec
+    cache_dir: str
+    contention_limit: float
+
+    @property
+    def name(self) -> str:
+        b = self.batcher.describe() if self.batcher else "none"
+        return f"{self.runtime} {self.precision} {self.variant} threads={self.threads} batcher={b}"
+
+    @property
+    def axes(self) -> dict[str, str]:
+        return {"runtime": self.runtime, "precision": self.precision, "variant": self.variant,
+                "threads": str(self.threads), "batcher": self.batcher.describe() if self.batcher else "none"}
+
+
+def configure(ref: ConfigRef, spec: ModelSpec) -> tuple[ModelSpec, type[Runtime], Precision, RuntimeOptions] | str:
+    """The model (variant applied), runtime class, precision and options of `ref`, or why it cannot run here: the
+    one place a configuration is set up, in the parent (to refuse) and in its worker (to run)."""
     from harness.variants.registry import parse_variant
 
+    cls = get_runtime(ref.runtime)
+    precision = cls.case_precision(Precision(ref.precision))
+    for verdict in (cls.availability(), cls.supports(spec, precision)):
+        if not verdict:
+            return verdict.reason
+    model = spec
+    options = RuntimeOptions(ref.threads, ArtifactCache(ref.cache_dir))
+    variant = parse_variant(ref.variant)
+    if variant is not None:
+        why = variant.refusal(spec, cls.variant_hooks, ref.runtime, precision)
+        if why:
+            return why
+        model, options = variant.apply(spec, options)
+    if ref.batcher is not None:
+        why = batch_refusal(model, cls(model, precision, options))
+        if why:
+            return why
+    return model, cls, precision, options
+
+
+def is_reference(ref: ConfigRef, spec: ModelSpec) -> bool:
+    """The FP32 reference itself (no drift to measure against itself)."""
+    from harness.variants.registry import parse_variant
+
+    return (ref.runtime == spec.reference and get_runtime(ref.runtime).case_precision(Precision(ref.precision))
+            is Precision.FP32 and parse_variant(ref.variant) is None)
+
+
+Reference = Callable[[], Mapping[str, np.ndarray]]  # the FP32 reference's outputs on the drift feed
+
+
+class OpenConfig(Protocol):
+    """A configuration the search probes: set up in this process (LiveConfig) or in a worker (IsolatedConfig)."""
+
+    name: str
+    drift: float | None
+    memory_mb: float | None
+
+    def open(self) -> None: ...
+    def close(self) -> None: ...
+    def probe(self, rate: float, n: int, seed: int) -> ReplayRun: ...
+
+
+Opener = Callable[[ConfigRef, ModelSpec, "_Pool", Reference | None], OpenConfig]
+
+
+def live_config(ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None) -> LiveConfig:
+    """`ref` set up in this process (configure() must have accepted it)."""
+    made = configure(ref, spec)
+    assert not isinstance(made, str), made
+    model, cls, precision, options = made
+    return LiveConfig(ref.name, model, cls, precision, options, ref.batcher, ref.traffic, pool, reference,
+                      ref.contention_limit)
+
+
+def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[str], precisions: Sequence[str],
+                    variants: Sequence[str], threads: Sequence[int], batchers: Sequence[str], cache_dir: Any,
+                    user_model: str | None = None, opener: Opener | None = None,
+                    contention_limit: float = WAIT_FRACTION_LIMIT,
+                    ) -> tuple[list[Candidate], Callable[[], None]]:
+    """The grid's candidates (a configuration that cannot run is a candidate with its reason) and a closer.
+    `opener` sets each configuration up: in this process by default (live_config), in a worker process of its
+    own with harness.execution.capacity_worker.IsolatedConfig (the command's default)."""
+    opener = opener or live_config
     check_traffic(spec, traffic)
     pool = _Pool()
     base = RuntimeOptions(1, ArtifactCache(cache_dir))
@@ -191,31 +292,14 @@ def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[st
 
     out: list[Candidate] = []
     for rname, prec, vname, nthreads, bname in itertools.product(runtimes, precisions, variants, threads, batchers):
-        policy = batcher_spelling(bname)
-        name = f"{rname} {prec} {vname} threads={nthreads} batcher={policy.describe() if policy else 'none'}"
-        axes = {"runtime": rname, "precision": prec, "variant": vname, "threads": str(nthreads),
-                "batcher": policy.describe() if policy else "none"}
-        cls = get_runtime(rname)
-        precision = cls.case_precision(Precision(prec))
-        why = None
-        for verdict in (cls.availability(), cls.supports(spec, precision)):
-            if not verdict:
-                why = verdict.reason
-        model, options = spec, dataclasses.replace(base, threads=nthreads)
-        variant = parse_variant(vname)
-        if why is None and variant is not None:
-            why = variant.refusal(spec, cls.variant_hooks, rname, precision)
-            if why is None:
-                model, options = variant.apply(spec, options)
-        if why is None and policy is not None:
-            why = batch_refusal(model, cls(model, precision, options))
-        if why:
-            out.append(Candidate(name, axes, _refused(why), error=why))
+        ref = ConfigRef(spec.name, user_model, rname, prec, vname, nthreads, batcher_spelling(bname), traffic,
+                        str(cache_dir), contention_limit)
+        why = configure(ref, spec)
+        if isinstance(why, str):
+            out.append(Candidate(ref.name, ref.axes, _refused(why), error=why))
             continue
-        cfg = LiveConfig(name, model, cls, precision, options, policy, traffic, pool,
-                         reference if not (rname == spec.reference and precision is Precision.FP32
-                                           and variant is None) else (dict))
-        out.append(_LiveCandidate(name, axes, cfg.probe, cfg=cfg))
+        live = opener(ref, spec, pool, dict if is_reference(ref, spec) else reference)
+        out.append(_LiveCandidate(ref.name, ref.axes, live.probe, cfg=live))
     return out, pool.close
 
 
@@ -230,7 +314,7 @@ class _LiveCandidate(Candidate):
     """A candidate whose drift and memory are measured when it is first opened (before the constraints are
     checked: `measure()`)."""
 
-    cfg: LiveConfig | None = None
+    cfg: OpenConfig | None = None
 
     def measure(self) -> Candidate:
         assert self.cfg is not None

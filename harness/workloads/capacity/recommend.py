@@ -81,10 +81,20 @@ class Evaluated:
     def cost_s(self) -> float:
         return sum(s.capacity.cost_s for s in self.history)
 
+    @property
+    def contended(self) -> str | None:
+        """Why one of its searches cannot be trusted (a probe it decided by was contended on every try), else
+        None: a capacity, or a drop by successive halving, that the loaded machine may have made."""
+        bad = [p for s in self.history for p in s.capacity.contended]
+        if not bad:
+            return None
+        at = "the saturation probe" if math.isinf(bad[0].rate) else f"{bad[0].rate:.4g} requests/s"
+        return f"{len(bad)} probe(s) of its searches contended on every try, e.g. {at}: {bad[0].contended}"
+
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
-                "rung": self.rung, "cost_s": self.cost_s,
+                "rung": self.rung, "cost_s": self.cost_s, "contended": self.contended,
                 "capacity": self.capacity.to_json() if self.capacity else None,
                 "searches": [s.to_json() for s in self.history]}
 
@@ -99,6 +109,7 @@ class AbConfirmation:
     p_value: float
     confirmed: bool
     text: str
+    contended: int = 0  # replays of the pairs that the machine inflated (then nothing is confirmed)
 
     def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -126,9 +137,19 @@ class Recommendation:
     def get(self, name: str | None) -> Evaluated | None:
         return next((e for e in self.evaluated if e.name == name), None)
 
+    @property
+    def unjudged(self) -> list[str]:
+        """What the loaded machine left unjudged, in words (empty: every figure the decision used was measured
+        on a machine that did not inflate it): the command exits 3 when there is any."""
+        out = [f"{e.name}: {e.contended}" for e in self.evaluated if e.contended and e.refusal is None]
+        if self.ab is not None and self.ab.contended:
+            out.append(f"the A/B: {self.ab.contended} of its {2 * self.ab.pairs} replays contended")
+        return out
+
     def to_json(self) -> dict[str, object]:
         return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
-                "cost_s": self.cost_s, "resumed_searches": self.resumed, "pareto": self.pareto,
+                "cost_s": self.cost_s, "resumed_searches": self.resumed, "unjudged": self.unjudged,
+                "pareto": self.pareto,
                 "chosen": self.chosen, "runner_up": self.runner_up,
                 "ab": self.ab.to_json() if self.ab else None, "reasons": self.reasons,
                 "candidates": [e.to_json() for e in self.evaluated]}
@@ -233,22 +254,26 @@ def confirm(a: Evaluated, b: Evaluated, seed: int, pairs: int) -> AbConfirmation
     rate = 0.95 * min(a.capacity.estimate, b.capacity.estimate)
     n = max(100, max(p.requests for p in a.capacity.probes))  # the recommendation's longest probe
     pa, pb = [], []
+    contended: list[str] = []
     for i in range(pairs):
         s = seed * 7919 + 100_000 + i
         order = (a, b) if i % 2 == 0 else (b, a)
         runs: dict[str, ReplayRun] = {}
         for side in order:
             runs[side.name] = side.candidate.probe(rate, n, s)
+            if runs[side.name].contended:
+                contended.append(str(runs[side.name].contended))
         pa.append(percentile(runs[a.name].latency_ns[n // 10:], 99) / 1e6)
         pb.append(percentile(runs[b.name].latency_ns[n // 10:], 99) / 1e6)
     logs = np.log(np.array(pb) / np.array(pa))
     ratio = float(np.exp(logs.mean()))
     p = float(wilcoxon(logs, alternative="greater").pvalue) if np.any(logs != 0) else 1.0
-    ok = ratio > 1.0 and p < 0.05
+    ok = ratio > 1.0 and p < 0.05 and not contended
     text = (f"interleaved A/B at {rate:.4g} requests/s, {pairs} pairs: the runner-up's p99 is {ratio:.2f}x the "
             f"recommendation's (Wilcoxon signed-rank p = {p:.3g}): "
-            + ("confirmed" if ok else "not confirmed: the two cannot be told apart at this rate"))
-    return AbConfirmation(rate, pairs, tuple(pa), tuple(pb), ratio, p, ok, text)
+            + (f"not judged: {len(contended)} of its {2 * pairs} replays were contended ({contended[0]})"
+               if contended else "confirmed" if ok else "not confirmed: the two cannot be told apart at this rate"))
+    return AbConfirmation(rate, pairs, tuple(pa), tuple(pb), ratio, p, ok, text, len(contended))
 
 
 def reasons(rec: Recommendation) -> list[str]:
@@ -281,6 +306,9 @@ def reasons(rec: Recommendation) -> list[str]:
     for e in rec.evaluated:
         if e.refusal:
             out.append(f"left out {e.name}: {e.refusal}")
+    if rec.unjudged:  # first: the figures below are not a recommendation to act on
+        out[:0] = [f"not judged, the machine was loaded: {what}; run again on a quiet machine"
+                   for what in rec.unjudged]
     dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
                and chosen is not None and e.rung < chosen.rung]
     if dropped:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
@@ -20,6 +20,7 @@ FLOOR_S = 5.0  # the floor probe's requests: an eighth of a probe's, at most thi
 SATURATION_S = 10.0  # the saturation probe: at most this many seconds' worth of requests, sized by a pilot of
 SATURATION_PILOT = 50  # this many (a 0.5 s call would make 2,000 requests a 17-minute probe)
 UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
+CONTENDED_RETRIES = 2  # a replay the machine inflated (its contention probe said so) is run again this many times
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,11 @@ class ProbeResult:
     high_ms: float
     p50_ms: float
     throughput: float  # completed requests/s
-    verdict: str  # pass | fail | unstable | unsure | info
+    verdict: str  # pass | fail | unstable | unsure | info | retried (contended, run again)
     send_error_p99_ms: float
     wall_s: float  # the replay's time (simulated on a fake clock)
     mean_batch: float
+    contended: str | None = None  # why the machine inflated this replay (its contention probe's cause), else None
 
     def to_json(self) -> dict[str, object]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
@@ -59,9 +61,10 @@ class ProbeResult:
     @classmethod
     def from_json(cls, d: Mapping[str, object]) -> ProbeResult:
         """The inverse of to_json: a null rate (the saturation probe's) or upper bound is infinite, others NaN."""
-        got = {f.name: d[f.name] for f in fields(cls)}
+        got = {f.name: d[f.name] if f.name in d or f.default is MISSING else d.get(f.name, f.default)
+               for f in fields(cls)}
         for k, v in got.items():
-            if v is None:
+            if v is None and k != "contended":
                 got[k] = math.inf if k in ("rate", "high_ms") else math.nan
         return cls(**got)
 
@@ -84,6 +87,12 @@ class Capacity:
     def cost_s(self) -> float:
         """Measuring time spent: the probes' replay time."""
         return sum(p.wall_s for p in self.probes)
+
+    @property
+    def contended(self) -> list[ProbeResult]:
+        """The probes the search decided by although the machine inflated them (contended on every try): the
+        capacity is not a figure to decide by."""
+        return [p for p in self.probes if p.contended and p.verdict != "retried"]
 
     def to_json(self) -> dict[str, object]:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "cliff": self.cliff,
@@ -116,18 +125,26 @@ def _result(step: int, kind: str, rate: float, run: ReplayRun, settings: SearchS
     err = run.send_errors()
     mean_batch = float(np.mean(run.batch_sizes)) if run.batch_sizes else 0.0
     return ProbeResult(step, kind, rate, run.requests, value, low, high, p50, run.throughput, verdict,
-                       percentile(err, 99) / 1e6 if len(err) else math.nan, run.wall_ns / 1e9, mean_batch)
+                       percentile(err, 99) / 1e6 if len(err) else math.nan, run.wall_ns / 1e9, mean_batch,
+                       run.contended)
 
 
 def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Capacity:
     probes: list[ProbeResult] = []
 
     def run(kind: str, rate: float, n: int) -> tuple[ReplayRun, int]:
-        step = len(probes) + 1
-        r = probe(rate, n, seed * 1000 + step)
-        if r.error:
-            raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
-        return r, step
+        """One replay; one the machine inflated is kept (verdict `retried`) and the same schedule replayed again,
+        at most CONTENDED_RETRIES times; the last one is returned, contended or not."""
+        replays = seed * 1000 + 1 + sum(p.verdict != "retried" for p in probes)  # a retry: the same schedule
+        for attempt in range(CONTENDED_RETRIES + 1):
+            step = len(probes) + 1
+            r = probe(rate, n, replays)
+            if r.error:
+                raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
+            if not r.contended or attempt == CONTENDED_RETRIES:
+                return r, step
+            probes.append(_result(step, kind, rate, r, settings, "retried"))
+        raise AssertionError("unreachable")
 
     most = min(settings.requests, 2000)
     sat, step = run("saturation", math.inf, min(most, SATURATION_PILOT))
