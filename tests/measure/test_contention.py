@@ -205,3 +205,17 @@ def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_
     # it must not be contended; on a busy one (a shared CI runner) the probe must say it was.
     busy = quiet["psi_some"] > 0.25 if quiet.get("psi_some") is not None else quiet.get("others_cores", 0) > 0.5
     assert quiet["contended"] == busy or (busy and quiet["wait_fraction"] >= 0.05), quiet
+
+
+def test_own_wait_takes_the_verdict_back_only_when_no_neighbour_used_the_machine() -> None:
+    from harness.measure.contention import own_wait
+
+    block = {"wall_s": 3.0, "threads": 2, "wait_fraction": 0.22, "runqueue_wait_s": 0.16, "contended": True,
+             "cause": "2 thread(s), 2.0 core(s) free: ...", "others_cores": 0.0, "steal_fraction": 0.0, "steal_s": 0.0}
+    mine = own_wait(block)
+    assert mine is not None and mine["contended"] is False and mine["own_wait"].startswith("2 thread(s)")
+    assert "cause" not in mine and block["contended"] is True  # a copy
+    for loaded in ({"others_cores": 1.6}, {"steal_fraction": 0.2, "steal_s": 1.2}):
+        assert own_wait({**block, **loaded})["contended"] is True
+    assert own_wait({**block, "others_cores": None})["contended"] is True  # no machine figures: as classify says
+    assert own_wait(None) is None and own_wait({**block, "contended": False})["contended"] is False

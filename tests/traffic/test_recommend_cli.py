@@ -163,8 +163,9 @@ def test_a_configuration_whose_worker_hangs_costs_that_configuration(tmp_path: P
     assert data["chosen"].startswith("fake-ok ")
 
 
-def _loaded_machine(wait_share: float):
-    """A fake /proc whose every look finds the process waited `wait_share` of its runnable time for a CPU."""
+def _loaded_machine(wait_share: float, others: float = 1.5):
+    """A fake /proc whose every look (a second apart) finds the process waited `wait_share` of its runnable time
+    for a CPU while other processes used `others` cores."""
     from harness.measure.contention import Snapshot
 
     t = [0]
@@ -172,7 +173,8 @@ def _loaded_machine(wait_share: float):
     def read() -> Snapshot:
         t[0] += 1
         s = t[0] * 10**9
-        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None)
+        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None,
+                        machine_busy_s=t[0] * (0.5 + others), steal_s=0.0, cpus=2)
     return read
 
 
@@ -201,3 +203,15 @@ def test_a_quiet_machine_judges_as_before(tmp_path: Path, fakes, monkeypatch) ->
     code, data = _recommend(tmp_path, "--no-isolation")
     assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
     assert not any(p["verdict"] == "retried" for p in data["candidates"][0]["capacity"]["probes"])
+
+
+def test_a_configuration_waiting_on_its_own_threads_is_not_a_loaded_machine(tmp_path: Path, fakes,
+                                                                            monkeypatch) -> None:
+    """Its threads waited 40%, but no other process used the CPUs (torch-cpu at two threads on two cores, at a
+    low rate: its pool wakes from idle for every request): the configuration's own behaviour, judged as it is."""
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4, others=0.0)))
+    code, data = _recommend(tmp_path, "--no-isolation")
+    assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN

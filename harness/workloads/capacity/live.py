@@ -18,7 +18,7 @@ from harness.artifacts.options import RuntimeOptions
 from harness.config import BatcherPolicy
 from harness.data import make_feed
 from harness.errors import UsageError
-from harness.measure.contention import WAIT_FRACTION_LIMIT, ContentionProbe, snapshot
+from harness.measure.contention import WAIT_FRACTION_LIMIT, ContentionProbe, own_wait, snapshot
 from harness.model import BATCH, SEQ, ModelSpec
 from harness.precision import Precision
 from harness.runtimes import get_runtime
@@ -162,7 +162,7 @@ class LiveConfig:
         watch = ContentionProbe(self.options.threads, self.contention_limit, read=self.read_proc)
         watch.start()
         run = replay(reqs, lambda rs: self.call_dims(self.dims(rs)), RealClock(), self.batcher)
-        run.contention = watch.stop()
+        run.contention = own_wait(watch.stop())  # its own threads' wait is the configuration's, not a neighbour's
         return run
 
 
