@@ -35,7 +35,6 @@ class IsolatedConfig:
         self._proc: Any = None
         self._conn: Connection | None = None
         self._log: str | None = None
-        self.workers_started = 0
 
     def open(self) -> None:
         if self._proc is None:
@@ -52,7 +51,6 @@ class IsolatedConfig:
         self._proc.start()
         child.close()
         self._conn = parent
-        self.workers_started += 1
         reference = self.reference() if self.reference is not None else None
         reply = self._ask(("open", reference), OPEN_TIMEOUT_S, "set-up")
         if reply[0] != "ok":

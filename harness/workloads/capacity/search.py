@@ -130,91 +130,117 @@ def _result(step: int, kind: str, rate: float, run: ReplayRun, settings: SearchS
 
 
 def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Capacity:
-    probes: list[ProbeResult] = []
+    """Saturate (the cliff), probe the floor (5% of it), then bisect between them to the tolerance."""
+    return _Search(probe, settings, seed).capacity()
 
-    def run(kind: str, rate: float, n: int) -> tuple[ReplayRun, int]:
+
+class _Search:
+    """One capacity search: its probes so far and the rates probed, in named steps."""
+
+    def __init__(self, probe: ProbeFn, settings: SearchSettings, seed: int) -> None:
+        self.probe, self.settings, self.seed = probe, settings, seed
+        self.probes: list[ProbeResult] = []
+        self.points = 2  # rates probed (saturation, floor, then one per rate; a longer rerun is the same probe)
+
+    def run(self, kind: str, rate: float, n: int) -> tuple[ReplayRun, int]:
         """One replay; one the machine inflated is kept (verdict `retried`) and the same schedule replayed again,
         at most CONTENDED_RETRIES times; the last one is returned, contended or not."""
-        replays = seed * 1000 + 1 + sum(p.verdict != "retried" for p in probes)  # a retry: the same schedule
+        replays = self.seed * 1000 + 1 + sum(p.verdict != "retried" for p in self.probes)  # a retry: same schedule
         for attempt in range(CONTENDED_RETRIES + 1):
-            step = len(probes) + 1
-            r = probe(rate, n, replays)
+            step = len(self.probes) + 1
+            r = self.probe(rate, n, replays)
             if r.error:
                 raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
             if not r.contended or attempt == CONTENDED_RETRIES:
                 return r, step
-            probes.append(_result(step, kind, rate, r, settings, "retried"))
+            self.probes.append(_result(step, kind, rate, r, self.settings, "retried"))
         raise AssertionError("unreachable")
 
-    most = min(settings.requests, 2000)
-    sat, step = run("saturation", math.inf, min(most, SATURATION_PILOT))
-    worth = sat.throughput * SATURATION_S  # requests the saturation probe may take
-    if sat.requests < most and worth > sat.requests:  # the pilot: kept, the same rate
-        probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
-        sat, step = run("saturation", math.inf, most if worth >= most else round(worth))
-    cliff = sat.throughput
-    probes.append(_result(step, "saturation", math.inf, sat, settings, "info"))
-    floor_rate = FLOOR_FRACTION * cliff
-    fl, step = run("floor", floor_rate, max(30, min(settings.requests // 8, round(floor_rate * FLOOR_S))))
-    floor = _result(step, "floor", floor_rate, fl, settings, "info")
-    bound = settings.bound_ms
-    if floor.low_ms > bound:
-        probes.append(floor.__class__(**{**floor.__dict__, "verdict": "fail"}))
-        return Capacity(0.0, 0.0, floor_rate, cliff, None, floor.value_ms, "below-floor",
-                        f"p{settings.percentile:g} is {floor.value_ms:.3g} ms at {floor_rate:.3g} requests/s (5% of "
-                        f"the cliff), over the {bound:g} ms bound: no rate holds it", tuple(probes), 2)
-    probes.append(floor.__class__(**{**floor.__dict__, "verdict": "pass"}))
-    lo, hi = floor_rate, cliff
+    def keep(self, res: ProbeResult, verdict: str) -> None:
+        self.probes.append(res.__class__(**{**res.__dict__, "verdict": verdict}))
 
-    def decide(rate: float, n: int) -> str:
+    def saturate(self) -> float:
+        """The cliff: the throughput of all requests at once (a pilot sizes it to SATURATION_S worth)."""
+        most = min(self.settings.requests, 2000)
+        sat, step = self.run("saturation", math.inf, min(most, SATURATION_PILOT))
+        worth = sat.throughput * SATURATION_S  # requests the saturation probe may take
+        if sat.requests < most and worth > sat.requests:  # the pilot: kept, the same rate
+            self.probes.append(_result(step, "saturation", math.inf, sat, self.settings, "info"))
+            sat, step = self.run("saturation", math.inf, most if worth >= most else round(worth))
+        self.probes.append(_result(step, "saturation", math.inf, sat, self.settings, "info"))
+        return sat.throughput
+
+    def floor(self, floor_rate: float) -> ProbeResult:
+        n = max(30, min(self.settings.requests // 8, round(floor_rate * FLOOR_S)))
+        fl, step = self.run("floor", floor_rate, n)
+        return _result(step, "floor", floor_rate, fl, self.settings, "info")
+
+    def decide(self, rate: float, n: int) -> str:
         """pass | fail | unstable | unsure at `rate`, doubling the requests while unsure."""
         verdict = "unsure"
-        points[0] += 1
+        self.points += 1
         while True:
-            r, step = run("search", rate, n)
-            res = _result(step, "search", rate, r, settings, "unsure")
+            r, step = self.run("search", rate, n)
+            res = _result(step, "search", rate, r, self.settings, "unsure")
             if r.throughput < UNSTABLE * min(rate, r.offered):
                 verdict = "unstable"
-            elif res.high_ms <= bound:
+            elif res.high_ms <= self.settings.bound_ms:
                 verdict = "pass"
-            elif res.low_ms > bound:
+            elif res.low_ms > self.settings.bound_ms:
                 verdict = "fail"
-            probes.append(res.__class__(**{**res.__dict__, "verdict": verdict}))
-            if verdict != "unsure" or n * 2 > settings.max_requests:
-                break
+            self.keep(res, verdict)
+            if verdict != "unsure" or n * 2 > self.settings.max_requests:
+                return verdict
             n *= 2
-        return verdict
 
-    points = [2]  # rates probed (saturation, floor, then one per rate; a longer rerun at a rate is the same probe)
-    reach = [0.0, 0.0]
-    pinned: float | None = None  # a rate whose interval held the bound at the most requests: the answer is near
-    while (hi - lo) / hi > settings.tolerance and points[0] < settings.max_probes:
-        if pinned is None:
-            mid = (lo + hi) / 2
-            verdict = decide(mid, settings.requests)
-            if verdict == "unsure":
-                pinned = mid
-                reach = [settings.tolerance * mid / 2] * 2
-                continue
-        else:  # close in from both sides of the pinned rate, a half-tolerance step away, doubled while undecided
-            below = pinned - lo > hi - pinned
-            mid = pinned - reach[0] if below else pinned + reach[1]
-            if not lo < mid < hi:
+    def bisect(self, lo: float, hi: float) -> tuple[float, float]:
+        """Narrow [lo, hi] to the tolerance or the probe budget; once a rate stays unsure at the most requests
+        (pinned: the answer is near), close in from both sides of it, a half-tolerance step away, doubled while
+        undecided."""
+        settings = self.settings
+        reach = [0.0, 0.0]
+        pinned: float | None = None
+        while (hi - lo) / hi > settings.tolerance and self.points < settings.max_probes:
+            if pinned is None:
                 mid = (lo + hi) / 2
-            verdict = decide(mid, settings.max_requests)
-            if verdict == "unsure":
-                reach[0 if below else 1] *= 2
-        if verdict == "pass":
-            lo = max(lo, mid)
-        elif verdict in ("fail", "unstable"):
-            hi = min(hi, mid)
-    status = "found" if (hi - lo) / hi <= settings.tolerance else "probe-budget"
-    estimate = (lo + hi) / 2
-    reason = (f"[{lo:.4g}, {hi:.4g}] requests/s after {points[0]} probes" if status == "found" else
-              f"{settings.max_probes} probes spent: [{lo:.4g}, {hi:.4g}] requests/s")
-    passing = sorted((p for p in probes if p.kind != "saturation" and p.verdict == "pass"), key=lambda p: p.rate)
-    knee = max((p.rate for p in passing if p.p50_ms <= KNEE_FACTOR * floor.p50_ms), default=None)
-    return Capacity(estimate, lo, hi, cliff, knee, floor.value_ms, status, reason, tuple(probes), points[0])
+                verdict = self.decide(mid, settings.requests)
+                if verdict == "unsure":
+                    pinned = mid
+                    reach = [settings.tolerance * mid / 2] * 2
+                    continue
+            else:
+                below = pinned - lo > hi - pinned
+                mid = pinned - reach[0] if below else pinned + reach[1]
+                if not lo < mid < hi:
+                    mid = (lo + hi) / 2
+                verdict = self.decide(mid, settings.max_requests)
+                if verdict == "unsure":
+                    reach[0 if below else 1] *= 2
+            if verdict == "pass":
+                lo = max(lo, mid)
+            elif verdict in ("fail", "unstable"):
+                hi = min(hi, mid)
+        return lo, hi
+
+    def capacity(self) -> Capacity:
+        settings, bound = self.settings, self.settings.bound_ms
+        cliff = self.saturate()
+        floor_rate = FLOOR_FRACTION * cliff
+        floor = self.floor(floor_rate)
+        if floor.low_ms > bound:
+            self.keep(floor, "fail")
+            return Capacity(0.0, 0.0, floor_rate, cliff, None, floor.value_ms, "below-floor",
+                            f"p{settings.percentile:g} is {floor.value_ms:.3g} ms at {floor_rate:.3g} requests/s "
+                            f"(5% of the cliff), over the {bound:g} ms bound: no rate holds it", tuple(self.probes), 2)
+        self.keep(floor, "pass")
+        lo, hi = self.bisect(floor_rate, cliff)
+        status = "found" if (hi - lo) / hi <= settings.tolerance else "probe-budget"
+        reason = (f"[{lo:.4g}, {hi:.4g}] requests/s after {self.points} probes" if status == "found" else
+                  f"{settings.max_probes} probes spent: [{lo:.4g}, {hi:.4g}] requests/s")
+        passing = [p for p in self.probes if p.kind != "saturation" and p.verdict == "pass"]
+        knee = max((p.rate for p in passing if p.p50_ms <= KNEE_FACTOR * floor.p50_ms), default=None)
+        return Capacity((lo + hi) / 2, lo, hi, cliff, knee, floor.value_ms, status, reason, tuple(self.probes),
+                        self.points)
 
 
 class ProbeError(RuntimeError):
