@@ -18,6 +18,8 @@ from harness.runtimes.torch_eager import TorchEager
 class _BehindFakert:
     """A runtime whose availability, version and every call go through the harness-fakert package."""
 
+    module: ClassVar[str | None] = "harness_fakert"  # provided by harness-fakert, or by its build harness-fakert-gpu
+
     @classmethod
     def availability(cls) -> Availability:
         try:
@@ -64,12 +66,15 @@ def run(infer, prepared):
 '''
 
 
-def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0) -> Path:
+def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0, dist: str = "harness-fakert") -> Path:
+    """A wheel of `dist` (harness-fakert, or another build of it such as harness-fakert-gpu: the same module
+    harness_fakert) at `version`, each call `delay_s` slower."""
     folder.mkdir(parents=True, exist_ok=True)
-    info = f"harness_fakert-{version}.dist-info"
+    stem = dist.replace("-", "_")
+    info = f"{stem}-{version}.dist-info"
     files = {
         "harness_fakert/__init__.py": CODE.format(version=version, delay_s=delay_s, shift=shift),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: harness-fakert\nVersion: {version}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: harness-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
@@ -78,7 +83,7 @@ def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0) -
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         record.append(f"{name},sha256={digest},{len(data)}")
     record.append(f"{info}/RECORD,,")
-    path = folder / f"harness_fakert-{version}-py3-none-any.whl"
+    path = folder / f"{stem}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for name, text in files.items():
             zf.writestr(name, text)

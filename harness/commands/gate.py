@@ -14,6 +14,7 @@ from harness.errors import UsageError
 from harness.options import (
     AB,
     BUILD,
+    INPUTS,
     MODELS,
     OUTPUTS,
     PROCESS,
@@ -70,6 +71,67 @@ def auto_threads(wanted: int, look: Any = None) -> int:
     return wanted if free is None else max(1, min(wanted, int(float(free) + 0.05)))
 
 
+def check_stored_config(run: Any, file: Path, index: int) -> None:
+    """The baseline's stored configuration, checked before anything is measured: its user models (an ONNX file
+    that passes the model-file checks, or a `module:factory`), seed, threads and repeats (as their options parse
+    them), feeds (a path), and every gated case's model known tonight. A ResultsError names the baseline file, the
+    field and the problem."""
+    from harness.errors import HarnessError, ResultsError
+    from harness.model import model_names
+    from harness.model_files import check_model_path, is_factory_ref, user_model_name
+
+    where = f"{file}: runs[{index}].config"
+    config = run.config if isinstance(run.config, dict) else {}
+
+    def refuse(field: str, value: Any, why: str) -> ResultsError:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        return ResultsError(f"{where}.{field}: {shown}: {why} (the baseline's stored configuration; save the "
+                            "baseline again from a good run)")
+
+    refs = config.get("user_models")
+    if refs is not None and not isinstance(refs, list):
+        raise refuse("user_models", refs, "not a list of model references")
+    names = set()
+    for i, ref in enumerate(refs or []):
+        if not isinstance(ref, str) or not ref or "\x00" in ref:
+            raise refuse(f"user_models[{i}]", ref, "not a model reference")
+        if not is_factory_ref(ref):
+            if not ref.endswith(".onnx"):
+                raise refuse(f"user_models[{i}]", ref, "neither an .onnx file nor a `module:factory` reference")
+            try:
+                check_model_path(ref)
+            except HarnessError as exc:
+                raise refuse(f"user_models[{i}]", ref, str(exc)) from None
+        names.add(user_model_name(ref))
+    parsers = {"seed": INPUTS.only("seed").options[0].parse, "threads": PROCESS.only("threads").options[0].parse}
+    for field, parse in parsers.items():
+        value = config.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise refuse(field, value, "not an integer")
+        try:
+            assert parse is not None
+            parse(str(value), field)
+        except HarnessError as exc:
+            raise refuse(field, value, str(exc).split(": ", 1)[-1]) from None
+    repeats = config.get("repeats")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 10**6):
+        raise refuse("repeats", repeats, "not a count of rounds (an integer from 1)")
+    feeds = config.get("feeds")
+    if feeds is not None and (not isinstance(feeds, str) or "\x00" in feeds):
+        raise refuse("feeds", feeds, "not a path")
+    from harness.plugins import load_plugins
+
+    load_plugins()
+    known = set(model_names()) | names
+    for i, c in enumerate(run.cases):
+        if c.measured and c.case.model not in known:
+            raise ResultsError(f"{file}: runs[{index}].cases[{i}].case.model: {c.case.model!r} is neither a model of "
+                               "the zoo or a plugin here nor one of the baseline's stored user models "
+                               f"({', '.join(sorted(names)) or 'none'})")
+
+
 def _setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`)."""
     from harness.execution.gate_run import plan_gate
@@ -79,6 +141,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     runs = load_baseline_runs(args.baseline, args.dir)
     replay = load_replay(args.baseline, args.dir)
     newest = runs[-1]
+    check_stored_config(newest, resolve_baseline(args.baseline, args.dir), len(runs) - 1)
     gates = load_gate_config(args.gate_config, args.gate or ())
     raw = dict(vars(args))
     raw.pop("models", None)  # a filter of the baseline's cases here, not a matrix

@@ -90,12 +90,12 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from harness.gating import baseline
 
     if args.baseline_command == "save":
-        path = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
-                                      append=args.append, keep=args.keep,
-                                      warn=lambda line: print(visible(line), file=sys.stderr))
-        runs = baseline.load_baseline_runs(path)
-        print(f"saved baseline {args.name!r} ({len(runs)} run{'s' if len(runs) > 1 else ''}: "
-              f"{visible(', '.join(r.run_id for r in runs))}): {path}")
+        saved = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
+                                       append=args.append, keep=args.keep,
+                                       warn=lambda line: print(visible(line), file=sys.stderr))
+        path, ids = saved.path, saved.run_ids  # what this save wrote (under the folder's lock), not a re-read
+        print(f"saved baseline {args.name!r} ({len(ids)} run{'s' if len(ids) > 1 else ''}: "
+              f"{visible(', '.join(ids))}; this save added {visible(', '.join(saved.added) or 'none')}): {path}")
         print(f"for `harness gate`: {visible(baseline.artifact_summary(baseline.load_replay(path)))} in "
               f"{path.parent / baseline.BLOBS}")
         return EXIT_OK

@@ -84,10 +84,25 @@ class RuntimeEnv:
         return dict(self.manifest.get("packages", {}))
 
     def record(self) -> dict[str, Any]:
-        """What a case's results say of the environment it ran in (CaseResult.environment)."""
+        """What a case's results say of the environment it ran in (CaseResult.environment): with `providers`, the
+        distribution this environment installed for each runtime module it provides (its own packages win over
+        the harness's; a module it does not provide comes from the harness's environment, as the run records)."""
         m = self.manifest
         return {"key": m["key"], "requirements": list(m["requirements"]), "python": m["python"],
-                "packages": self.packages}
+                "packages": self.packages, "providers": _providers(self.path)}
+
+
+_PROVIDERS: dict[Path, dict[str, dict[str, str]]] = {}
+
+
+def _providers(path: Path) -> dict[str, dict[str, str]]:
+    """site_providers of an environment's own site-packages (read once per process and environment)."""
+    if path not in _PROVIDERS:
+        from harness.results.environment import site_providers
+
+        _PROVIDERS[path] = {k: v for site in sorted(path.glob("lib/python*/site-packages"))
+                            for k, v in site_providers(site).items()}
+    return _PROVIDERS[path]
 
 
 def _last_line(text: str) -> str:

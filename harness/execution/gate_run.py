@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,11 @@ def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str]
             g.fallback = "the baseline stores nothing to re-run it"
         else:
             g.stored = replay.cases[c.case.id]
-            g.artifact = replay.artifact(c.case.id)
+            g.artifact, problem = replay.check(c.case.id) if g.stored.artifact_sha256 else (None, "")
+            if problem and not problem.startswith("its stored artifact is missing"):
+                g.fallback = f"{problem} (baseline {replay.source or replay.blobs.parent}): never replayed"
+                out.append(g)
+                continue
             runtime = _runtime_class(c.case.runtime)
             if g.stored.artifact_sha256 is None and runtime is not None and runtime.runs_torch_module:
                 g.fallback = _module_fallback(g.stored, c.case, runtime, baseline)
@@ -80,8 +83,49 @@ def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str]
                               "nothing to re-run")
             elif g.artifact is None:
                 g.fallback = f"its stored artifact is missing from {replay.blobs}"
+            else:
+                g.fallback = graph_problem(g.artifact, g.stored, c.case, baseline)
         out.append(g)
     return out
+
+
+def graph_problem(blob: Path, stored: ReplayCase, case: CaseId, baseline: RunResults) -> str:
+    """Why the verified blob is not the graph this case ran ("" when it is): for a user's ONNX model, the model
+    fingerprint of the blob (as the run computed it, over the file's bytes) must be the case's stored one; for
+    any model, the graph's input and output names must be the model's. Another case's digest put in this case's
+    place is refused here, before anything runs."""
+    import dataclasses as dc
+
+    from harness.model_files import spec_from_onnx, user_model_name
+
+    try:
+        import onnx
+
+        graph = onnx.load(str(blob), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 - not a graph onnx reads (a runtime's own format): its runtime says so
+        return ""
+    names = ({i.name for i in graph.input} - {t.name for t in graph.initializer}, [o.name for o in graph.output])
+    try:
+        spec = get_model(case.model)
+    except Exception:  # noqa: BLE001 - a model unknown tonight: plan_gate's caller reports it
+        return ""
+    want = {t.name for t in spec.inputs}
+    if want and not want <= names[0]:
+        return (f"the stored artifact is not this case's graph: its inputs {sorted(names[0])} are not the model's "
+                f"{sorted(want)}: never replayed")
+    refs = [str(r) for r in baseline.config.get("user_models") or [] if isinstance(r, str)]
+    ref = next((r for r in refs if user_model_name(r) == case.model), None)
+    if ref is None or not stored.model_fingerprint or spec.onnx_path is None:
+        return ""
+    try:
+        then = spec_from_onnx(blob, case.model, tuple(tuple(x) for x in spec.config.get("shape") or ()))
+    except Exception as exc:  # noqa: BLE001 - the blob does not load as the user's model did
+        return f"the stored artifact does not load as model {case.model} did ({exc}): never replayed"
+    then = dc.replace(then, config={**then.config, "path": str(Path(ref).absolute())})
+    if then.fingerprint() != stored.model_fingerprint:
+        return (f"the stored artifact is not the model the baseline ran (fingerprint {then.fingerprint()[:12]}, the "
+                f"case's {stored.model_fingerprint[:12]}): never replayed")
+    return ""
 
 
 OLD_NOT_KEPT = "(it runs the model itself)"  # what a baseline saved before model definitions says of such a case
@@ -189,25 +233,22 @@ def _short(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def _release(packages: dict[str, Any] | None, dist: str | None) -> str | None:
-    if dist is None or not packages:
-        return None
+def _canon(name: str) -> str:
     from packaging.utils import canonicalize_name
 
-    want = canonicalize_name(dist)
-    for name, version in packages.items():
-        if canonicalize_name(name) == want and version:
-            return str(version)
-    return None
+    return str(canonicalize_name(name))
 
 
-def _same(a: str, b: str) -> bool:
+def _same_release(a: dict[str, str], b: dict[str, str]) -> bool:
+    """The same distribution at the same version (1.30 == 1.30.0)."""
     from packaging.version import InvalidVersion, Version
 
+    if _canon(a["distribution"]) != _canon(b["distribution"]):
+        return False
     try:
-        return Version(a) == Version(b)
+        return Version(a["version"]) == Version(b["version"])
     except InvalidVersion:
-        return a == b
+        return a["version"] == b["version"]
 
 
 class GateDriver:
@@ -271,29 +312,51 @@ class GateDriver:
         return res_b, inject_ns
 
     def _side_a_release(self, g: GateCase, res_b: CaseResult, notes: list[str]) -> _SideA:
-        """Which runtime side A runs: the baseline's release in its own environment where tonight's differs."""
+        """Which runtime side A runs: the baseline's release, of the distribution that provided the runtime's
+        module then (onnxruntime-gpu on the default install), in its own environment where tonight's differs in
+        distribution or version. Side A's release is always said: the release, or why it is not known."""
+        from harness.gating.baseline import case_providers, release_by_name
+        from harness.results.environment import module_provider
         from harness.runtimes import get_runtime
         from harness.runtimes.pinned import split_pin
 
         case = g.case
-        dist = get_runtime(case.runtime).distribution
-        tonight = _release((res_b.environment or {}).get("packages"), dist)
-        if tonight is None and dist is not None and res_b.environment is None:
-            try:
-                tonight = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                tonight = None
-        stored = _release(g.stored.packages if g.stored else None, dist)
+        cls = get_runtime(case.runtime)
+        run_env = self.session.run.environment if self.session.run is not None else None
+        module, dist = cls.module, cls.distribution
+        tonight = case_providers(res_b.environment, run_env).get(module or "")
+        if tonight is None and res_b.environment is None and module:
+            tonight = module_provider(module)
+        if tonight is None:
+            tonight = release_by_name((res_b.environment or {}).get("packages"), dist)
+        stored = g.stored.providers.get(module or "") if g.stored else None
+        how = ""
+        if stored is None and g.stored is not None:
+            stored = release_by_name(g.stored.packages, dist)
+            how = " (inferred from its package list: saved before the harness recorded each runtime's build)" \
+                if stored else ""
         a_runtime = case.runtime
-        if stored and tonight and not _same(stored, tonight):
-            a_runtime = f"{split_pin(case.runtime)[0]}@{stored}"
-            notes.append(f"side A runs {dist} {stored} (the baseline's release) in its own environment, side B "
-                         f"tonight's {tonight}")
+        base = split_pin(case.runtime)[0]
+        if stored and tonight and not _same_release(stored, tonight):
+            same_dist = _canon(stored["distribution"]) == _canon(tonight["distribution"])
+            pinned = stored["version"] if _canon(stored["distribution"]) == _canon(cls.distribution or "") else \
+                f"{stored['distribution']}=={stored['version']}"
+            a_runtime = f"{base}@{pinned}"
+            notes.append(f"side A runs {stored['distribution']} {stored['version']} (the baseline's release{how}) in "
+                         f"its own environment, side B tonight's "
+                         f"{tonight['version'] if same_dist else tonight['distribution'] + ' ' + tonight['version']}")
+        a_label = f"{stored['distribution']} {stored['version']}" if stored else None
+        if stored is None and cls.module is not None:
+            now = f"{tonight['distribution']} {tonight['version']}" if tonight else "tonight's"
+            a_label = (f"unknown: the baseline recorded no release of {cls.distribution or cls.module} (saved by an "
+                       f"older harness); side A runs {now} as side B does: save the baseline again to pin it")
+            notes.append(f"side A's release is {a_label}")
+        b_label = f"{tonight['distribution']} {tonight['version']}" if tonight else None
         if not g.rebuilt and g.stored and g.stored.model_fingerprint and res_b.model_fingerprint and \
                 g.stored.model_fingerprint != res_b.model_fingerprint:
             notes.append(f"the model changed since the baseline (fingerprint {g.stored.model_fingerprint[:12]} vs "
                          f"{res_b.model_fingerprint[:12]}): judged as the stored graph against tonight's")
-        return _SideA(a_runtime, dist, stored, tonight)
+        return _SideA(a_runtime, cls.distribution, a_label, b_label)
 
     def _blocks(self, cases: dict[str, CaseId], payloads: dict[str, SidePayload]
                 ) -> PairLoop | CaseResult | str:
@@ -351,8 +414,8 @@ class GateDriver:
         what = f"model {case.model} rebuilt from its definition {str(definition)[:12]}" if g.rebuilt else \
             f"artifact {str(sha)[:12]}"
         a_label = f"baseline {self.replay.run_id if self.replay else '?'}: {what}" + \
-            (f", {side.dist} {side.stored}" if side.stored else "")
-        b_label = "tonight" + (f": {side.dist} {side.tonight}" if side.tonight else "")
+            (f", {side.stored}" if side.stored and not side.stored.startswith("unknown") else "")
+        b_label = "tonight" + (f": {side.tonight}" if side.tonight else "")
         result = AbResult(
             a=a_label, b=b_label, b_case=case, order=order, blocks=blocks, block_time_s=ab.ab_block_time_s,
             inject=ab.ab_inject, verdict=judged.verdict.value, reason=judged.reason,
@@ -481,5 +544,5 @@ class _SideA:
 
     runtime: str
     dist: str | None
-    stored: str | None
+    stored: str | None  # "onnxruntime-gpu 1.30.0", or "unknown: why"
     tonight: str | None

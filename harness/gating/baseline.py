@@ -3,12 +3,17 @@ reproducible for `harness gate`: content-addressed ONNX artifacts, model definit
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
+from collections.abc import Iterator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,14 +84,70 @@ def disturbed_line(run: RunResults, source: str) -> str | None:
             "are judged against them (contended rows are not judged; re-measure on a quiet machine and save again)")
 
 
+@dataclass(frozen=True)
+class SavedBaseline:
+    """What `save_baseline` stored: the file, the run ids it holds now (oldest first) and the ones this save added,
+    and the lines about blobs of the shared store that did not match their digest (replaced by this save)."""
+
+    path: Path
+    run_ids: list[str]
+    added: list[str]
+    repaired: list[str] = field(default_factory=list)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+LOCK = ".lock"  # one save at a time per baselines folder (a read-modify-write of NAME.json and the shared store)
+
+
+@contextlib.contextmanager
+def _locked(root: Path, wait_s: float = 60.0) -> Iterator[None]:
+    """The baselines folder's lock (flock on root/.lock), waited for up to `wait_s`; a save that cannot have it
+    then is refused with a line that says so (nothing is written)."""
+    import time
+
+    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    raise ResultsError(f"{root}: another `harness baseline save` has held this baselines folder "
+                                       f"for {wait_s:g} s; nothing was saved (try again when it has finished)") \
+                        from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_error(root: Path, name: str, exc: OSError) -> ResultsError:
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "the baselines folder is not writable here: --dir or $HARNESS_BASELINE_DIR to store elsewhere"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free space there, or store elsewhere with --dir"
+    else:
+        hint = "nothing half-written was left"
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else ""
+    return ResultsError(f"{root}: cannot save baseline {name!r}: {why}{where}; {hint}")
+
+
 def save_baseline(results: str | Path | list[str | Path], name: str, directory: str | Path | None = None,
                   allow_incomplete: bool = False, append: bool = False, keep: int | None = None,
-                  warn: Callable[[str], None] | None = None) -> Path:
-    """Validate the run(s) in `results` and store them as baseline `name`; returns the stored file.
+                  warn: Callable[[str], None] | None = None) -> SavedBaseline:
+    """Validate the run(s) in `results` and store them as baseline `name`; returns what was stored.
 
     Replaces `name`, or with `append` adds the runs after the ones it holds (a missing `name` starts empty);
     `keep` then keeps the newest K runs. Runs are stored in the given order (oldest first). `warn` gets one line
-    per given run that holds contended or noisy figures (disturbed_line)."""
+    per given run that holds contended or noisy figures (disturbed_line), and one per blob of the shared store
+    that no longer matched its digest (replaced by this save's copy). The read-modify-write of the baseline and
+    the blob store happen under the folder's lock: two saves at once both keep their runs. A folder that cannot
+    be written (read-only, full) is one ResultsError naming it and the cause; nothing half-written is left."""
     _check_name(name)
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     if not paths:
@@ -102,19 +163,28 @@ def save_baseline(results: str | Path | list[str | Path], name: str, directory: 
                                f"a finished run (or pass --allow-incomplete)")
         runs.append(_measured_somewhere(run, str(path)))
         warnings.append(disturbed_line(run, str(path)))
-    target = baseline_dir(directory) / f"{name}.json"
-    if append and target.exists():
-        runs = load_baseline_runs(target) + runs
-    if keep is not None:
-        runs = runs[-keep:]
-    replay = replay_record(runs[-1], baseline_dir(directory) / BLOBS)
-    doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs],
-           "replay": replay}
-    atomic_write_text(target, json.dumps(doc, indent=1))
-    for line in warnings:  # after the store: the figures are kept, the user told what they hold
+    root = baseline_dir(directory)
+    target = root / f"{name}.json"
+    added = [r.run_id for r in runs]
+    repaired: list[str] = []
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with _locked(root):
+            if append and target.exists():
+                runs = load_baseline_runs(target) + runs
+            if keep is not None:
+                runs = runs[-keep:]
+            replay = replay_record(runs[-1], root / BLOBS, repaired)
+            doc = {"baseline_schema": BASELINE_SCHEMA, "name": name, "runs": [_finite(r.as_dict()) for r in runs],
+                   "replay": replay}
+            atomic_write_text(target, json.dumps(doc, indent=1))
+    except OSError as exc:
+        raise _write_error(root, name, exc) from None
+    for line in [*warnings, *repaired]:  # after the store: the figures are kept, the user told what they hold
         if line and warn is not None:
             warn(line)
-    return target
+    return SavedBaseline(target, [r.run_id for r in runs], [a for a in added if a in {r.run_id for r in runs}],
+                         repaired)
 
 
 # ------------------------------------------------------------------ what makes side A reproducible
@@ -134,6 +204,9 @@ class ReplayCase:
     precision_recipe: str | None = None
     timing_scope: str | None = None
     model_definition: dict[str, Any] | None = None  # no artifact: what builds the torch module it ran
+    # module -> {"distribution", "version"}: which build of each runtime module the case ran with (recorded since
+    # the harness names them; empty for a baseline saved before)
+    providers: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,23 +218,94 @@ class Replay:
     cases: dict[str, ReplayCase]
     blobs: Path  # the blob store the artifacts live in
 
+    source: Path | None = None  # the baseline file it was read from (named in every problem)
+
     def artifact(self, case_id: str) -> Path | None:
-        """The stored artifact of `case_id` when it is there (a blob deleted by hand: None)."""
+        """The stored artifact of `case_id` when it is there and its content hashes to its digest, else None
+        (`check` says why)."""
+        return self.check(case_id)[0]
+
+    def check(self, case_id: str) -> tuple[Path | None, str]:
+        """(the verified blob of `case_id`, "") or (None, why it cannot be replayed): a reference that is not a
+        digest, a blob outside the store, a symlink, FIFO or device in its place, a size or content that no longer
+        matches the digest (streamed and re-hashed here, every time)."""
         rc = self.cases.get(case_id)
         if rc is None or rc.artifact_sha256 is None:
-            return None
-        path = blob_path(self.blobs, rc.artifact_sha256)
-        return path if path.is_file() else None
+            return None, "no artifact stored"
+        return verify_blob(self.blobs, rc.artifact_sha256, rc.artifact_bytes)
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_MISMATCH = "the stored artifact no longer matches its digest"
 
 
 def blob_path(blobs: Path, sha256: str) -> Path:
+    """Where the blob of `sha256` lives in the store (a ValueError for anything that is not a digest: a stored
+    reference never becomes a path of its own)."""
+    if not _SHA256.match(sha256):
+        raise ValueError(f"{sha256!r} is not a sha256 digest")
     return blobs / sha256[:2] / f"{sha256}.onnx"
 
 
-def _store_blob(source: Path, blobs: Path) -> tuple[str, int, bool]:
+def file_sha256(path: Path | int) -> tuple[str, int]:
+    """(sha256 hex, bytes) of a file (a path, or an open descriptor read from its start), streamed in 1 MiB
+    chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with (open(path, "rb", closefd=False) if isinstance(path, int) else open(path, "rb")) as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def verify_blob(blobs: Path, sha256: str, size: int | None = None) -> tuple[Path | None, str]:
+    """(the blob, "") when the store holds a regular file under `sha256` whose content hashes to it (and has
+    `size` bytes, when given); else (None, why). Nothing is followed: the store's folders and the blob itself
+    are checked with lstat, and the file is opened with O_NOFOLLOW | O_NONBLOCK, so a symlink cannot lead out of
+    the store and a FIFO or device cannot block or be read."""
+    try:
+        path = blob_path(blobs, sha256)
+    except ValueError as exc:
+        return None, f"{exc}: refused"
+    for part, what in ((blobs, "the blob store"), (path.parent, "the blob's folder"), (path, "the blob")):
+        try:
+            st = os.lstat(part)
+        except FileNotFoundError:
+            return None, f"its stored artifact is missing from {blobs}"
+        except OSError as exc:
+            return None, f"{what} {part}: cannot stat: {exc.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            return None, f"{what} {part} is a symlink (the store is not followed out of itself); refused"
+        want = stat.S_ISREG if part == path else stat.S_ISDIR
+        if not want(st.st_mode):
+            return None, f"{what} {part} is not a regular {'file' if part == path else 'folder'}; refused"
+    if size is not None and st.st_size != size:
+        return None, (f"{DIGEST_MISMATCH} (digest {sha256}: the blob holds {st.st_size} bytes, the baseline "
+                      f"stored {size})")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, f"the blob {path}: cannot open: {exc.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, f"the blob {path} is not a regular file; refused"
+        got, _ = file_sha256(fd)
+    except OSError as exc:
+        return None, f"the blob {path}: cannot read: {exc.strerror}"
+    finally:
+        os.close(fd)
+    if got != sha256:
+        return None, f"{DIGEST_MISMATCH} (digest {sha256}: the blob's content hashes to {got})"
+    return path, ""
+
+
+def _store_blob(source: Path, blobs: Path, repaired: list[str] | None = None) -> tuple[str, int, bool]:
     """Store the ONNX graph `source` in the blob store under its sha256 (atomically: a temporary file renamed
     into place); (sha256, bytes, newly stored). A graph whose weights live in files beside it (the dynamo
-    exporter's `model.onnx.data`) is stored as one self-contained file. A blob already there is shared."""
+    exporter's `model.onnx.data`) is stored as one self-contained file. A blob already there is shared only when
+    its content hashes to the digest (re-hashed here); one that does not (a poisoned or corrupted store, a
+    symlink or FIFO in its place) is replaced by this copy, and a line saying so goes to `repaired`."""
     data = _self_contained(source)
     digest = hashlib.sha256()
     blobs.mkdir(parents=True, exist_ok=True)
@@ -177,9 +321,18 @@ def _store_blob(source: Path, blobs: Path) -> tuple[str, int, bool]:
             os.fsync(out.fileno())
         sha = digest.hexdigest()
         target = blob_path(blobs, sha)
-        if target.is_file() and target.stat().st_size == size:
-            os.unlink(tmp)
-            return sha, size, False
+        if os.path.lexists(target):
+            ok, why = verify_blob(blobs, sha, size)
+            if ok is not None:
+                os.unlink(tmp)
+                return sha, size, False
+            if repaired is not None:
+                repaired.append(f"warning: {blobs}: the shared blob {sha} was not what its name says ({why}); "
+                                "replaced by this save's copy")
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise OSError(errno.EISDIR, f"a folder stands where the blob {sha} belongs", str(target))
+        if os.path.islink(target.parent) or (os.path.lexists(target.parent) and not os.path.isdir(target.parent)):
+            os.unlink(target.parent)  # a symlink (or file) in place of the blob's folder: never written through
         target.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(tmp, 0o444)
         os.replace(tmp, target)
@@ -290,8 +443,41 @@ def registered_model(name: str, run: RunResults) -> Any:
     return get_model(name) if name in model_names() else None
 
 
-def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
-    """The `replay` section of a baseline for `run` (its measured cases), storing each kept artifact in `blobs`."""
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def release_by_name(packages: dict[str, Any] | None, dist: str | None) -> dict[str, str] | None:
+    """The release of `dist` in a package list, or of the one build of it there (onnxruntime-gpu for onnxruntime:
+    a package named DIST-something), else None."""
+    if not dist or not packages:
+        return None
+    want = _canonical(dist)
+    have = {_canonical(k): (k, v) for k, v in packages.items() if isinstance(v, str) and v}
+    if want in have:
+        return {"distribution": have[want][0], "version": have[want][1]}
+    builds = [kv for k, kv in have.items() if k.startswith(want + "-")]
+    return {"distribution": builds[0][0], "version": builds[0][1]} if len(builds) == 1 else None
+
+
+def case_providers(case_env: dict[str, Any] | None, run_env: dict[str, Any] | None) -> dict[str, dict[str, str]]:
+    """Which distribution (and release) provided each runtime module when a case ran: the run's (its
+    environment's `providers`), overridden by the case's own environment's where it ran in one."""
+    out: dict[str, dict[str, str]] = {}
+    for env in (run_env or {}, case_env or {}):
+        for module, got in (env.get("providers") or {}).items():
+            if isinstance(got, dict) and isinstance(got.get("distribution"), str) and \
+                    isinstance(got.get("version"), str):
+                out[str(module)] = {"distribution": got["distribution"], "version": got["version"]}
+    return out
+
+
+def replay_record(run: RunResults, blobs: Path, repaired: list[str] | None = None) -> dict[str, Any]:
+    """The `replay` section of a baseline for `run` (its measured cases), storing each kept artifact in `blobs`
+    (a shared blob that no longer matched its digest is replaced: a line in `repaired`), with the release of each
+    case's runtime as it ran (runtime_release)."""
     cases: dict[str, Any] = {}
     libraries = {k: v for k, v in (run.environment.get("libraries") or {}).items()}
     for case in run.cases:
@@ -305,7 +491,7 @@ def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
         sha = size = None
         if not why and definition is None:
             try:
-                sha, size, _ = _store_blob(Path(case.artifact), blobs)
+                sha, size, _ = _store_blob(Path(case.artifact), blobs, repaired)
             except _NotStorable as exc:
                 why = str(exc)
             except OSError as exc:
@@ -316,7 +502,7 @@ def replay_record(run: RunResults, blobs: Path) -> dict[str, Any]:
             "packages": dict(env.get("packages") or libraries), "environment_key": env.get("key"),
             "feed_sha256": case.feed_sha256, "model_fingerprint": case.model_fingerprint,
             "precision_recipe": case.precision_recipe, "timing_scope": case.timing_scope,
-            "model_definition": definition}
+            "model_definition": definition, "providers": case_providers(case.environment, run.environment)}
     keep = ("seed", "feeds", "input_values", "input_ranges", "threads", "exporter", "timing", "cache_dir")
     config = {k: v for k, v in run.config.items() if k in keep}
     return {"run_id": run.run_id, "config": _finite(config), "cases": cases}
@@ -333,7 +519,7 @@ def load_replay(name_or_path: str | Path, directory: str | Path | None = None) -
     replay = validate(ReplayDoc, doc["replay"], str(file), "replay")
     assert isinstance(replay, ReplayDoc)
     cases = {k: ReplayCase(**v.model_dump()) for k, v in replay.cases.items()}
-    return Replay(replay.run_id, dict(replay.config), cases, file.parent / BLOBS)
+    return Replay(replay.run_id, dict(replay.config), cases, file.parent / BLOBS, file)
 
 
 def artifact_summary(replay: Replay | None) -> str:

@@ -16,6 +16,9 @@ from harness.errors import install_hint
 LIBRARIES = ("inference-harness", "torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "numpy",
              "pandas", "jinja2", "pytest", "pytest-benchmark", "psutil", "nvidia-ml-py", "tensorrt")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# the modules runtimes import (Runtime.module): which installed distribution provides each is recorded, because
+# one module has several builds (onnxruntime: onnxruntime, onnxruntime-gpu, onnxruntime-openvino, ...)
+RUNTIME_MODULES = ("onnxruntime", "torch", "openvino", "tvm", "ai_edge_litert", "tensorrt")
 
 
 def cpu_model() -> str:
@@ -35,6 +38,76 @@ def library_versions() -> dict[str, str | None]:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
+    return out
+
+
+def module_provider(module: str) -> dict[str, str] | None:
+    """{"distribution", "version"} of the installed distribution whose files hold the top-level `module` (a
+    package or a single file) that `import module` would load in this interpreter (found without importing it);
+    None when no distribution does."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return None
+    origin = Path(spec.origin)
+    folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
+    return site_providers(folder, (module,)).get(module)
+
+
+def site_providers(folder: str | Path, modules: tuple[str, ...] | None = None) -> dict[str, dict[str, str]]:
+    """The top-level modules (all, or those in `modules`) that the distributions installed in `folder` (one
+    site-packages) provide, each with {"distribution", "version"}. Reads the RECORD and METADATA files only."""
+    out: dict[str, dict[str, str]] = {}
+    root = Path(folder)
+    for info in sorted(root.glob("*.dist-info")) if root.is_dir() else ():
+        try:
+            record = (info / "RECORD").read_text(errors="replace")
+        except OSError:
+            continue
+        tops = set()
+        for line in record.splitlines():
+            name = line.split(",", 1)[0]
+            if name.endswith("/__init__.py") and name.count("/") == 1:
+                tops.add(name.split("/", 1)[0])
+            elif name.endswith(".py") and "/" not in name:
+                tops.add(name[:-3])
+        tops = {t for t in tops if t.isidentifier() and (modules is None or t in modules)}
+        if not tops:
+            continue
+        meta = _name_version(info / "METADATA")
+        if meta is None:
+            continue
+        for t in tops:
+            out.setdefault(t, {"distribution": meta[0], "version": meta[1]})
+    return out
+
+
+def _name_version(path: Path) -> tuple[str, str] | None:
+    name = version = None
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("Name:") and name is None:
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("Version:") and version is None:
+                version = line.split(":", 1)[1].strip()
+            elif not line.strip():
+                break
+    except OSError:
+        return None
+    return (name, version) if name and version else None
+
+
+def module_providers() -> dict[str, dict[str, str]]:
+    """module_provider of every module in RUNTIME_MODULES that some distribution provides here."""
+    out = {}
+    for module in RUNTIME_MODULES:
+        got = module_provider(module)
+        if got is not None:
+            out[module] = got
     return out
 
 
@@ -88,6 +161,7 @@ def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
         "libraries": library_versions(),
+        "providers": module_providers(),
         "git": git_commit(),
         "threads": {"harness_threads": threads, **{v: os.environ.get(v) for v in THREAD_VARS}},
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

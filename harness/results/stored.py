@@ -238,13 +238,70 @@ class BundleDoc(_Doc):
     replay: dict[str, Any] | None = None  # baseline_schema 2: what side A of `harness gate` re-runs (ReplayDoc)
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_DIST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")  # PEP 508's distribution name
+
+
+def _digest(v: str) -> str:
+    """A stored reference into the blob store: a sha256 as 64 lower-case hex digits, nothing else (no path)."""
+    if not _SHA256.match(v):
+        raise ValueError(f"{_short(v)} is not a sha256 digest (64 lower-case hex digits)")
+    return v
+
+
+def _distribution(v: str) -> str:
+    if not _DIST.match(v):
+        raise ValueError(f"{_short(v)} is not a distribution name (letters, digits, '.', '_', '-')")
+    return v
+
+
+def _module(v: str) -> str:
+    if not (v.isidentifier() and len(v) <= 100):
+        raise ValueError(f"{_short(v)} is not a module name")
+    return v
+
+
+def _version(v: str | None) -> str | None:
+    """A release as pip names one (PEP 440): never a string pip would read as options or a URL."""
+    from packaging.version import InvalidVersion, Version
+
+    if v is None:
+        return v
+    try:
+        Version(v)
+    except InvalidVersion:
+        raise ValueError(f"{_short(v)} is not a valid version (PEP 440, e.g. 1.30.0)") from None
+    if len(v) > 64 or not re.match(r"^[0-9A-Za-z.+!_-]+$", v):
+        raise ValueError(f"{_short(v)} is not a plain version")
+    return v
+
+
+def _short(v: str, n: int = 60) -> str:
+    return repr(v if len(v) <= n else v[:n] + "...")
+
+
+Digest = Annotated[Text, AfterValidator(_digest)]
+Distribution = Annotated[Text, AfterValidator(_distribution)]
+Release = Annotated[Text | None, AfterValidator(_version)]
+
+
+class ReleaseDoc(_Doc):
+    """The distribution that provided a runtime's module when the case ran, and its release (onnxruntime-gpu
+    1.30.0 on the default install, onnxruntime 1.29.0 in an `ort-cpu@1.29.0` environment)."""
+
+    distribution: Distribution
+    version: Annotated[Text, AfterValidator(_version)]
+
+
 class ReplayCaseDoc(_Doc):
     """What makes one case of a baseline reproducible (harness.gating.baseline.ReplayCase)."""
 
-    artifact_sha256: Text | None = None
+    artifact_sha256: Digest | None = None
     artifact_bytes: Annotated[int, Field(ge=0)] | None = None
     not_kept: Text = ""  # why no artifact is stored ("" when one is)
-    packages: dict[Text, Text | None] = Field(default_factory=dict)
+    packages: dict[Distribution, Release] = Field(default_factory=dict)
+    # runtime module -> the distribution that provided it and its release, as the case ran (empty: saved before)
+    providers: dict[Annotated[Text, AfterValidator(_module)], ReleaseDoc] = Field(default_factory=dict)
     environment_key: Text | None = None
     feed_sha256: Text | None = None
     model_fingerprint: Text | None = None

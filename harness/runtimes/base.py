@@ -123,6 +123,9 @@ class Runtime(ABC):
     # replaces onnxruntime). `pinned_version` is set on the runtime a `NAME@VERSION` name builds.
     requirements: ClassVar[tuple[str, ...]] = ()
     distribution: ClassVar[str | None] = None
+    # the top-level module it imports: the distribution that provides it on an install (onnxruntime-gpu, onnxruntime,
+    # onnxruntime-openvino for `onnxruntime`) is the release a run records and the nightly gate pins
+    module: ClassVar[str | None] = None
     # It runs the model's torch module itself, built by `model.build()` at activation (no stored artifact): the
     # nightly gate rebuilds side A from the model's definition when that is unchanged since the baseline.
     runs_torch_module: ClassVar[bool] = False

@@ -29,6 +29,7 @@ class LiteRtCpu(Runtime):
     """
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
+    module: ClassVar[str | None] = "ai_edge_litert"
     name: ClassVar[str] = "litert-cpu"
     requirements: ClassVar[tuple[str, ...]] = ("ai-edge-litert>=1.2", "litert-torch>=0.10")  # the extra `litert`
     install: ClassVar[str] = INSTALL

@@ -31,6 +31,7 @@ class OpenVinoCpu(Runtime):
     """
 
     name: ClassVar[str] = "openvino-cpu"
+    module: ClassVar[str | None] = "openvino"
     requirements: ClassVar[tuple[str, ...]] = ("openvino>=2024.4",)  # the extra `openvino`
     install: ClassVar[str] = INSTALL
     distribution: ClassVar[str | None] = "openvino"

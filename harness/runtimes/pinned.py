@@ -10,6 +10,7 @@ from harness.errors import UsageError
 from harness.runtimes.base import Availability, Runtime
 
 _NAME = re.compile(r"^(?P<base>[^@]+)@(?P<version>[^@]+)$")
+_DIST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
 
 
 def split_pin(name: str) -> tuple[str, str | None]:
@@ -28,20 +29,26 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def pinned_runtime(base: type[Runtime], version: str) -> type[Runtime]:
-    """`base` with `base.distribution` pinned to `version`: its requirements say `DIST==VERSION`, and it is
-    available only where the interpreter really imports that release (its own environment)."""
+    """`base` with `base.distribution` pinned to `version` (or, for `DIST==VERSION`, the distribution DIST that
+    provides the same module: the nightly gate's side A on the build the baseline ran): its requirements say
+    `DIST==VERSION`, and it is available only where the interpreter really imports that release (its own
+    environment)."""
     from packaging.version import InvalidVersion, Version
 
     if base.distribution is None:
         raise UsageError(f"runtime {base.name!r} has no package to pin a version of (it runs on the harness's own "
                          f"dependencies); drop @{version}")
+    dist = base.distribution
+    if "==" in version:  # NAME@DIST==VERSION: another build of the runtime's module (ort-cpu@onnxruntime-gpu==1.30.0)
+        dist, version = (part.strip() for part in version.split("==", 1))
+        if not _DIST.match(dist):
+            raise UsageError(f"runtime {base.name}@{dist}=={version}: {dist!r} is not a distribution name")
     try:
         Version(version)
     except InvalidVersion:
         raise UsageError(f"runtime {base.name}@{version}: {version!r} is not a version (e.g. {base.name}@1.20.0)") \
             from None
-    name = f"{base.name}@{version}"
-    dist = base.distribution
+    name = f"{base.name}@{version}" if dist == base.distribution else f"{base.name}@{dist}=={version}"
 
     @classmethod  # type: ignore[misc]
     def availability(cls: type[Runtime]) -> Availability:
@@ -58,7 +65,7 @@ def pinned_runtime(base: type[Runtime], version: str) -> type[Runtime]:
         return Availability(True)
 
     return type(f"{base.__name__}At{re.sub(r'[^0-9A-Za-z]', '_', version)}", (base,), {
-        "name": name, "pinned_version": version, "availability": availability,
+        "name": name, "pinned_version": version, "availability": availability, "distribution": dist,
         "description": f"{base.description or base.name}; {dist} {version} in its own environment"})
 
 

@@ -44,6 +44,7 @@ class TensorRT(Runtime):
     """
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
+    module: ClassVar[str | None] = "tensorrt"
     name: ClassVar[str] = "tensorrt"
     requirements: ClassVar[tuple[str, ...]] = ("tensorrt>=10.1",)  # the extra `tensorrt`
     install: ClassVar[str] = INSTALL

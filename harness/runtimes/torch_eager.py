@@ -24,6 +24,7 @@ class TorchEager(Runtime):
     """
 
     name: ClassVar[str] = "torch-cpu"
+    module: ClassVar[str | None] = "torch"
     device: ClassVar[str] = "cpu"
     torch_device: ClassVar[str] = "cpu"
     description: ClassVar[str] = "PyTorch eager, torch.inference_mode()"

@@ -27,6 +27,7 @@ class TvmCpu(Runtime):
     """
 
     reactivate_between_repeats: ClassVar[bool] = False  # activation is a compile/build: keep it
+    module: ClassVar[str | None] = "tvm"
     name: ClassVar[str] = "tvm-cpu"
     # the extra `tvm` (pyproject.toml says why apache-tvm-ffi is capped)
     requirements: ClassVar[tuple[str, ...]] = ("apache-tvm>=0.20", "apache-tvm-ffi<0.1.15", "xgboost-cpu>=2.1")

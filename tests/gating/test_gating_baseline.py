@@ -20,7 +20,7 @@ def results(tmp_path, monkeypatch):
 
 
 def test_save_list_load_by_name_and_path(results, tmp_path):
-    stored = save_baseline(results, "main")
+    stored = save_baseline(results, "main").path
     assert stored == tmp_path / "baselines" / "main.json" and baseline_dir() == tmp_path / "baselines"
     assert load_baseline("main").run_id == "synthetic-1"
     assert load_baseline(str(results)).run_id == "synthetic-1"
@@ -43,7 +43,7 @@ def test_bad_names_and_incomplete_runs_are_refused(results, tmp_path):
     p = write_results(run, tmp_path / "killed")
     with pytest.raises(ResultsError, match="incomplete"):
         save_baseline(p, "main")
-    assert save_baseline(p, "main", allow_incomplete=True).is_file()
+    assert save_baseline(p, "main", allow_incomplete=True).path.is_file()
 
 
 def _doc(results):
@@ -91,7 +91,7 @@ def test_multi_run_baselines_save_append_keep(results, tmp_path, capsys):
     from harness.gating.baseline import load_baseline_runs
 
     more = [write_results(make_run(s, n=50), tmp_path / f"run{s}") for s in (2, 3, 4)]
-    stored = save_baseline([results, more[0]], "main")
+    stored = save_baseline([results, more[0]], "main").path
     assert [r.run_id for r in load_baseline_runs("main")] == ["synthetic-1", "synthetic-2"]
     assert load_baseline("main").run_id == "synthetic-2"  # the newest run
     save_baseline(more[1:], "main", append=True, keep=3)
@@ -125,7 +125,7 @@ def test_multi_run_baselines_save_append_keep(results, tmp_path, capsys):
 def test_bad_baseline_bundles_name_the_file_and_the_run(results, mutate, message, capsys):
     from harness.gating.baseline import load_baseline_runs
 
-    stored = save_baseline(results, "main")
+    stored = save_baseline(results, "main").path
     stored.write_text(json.dumps(mutate(json.loads(stored.read_text()))))
     with pytest.raises(ResultsError) as info:
         load_baseline_runs("main")

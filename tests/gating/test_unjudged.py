@@ -155,7 +155,7 @@ def test_baseline_save_warns_about_contended_and_noisy_figures(tmp_path):
     run.cases[0].latency = {**run.cases[0].latency, "noisy": True}  # mlp torch-cpu b1
     path = write_results(run, tmp_path / "r")
     warned = []
-    stored = save_baseline(str(path), "main", tmp_path / "b", warn=warned.append)
+    stored = save_baseline(str(path), "main", tmp_path / "b", warn=warned.append).path
     assert stored.exists() and len(warned) == 1  # one line per run, and the figures are stored all the same
     assert warned[0].startswith(f"warning: {path}: stored figures of 4 contended (mlp-ort-cpu-fp32-b1, ")
     assert "and 1 noisy (mlp-torch-cpu-fp32-b1) of 8 measured case(s)" in warned[0]

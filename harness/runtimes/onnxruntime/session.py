@@ -27,6 +27,7 @@ class OnnxRuntime(Runtime):
     """
 
     provider: ClassVar[str]
+    module: ClassVar[str | None] = "onnxruntime"
     precisions: ClassVar[frozenset[Precision]] = frozenset({Precision.FP32, Precision.FP16, Precision.INT8})
     provider_options: ClassVar[dict[str, Any]] = {}
     decodes: ClassVar[bool] = True
