@@ -102,3 +102,15 @@ class FakeModRt(_BehindFakert, TorchEager):
 
 
 register_runtime(FakeModRt, replace=True)
+
+
+class FakeRtGpuBuild(FakeRt):
+    """TEST ONLY: fakert-cpu installed as the build harness-fakert-gpu (the module harness_fakert under another
+    distribution name, as onnxruntime-gpu provides onnxruntime): what the nightly gate must pin by the build."""
+
+    name: ClassVar[str] = "fakertgpu-cpu"
+    requirements: ClassVar[tuple[str, ...]] = ("harness-fakert-gpu",)
+    description: ClassVar[str] = "TEST ONLY: ONNX Runtime CPU behind the harness-fakert-gpu build"
+
+
+register_runtime(FakeRtGpuBuild, replace=True)
