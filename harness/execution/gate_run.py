@@ -51,6 +51,7 @@ def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str]
     """The gated cases of the baseline's newest run (measured there; filtered by model and runtime names, a
     runtime also matching its `NAME@VERSION` pins), each re-measured or with why it falls back."""
     out = []
+    graphs: dict[tuple[Path, str], str] = {}  # graph_problem per (blob, model): batch sizes share one graph
     for c in baseline.cases:
         if not c.measured:
             continue
@@ -84,7 +85,10 @@ def plan_gate(baseline: RunResults, replay: Replay | None, models: Sequence[str]
             elif g.artifact is None:
                 g.fallback = f"its stored artifact is missing from {replay.blobs}"
             else:
-                g.fallback = graph_problem(g.artifact, g.stored, c.case, baseline)
+                key = (g.artifact, c.case.model)
+                if key not in graphs:
+                    graphs[key] = graph_problem(g.artifact, g.stored, c.case, baseline)
+                g.fallback = graphs[key]
         out.append(g)
     return out
 
