@@ -45,7 +45,7 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
         if "p50_ci_low_ms" in lat or "p50_ci_high_ms" in lat:
             ci = " " + _bounded_interval(lat.get("p50_ci_low_ms"), lat.get("p50_ci_high_ms"))
         tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms{ci}  rcv {_rcv(result):.2f}"
-        flags = flags_text(lat)
+        flags = flags_text(lat, result.contention)
         if flags:
             tail += f" ({flags})"
         if status == "failed":  # the reason says "drift over tolerance: ..." with the figures

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness.display import csv_cell, speed_text, visible
 from harness.gating.unjudged import gate_headline, verdict_rows
@@ -139,18 +140,24 @@ def _tradeoff_charts(runs: list[RunResults], refs: dict[str, str]) -> dict[str, 
         base = g[(g["runtime"] == ref) & (g["precision"] == "fp32")]
         base_p50 = {(r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
                     for r in base.itertuples()}
-        points = []
+        points, exact = [], []
         for r in g.itertuples():
             b = base_p50.get((r.batch, None if pd.isna(r.seq) else r.seq, r.source))
             if b is None or not r.latency_p50_ms or r.rel_l2 is None or pd.isna(r.rel_l2):
                 continue
             shape = f"b{r.batch}" + ("" if pd.isna(r.seq) else f" s{r.seq}")
-            points.append({"x": max(float(r.rel_l2), 1e-9), "y": float(b) / float(r.latency_p50_ms),
+            if float(r.rel_l2) <= 0:  # no drift at all (the reference itself): a log axis has no place for 0
+                exact.append(f"{r.runtime} {r.precision} {shape} ({float(b) / float(r.latency_p50_ms):.2f}x)")
+                continue
+            points.append({"x": float(r.rel_l2), "y": float(b) / float(r.latency_p50_ms),
                            "label": f"{r.runtime} {shape}", "group": str(r.precision)})
         if len({p["group"] for p in points}) > 1 or len(points) > 2:
+            note = (f'<p class="muted small">Not drawn: {len(exact)} case(s) with no drift at all (rel L2 exactly 0, '
+                    f"which a log axis cannot place; never plotted at a floor as if measured): "
+                    f"{escape(', '.join(exact))}.</p>") if exact else ""
             out[str(model)] = Markup(charts.scatter_chart(
                 points, title=f"speed-up vs drift, {model}", x_label="drift: rel L2 vs FP32 reference",
-                y_label=f"speed-up vs {ref} fp32"))
+                y_label=f"speed-up vs {ref} fp32") + note)
     return out
 
 
@@ -216,6 +223,12 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
     generation = generation_section(runs, labels)
     forward = [dataclasses.replace(r, cases=[c for c in r.cases if c.case.gen is None]) for r in runs]
     tables = comparison_tables(forward, refs)
+    from harness.report.conclusions import conclusions
+
+    found = conclusions(forward)
+    by_key = {(c.model, c.precision, c.batch, c.seq): c for c in found}
+    for t in tables:
+        t["conclusion"] = None if len(runs) > 1 else by_key.get((t["model"], t["precision"], t["batch"], t["seq"]))
     _latency_charts(forward, labels, tables)
     by_model: dict[str, list[dict[str, Any]]] = {}
     for t in tables:
@@ -241,7 +254,8 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
         end_to_end=end_to_end_tables(runs), variants=variant_tables(forward), ab=ab_rows(runs),
         scenarios=scenario_rows(all_cases), batcher=batcher_sections(all_cases, len(runs) > 1),
-        models=models, refs=refs, onnx_only=onnx_only,
+        models=models, refs=refs, onnx_only=onnx_only, conclusions=found,
+        unbounded=any("inf" in (r.get("p50_ci") or "") + (r.get("p99_ci") or "") for r in rows),
         rows=rows, fmt=_fmt,
         dfmt=lambda r, v, digits=3: drift_cell(v, r.get("drift_note"), lambda x: _fmt(x, digits)),
         skips=skip_reasons(runs), env_rows=_env_rows(runs),
@@ -362,6 +376,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     df = cases_frame(runs)
     lines = _md_header(runs, labels, verdicts)
     lines += _md_noise(runs, labels)
+    lines += _md_conclusions(runs, labels)
     lines += _md_verdicts(verdicts, max_rows)
     lines += _md_measured(runs, df, max_rows)
     lines += _md_scenarios(runs, labels, max_rows)
@@ -383,6 +398,17 @@ def _md_header(runs: list[RunResults], labels: list[str], verdicts: Sequence[dic
         who = machine if machine == label or machine.startswith(f"{label} (") else f"{label} ({machine})"
         lines.append(f"- {_md(who)}: {len(run.cases)} cases, {state}")
     return lines + ["", " · ".join(f"**{k}** {v}" for k, v in _total_counts(runs).items() if v), ""]
+
+
+def _md_conclusions(runs: list[RunResults], labels: list[str]) -> list[str]:
+    """The comparison's conclusions (harness.report.conclusions): per model and precision, the fastest
+    configuration within its drift tolerance and by how much, or why the figures do not rank them."""
+    from harness.report.conclusions import conclusion_lines, conclusions
+
+    lines = conclusion_lines(conclusions(runs), multi=len(runs) > 1)
+    if not lines:
+        return []
+    return ["### Conclusions", "", *[f"- {_md(line)}" for line in lines], ""]
 
 
 def _md_noise(runs: list[RunResults], labels: list[str]) -> list[str]:
@@ -421,25 +447,38 @@ def _md_measured(runs: list[RunResults], df: pd.DataFrame, max_rows: int) -> lis
     measured["runtime"] = [runtime_label(row) for _, row in measured.iterrows()]
     ref_p50 = {(r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source): r.latency_p50_ms
                for r in measured.itertuples() if r.runtime == refs.get(r.model)}
-    measured["vs_ref"] = [
-        _pct(ref_p50.get((r.model, r.precision, r.batch, None if pd.isna(r.seq) else r.seq, r.source)),
-             r.latency_p50_ms) if r.runtime != refs.get(r.model) else "ref"
-        for r in measured.itertuples()]
+    # every precision against the FP32 reference (as the report's comparison columns): an INT8 row is never
+    # compared with the reference runtime's own INT8 case here
+    ref_p50 = {k: v for k, v in ref_p50.items() if k[1] == "fp32"}
+    ref_hot = {(r.model, r.batch, None if pd.isna(r.seq) else r.seq, r.source) for r in measured.itertuples()
+               if r.runtime == refs.get(r.model) and r.precision == "fp32" and r.contended in (True, 1)}
+
+    def vs_ref(r: Any) -> str:
+        shape = (r.model, r.batch, None if pd.isna(r.seq) else r.seq, r.source)
+        if r.runtime == refs.get(r.model) and r.precision == "fp32":
+            return "ref"
+        text = _pct(ref_p50.get((r.model, "fp32", r.batch, shape[2], r.source)), r.latency_p50_ms)
+        return f"{text} (contended)" if text != "-" and (r.contended in (True, 1) or shape in ref_hot) else text
+
+    measured["vs_ref"] = [vs_ref(r) for r in measured.itertuples()]
     measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]
     latencies = [c.latency for run in runs for c in run.cases]  # cases_frame's rows, in order
     measured["p50_text"] = [percentile_text(latencies[i], 50) for i in measured.index]
     measured["p99_text"] = [percentile_text(latencies[i], 99) for i in measured.index]
-    measured["flags"] = [flags_text(latencies[i]) for i in measured.index]
+    contentions = [c.contention for run in runs for c in run.cases]
+    measured["flags"] = [flags_text(latencies[i], contentions[i]) for i in measured.index]
     cols = ["model", "runtime", "precision", "batch", "seq", "p50_text", "p99_text", "robust_cv", "flags",
             "throughput_sps", "vs_ref", "rel_l2", "status"] + (["source"] if len(runs) > 1 else [])
     view = measured[cols].rename(columns={"p50_text": "p50 ms [95% CI]", "p99_text": "p99 ms [95% CI]",
                                           "robust_cv": "robust CV", "throughput_sps": "samples/s",
-                                          "vs_ref": "p50 vs ref"})
+                                          "vs_ref": "p50 vs FP32 ref"})
     lines += ["### Measured cases", "",
               ("samples/s = batch / p50 latency (the one throughput definition: it agrees with p50 ms); "
-               "p50 vs ref: this runtime's p50 against the model's reference runtime, as \"7.5x faster\" / "
-               "\"1.3x slower\"; [95% CI]: the distribution-free interval from the raw samples (inf: they "
-               "cannot bound it); a p99 from fewer than 100 samples is n/a; robust CV (1.4826 x MAD / "
+               "p50 vs FP32 ref: this case's p50 against the model's reference runtime at FP32 (every precision "
+               "against the FP32 reference), as \"7.5x faster\" / \"1.3x slower\", marked (contended) where "
+               "either figure was contended: the machine, not the runtimes, then set the ratio; [95% CI]: the "
+               "distribution-free interval from the raw samples (inf: the samples cannot bound that side, too "
+               "few beyond the percentile); a p99 from fewer than 100 samples is n/a; robust CV (1.4826 x MAD / "
                "median) is what decides noisy."), ""]
     lines += [_md_table(view.head(max_rows)), ""]
     if len(view) > max_rows:
@@ -492,10 +531,15 @@ def _pct(ref: Any, value: Any) -> str:
     return speed_text(float(value) / float(ref), always_times=True) or "-"
 
 
+_MD_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\|")
+_MD_SAFE = {"<": "&lt;", "&": "&amp;", "|": "\\|"}
+
+
 def _md(text: str) -> str:
-    """Text safe inside Markdown (and the HTML a Markdown renderer makes of it)."""
-    return (visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("`", "'").replace("\n", " "))
+    """Text safe inside Markdown (and the HTML a Markdown renderer makes of it): only what could start markup is
+    escaped (`<` before a tag name, `&` before an entity, a table's `|`; a backtick becomes a quote), so a person
+    reading the file plain reads `n=12 < 100` and `p99 > 5 ms`, never `&lt;` where no tag could start."""
+    return _MD_MARKUP.sub(lambda m: _MD_SAFE[m.group(0)], visible(text).replace("`", "'").replace("\n", " "))
 
 
 def _md_table(df: pd.DataFrame) -> str:

@@ -159,10 +159,12 @@ def percentile_text(lat: dict[str, Any] | None, q: int, interval: bool = True) -
     return f"{_fmt(v)} {interval_text(lat.get(keys[0]), lat.get(keys[1]))}"
 
 
-def flags_text(lat: dict[str, Any] | None) -> str:
-    """The flags that travel with a case's latency: "noisy", "tail-heavy" (both: "noisy, tail-heavy")."""
+def flags_text(lat: dict[str, Any] | None, contention: dict[str, Any] | None = None) -> str:
+    """The flags that travel with a case's latency: "contended" (the machine kept its threads from the CPU while
+    they were timed: the figure is inflated), "noisy", "tail-heavy" ("contended, noisy, tail-heavy")."""
     lat = lat or {}
-    return ", ".join(name for name, key in (("noisy", "noisy"), ("tail-heavy", "tail_heavy")) if lat.get(key))
+    flags = ["contended"] if (contention or {}).get("contended") else []
+    return ", ".join(flags + [name for name, key in (("noisy", "noisy"), ("tail-heavy", "tail_heavy")) if lat.get(key)])
 
 
 def contention_cells(info: dict[str, Any] | None) -> dict[str, Any]:
@@ -286,12 +288,16 @@ def _cached_rows(runs: list[RunResults]) -> list[bool]:
 
 def comparison_tables(runs: RunResults | Sequence[RunResults],
                       reference_runtime: dict[str, str]) -> list[dict[str, Any]]:
-    """Per (model, precision, batch, seq): metric rows x runtime columns, with improvement vs the reference.
+    """Per (model, precision, batch, seq): metric rows x runtime columns, with the change against the FP32
+    reference.
 
-    With several runs a column is a (runtime, source) pair and improvements are against the reference
-    runtime of the same source. `reference_runtime` maps a model to the runtime its improvements are measured
-    against (PyTorch eager for models with a torch module). Only measured cases appear; the best value of each
-    row is marked; rows with no value at all (GPU memory on a CPU-only run) are left out.
+    The comparison columns always compare with the model's FP32 reference case (`reference_runtime[model]` at
+    FP32, same shape and source: PyTorch eager for models with a torch module), at every precision; at another
+    precision, columns against the reference runtime at that same precision follow, labelled "(same precision)".
+    With several runs a column is a (runtime, source) pair and every comparison stays within its source. A change
+    built from a contended figure (this column's or the reference's) is marked "(contended)": contention inflates
+    latency, so the ratio says what the machine did, not the runtimes. Only measured cases appear; the best value
+    of each row is marked; rows with no value at all (GPU memory on a CPU-only run) are left out.
     """
     runs = as_runs(runs)
     multi = len(runs) > 1
@@ -301,6 +307,11 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
     tables: list[dict[str, Any]] = []
     if df.empty:
         return tables
+    fp32_refs: dict[tuple[Any, ...], Any] = {}  # (model, batch, seq, source) -> the FP32 reference case's row
+    for _, row in df.iterrows():
+        if row["precision"] == "fp32" and row["runtime"] == reference_runtime.get(row["model"]) and \
+                runtime_label(row) == row["runtime"]:
+            fp32_refs.setdefault((row["model"], row["batch"], _seq(row["seq"]), row["source"]), row)
     for key, group in df.groupby(["model", "precision", "batch", "seq"], dropna=False, sort=False):
         model, precision, batch, seq = key
         ref = reference_runtime.get(model)
@@ -312,8 +323,21 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             if row["runtime"] == ref and runtime_label(row) == row["runtime"]:
                 ref_col.setdefault(row["source"], label)
         labels = list(cols)
-        vs = {c: ref_col[cols[c]["source"]] for c in labels
-              if cols[c]["source"] in ref_col and ref_col[cols[c]["source"]] != c}
+        # the comparison columns: (column key, runtime column, the reference's row, the reference's label); the
+        # FP32 reference's column is keyed by the runtime's column, a same-precision one by "COLUMN (same precision)"
+        comparisons: list[tuple[str, str, Any, str]] = []
+        for c in labels:
+            src = cols[c]["source"]
+            base = fp32_refs.get((model, batch, _seq(seq), src))
+            if base is None or (precision == "fp32" and ref_col.get(src) == c):
+                continue
+            against = ref_col[src] if precision == "fp32" else _column_label(f"{ref} fp32", src, multi)
+            comparisons.append((c, c, base, against))
+        if precision != "fp32":
+            for c in labels:
+                same = ref_col.get(cols[c]["source"])
+                if same is not None and same != c:
+                    comparisons.append((f"{c} (same precision)", c, cols[same], f"{same} {precision}"))
         rows = []
         for m in COMPARISON_METRICS:
             values = {c: _num(cols[c][m.key]) for c in labels}
@@ -327,13 +351,16 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                 if cached:
                     extra["cells"] = {c: "-" if values[c] is None else
                                       f"{m.format(values[c])}{' (cached)' if c in cached else ''}" for c in labels}
-            rows.append({
-                **extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
-                "improvement": {c: m.improvement_pct(values[c], values.get(r)) for c, r in vs.items()
-                                if m.comparable},
-                "change": {c: m.improvement_text(values[c], values.get(r)) for c, r in vs.items()
-                           if m.comparable},
-            })
+            improvement, change = {}, {}
+            if m.comparable:
+                for k, c, base, _ in comparisons:
+                    improvement[k] = m.improvement_pct(values[c], _num(base[m.key]))
+                    text = m.improvement_text(values[c], _num(base[m.key]))
+                    if text and m.speed and (_contended(cols[c]) or _contended(base)):
+                        text += " (contended)"
+                    change[k] = text
+            rows.append({**extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
+                         "improvement": improvement, "change": change})
         drift = DRIFT_ROW
         rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
                      "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
@@ -341,15 +368,27 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                      "improvement": {}, "change": {}})
         tables.append({
             "model": model, "precision": precision, "batch": int(batch),
-            "seq": None if pd.isna(seq) else int(seq), "runtimes": labels, "reference": ref if vs else None,
-            "vs": vs, "others": list(vs), "rows": rows,
+            "seq": None if pd.isna(seq) else int(seq), "runtimes": labels,
+            "reference": ref if comparisons else None,
+            "vs": {k: against for k, _, _, against in comparisons}, "others": [k for k, _, _, _ in comparisons],
+            "headers": {k: f"{c} vs {against}" + (" (same precision)" if k != c else "")
+                        for k, c, _, against in comparisons},
+            "rows": rows,
             "noisy": [c for c in labels if bool(cols[c]["noisy"])],
             "tail_heavy": [c for c in labels if cols[c]["tail_heavy"] in (True, 1)],
-            "contended": [c for c in labels if cols[c].get("contended") in (True, 1)],
+            "contended": [c for c in labels if _contended(cols[c])],
             "failed": [c for c in labels if cols[c]["status"] == "failed"],
             "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })
     return tables
+
+
+def _seq(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) or v is pd.NA else int(v)
+
+
+def _contended(row: Any) -> bool:
+    return row.get("contended") in (True, 1)
 
 
 def runtime_label(row: Any) -> str:
@@ -472,7 +511,10 @@ def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFr
     pairs = [speedup(r) for r in df.itertuples()]
     df["speedup_vs_fp32"] = [p[0] for p in pairs]
     df["speedup_against"] = [p[1] for p in pairs]
+    df["slower_note"] = [slower_than_fp32(r.precision, r.precision_recipe, p[0], r.contended in (True, 1))
+                         for r, p in zip(df.itertuples(), pairs)]
     cols = ["runtime", "precision", "batch", "seq", "source", "status", "speedup_vs_fp32", "speedup_against",
+            "slower_note",
             "latency_p50_ms", *[m.key for m in DRIFT_METRICS], "p99_abs", "task_accuracy", "task_accuracy_ratio",
             "precision_recipe", "reason", "drift_note"]
     order = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
@@ -481,6 +523,32 @@ def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFr
         out[str(model)] = g.sort_values(["runtime_base", "_p", "_v", "batch", "seq", "latency_p50_ms"])[cols] \
             .reset_index(drop=True)
     return out
+
+
+def slower_than_fp32(precision: str, recipe: Any, speedup: float | None, contended: bool) -> str:
+    """Why a reduced precision measured slower than its own FP32 case ("" when it did not): the likely cause read
+    from what ran (the recipe), said as likely. A contended figure is said to be the machine's first."""
+    if speedup is None or speedup >= 0.95 or precision == "fp32":
+        return ""
+    recipe = str(recipe or "")
+    if contended:
+        return "contended: the machine may have set this ratio (re-measure on a quiet machine)"
+    import re
+
+    share = re.search(r"(\d+(?:\.\d+)?)% of the param", recipe)
+    if share and float(share.group(1)) < 50:
+        return (f"likely cause: only {share.group(1)}% of the parameters are quantised (the recipe): the rest runs "
+                "in FP32 with conversions around the quantised layers")
+    if precision == "int8" and "dynamic" in recipe.lower():
+        return ("likely cause: dynamic quantisation computes each activation's scale on every call and converts "
+                "around each integer op; at this shape that costs more than the integer arithmetic saves")
+    if precision == "int8" and ("qdq" in recipe.lower() or "quantizelinear" in recipe.lower()):
+        return ("likely cause: the Quantize/DequantizeLinear pairs are not all fused into integer kernels here, "
+                "so each adds a conversion; check the runtime's INT8 kernels for this CPU")
+    if precision in ("fp16", "bf16"):
+        return (f"likely cause: no native {precision.upper()} arithmetic on this device for these ops: casts to and "
+                "from FP32 around each op")
+    return f"likely cause: this runtime's {precision} kernels do not pay off for this model at this shape"
 
 
 def skip_reasons(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ def terminal_table(run: RunResults, width: int = 160) -> str:
     view.insert(3, "p99_ms [95% CI]", [percentile_text(c.latency, 99) if m else "-"
                                        for c, m in zip(run.cases, measured)])
     view.insert(4, "robust_cv", pd.to_numeric(df["robust_cv"], errors="coerce"))
-    view.insert(5, "flags", [flags_text(c.latency) if m else "" for c, m in zip(run.cases, measured)])
+    view.insert(5, "flags", [flags_text(c.latency, c.contention) if m else "" for c, m in zip(run.cases, measured)])
     view = view.assign(case=view["case"].map(visible), reason=view["reason"].fillna("").map(reason_cell))
     numeric = ["samples/s", "top1"]
     view[numeric] = view[numeric].apply(pd.to_numeric, errors="coerce")  # None (not measured) -> NaN -> "-"

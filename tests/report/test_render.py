@@ -107,7 +107,8 @@ def test_markdown_summary_escapes_and_lists_problems():
     from harness.report.render import render_markdown
 
     md = render_markdown(fixture_run())
-    assert EVIL not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert EVIL not in md and "&lt;img src=x onerror=alert(1)>" in md  # shown as text, never as markup
+    assert "n=12 &lt;" not in md
     assert "crashed" in md and "CUDAExecutionProvider not available" in md
     assert "1.4x faster" in md and "+30.5%" not in md  # ort-cpu p50 (89 ms) vs the torch-cpu reference (128)
     assert md.count("samples/s = batch / p50 latency") == 1  # the throughput definition, said once
