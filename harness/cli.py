@@ -36,6 +36,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse with "did you mean" (difflib) for a mistyped option or command (`--bach-sizes`, `rnu`); its
     subcommands' parsers are of this class too (add_subparsers makes them of the parser's own type)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `--precision int8` is not `--precisions int8` (a whole matrix ran on a typo); an
+        # unknown option is an error with "did you mean" instead
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> Any:  # type: ignore[override]
         from harness.errors import did_you_mean
 

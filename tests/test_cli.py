@@ -425,3 +425,26 @@ def test_the_known_cache_kinds_are_those_the_builds_write():
         literal |= set(re.findall(r"get_or_build\(\s*\"([a-z0-9-]+)\"", f.read_text()))
     assert literal and literal <= set(KNOWN_KINDS), literal - set(KNOWN_KINDS)
     assert {f"onnx-{t}" for t in TRANSFORMS} | {CEILINGS_KIND} <= set(KNOWN_KINDS)
+
+
+@pytest.mark.parametrize("argv", [["run", "--precision", "int8"], ["run", "--model", "mlp", "--runtime", "ort-cpu"],
+                                  ["gate", "main", "--ab-pair", "4"], ["ab", "base", "opt=basic", "--detec", "5"]])
+def test_an_abbreviated_option_is_refused_not_taken_for_another(argv, capsys):
+    """`--precision int8` was read as `--precisions int8` (argparse's allow_abbrev) and ran a whole matrix."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {argv[-2]}" in err or f"unrecognized arguments: {argv[1]}" in err, err
+    assert "did you mean" in err
+
+
+def test_harness_runtimes_columns_line_up(capsys):
+    """`torch-compile-cpu` and `ort-cuda-h2h` pushed their rows' columns out of line."""
+    assert main(["runtimes"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if " device=" in line]
+    assert len(lines) > 5
+    for word in ("device=", "precisions="):
+        assert len({line.index(word) for line in lines}) == 1, word
+    starts = {re.match(r"\S+\s+device=\S+\s+precisions=\S+\s+", line).end() for line in lines}
+    assert len(starts) == 1  # every state starts in one column

@@ -106,6 +106,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         print(f"no baselines in {baseline.baseline_dir(args.dir)}")
     for info in infos if not args.json else ():
         print(baseline.describe(info))
+        for line in info.warnings:  # a run whose figures contention inflated judges every later run against them
+            print(visible(f"  {line}"))
     return EXIT_OK
 
 

@@ -51,6 +51,7 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
     from harness.envs import environment_for
     from harness.runtimes import get_runtime, runtime_names
 
+    rows = []
     for name in runtime_names():
         cls = get_runtime(name)
         spec = environment_for(cls)
@@ -59,7 +60,10 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
         state = "available" if avail else f"unavailable: {avail.reason}"
         if spec is not None:  # `harness run` builds its environment on first use (harness envs)
             state = f"in an environment of its own ({spec.label}; built on first use)"
-        print(f"{name:<12} device={cls.device:<5} precisions={precisions:<16} {state}")
+        rows.append((name, f"device={cls.device}", f"precisions={precisions}", state))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)] if rows else []
+    for r in rows:  # columns as wide as their widest cell: every state starts in one column
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[3])
     return EXIT_OK
 
 

@@ -135,7 +135,8 @@ def judge(good: CaseResult, other: CaseResult, gates: GateConfig) -> tuple[bool 
                                for r in changed)
     unjudged = [r for r in records if unjudged_cause(r)]
     if unjudged:
-        return None, "could not judge: " + "; ".join(f"{r.metric} {unjudged_cause(r)}" for r in unjudged)
+        # the step's label already says "could not judge": the reason is the rows' causes alone
+        return None, "; ".join(f"{r.metric} {unjudged_cause(r)}" for r in unjudged)
     inconclusive = [r for r in records if r.verdict not in (Verdict.PASS, Verdict.NOISE)]
     note = "; ".join(f"{r.metric} {r.verdict.value}" for r in inconclusive)
     return False, note or "latency and outputs as before"

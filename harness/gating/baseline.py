@@ -584,6 +584,7 @@ class BaselineInfo:
     problem: str = ""  # a stored file that no longer loads
     runs: int = 1
     artifacts: str = ""  # artifact_summary of what it stores for `harness gate`
+    warnings: tuple[str, ...] = ()  # one line per stored run holding contended or noisy figures (disturbed_line)
 
 
 def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
@@ -594,9 +595,10 @@ def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
         try:
             runs = load_baseline_runs(p)
             run = runs[-1]
+            warned = tuple(line for r in runs if (line := disturbed_line(r, f"{p.stem}: run {r.run_id}")))
             out.append(BaselineInfo(p.stem, p, run.run_id, str(run.environment.get("machine", "?")),
                                     len(run.cases), sum(c.measured for c in run.cases), runs=len(runs),
-                                    artifacts=artifact_summary(load_replay(p))))
+                                    artifacts=artifact_summary(load_replay(p)), warnings=warned))
         except ResultsError as exc:
             out.append(BaselineInfo(p.stem, p, "?", "?", 0, 0, problem=str(exc)))
     return out

@@ -16,9 +16,12 @@ from harness.results.store import atomic_write_text
 def certificate_text(cert: Certificate) -> str:
     """One line per requirement (status, case, label, detail, margin), then the verdict line."""
     lines = []
-    for r in cert.requirements:
+    reqs = list(cert.requirements)
+    w = [max((len(visible(str(x))) for x in col), default=0)
+         for col in ([r.status for r in reqs], [r.case_id for r in reqs], [r.label for r in reqs])]
+    for r in reqs:  # each column as wide as its widest cell (an INCONCLUSIVE row no longer shifts the rest)
         margin = "" if r.margin_pct is None else f"  margin {r.margin_pct:+.1f}%"
-        lines.append(visible(f"{r.status}  {r.case_id:<34} {r.label:<26} {_fmt(r.reason)}{margin}"))
+        lines.append(visible(f"{r.status:<{w[0]}}  {r.case_id:<{w[1]}}  {r.label:<{w[2]}}  {_fmt(r.reason)}{margin}"))
     lines.append(visible(f"{cert.verdict}: {sum(r.passed for r in cert.requirements)}/{len(cert.requirements)} "
                          f"requirements met ({cert.spec.name}; results sha256 {cert.results_sha256[:16]}...)"))
     return "\n".join(lines)

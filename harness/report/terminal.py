@@ -32,10 +32,12 @@ def terminal_table(run: RunResults, width: int = 160) -> str:
     view[numeric] = view[numeric].apply(pd.to_numeric, errors="coerce")  # None (not measured) -> NaN -> "-"
     view["rel_l2"] = [drift_cell(v, note) for v, note in zip(df["rel_l2"], df["drift_note"])]
     table = view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}", max_colwidth=REASON_WIDTH + 2)
-    blocks = max((len(c.blocks or ()) for c in run.cases if c.measured), default=0)
-    if blocks > 1:  # the live case line showed the first block's p50: say why the figures here differ
-        table += (f"\np50/p99: over all of a case's samples, its {blocks} blocks (--repeats) together; a case's line "
-                  "during the run showed its first block's p50")
+    counts = sorted({len(c.blocks or ()) for c in run.cases if c.measured})
+    if counts and counts[-1] > 1:  # the live case line showed the first block's p50: say why the figures differ
+        which = f"its {counts[0]} blocks" if len(counts) == 1 else \
+            f"its blocks ({'-'.join(map(str, (counts[0], counts[-1])))} per case: an interrupted case has fewer)"
+        table += (f"\np50/p99: over all of a case's samples, {which} (--repeats) together; a case's line during the "
+                  "run showed its first block's p50")
     return table
 
 

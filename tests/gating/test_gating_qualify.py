@@ -249,6 +249,8 @@ def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_fil
     assert "break-all" not in html and "code { font-size: 12px; white-space: nowrap; }" in html  # no mid-word
     assert html.count('<code class="hash">') == 4  # only hashes and paths may wrap anywhere
     assert _fmt({"a_b": [1.23456, True], "c": None}) == "a b 1.235, yes; c -"
+    lines = certificate_text(cert).splitlines()[:-1]  # the requirement rows: one column each, whatever their width
+    assert len({line.index(r.case_id) for line, r in zip(lines, cert.requirements)}) == 1
     assert "{" not in certificate_text(cert)
 
 

@@ -173,6 +173,24 @@ def test_baseline_save_prints_the_warning_on_stderr(tmp_path, capsys):
     assert len(captured.err.splitlines()) == 1 and "stored figures of 8 contended" in captured.err
 
 
+def test_baseline_ls_warns_per_stored_run_with_contended_figures(tmp_path, capsys):
+    """The README promised it; `ls` printed nothing. One indented line per stored run that holds contended or
+    noisy figures, after the baseline's line; a quiet run none."""
+    hot = write_results(contended(make_run(1)), tmp_path / "r")
+    quiet = write_results(make_run(2), tmp_path / "q")
+    assert main(["baseline", "save", str(hot), str(quiet), "--name", "x", "--dir", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "ls", "--dir", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("x ") and len(out) == 2
+    assert out[1].startswith("  warning: x: run synthetic-1: stored figures of 8 contended")
+    assert main(["baseline", "ls", "--json", "--dir", str(tmp_path / "b")]) == 0
+    import json
+
+    [info] = json.loads(capsys.readouterr().out)
+    assert len(info["warnings"]) == 1
+
+
 # ------------------------------------------------------------------ bisect
 def _step(ms, contention=None):
     from gating_synth import case_result, samples
@@ -185,7 +203,7 @@ def test_an_unjudged_step_is_could_not_judge_never_same():
     A contended end is `could not judge`, and the bisect ends `could not judge between A and B`."""
     gates = GateConfig()
     changed, why = judge(_step(15.22), _step(19.61, {"contended": True, "cause": CAUSE}), gates)
-    assert changed is None and why == "could not judge: latency_median contended"
+    assert changed is None and why == "latency_median contended"  # the step's label says "could not judge"
     assert judge(_step(15.22), _step(15.25), gates)[0] is False
     assert judge(_step(15.22), _step(19.61), gates)[0] is True
 
@@ -195,7 +213,7 @@ def test_an_unjudged_step_is_could_not_judge_never_same():
     assert found.first_changed is None and found.last_same is None
     assert found.unjudged == ("1.28.0", "1.31.1")
     lines = found.lines()
-    assert "could not judge: could not judge: latency_median contended" in lines[-2]
+    assert "could not judge: latency_median contended" in lines[-2] and "judge: could not" not in lines[-2]
     assert lines[-1].startswith("result: could not judge between 1.28.0 and 1.31.1")
     assert not any("no change" in line.split("(")[0] for line in lines)
 
@@ -430,8 +448,7 @@ def test_harness_bisect_that_could_not_judge_exits_3(tmp_path, monkeypatch, caps
     def fake_run(config, runtime, versions, gates):
         found = bisect_run.Bisection(runtime, CASES[0], list(versions))
         found.steps = [bisect_run.BisectStep(versions[0], _step(15.22), False, "the reference release"),
-                       bisect_run.BisectStep(versions[-1], _step(19.61), None, "could not judge: latency_median "
-                                                                                "contended")]
+                       bisect_run.BisectStep(versions[-1], _step(19.61), None, "latency_median contended")]
         found.unjudged = (versions[0], versions[-1])
         return found
 
@@ -439,7 +456,8 @@ def test_harness_bisect_that_could_not_judge_exits_3(tmp_path, monkeypatch, caps
     argv = ["bisect", "ort-cpu", "--versions", "1.28.0,1.31.1", "--models", "mlp"]
     assert main([*argv, "--out", str(tmp_path / "a")]) == EXIT_UNJUDGED
     out = capsys.readouterr().out.splitlines()
-    assert out[-2].split()[:2] == ["1.31.1", "p50"] and "could not judge: could not judge: latency_median" in out[-2]
+    assert out[-2].split()[:2] == ["1.31.1", "p50"] and "could not judge: latency_median contended" in out[-2]
+    assert "could not judge: could not judge" not in "\n".join(out)
     assert out[-1].startswith("result: could not judge between 1.28.0 and 1.31.1")
     assert (tmp_path / "a" / "bisect.txt").read_text().splitlines()[-1] == out[-1]
     assert main([*argv, "--allow-unjudged", "--out", str(tmp_path / "b")]) == EXIT_CLEAN

@@ -210,6 +210,10 @@ def test_the_final_table_says_what_its_p50_is_over_when_cases_have_several_block
     assert "p50/p99: over all of a case's samples, its 3 blocks (--repeats) together" in terminal_table(run)
     one = RunResults(run_id="r", started_at="", cases=[_measured({}, blocks=1)])
     assert "blocks (--repeats)" not in terminal_table(one)
+    # a Ctrl-C left one case with 1 block of 2: never "its 2 blocks" for it
+    mixed = RunResults(run_id="r", started_at="", cases=[_measured({}, blocks=2), _measured({}, blocks=1)])
+    text = terminal_table(mixed)
+    assert "its 2 blocks" not in text and "its blocks (1-2 per case: an interrupted case has fewer)" in text
 
 
 @pytest.mark.parametrize("depth", [1, 4, 12])
