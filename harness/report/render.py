@@ -21,9 +21,9 @@ from harness.report.energy import energy_section
 from harness.report.profile import peak_rows, profile_markdown, roofline_chart, where_time_goes
 from harness.report.generation import generation_markdown, generation_section
 from harness.report.progress import noise_lines
-from harness.report.tables import (as_runs, cases_frame, comparison_tables, drift_cell, drift_tables,
-                                   end_to_end_tables, env_packages, flags_text, interval_text, percentile_text,
-                                   run_labels, ab_rows, runtime_label, skip_reasons, variant_tables)
+from harness.report.tables import (as_runs, case_caveats, cases_frame, caveat_tag, comparison_tables, drift_cell,
+                                   drift_tables, end_to_end_tables, env_packages, flags_text, interval_text,
+                                   percentile_text, run_labels, ab_rows, runtime_label, skip_reasons, variant_tables)
 from harness.report.templating import render_template
 from harness.results.schema import BROKEN, RunResults, ScenarioRun, peak_server
 from harness.results.stats import quoted, too_few_text
@@ -170,6 +170,7 @@ def _sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
         noise = [line for line in noise_lines(run)
                  if not line.startswith(("CPU busy at start", "noisy (", "tail-heavy ("))]
         out.append({"label": label, "run": run, "env": run.environment, "config": run.config,
+                    "has_seq": any(c.case.seq is not None for c in run.cases),
                     "counts": run.counts(), "noisy": noisy, "noise": noise,
                     "overhead": run.environment.get("harness_overhead") or {}})
     return out
@@ -377,6 +378,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     lines = _md_header(runs, labels, verdicts)
     lines += _md_noise(runs, labels)
     lines += _md_conclusions(runs, labels)
+    lines += _md_caveats(runs, labels)
     lines += _md_verdicts(verdicts, max_rows)
     lines += _md_measured(runs, df, max_rows)
     lines += _md_scenarios(runs, labels, max_rows)
@@ -409,6 +411,20 @@ def _md_conclusions(runs: list[RunResults], labels: list[str]) -> list[str]:
     if not lines:
         return []
     return ["### Conclusions", "", *[f"- {_md(line)}" for line in lines], ""]
+
+
+def _md_caveats(runs: list[RunResults], labels: list[str]) -> list[str]:
+    """How runtimes were set up that their figures must be read with (an untuned compiler), once per runtime."""
+    seen: dict[tuple[str, str], str] = {}
+    for run, label in zip(runs, labels):
+        for c in run.cases:
+            caveat = (c.details or {}).get("caveat")
+            if caveat and c.measured:
+                seen.setdefault((c.case.runtime_label, str(caveat)), label)
+    if not seen:
+        return []
+    return ["### Caveats", "", *[f"- {_md(runtime)}{' @ ' + _md(label) if len(runs) > 1 else ''}: {_md(caveat)}"
+                                 for (runtime, caveat), label in seen.items()], ""]
 
 
 def _md_noise(runs: list[RunResults], labels: list[str]) -> list[str]:
@@ -450,6 +466,7 @@ def _md_measured(runs: list[RunResults], df: pd.DataFrame, max_rows: int) -> lis
     # every precision against the FP32 reference (as the report's comparison columns): an INT8 row is never
     # compared with the reference runtime's own INT8 case here
     ref_p50 = {k: v for k, v in ref_p50.items() if k[1] == "fp32"}
+    caveats = case_caveats(runs)  # by cases_frame's row index, as `latencies` below
     ref_hot = {(r.model, r.batch, None if pd.isna(r.seq) else r.seq, r.source) for r in measured.itertuples()
                if r.runtime == refs.get(r.model) and r.precision == "fp32" and r.contended in (True, 1)}
 
@@ -458,7 +475,9 @@ def _md_measured(runs: list[RunResults], df: pd.DataFrame, max_rows: int) -> lis
         if r.runtime == refs.get(r.model) and r.precision == "fp32":
             return "ref"
         text = _pct(ref_p50.get((r.model, "fp32", r.batch, shape[2], r.source)), r.latency_p50_ms)
-        return f"{text} (contended)" if text != "-" and (r.contended in (True, 1) or shape in ref_hot) else text
+        if text != "-" and (r.contended in (True, 1) or shape in ref_hot):
+            text += " (contended)"
+        return text + (f" ({caveat_tag(caveats[r.Index])})" if text != "-" and caveats[r.Index] else "")
 
     measured["vs_ref"] = [vs_ref(r) for r in measured.itertuples()]
     measured["rel_l2"] = [drift_cell(r.rel_l2, r.drift_note) for r in measured.itertuples()]

@@ -302,7 +302,7 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
     runs = as_runs(runs)
     multi = len(runs) > 1
     df = cases_frame(runs)
-    df = df.assign(cached_setup=_cached_rows(runs))
+    df = df.assign(cached_setup=_cached_rows(runs), caveat=case_caveats(runs))
     df = df[df["status"].isin(MEASURED)]
     tables: list[dict[str, Any]] = []
     if df.empty:
@@ -358,6 +358,8 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
                     text = m.improvement_text(values[c], _num(base[m.key]))
                     if text and m.speed and (_contended(cols[c]) or _contended(base)):
                         text += " (contended)"
+                    if text and m.speed and (cols[c]["caveat"] or base.get("caveat")):
+                        text += f" ({caveat_tag(cols[c]['caveat'] or base.get('caveat'))})"
                     change[k] = text
             rows.append({**extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
                          "improvement": improvement, "change": change})
@@ -378,9 +380,23 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             "tail_heavy": [c for c in labels if cols[c]["tail_heavy"] in (True, 1)],
             "contended": [c for c in labels if _contended(cols[c])],
             "failed": [c for c in labels if cols[c]["status"] == "failed"],
+            "caveats": {c: str(cols[c]["caveat"]) for c in labels if cols[c]["caveat"]},
             "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
         })
     return tables
+
+
+def case_caveats(runs: list[RunResults]) -> list[str | None]:
+    """Per row of cases_frame(runs), in its order: how the case's runtime was set up that its figures must be read
+    with (details["caveat"]: an untuned compiler), else None."""
+    return [str((c.details or {}).get("caveat")) if (c.details or {}).get("caveat") else None
+            for r in runs for c in r.cases]
+
+
+def caveat_tag(caveat: Any) -> str:
+    """A caveat's short name for a cell: its words before the first colon ("untuned")."""
+    text = str(caveat or "")
+    return text.split(":", 1)[0].strip() if ":" in text[:40] else "see caveat"
 
 
 def _seq(v: Any) -> Any:

@@ -124,3 +124,23 @@ def test_no_floor_is_drawn_as_a_measurement_and_unbounded_intervals_are_explaine
     html = render_html(run)
     assert "Not drawn: 1 case(s) with no drift at all" in html and "torch-cpu fp32 b1 (1.00x)" in html
     assert "unbounded on that side" in html  # the p99 intervals end in inf
+
+
+def test_an_untuned_compiler_is_said_wherever_its_figures_are():
+    """TVM's "untuned" was on the terminal but not in report.html or summary.md ("41.6x slower")."""
+    untuned = case("tvm-cpu", 832.0)
+    untuned.details = {"caveat": "untuned: TVM's default Relax pipeline applies no schedule; tune with --variants "
+                                 "tune=N"}
+    run = run_of(case("torch-cpu", 20.0), untuned)
+    [t] = comparison_tables(run, {"m": "torch-cpu"})
+    p50 = {r["metric"].key: r for r in t["rows"]}["latency_p50_ms"]
+    assert p50["change"]["tvm-cpu"] == "41.6x slower (untuned)"
+    assert "tvm-cpu: untuned: TVM's default Relax pipeline" in render_html(run).replace("&#39;", "'")
+    md = render_markdown(run)
+    assert "### Caveats" in md and "- tvm-cpu: untuned: TVM's default Relax pipeline" in md
+    assert "41.6x slower (untuned)" in md
+
+
+def test_the_summary_names_seq_lens_only_for_runs_with_a_sequence_axis():
+    html = render_html(run_of(case("torch-cpu", 20.0)))
+    assert "no model with a sequence axis in this run" in html
