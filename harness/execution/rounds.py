@@ -75,6 +75,13 @@ def block_line(result: CaseResult, block: dict[str, Any], which: str) -> str:
         return f"block   {result.case.id} {which}: {str(block['error']).splitlines()[0][:160]}"
     samples = block.get("samples_ns") or ()
     p50 = f"p50 {median_ns(samples) / 1e6:.4g} ms" if len(samples) else "no samples"
+    settle = block.get("settle") or {}
+    if settle:  # never silent: the block was contended, waited out (--settle) and measured again
+        waited = (settle.get("wait") or {}).get("waited_s")
+        again = "contended again" if settle.get("contended_again") else "quiet"
+        p50 += f" (re-measured after a contended block, {waited or 0:.1f} s --settle wait: {again})"
+    elif (block.get("contention") or {}).get("contended"):
+        p50 += f" (contended: {(block.get('contention') or {}).get('cause') or 'run-queue wait'})"
     return f"block   {result.case.id} {which}: {p50}"
 
 
@@ -102,6 +109,9 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
         return
     result.samples_ns = list(result.samples_ns) + samples
     result.blocks.append(Block.measured(samples, kind, reactivated, block.get("contention")))
+    if block.get("settle"):  # --settle re-measured this block: the contended one kept beside, as in the case's own
+        settle = result.details.setdefault("settle", {})
+        settle.setdefault("remeasured", []).append({**block["settle"], "block": len(result.blocks) - 1})
     contention = case_contention([b.contention for b in result.blocks])
     if contention is not None:
         result.contention = contention

@@ -75,3 +75,55 @@ def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeyp
     assert len(again["samples_ns"]) >= 2  # the contended block's raw samples, kept
     assert not r.contention["contended"] and r.contention["blocks"] == 2  # the case is judged on clean blocks
     assert sum(b.samples for b in r.blocks) == len(r.samples_ns)
+
+
+def test_settle_holds_in_later_rounds_and_says_so(tmp_path, monkeypatch, fakes):
+    """--repeats 2 with the second block measured in a later round: that block came out contended and was kept
+    silently. It is now waited out and measured again, the contended one kept beside it, and the round's line
+    says so."""
+    from harness.execution import CaseRunner
+    from harness.execution.rounds import later_rounds
+    from harness.options import OPTIONS, parse_run_options
+    from harness.results.schema import CaseId, RunResults
+    from harness.workloads.forward import workload as fw
+
+    class Probe:  # the case's own block is clean, the later round's first block contended, then clean
+        calls = 0
+
+        def __init__(self, threads, limit):
+            pass
+
+        def start(self):
+            pass
+
+        def stop(self):
+            Probe.calls += 1
+            if Probe.calls == 2:
+                return {"contended": True, "cause": "planted", "wait_fraction": 0.5}
+            return {"contended": False, "wait_fraction": 0.0}
+
+    waits = []
+    monkeypatch.setattr(fw, "ContentionProbe", Probe)
+    monkeypatch.setattr(fw, "wait_quiet", lambda threads, s: waits.append(s) or {"quiet": True, "waited_s": 0.1})
+    raw = {o.dest: None for o in OPTIONS}
+    raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="2", min_time="0.01", min_iters="3",
+               warmup="1", repeats="2", settle="5", threads="1", cache_dir=str(tmp_path / "c"),
+               out=str(tmp_path / "o"))
+    config = parse_run_options(raw)
+    runner = CaseRunner(defer_blocks=True)
+    r = runner.run(CaseId("fake-linear", "fake-ok", "fp32", 2, None, "cpu"), config)
+    assert r.blocks_pending == 1 and "remeasured" not in r.details.get("settle", {})
+    lines = []
+
+    class Progress:
+        def start(self, *a): ...
+        def begin(self, *a): ...
+        def end(self, line): lines.append(line)
+        def note(self, *a): ...
+
+    run = RunResults(run_id="x", started_at="", cases=[r])
+    assert later_rounds(run, runner, config, progress=Progress()) == 1
+    (again,) = r.details["settle"]["remeasured"]
+    assert again["contention"]["cause"] == "planted" and not again["contended_again"] and again["block"] == 1
+    assert not r.contention["contended"]  # judged on the re-measured, clean block
+    assert "re-measured after a contended block" in lines[0] and "quiet" in lines[0]

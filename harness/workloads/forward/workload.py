@@ -337,13 +337,21 @@ class ForwardState(WorkerState):
             policy = config.measure.timing
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
-            t, contention = self._block(runtime, call, block_policy(policy, config.measure.repeats), options.threads,
-                                        config.measure.contention_limit)
+            block = block_policy(policy, config.measure.repeats)
+            t, contention = self._block(runtime, call, block, options.threads, config.measure.contention_limit)
+            settled: dict[str, Any] = {}
+            if config.measure.settle_s > 0 and (contention or {}).get("contended"):
+                # --settle holds in later rounds too: a contended block is waited out and measured once more
+                self._settle = {}
+                t, contention = self._resettled(0, t, contention, call, block, runtime, options.threads,
+                                                config.measure.contention_limit, config.measure.settle_s)
+                settled = self._settle["remeasured"][0]
         except BaseException:
             self._drop_active()
             raise
         return {"samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
-                "warmup_iters": t.warmup_iters, "reactivated": not reused, "contention": contention}
+                "warmup_iters": t.warmup_iters, "reactivated": not reused, "contention": contention,
+                **({"settle": settled} if settled else {})}
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
                        min_ratio: float | None, split: Any) -> Any:
