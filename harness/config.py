@@ -130,11 +130,18 @@ class LoadgenConfig:
     server_latency_ms: float | None = None  # the Server p99 bound (None: derived from the measured latency)
     server_tries: int = 4  # Server search: LoadGen tests tried
     batcher: BatcherPolicy | None = None  # --batcher: Server and Offline through a dynamic batcher (None: none)
+    # --traffic FILE [--rate R]: each measured case also replays this traffic open-loop (harness.traffic: the
+    # replay `harness recommend` uses) at R requests/s (None: the traffic's own rate); its tails in `traffic`
+    traffic_file: str | None = None
+    traffic_rate: float | None = None
 
     def __post_init__(self) -> None:
-        if self.batcher is not None and not {"server", "offline"} & set(self.scenarios):
-            raise UsageError(f"--batcher {self.batcher.describe()} serves the server and offline scenarios; "
-                             f"--scenarios has neither ({', '.join(self.scenarios) or 'none'})")
+        if self.batcher is not None and not {"server", "offline"} & set(self.scenarios) and not self.traffic_file:
+            raise UsageError(f"--batcher {self.batcher.describe()} serves the server and offline scenarios and "
+                             f"--traffic; --scenarios has neither ({', '.join(self.scenarios) or 'none'}) and no "
+                             "--traffic was given")
+        if self.traffic_rate is not None and not self.traffic_file:
+            raise UsageError(f"--rate {self.traffic_rate:g} is the rate of --traffic FILE's replay; give --traffic")
         if self.server_qps and self.server_qps * max(self.scenario_duration_s, 1.0) > MAX_SERVER_QUERIES:
             raise UsageError(
                 f"--server-qps {self.server_qps:g} x --scenario-duration {self.scenario_duration_s:g} s asks LoadGen "

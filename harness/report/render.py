@@ -255,6 +255,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         tradeoff=_tradeoff_charts(forward, refs), drift=drift, generation=generation, localized=localized,
         end_to_end=end_to_end_tables(runs), variants=variant_tables(forward), ab=ab_rows(runs),
         scenarios=scenario_rows(all_cases), batcher=batcher_sections(all_cases, len(runs) > 1),
+        traffic=traffic_rows(all_cases),
         models=models, refs=refs, onnx_only=onnx_only, conclusions=found,
         unbounded=any("inf" in (r.get("p50_ci") or "") + (r.get("p99_ci") or "") for r in rows),
         rows=rows, fmt=_fmt,
@@ -267,6 +268,15 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         profile_tables=profile_tables, peaks=peaks, energy=energy_section(all_cases),
         roofline=Markup(roofline_chart(peaks)) if peaks and roofline_chart(peaks) else None,
     )
+
+
+def traffic_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The "Traffic replay" table per model (--traffic): a row per case whose runtime replayed the traffic."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for label, c in all_cases:
+        if c.traffic is not None:
+            out.setdefault(c.case.model, []).append({"label": label, "case": c.case, "t": c.traffic})
+    return out
 
 
 def scenario_rows(all_cases: list[tuple[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -382,6 +392,7 @@ def render_markdown(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None
     lines += _md_verdicts(verdicts, max_rows)
     lines += _md_measured(runs, df, max_rows)
     lines += _md_scenarios(runs, labels, max_rows)
+    lines += _md_traffic(runs, labels, max_rows)
     lines += generation_markdown(runs, labels, _md_table)
     lines += profile_markdown(runs, labels, _md_table)
     lines += _md_problems(df, max_rows)
@@ -517,6 +528,29 @@ def _md_scenarios(runs: list[RunResults], labels: list[str], max_rows: int) -> l
     if not scen:
         return []
     return ["### Load scenarios (MLPerf LoadGen)", "", _md_table(pd.DataFrame(scen[:max_rows])), ""]
+
+
+def _md_traffic(runs: list[RunResults], labels: list[str], max_rows: int) -> list[str]:
+    """--traffic: one row per case, as the report's "Traffic replay" table."""
+    rows = []
+    for run, label in zip(runs, labels):
+        for c in run.cases:
+            t = c.traffic
+            if t is None:
+                continue
+            lat, err = t.latency_ms, t.send_error_ms
+            rows.append({"case": c.case.id, **({"source": label} if len(runs) > 1 else {}),
+                         "rate req/s": t.rate, "completed req/s": t.throughput_rps, "p50 ms": lat.get("p50"),
+                         "p99 ms": lat.get("p99"), "p99.9 ms": lat.get("p99.9"), "max ms": lat.get("max"),
+                         "send error p99 ms": err.get("p99"), "mean batch": t.mean_batch,
+                         "note": t.error or ("contended: " + (t.contention_cause or "") if t.contended else "")})
+    if not rows:
+        return []
+    first = next(c.traffic for r in runs for c in r.cases if c.traffic is not None)
+    return ["### Traffic replay (--traffic)", "",
+            _md(f"{first.traffic} from {first.source}: latency from each request's intended send time "
+                "(coordinated-omission correct); send error: how late the replay sent a request it waited for."), "",
+            _md_table(pd.DataFrame(rows[:max_rows])), ""]
 
 
 def _md_problems(df: pd.DataFrame, max_rows: int) -> list[str]:

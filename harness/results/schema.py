@@ -380,6 +380,38 @@ class EnergySource:
 
 
 @dataclass
+class TrafficReplayRecord:
+    """`harness run --traffic FILE`: the case's runtime replaying that traffic open-loop after its timed loop
+    (harness.traffic.replay, as `harness recommend` replays it). Latency runs from each request's intended send
+    time to its completion (no coordinated omission); the send-time error is how late the replay loop sent a
+    request it waited for; figures in ms."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
+    source: Text  # the traffic file
+    traffic: Text  # what it describes (TrafficSpec.describe)
+    rate: NonNegative  # the mean rate asked for, requests/s
+    requests: Count  # requests replayed (served, for a replay ended by an error)
+    offered_rps: NonNegative | None = None  # the schedule's own mean rate
+    throughput_rps: NonNegative | None = None  # completed requests/s over the replay
+    latency_ms: Figures = field(default_factory=dict)  # p50, p90, p99, p99.9, max
+    send_error_ms: Figures = field(default_factory=dict)  # p50, p99, max
+    calls: Count = 0
+    mean_batch: NonNegative | None = None  # requests per call (the --batcher forms batches)
+    batcher: Text | None = None  # the --batcher policy, None: a call per request
+    dims: Text = ""  # where a request's dimensions came from ("batch 4 (the case's), seq 16-128 (the traffic's)")
+    contended: Flag = False  # the replay's threads waited for a CPU a neighbour held: its tails are inflated
+    contention_cause: Text | None = None
+    wall_s: NonNegative | None = None
+    error: Text | None = None  # a call failed: the replay ended there, its figures so far kept
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrafficReplayRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
 class EnergyRecord:
     """Energy of a case (harness.measure.energy): `measured` (the counters' sources), `unavailable` (no counter
     here: the reason, never 0) or `refused` (windows too short for the counter's update rate, or a wrap that
@@ -480,6 +512,8 @@ class CaseResult:
     # energy over the timed blocks (harness.measure.energy): joules per inference where a counter could be read,
     # else `unavailable` with the reason (never 0); None in results from before it
     energy: EnergyRecord | None = None
+    # --traffic FILE: the open-loop replay of that traffic on this case's runtime (TrafficReplayRecord)
+    traffic: TrafficReplayRecord | None = None
 
     @property
     def drift_note(self) -> str:
@@ -538,6 +572,8 @@ class CaseResult:
             kwargs["ab"] = AbResult.from_dict(d["ab"])
         if d.get("energy") is not None and not isinstance(d["energy"], EnergyRecord):
             kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
+        if d.get("traffic") is not None and not isinstance(d["traffic"], TrafficReplayRecord):
+            kwargs["traffic"] = TrafficReplayRecord.from_dict(d["traffic"])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 

@@ -14,9 +14,15 @@ import numpy as np
 import tomllib
 
 from harness.errors import UsageError
-from harness.traffic.trace import FORMATS, UNITS, TraceRecord, read_trace
+from harness.traffic.trace import FORMATS, MAX_DIM, UNITS, TraceRecord, read_text, read_trace
 
 PROCESSES = ("poisson", "gamma", "onoff", "fixed", "trace")
+# Bounds on a traffic description, as `harness run` bounds its own options (each a UsageError naming the file):
+MAX_SPEC_BYTES = 1 * 2**20  # a TOML/JSON description is a few lines
+MAX_REQUESTS = 10_000_000  # a schedule is held in memory (16 bytes a request and its shapes)
+MAX_RATE = 1e7  # requests/s: faster than a replay loop can send
+CV_RANGE = (1e-3, 1e3)  # a gamma process's coefficient of variation: outside it, all gaps are 0 or one is all
+MIN_PHASE_S = 1e-6  # an on/off phase shorter than a microsecond is no phase
 TRACE_SUFFIXES = (".jsonl", ".csv")
 
 
@@ -146,10 +152,7 @@ def load_traffic(path: str | Path, seed: int | None = None) -> TrafficSpec:
         trace = read_trace(p)
         spec = TrafficSpec(process="trace", trace=trace, requests=len(trace), source=str(p))
         return spec if seed is None else spec.with_(seed=seed)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--traffic {p}: cannot read: {exc.strerror or exc}") from None
+    text = read_text(p, f"--traffic {p}", MAX_SPEC_BYTES)
     try:
         data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -177,10 +180,12 @@ def parse_traffic(data: Mapping[str, Any], path: Path) -> TrafficSpec:
     if process not in PROCESSES:
         raise UsageError(f"{where}: arrival process {process!r} is not one of {', '.join(PROCESSES)}")
 
-    def pos(table: Mapping[str, Any], key: str, default: float) -> float:
+    def pos(table: Mapping[str, Any], key: str, default: float, lo: float = 0.0, hi: float = math.inf) -> float:
         v = table.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
             raise UsageError(f"{where}: {key} must be a number > 0 (got {v!r})")
+        if not lo <= v <= hi:
+            raise UsageError(f"{where}: {key} = {v!r} is outside [{lo:g}, {hi:g}]")
         return float(v)
 
     seed = data.get("seed", 0)
@@ -201,6 +206,9 @@ def parse_traffic(data: Mapping[str, Any], path: Path) -> TrafficSpec:
                 raise UsageError(f"{where}: shapes.{dim}: size {k!r} is not a whole number") from None
             if size < 1 or isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < 0:
                 raise UsageError(f"{where}: shapes.{dim}: {k} = {w!r}: sizes >= 1, weights >= 0")
+            if size > MAX_DIM:
+                raise UsageError(f"{where}: shapes.{dim}: size {size} is above the maximum {MAX_DIM} (a feed that "
+                                 "size would not fit in memory)")
             rows.append((size, float(w)))
         if sum(w for _, w in rows) <= 0:
             raise UsageError(f"{where}: shapes.{dim}: the weights sum to 0")
@@ -214,10 +222,16 @@ def parse_traffic(data: Mapping[str, Any], path: Path) -> TrafficSpec:
         if fmt not in FORMATS or unit not in UNITS:
             raise UsageError(f"{where}: [trace] format is one of {', '.join(FORMATS)}; time_unit one of "
                              f"{', '.join(UNITS)}")
-        trace = read_trace(path.parent / str(t["file"]), fmt, unit)
+        target = path.parent / str(t["file"])
+        folder = path.absolute().parent.resolve()
+        if folder not in target.absolute().resolve().parents:
+            raise UsageError(f"{where}: [trace] file {str(t['file'])!r} is outside the traffic file's folder "
+                             f"({folder}); refused (put the trace beside the traffic file)")
+        trace = read_trace(target, fmt, unit)
     requests = data.get("requests", len(trace) if trace else 2000)
-    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        raise UsageError(f"{where}: requests must be a whole number >= 1 (got {requests!r})")
-    return TrafficSpec(process=process, rate=pos(arrival, "rate", 100.0), cv=pos(arrival, "cv", 1.0),
-                       on_s=pos(arrival, "on_s", 0.05), off_s=pos(arrival, "off_s", 0.15), shapes=shapes,
+    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
+        raise UsageError(f"{where}: requests must be a whole number from 1 to {MAX_REQUESTS:,} (got {requests!r})")
+    return TrafficSpec(process=process, rate=pos(arrival, "rate", 100.0, hi=MAX_RATE),
+                       cv=pos(arrival, "cv", 1.0, *CV_RANGE), on_s=pos(arrival, "on_s", 0.05, lo=MIN_PHASE_S),
+                       off_s=pos(arrival, "off_s", 0.15, lo=MIN_PHASE_S), shapes=shapes,
                        requests=requests, seed=seed, trace=trace, source=str(path))

@@ -16,6 +16,48 @@ from harness.errors import UsageError
 FORMATS = ("auto", "jsonl", "csv", "mooncake", "aiperf-single-turn")
 UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 TIME_KEYS = ("timestamp", "time", "t")
+# Bounds on what a trace may hold, as `harness run` bounds its own inputs: a record costs a few hundred bytes in
+# memory, so 2e6 of them stay under 1 GB; a dimension is at most the matrix's largest (MAX_DIM); a timestamp at
+# most 30 days after the first (a replay longer than that is not a benchmark).
+MAX_TRACE_BYTES = 256 * 2**20
+MAX_TRACE_RECORDS = 2_000_000
+MAX_DIM = 1 << 20
+MAX_SPAN_S = 30 * 24 * 3600.0
+
+
+def check_readable(p: Path, what: str, max_bytes: int) -> None:
+    """Refuse, by stat alone (nothing opened: a FIFO cannot block, /dev/zero is never read), what is not a regular
+    file of at most `max_bytes`; a UsageError naming the file and the problem."""
+    import os
+    import stat
+
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise UsageError(f"{what}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot stat: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) \
+            else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file"
+        raise UsageError(f"{what}: is {kind}, not a regular file; refused")
+    if st.st_size > max_bytes:
+        raise UsageError(f"{what}: {st.st_size / 2**20:.1f} MiB is over the {max_bytes / 2**20:.0f} MiB a traffic "
+                         "file may hold; refused")
+
+
+def read_text(p: Path, what: str, max_bytes: int) -> str:
+    """The file's text after check_readable: UTF-8, a byte-order mark dropped; a file that is not UTF-8 is a
+    UsageError naming the file and the byte."""
+    check_readable(p, what, max_bytes)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
 
 
 @dataclass(frozen=True)
@@ -31,10 +73,7 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
         raise UsageError(f"{p}: trace format {fmt!r} is not one of {', '.join(FORMATS)}")
     if time_unit not in UNITS:
         raise UsageError(f"{p}: time_unit {time_unit!r} is not one of {', '.join(UNITS)}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read the trace: {exc.strerror or exc}") from None
+    text = read_text(p, f"{p}: the trace", MAX_TRACE_BYTES)
     if fmt == "auto":
         fmt = "csv" if p.suffix.lower() == ".csv" else "json"
     raw: list[tuple[int, dict[str, Any]]] = []
@@ -42,6 +81,8 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
         reader = csv.DictReader(text.splitlines())
         for n, row in enumerate(reader, start=2):
             raw.append((n, {k.strip(): v for k, v in row.items() if k is not None}))
+            if len(raw) > MAX_TRACE_RECORDS:
+                break
     else:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -53,8 +94,15 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
             if not isinstance(rec, dict):
                 raise UsageError(f"{p}:{n}: a record must be a JSON object")
             raw.append((n, rec))
+            if len(raw) > MAX_TRACE_RECORDS:
+                break
+    if len(raw) > MAX_TRACE_RECORDS:
+        raise UsageError(f"{p}: over {MAX_TRACE_RECORDS:,} requests; a trace is replayed whole, so it is refused "
+                         "(cut it, or describe its rate and shapes in a TOML traffic file)")
     if not raw:
         raise UsageError(f"{p}: the trace has no requests")
+    if len(raw) < 2:
+        raise UsageError(f"{p}: the trace has one request: a rate needs at least two (their gap)")
     if fmt == "json":
         keys = set(raw[0][1])
         fmt = "mooncake" if "input_length" in keys or "hash_ids" in keys else \
@@ -73,6 +121,10 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
         out.append((t * scale, _dims(rec, fmt, where)))
     out.sort(key=lambda r: r[0])
     t0 = out[0][0]
+    span_s = (out[-1][0] - t0) / 1e9
+    if span_s > MAX_SPAN_S:
+        raise UsageError(f"{p}: the timestamps span {span_s:.3g} s (over {MAX_SPAN_S / 86400:g} days; the unit is "
+                         f"{time_unit!r}: a wrong [trace] time_unit?); refused")
     return tuple(TraceRecord(round(t - t0), d) for t, d in out)
 
 
@@ -83,6 +135,8 @@ def _number(value: Any, where: str, key: str) -> float:
         raise UsageError(f"{where}: {key} {value!r} is not a number") from None
     if not math.isfinite(x) or x < 0:
         raise UsageError(f"{where}: {key} {value!r} must be a finite number >= 0")
+    if x > 1e15:  # any unit: past 30 years of nanoseconds
+        raise UsageError(f"{where}: {key} {value!r} is not a timestamp this replay can hold")
     return x
 
 
@@ -100,6 +154,8 @@ def _int(value: Any, where: str, key: str) -> int:
         raise UsageError(f"{where}: {key} {value!r} is not a whole number") from None
     if x < 1:
         raise UsageError(f"{where}: {key} {value!r} must be at least 1")
+    if x > MAX_DIM:
+        raise UsageError(f"{where}: {key} {value!r} is above the maximum {MAX_DIM} (a feed that size would not fit)")
     return x
 
 

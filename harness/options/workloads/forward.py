@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from harness.config import BatcherPolicy
@@ -11,6 +12,15 @@ from harness.errors import UsageError
 from harness.options.base import OptionDef, OptionGroup
 from harness.options.values import float_at_least, int_at_least, names, switch
 
+
+def traffic_file(text: Any, what: str) -> str:
+    """--traffic FILE: read and checked now (a UsageError naming the file and the problem), stored as its absolute
+    path; each worker reads it again for its replays."""
+    from harness.traffic.spec import load_traffic
+
+    path = Path(str(text)).absolute()
+    load_traffic(path)
+    return str(path)
 
 def variants(text: Any, what: str) -> tuple[str | None, ...]:
     from harness.variants import parse_variants
@@ -115,7 +125,19 @@ SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
                          "(default: none: each call takes what is queued, up to the case's batch). A model with "
                          "a fixed batch cannot batch: those tests are skipped with the reason. See "
                          "docs/scenarios.md", "max=N,wait=MS", field="batcher", parse=batcher_policy),
+    OptionDef("traffic", "replay this traffic (a TOML/JSON description or a trace, docs/traffic.md: the replay "
+                         "`harness recommend` uses) against every measured case, open-loop: latency from each "
+                         "request's intended send time (coordinated-omission correct), the send-time error beside "
+                         "it; a request's dimensions come from the traffic's [shapes] where it has them, else from "
+                         "the case (its batch rows, its seq); --batcher forms the calls. Stored as each case's "
+                         "`traffic` and shown in the report (default: none)", "FILE", field="traffic_file",
+              parse=traffic_file),
+    OptionDef("rate", "the --traffic replay's mean rate in requests/s (default: the traffic's own rate; a trace is "
+                      "sped up or slowed down to it)", "R", field="traffic_rate",
+              parse=float_at_least(1e-3, 1e7, "more requests per second than a replay loop can send")),
 ))
+
+
 
 
 def check_settle(values: Mapping[str, Any]) -> None:

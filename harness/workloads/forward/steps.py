@@ -18,6 +18,7 @@ from harness.workloads.base import PhaseCallback
 from harness.workloads.common import block_policy
 from harness.workloads.forward.profiling import CaseProfiler, case_dims, profile_budget_s
 from harness.workloads.forward.scenarios import run_scenarios
+from harness.workloads.forward.traffic import replay_case
 
 
 @dataclass
@@ -68,6 +69,10 @@ def _scenarios(ctx: CaseContext) -> Any:
     return run_scenarios(ctx.runtime, ctx.feed, ctx.case, ctx.config, ctx.p50_ms, ctx.on_phase, ctx.spec)
 
 
+def _traffic(ctx: CaseContext) -> Any:
+    return replay_case(ctx.runtime, ctx.spec, ctx.case, ctx.config, ctx.options.threads)
+
+
 def _profile(ctx: CaseContext) -> Any:
     # after every timed loop of the case: the profiled pass never times
     return ctx.profiler.profile(ctx.runtime, ctx.feed, ctx.case, ctx.p50_ms, ctx.options.threads,
@@ -103,6 +108,7 @@ STEPS: tuple[Step, ...] = (
          _localization),
     # --scenarios: run_scenarios reports its own phases and returns [] when none is asked for
     Step("scenarios", "", lambda ctx: True, _scenarios),
+    Step("traffic", "traffic", lambda ctx: bool(ctx.config.loadgen.traffic_file), _traffic),
     Step("profile", "profile", lambda ctx: ctx.config.measure.profile, _profile),
 )
 
