@@ -113,6 +113,10 @@ class MemoryRecord(DictRecord):
     sampler: Object | None = None  # how the sampler ran: thread, period_ms, samples, mean_sample_us, busy_fraction
 
 
+# a statistics dict as LatencyStats.as_dict() writes it: numbers (within +-MAX_FIGURE), flags, or None
+StatsDict = Annotated[dict[Text, Annotated[bool, Strict()] | Number | None], Strict()]
+
+
 @dataclass
 class EndToEndRecord(DictRecord):
     """raw input -> pre-processing -> the runtime -> post-processing, timed (harness.measure.end_to_end): the raw
@@ -123,7 +127,7 @@ class EndToEndRecord(DictRecord):
     steps: Text | Texts = ""
     samples_ns: Samples = field(default_factory=list)
     warmup_iters: Count | None = None
-    latency: Object = field(default_factory=dict)  # LatencyStats.as_dict()
+    latency: StatsDict = field(default_factory=dict)  # LatencyStats.as_dict(): every value a number or a flag
     throughput_sps: Figure = None
     pre_p50_ms: Figure = None
     pre_p50_ci_low_ms: Figure = None
@@ -231,6 +235,22 @@ def _drift_figure(v: Any) -> Any:
 Drift = Annotated[Any, AfterValidator(_drift_figure)]
 
 
+def _non_negative(v: Any) -> Any:
+    if isinstance(v, (int, float)) and v < 0:
+        raise ValueError("a distance is never negative")
+    return v
+
+
+def _cosine(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not -1.0 - 1e-6 <= v <= 1.0 + 1e-6:
+        raise ValueError("a cosine similarity lies in [-1, 1]")
+    return v
+
+
+Distance = Annotated[Drift, AfterValidator(_non_negative)]  # max |diff|, p99 |diff|, rel L2
+Cosine = Annotated[Drift, AfterValidator(_cosine)]
+
+
 @dataclass
 class LocalizationFinding(DictRecord):
     """A tensor of the FP32 graph whose low-precision counterpart is over tolerance (harness.accuracy.localize)."""
@@ -240,10 +260,10 @@ class LocalizationFinding(DictRecord):
     node: Text | None = None
     op_type: Text | None = None
     tensor: Text | None = None
-    max_abs: Drift = None
-    p99_abs: Drift = None
-    rel_l2: Drift = None
-    cosine: Drift = None
+    max_abs: Distance = None
+    p99_abs: Distance = None
+    rel_l2: Distance = None
+    cosine: Cosine = None
     nonfinite: Count | None = None
 
 

@@ -411,6 +411,9 @@ class TrafficReplayRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
+MIN_JOULES_PER_INFERENCE = 1e-15  # a femtojoule: far below any inference's energy (a multiply-add costs ~1e-12 J)
+
+
 @dataclass
 class EnergyRecord:
     """Energy of a case (harness.measure.energy): `measured` (the counters' sources), `unavailable` (no counter
@@ -430,6 +433,32 @@ class EnergyRecord:
     joules_per_sample: NonNegative | None = None
     inferences_per_joule: NonNegative | None = None
     method: Text = ""
+
+    def __post_init__(self) -> None:
+        """What one record says twice must agree, and no figure may be physically impossible: per-inference
+        figures only from a positive net energy over counted calls, each the others' arithmetic (within 1%: a
+        figure rounded for display still reads),
+        at least a femtojoule an inference (no inference costs less; 1e34 inferences per joule is a hand edit)."""
+        per = self.joules_per_inference
+        if per is None:
+            if self.inferences_per_joule is not None or self.joules_per_sample is not None:
+                raise ValueError("inferences_per_joule / joules_per_sample without joules_per_inference")
+            return
+        if self.status != "measured" or not self.calls or self.net_joules is None or self.net_joules <= 0:
+            raise ValueError("joules_per_inference needs a measured record with calls and a positive net_joules")
+        if per < MIN_JOULES_PER_INFERENCE:
+            raise ValueError(f"joules_per_inference {per:g} is below {MIN_JOULES_PER_INFERENCE:g} J (physically "
+                             "impossible for an inference)")
+
+        def near(a: float | None, b: float) -> bool:
+            return a is not None and abs(a - b) <= 1e-2 * max(abs(a), abs(b))
+
+        if not near(per, self.net_joules / self.calls):
+            raise ValueError("joules_per_inference is not net_joules / calls")
+        if self.inferences_per_joule is not None and not near(self.inferences_per_joule, 1.0 / per):
+            raise ValueError("inferences_per_joule is not 1 / joules_per_inference")
+        if self.joules_per_sample is not None and not near(self.joules_per_sample, per / max(self.batch, 1)):
+            raise ValueError("joules_per_sample is not joules_per_inference / batch")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EnergyRecord:

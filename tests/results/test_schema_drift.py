@@ -23,6 +23,7 @@ from harness.results.schema import (
     AbBlock,
     AbResult,
     ScenarioRun,
+    TrafficReplayRecord,
     results_from_doc,
 )
 from harness.results.stats import latency_stats
@@ -70,7 +71,12 @@ def full_case() -> CaseResult:
         energy=EnergyRecord(status="measured", reason="dram: refused", calls=100, batch=4, sources=[
             EnergySource("package-0", "powercap (RAPL) energy_uj", 3.0, 1.0, 20.0, 1.5, 0.01, 0.001)],
             net_joules=1.5, uncertainty_j=0.01, joules_per_inference=0.015, joules_per_sample=0.00375,
-            inferences_per_joule=66.7, method="m"))
+            inferences_per_joule=66.7, method="m"),
+        traffic=TrafficReplayRecord(source="t.toml", traffic="Poisson, 10 requests, seed 0", rate=100.0, requests=10,
+                                    offered_rps=98.0, throughput_rps=97.5, latency_ms={"p50": 1.0, "p99": 2.0},
+                                    send_error_ms={"p99": 0.01}, calls=5, mean_batch=2.0, batcher="max=2,wait=1",
+                                    dims="batch from the traffic", contended=True, contention_cause="c",
+                                    wall_s=0.1, error="e"))
 
 
 def full_run() -> RunResults:
@@ -94,6 +100,7 @@ RECORDS: dict[type, Any] = {
     AbResult: lambda d: d["cases"][0]["ab"],
     AbBlock: lambda d: d["cases"][0]["ab"]["blocks"][0],
     BatcherRun: lambda d: d["cases"][0]["scenarios"][0]["batcher"],
+    TrafficReplayRecord: lambda d: d["cases"][0]["traffic"],
 }
 
 
@@ -126,7 +133,8 @@ def test_full_case_sets_every_field() -> None:
     """The round trip below covers every field only if the fixture sets each one away from its default (in at
     least one of the records of its type; schema_version can only be the current one)."""
     case = full_case()
-    for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher]):
+    for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher],
+                    [case.traffic]):
         for f in dataclasses.fields(records[0]):
             if f.name == "schema_version":
                 continue
