@@ -229,6 +229,12 @@ class OutputsConfig:
     run_id: str = ""
     history: str | None = None  # --history: the database URL the finished run is recorded in
 
+    @property
+    def scratch_dir(self) -> Path:
+        """Where the run's workers keep temporary files (LoadGen's logs of a test): under the run folder, so a worker
+        stopped mid-way leaves nothing in $TMPDIR; the session removes it when it finishes, interrupted or not."""
+        return self.out_dir / ".scratch"
+
 
 @dataclass(frozen=True, kw_only=True)
 class FleetConfig:

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as _dt
 import io
 import os
+import shutil
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -193,6 +194,9 @@ class HarnessSession:
                 self.comparison = None  # no verdicts on a run (or a confirmation) cut short
             if self.executor is not None:
                 self.executor.close()
+            # the workers' scratch space (LoadGen's logs of a test a stopped worker never finished): theirs to
+            # clean when they finish, the session's when they were stopped
+            shutil.rmtree(self.config.outputs.scratch_dir, ignore_errors=True)
             if not self.stopping:  # a stopped run keeps absorbing signals until the process ends
                 for signum, old in self._old_handlers.items():
                     signal.signal(signum, old)
@@ -318,3 +322,4 @@ def _point_latest(out_dir: Path) -> None:
         os.replace(tmp, link)
     except OSError:
         pass
+

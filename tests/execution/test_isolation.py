@@ -207,3 +207,25 @@ def test_a_user_conv_module_with_default_threads_is_measured(env, tmp_path, isol
     assert [c.status for c in cases] == ["passed", "passed"], stdout
     assert all(c.latency and c.latency["p50_ms"] > 0 for c in cases)
     assert all(c.case.model == "user_conv.convnet" for c in cases)
+
+
+def test_the_forkserver_ignores_ctrl_c_from_its_first_moment():
+    """A Ctrl-C in the first seconds of `harness gate` printed the forkserver's KeyboardInterrupt traceback (it was
+    still importing its preload). The server now starts with SIGINT ignored (an ignored disposition survives
+    exec), and the parent keeps its own handler."""
+    import signal
+    from multiprocessing import forkserver
+
+    from harness.execution.supervisor import stop_forkserver, worker_context
+
+    before = signal.getsignal(signal.SIGINT)
+    stop_forkserver()
+    worker_context()
+    try:
+        assert signal.getsignal(signal.SIGINT) is before
+        pid = forkserver._forkserver._forkserver_pid
+        assert pid, "the forkserver was not started"
+        ignored = next(int(line.split()[1], 16) for line in open(f"/proc/{pid}/status") if line.startswith("SigIgn"))
+        assert ignored & (1 << (signal.SIGINT - 1)), "SIGINT is not ignored by the forkserver"
+    finally:
+        stop_forkserver()

@@ -381,3 +381,29 @@ def test_only_contended_single_stream_figures_make_the_default_bound_unusable(co
     sut = _ContendedSut([True] * 3, [0.09] * 3)  # --server-latency needs no figure
     sut.server_bound(config.replace(server_latency_ms=3.0), 5e-5, given)
     assert sut.bound_unusable is None and sut.tests == []
+
+
+def test_loadgens_scratch_folder_is_under_the_run_folder_and_the_session_removes_it(config, tmp_path, monkeypatch):
+    """An interrupted LoadGen scenario left LoadGen's temporary folder in $TMPDIR (its worker was stopped before
+    its own clean-up). The folder is now made under the run folder's scratch space, which the session removes
+    when it finishes, interrupted or not."""
+    import tempfile
+
+    from harness.execution.session import HarnessSession
+    from harness.workloads.forward import scenarios
+
+    made: list[str] = []
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(scenarios.tempfile, "mkdtemp",
+                        lambda **kw: made.append(kw.get("dir")) or real(**kw))
+    # a Server test's bound comes from an unrecorded single-stream test: LoadGen's logs go to a temporary folder
+    cfg = config.replace(scenarios=("server",), server_qps=50.0, server_tries=1)
+    assert cfg.outputs.scratch_dir == tmp_path / "out" / ".scratch"
+    r = CaseRunner().run(case(1), cfg)
+    assert r.scenarios and made and all(Path(d) == cfg.outputs.scratch_dir for d in made), made
+    left = cfg.outputs.scratch_dir / "harness-loadgen-killed"  # what a stopped worker leaves behind
+    left.mkdir(parents=True)
+    session = HarnessSession(cfg.replace(isolation=False))
+    session.start()
+    session.finish(interrupted=True)
+    assert not cfg.outputs.scratch_dir.exists()

@@ -306,7 +306,11 @@ class RuntimeSut:
             return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
                                error=f"would take about {expected:.0f} s, past the case's budget for scenarios "
                                      f"(half of --case-timeout); lower --scenario-queries or raise --case-timeout")
-        tmp = None if log_dir else Path(tempfile.mkdtemp(prefix="harness-loadgen-"))
+        # under the run folder's scratch space: a worker stopped mid-test (Ctrl-C, SIGTERM) cannot clean up, the
+        # session removes the scratch space when it finishes
+        scratch = config.outputs.scratch_dir
+        scratch.mkdir(parents=True, exist_ok=True)
+        tmp = None if log_dir else Path(tempfile.mkdtemp(prefix="harness-loadgen-", dir=scratch))
         where = log_dir or tmp
         assert where is not None
         record: ScenarioRun
