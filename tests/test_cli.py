@@ -21,6 +21,7 @@ def cli(*args, env=None, timeout=300):
                           env=env, timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_run_twice_reuses_the_onnx_export_and_writes_every_output(fake_env, tmp_path):
     args = ["run", "--models", "mlp", "--runtimes", "torch-cpu,ort-cpu", "--batch-sizes", "1,2",
             "--min-time", "0.05", "--min-iters", "5"]
@@ -56,6 +57,7 @@ def test_run_twice_reuses_the_onnx_export_and_writes_every_output(fake_env, tmp_
     assert len(bench["benchmarks"]) == 4 and bench["benchmarks"][0]["stats"]["rounds"] >= 5
 
 
+@pytest.mark.e2e
 def test_pytest_benchmark_compare_reads_our_json(fake_env, tmp_path):
     out = tmp_path / "run"
     res = cli("run", "--models", "fake-linear", "--runtimes", "fake-ok", "--batch-sizes", "1",
@@ -68,6 +70,7 @@ def test_pytest_benchmark_compare_reads_our_json(fake_env, tmp_path):
     assert "fake-linear-fake-ok-fp32-b1" in cmp.stdout
 
 
+@pytest.mark.e2e
 def test_report_rerenders_and_rejects_bad_files(fake_env, tmp_path, capsys):
     out = tmp_path / "run"
     assert cli("run", "--models", "fake-linear", "--runtimes", "fake-ok", "--batch-sizes", "1",
@@ -112,6 +115,7 @@ def test_readme_documents_install_main_job_and_tests():
     assert "harness run --quick" in ci
 
 
+@pytest.mark.e2e
 def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_path):
     for threads in ("1", "2"):
         res = cli("run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1,2",
@@ -133,6 +137,7 @@ def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_
     assert "### Measured cases" in md and f"{host} 1t" in md and f"{host} 2t" in md
 
 
+@pytest.mark.e2e
 def test_report_with_a_baseline_shows_verdicts(fake_env, tmp_path):
     from harness.gating.scale import scaled_copy
     from harness.results.store import write_results
@@ -234,6 +239,7 @@ def _closed_reader(argv: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(argv, proc.returncode, "", err)
 
 
+@pytest.mark.e2e
 def test_commands_piped_into_a_reader_that_quits_end_quietly(tmp_path):
     """`harness env | head`, `harness compare A B | head`: no BrokenPipeError, exit 141 (128 + SIGPIPE)."""
     sys.path.insert(0, str(Path(__file__).parent / "gating"))
@@ -263,6 +269,7 @@ def test_an_interrupt_before_the_session_exists_is_one_line_exit_130(monkeypatch
         assert capsys.readouterr().err == f"harness {argv[0]}: interrupted\n"
 
 
+@pytest.mark.e2e
 def test_ctrl_c_at_any_moment_of_conform_is_exit_130_without_a_traceback(tmp_path):
     import signal
     import time

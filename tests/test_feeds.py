@@ -172,6 +172,7 @@ def sample_rate_model(path):
     return path
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_sample_rate_model_fails_naming_the_input_then_runs_with_input_value_and_feeds(tmp_path):
     """Fed 16000 by convention, the 8 kHz model dies in its Gather and the reason says how `sr` was fed;
@@ -222,6 +223,7 @@ def test_labels_in_the_feeds_make_task_accuracy_run_on_them(fakes, tmp_path):
     assert r.details["feeds"]["samples"] == 12
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_torch_factory_runs_on_feeds_with_their_sequence_length_and_labels(tmp_path):
     """The docs' example factory (a text classifier) fed from an .npz of 6 samples of 20 tokens with
@@ -346,6 +348,7 @@ def test_a_float_override_the_dtype_cannot_hold_is_refused():
     check_overrides(parse_overrides("image=3e38", "input-value", False), [IMAGE])  # fits float32
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command, status", [
     ([sys.executable, "-m", "harness.cli", "run", "--models", "digits-cnn", "--runtimes", "ort-cpu"], 2),
     ([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "--harness-models=digits-cnn",

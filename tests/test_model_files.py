@@ -113,6 +113,7 @@ def test_random_bytes_are_a_clear_error(tmp_path):
         spec_from_onnx(tmp_path / "junk.onnx")
 
 
+@pytest.mark.e2e
 def test_model_twice_with_models_runs_and_a_refused_file_is_an_error_row(fake_env, tmp_path):
     from harness.results import load_results
 
@@ -382,6 +383,7 @@ def test_factory_runs_on_torch_and_its_export_on_ort(factories, tmp_path):
         assert r.reference_runtime == "torch-cpu"
 
 
+@pytest.mark.e2e
 def test_export_that_fails_is_an_error_row_with_the_cause(factories, tmp_path):
     r = _run_case(tmp_path, "user_factories.branchy", "ort-cpu", model=["user_factories:branchy"])
     assert r.status == "error" and r.phase == "load"
@@ -390,6 +392,7 @@ def test_export_that_fails_is_an_error_row_with_the_cause(factories, tmp_path):
     assert eager.status == "passed", eager.reason  # eager PyTorch runs it; only the export is refused
 
 
+@pytest.mark.e2e
 def test_a_run_mixing_bad_models_with_good_ones_writes_the_good_results(fake_env, tmp_path):
     """End to end: a truncated ONNX file and a factory whose export fails, beside a good ONNX file."""
     from harness.results import load_results

@@ -66,6 +66,7 @@ def test_a_sample_rate_input_gets_16000(tmp_path):
     assert make_feed(spec, {"batch": 1}, seed=0)["sr"].tolist() == [16000]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_bert_style_encoder_with_a_large_vocabulary_runs_with_no_feeds_and_no_options(fake_env, tmp_path):
     """A vocabulary of 3,000 rows and token_type_ids with 2: fed from [0, 100) token types used to die in a
@@ -102,6 +103,7 @@ def test_an_error_that_blames_input_values_names_the_inputs_and_their_ranges(fak
     assert fed_inputs_note("RuntimeError: something else", "enc-note", cfg) == ""
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_real_bert_encoder_with_token_types_and_a_4000_row_vocabulary_runs_with_no_options(tmp_path):
     """transformers' BertModel (vocabulary 4,000, 2 token types) exported by torch.onnx: with no feeds and

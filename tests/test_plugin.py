@@ -21,6 +21,7 @@ def run_suite(pytester: pytest.Pytester, out, *args):
                                          f"--harness-out={out}", *FAST, *args)
 
 
+@pytest.mark.e2e
 def test_passing_matrix_writes_results_and_exits_zero(pytester, fake_env, tmp_path):
     out = tmp_path / "run"
     res = run_suite(pytester, out, "--harness-models=fake-linear", "--harness-runtimes=fake-ok,fake-ok-b",
@@ -36,6 +37,7 @@ def test_passing_matrix_writes_results_and_exits_zero(pytester, fake_env, tmp_pa
         assert (out / name).is_file()
 
 
+@pytest.mark.e2e
 def test_skips_carry_their_reasons(pytester, fake_env, tmp_path):
     res = run_suite(pytester, tmp_path / "run", "--harness-models=fake-linear",
                     "--harness-runtimes=fake-ok,fake-unavailable", "--harness-precisions=fp32,int8",
@@ -48,6 +50,7 @@ def test_skips_carry_their_reasons(pytester, fake_env, tmp_path):
                               "*1 passed, 3 skipped*"])
 
 
+@pytest.mark.e2e
 def test_drift_failure_sets_the_exit_status_and_shows_figures(pytester, fake_env, tmp_path):
     res = run_suite(pytester, tmp_path / "run", "--harness-models=fake-linear",
                     "--harness-runtimes=fake-ok,fake-drift", "--harness-batch-sizes=2")
@@ -63,6 +66,7 @@ def test_unknown_names_are_usage_errors(pytester, fake_env, tmp_path):
     res.stderr.fnmatch_lines(["*unknown model 'nope'; valid models:*fake-linear*"])
 
 
+@pytest.mark.e2e
 def test_plugin_is_inert_without_the_case_fixture(pytester):
     pytester.makepyfile("def test_plain():\n    assert True\n")
     res = pytester.runpytest_subprocess()

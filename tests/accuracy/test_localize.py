@@ -44,6 +44,7 @@ def broken_fp16(tmp_path):
     return Artifact(path, "broken", False, 0.0, {"recipe": good.meta["recipe"] + " (weight scaled by test)"}), consumer
 
 
+@pytest.mark.e2e
 def test_broken_weight_fails_the_case_and_localisation_names_the_changed_node(tmp_path, monkeypatch, broken_fp16):
     artifact, consumer = broken_fp16
     monkeypatch.setattr("harness.runtimes.onnxruntime.session.onnx_for_precision", lambda *a, **k: artifact)

@@ -15,6 +15,7 @@ def cache(tmp_path_factory):
     return ArtifactCache(tmp_path_factory.mktemp("export-cache"))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
 @pytest.mark.parametrize("model", ["bert-mini", "deepseek-tiny"])

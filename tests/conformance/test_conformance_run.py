@@ -60,6 +60,7 @@ def fake_run(cases, tmp_path_factory):
     return session.run, out
 
 
+@pytest.mark.e2e
 def test_each_misbehaviour_costs_exactly_its_rows(cases, fake_run):
     run, out = fake_run
     assert run.complete and len(run.cases) == len(cases)
@@ -165,6 +166,7 @@ def test_harness_report_renders_the_conformance_page(fake_run, tmp_path):
     assert "conformance.html" not in render_html([run])  # no page beside it: no link
 
 
+@pytest.mark.e2e
 def test_a_terminated_conform_keeps_every_finished_case(tmp_path, fake_env):
     """SIGTERM mid-run: every finished case is in results.json, which says interrupted, and the page is
     rendered, as for `harness run` (the session is the one driver)."""

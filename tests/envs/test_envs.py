@@ -171,6 +171,7 @@ def test_an_environment_that_cannot_be_built_names_the_requirement_and_the_insta
     assert "\n" not in text and not (store.root / spec.key).exists()
 
 
+@pytest.mark.e2e
 def test_cases_run_in_their_environments_and_a_broken_one_is_a_skip(wheels, cache, monkeypatch):
     """One executor: a release in its environment, a case in the harness's own, the release again (its worker was
     parked, alive), a release that cannot be built (a skip with the installer's line)."""
@@ -201,6 +202,7 @@ def test_cases_run_in_their_environments_and_a_broken_one_is_a_skip(wheels, cach
     assert stored.environment == first.environment
 
 
+@pytest.mark.e2e
 def test_bisect_names_the_slower_release_of_a_published_package(wheels, cache, tmp_path):
     env = dict(os.environ, HARNESS_PLUGINS="env_fakes", HARNESS_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
@@ -226,6 +228,7 @@ def test_the_runtimes_requirements_are_their_extras():
         assert set(get_runtime(runtime).requirements) == set(extras[extra]), runtime
 
 
+@pytest.mark.e2e
 def test_envs_ls_and_clear(wheels, cache):
     store = EnvStore(cache)
     env = store.ensure(EnvSpec(("harness-fakert==1.2.0",)), wheels=wheels)

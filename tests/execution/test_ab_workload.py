@@ -125,6 +125,7 @@ def test_the_planted_slowdown_spins_on_the_clock():
     assert calls == [1] and 50_000 <= t["now"] <= 52_000
 
 
+@pytest.mark.e2e
 def test_the_cli_runs_two_model_files_and_exits_1_on_a_regression(tmp_path, fake_env):
     """Two ONNX files through `harness ab` in a supervised worker: B has twice the work of A (a second MatMul
     chain) and is regressed; the JSON keeps both sides' blocks."""

@@ -248,6 +248,7 @@ def test_a_fixed_batch_model_skips_the_batched_scenarios_with_the_reason(config,
 
 
 # ------------------------------------------------------------------ storage and the report
+@pytest.mark.e2e
 def test_the_batchers_figures_survive_results_json_and_the_report_draws_its_curve(config, tmp_path):
     import dataclasses
 

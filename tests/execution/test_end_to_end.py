@@ -79,6 +79,7 @@ def test_a_pre_step_that_makes_the_wrong_feed_is_an_error_naming_it(config):
     assert "pre-processing (broken pre) made input 'x' float64[1, 3]; the model takes float32[2, 8]" in r.reason
 
 
+@pytest.mark.e2e
 def test_the_zoo_pipelines_make_the_models_feeds():
     """digits-cnn: PGM bytes decode to exactly the model-only feed; bert-mini: tokenised texts padded to seq."""
     from harness_zoo import bert_mini, digits_cnn

@@ -352,6 +352,7 @@ def test_a_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path, fakes, 
     assert not (tmp_path / "baselines" / "main.json").exists()
 
 
+@pytest.mark.e2e
 def test_the_cli_save_reports_a_write_error_in_one_line_exit_2(tmp_path, fake_env):
     """A file where the baselines folder should be: exit 2, one line naming it, no traceback."""
     from harness.results.store import write_results as write
@@ -372,6 +373,7 @@ def test_the_cli_save_reports_a_write_error_in_one_line_exit_2(tmp_path, fake_en
 
 
 # ------------------------------------------------------------------ the release pin, end to end
+@pytest.mark.e2e
 def test_another_build_upgraded_between_save_and_gate_is_pinned_or_falls_back(tmp_path, fake_env):
     """The baseline ran fakertgpu-cpu with harness-fakert-gpu 1.0.0 (a build of the module harness_fakert whose
     name is not the runtime's distribution, as onnxruntime-gpu is not onnxruntime); tonight 1.1.0 is installed,

@@ -49,6 +49,7 @@ def env(fake_env):
     return {**fake_env, "HARNESS_TEST_TOKEN": uuid.uuid4().hex, "PYTHONUNBUFFERED": "1"}
 
 
+@pytest.mark.e2e
 def test_good_crash_good_hang_good_oom_good(env, tmp_path):
     out = tmp_path / "run"
     runtimes = "fake-ok,fake-segv-load,fake-ok-b,fake-hang,fake-ok-c,fake-oom,fake-ok-d"
@@ -71,6 +72,7 @@ def test_good_crash_good_hang_good_oom_good(env, tmp_path):
     assert survivors(env["HARNESS_TEST_TOKEN"]) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("runtime, signame", [("fake-abort-run", "SIGABRT"), ("fake-segv-run", "SIGSEGV")])
 def test_crash_inside_the_timed_loop_names_signal_and_phase(env, tmp_path, runtime, signame):
     out = tmp_path / "run"
@@ -96,6 +98,7 @@ def _wait_for_cases(path: Path, n: int, timeout: float = 60) -> None:
     raise AssertionError(f"{path} never held {n} cases")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_finished_cases_writes_report_and_leaves_no_worker(env, tmp_path, sig):
     out = tmp_path / "run"
@@ -114,6 +117,7 @@ def test_interrupt_keeps_finished_cases_writes_report_and_leaves_no_worker(env, 
     assert survivors(env["HARNESS_TEST_TOKEN"]) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("during", ["cases", "rounds"])
 def test_a_second_signal_during_the_stop_is_absorbed(env, tmp_path, sig, during):
@@ -148,6 +152,7 @@ def test_a_second_signal_during_the_stop_is_absorbed(env, tmp_path, sig, during)
     assert not (tmp_path / "baselines" / "partial.json").exists()
 
 
+@pytest.mark.e2e
 def test_sigkill_leaves_a_readable_results_file_and_no_worker(env, tmp_path):
     out = tmp_path / "run"
     proc = harness(["run", "--models", "fake-linear", "--runtimes", "fake-slow", "--batch-sizes",
@@ -189,6 +194,7 @@ def convnet():
 '''
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["isolated", "no-isolation"])
 def test_a_user_conv_module_with_default_threads_is_measured(env, tmp_path, isolation):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.config import RunConfig
 from harness.measure.timer import TimingPolicy
 from harness.execution import CaseRunner
@@ -14,6 +16,7 @@ def config(tmp_path, **kw):
                      cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", **kw)
 
 
+@pytest.mark.e2e
 def test_int8_options_reach_the_artifact_and_the_recipe_is_recorded(tmp_path):
     case = CaseId("mlp", "ort-cpu", "int8", 2, None, "cpu")
     dyn = CaseRunner().run(case, config(tmp_path, int8_method="dynamic"))

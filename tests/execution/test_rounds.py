@@ -43,6 +43,7 @@ def _run_session(config: RunConfig) -> HarnessSession:
     return session
 
 
+@pytest.mark.e2e
 def test_later_blocks_come_in_rounds_over_the_matrix(fakes, tmp_path):
     config = _config(tmp_path)
     session = HarnessSession(config)

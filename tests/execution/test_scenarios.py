@@ -211,6 +211,7 @@ def test_scenario_options_parse_from_the_table(tmp_path):
         parse_run_options({**raw, "scenarios": "burst"})
 
 
+@pytest.mark.e2e
 def test_cli_run_stores_scenarios_from_the_worker_and_renders_them(fake_env, tmp_path):
     import subprocess
     import sys

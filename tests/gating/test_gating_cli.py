@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -75,6 +77,7 @@ RUN = ["run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--b
        "--min-time", "0.05", "--min-iters", "20", "--warmup", "2"]
 
 
+@pytest.mark.e2e
 def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
     env = {**fake_env, "HARNESS_BASELINE_DIR": str(tmp_path / "baselines")}
     first = cli(*RUN, "--out", str(tmp_path / "a"), env=env)
@@ -117,6 +120,7 @@ def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
     assert "Against the baseline" in html and 'class="l v-regressed">regressed' in html
 
 
+@pytest.mark.e2e
 def test_run_with_a_bad_baseline_is_a_usage_error_before_running(fake_env, tmp_path):
     env = {**fake_env, "HARNESS_BASELINE_DIR": str(tmp_path / "baselines")}
     res = cli(*RUN, "--out", str(tmp_path / "a"), "--baseline", "nope", env=env)

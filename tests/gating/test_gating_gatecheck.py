@@ -91,6 +91,7 @@ def test_needs_two_rounds():
         gate_check(CASES, GateConfig(), SyntheticMeasure(), rounds=1)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("isolation", [True, False])
 def test_supervised_runs_measure_plain_and_slowed_blocks_in_a_worker_per_run(fakes, fake_env, tmp_path,
                                                                              isolation):
@@ -140,6 +141,7 @@ def test_gate_check_cli_usage_errors(capsys):
     assert main(["gate-check", "--gate", "mean:10%"]) == 2
 
 
+@pytest.mark.e2e
 def test_gate_check_cli_end_to_end_on_fakes(fake_env, tmp_path):
     import subprocess
     import sys

@@ -196,6 +196,7 @@ def test_cli_qualify_with_stored_results(tmp_path, spec_file, capsys):
     assert re.search(r"FAIL\s+fake-linear-fake-ok-fp32-b1\s+throughput", out) and "FAIL: 4/5" in out
 
 
+@pytest.mark.e2e
 def test_qualify_runs_the_cases_end_to_end(fake_env, tmp_path, spec_file):
     out = tmp_path / "q"
     res = subprocess.run([sys.executable, "-m", "harness.cli", "qualify", str(spec_file), "--out", str(out)],

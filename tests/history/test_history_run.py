@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from harness.report.trend import trend_chart
 from harness.results import load_results
 
 
+@pytest.mark.e2e
 def test_run_records_itself_and_draws_the_trend(fake_env, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.db'}"
     args = [sys.executable, "-m", "harness.cli", "run", "--models", "fake-linear", "--runtimes", "fake-ok",

@@ -175,6 +175,7 @@ def test_a_read_only_database_is_one_line_exit_2(tmp_path, capsys) -> None:
         "database" in err
 
 
+@pytest.mark.e2e
 def test_run_checks_the_history_before_it_starts(tmp_path) -> None:
     import subprocess
     import sys

@@ -4,6 +4,8 @@ run end to end."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -47,6 +49,7 @@ def _env(fake_env, *paths):
     return {**fake_env, "PYTHONPATH": os.pathsep.join([*map(str, paths), fake_env.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.e2e
 def test_entry_point_of_an_installed_user_package_adds_a_model(fake_env, tmp_path):
     (tmp_path / "user_zoo.py").write_text(USER_ZOO)
     dist = tmp_path / "user_zoo-0.1.dist-info"  # what `pip install` of a package with the entry point leaves
@@ -63,6 +66,7 @@ def test_entry_point_of_an_installed_user_package_adds_a_model(fake_env, tmp_pat
     assert [c.status for c in load_results(out).cases] == ["passed", "passed"]
 
 
+@pytest.mark.e2e
 def test_harness_plugins_variable_adds_a_model(fake_env, tmp_path):
     (tmp_path / "user_zoo_plugin.py").write_text(USER_ZOO)
     env = _env(fake_env, tmp_path)
@@ -75,6 +79,7 @@ def test_harness_plugins_variable_adds_a_model(fake_env, tmp_path):
     assert case.status == "passed" and case.reference_runtime == "torch-cpu"
 
 
+@pytest.mark.e2e
 def test_readme_example_factory_runs_end_to_end(fake_env, tmp_path):
     env = _env(fake_env, ROOT / "docs" / "examples")
     out = tmp_path / "run"
@@ -90,6 +95,7 @@ def test_readme_example_factory_runs_end_to_end(fake_env, tmp_path):
     assert "docs/bring-your-own-model.md" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.e2e
 def test_guide_onnx_example_runs_as_written(fake_env, tmp_path):
     """docs/bring-your-own-model.md's copy-paste ONNX example: its Python snippet, then its harness command
     (short timing)."""

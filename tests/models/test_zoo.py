@@ -121,6 +121,7 @@ def test_digits_cnn_trains_once_and_is_cached(tmp_path):
     assert split.n == 360 and split.inputs["image"].shape == (360, 1, 8, 8)
 
 
+@pytest.mark.e2e
 def test_digits_cnn_task_accuracy_per_runtime(tmp_path):
     config = _config(tmp_path, models=("digits-cnn",), runtimes=("torch-cpu", "ort-cpu"), batch_sizes=(4,))
     runner = CaseRunner()

@@ -14,6 +14,7 @@ def _gemm_flops(cost):
     return sum(n.flops for n in cost.nodes if n.op_type in kinds and n.flops is not None)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_tiny_bert_matmul_flops_are_the_analytic_ones(tmp_path):
     from tinybert import CONFIG, TINY_BERT

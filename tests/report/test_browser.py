@@ -22,10 +22,11 @@ from harness.results import CaseId, CaseResult, RunResults
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "screenshot-report.sh"
 
+pytestmark = [pytest.mark.e2e]  # a browser per test: seconds each (CI runs the tier)
 if BROWSER is None:
     if os.environ.get("CI"):
         raise RuntimeError("CI: chromium is not installed, and .ci/run installs it (apt-get install chromium)")
-    pytestmark = pytest.mark.skip(reason="chromium not installed (Debian: apt-get install chromium)")
+    pytestmark.append(pytest.mark.skip(reason="chromium not installed (Debian: apt-get install chromium)"))
 
 # What a reader must see: the comparison's p50 cells and its change column, the conclusion.
 KEY = ("18.24", "9.01", "2.0x faster", "fastest within drift tolerance: ort-cpu, 2.0x torch-cpu")

@@ -99,6 +99,7 @@ def _run_args(out, *runtimes):
             ",".join(runtimes), "--batch-sizes", "1", "--out", str(out), *FAST]
 
 
+@pytest.mark.e2e
 def test_off_a_terminal_each_finished_case_is_one_plain_line_and_errors_point_at_their_log(fake_env, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(_run_args(out, "fake-ok", "fake-raises", "fake-segv-load", "fake-unavailable"),
@@ -138,6 +139,7 @@ def _read_pty(master: int, proc: subprocess.Popen, timeout: float) -> bytes:
     return data
 
 
+@pytest.mark.e2e
 def test_on_a_terminal_a_live_line_shows_the_case_i_of_n_and_elapsed(fake_env, tmp_path):
     out = tmp_path / "run"
     master, slave = pty.openpty()
@@ -157,6 +159,7 @@ def test_on_a_terminal_a_live_line_shows_the_case_i_of_n_and_elapsed(fake_env, t
     assert "[2/2] passed  fake-linear-fake-ok-fp32-b1  p50 " in text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("runtime", ["fake-unavailable"])
 def test_a_named_unavailable_runtime_is_one_summary_line(fake_env, tmp_path, runtime):
     out = tmp_path / "run"

@@ -45,6 +45,7 @@ def _expected(spec: ModelSpec, feed: dict) -> np.ndarray:
         return spec.build()(torch.from_numpy(feed["x"])).numpy()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", SEED_RUNTIMES)
 def test_runs_mlp_per_shape_with_setup_recorded_outside_the_timed_call(name, cache):
     cls = _available(name)
@@ -180,6 +181,7 @@ def test_compile_mode_is_a_validated_run_option(tmp_path):
         parse_run_options({**base, "compile_mode": "fastest"})
 
 
+@pytest.mark.e2e
 def test_torch_compile_records_its_mode_and_one_compile_per_shape(cache):
     cls = _available("torch-compile-cpu")
     spec = get_model("mlp")

@@ -195,6 +195,7 @@ def test_simplifiers_fold_nodes_and_keep_outputs(tool, tmp_path, options):
     np.testing.assert_array_equal(y, x * 2.0)
 
 
+@pytest.mark.e2e
 def test_transformer_fusion_fuses_bert_and_refuses_a_cnn(options):
     bert = get_model("bert-mini")
     vspec, opts = _apply("fuse=transformer", bert, options)
@@ -264,6 +265,7 @@ def _config(tmp_path, variants):
     return parse_run_options(raw)
 
 
+@pytest.mark.e2e
 def test_variant_cases_are_judged_against_the_models_own_reference(tmp_path):
     from harness.execution import CaseRunner
 
@@ -288,6 +290,7 @@ def test_variant_cases_are_judged_against_the_models_own_reference(tmp_path):
     assert skipped.status == "skipped" and "ort-session" in skipped.reason
 
 
+@pytest.mark.e2e
 def test_bad_variants_option_is_one_line(tmp_path):
     with pytest.raises(UsageError, match=r"^--variants: variant opt='fast': opt takes disabled, basic, extended or all$"):
         _config(tmp_path, "base,opt=fast")
