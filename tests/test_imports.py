@@ -274,8 +274,10 @@ def test_the_configuration_is_read_as_typed_attributes() -> None:
 
 
 def test_registries_do_not_load_plugins() -> None:
-    """The runtime, model and workload registries never load plugins; their callers (CLI, plugin, worker) do."""
-    for rel in ("runtimes/__init__.py", "model.py", "workloads/__init__.py"):
+    """The runtime, model and workload registries never load plugins, nor does the judging room (it would stand
+    above the runtimes); their callers (the CLI's commands, the plugin, the worker) do."""
+    judging = [str(p.relative_to(PKG)) for p in sorted((PKG / "gating").glob("*.py"))]
+    for rel in ("runtimes/__init__.py", "model.py", "workloads/__init__.py", *judging):
         calls = [n for n in ast.walk(ast.parse((PKG / rel).read_text()))
                  if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "load_plugins"]
         assert not calls, f"harness/{rel} loads plugins"

@@ -90,6 +90,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from harness.gating import baseline
 
     if args.baseline_command == "save":
+        from harness.plugins import load_plugins
+
+        load_plugins()  # what builds a torch module is stored by the model's registered definition (the zoo's)
         saved = baseline.save_baseline(args.results, args.name, args.dir, allow_incomplete=args.allow_incomplete,
                                        append=args.append, keep=args.keep,
                                        warn=lambda line: print(visible(line), file=sys.stderr))

@@ -431,14 +431,10 @@ def _module_definition(case: Any, run: RunResults) -> tuple[dict[str, Any] | Non
 
 
 def registered_model(name: str, run: RunResults) -> Any:
-    """Model `name` as this process knows it: registered, else after loading the plugins (the zoo), else one of
-    the run's own `--model` factories; None when none of them is it."""
+    """Model `name` as this process knows it: registered (the command that judges has loaded the plugins: the zoo,
+    user packages), else one of the run's own `--model` factories; None when none of them is it."""
     from harness.model import get_model, model_names
 
-    if name not in model_names():
-        from harness.plugins import load_plugins
-
-        load_plugins()
     if name not in model_names():
         from harness.model_files import register_user_model, user_model_name
 
