@@ -200,8 +200,8 @@ def test_batcher_option_reaches_the_config_through_the_table(tmp_path):
     assert cfg.as_dict()["batcher"] == {"max_batch": 4, "max_wait_ms": 1.5}
     with pytest.raises(UsageError) as e:  # nothing for it to serve
         parse_run_options({**raw, "scenarios": "single-stream"})
-    assert str(e.value) == ("--batcher max=4,wait=1.5 serves the server and offline scenarios; --scenarios has "
-                            "neither (single-stream)")
+    assert str(e.value) == ("--batcher max=4,wait=1.5 serves the server and offline scenarios and --traffic; "
+                            "--scenarios has neither (single-stream) and no --traffic was given")
 
 
 # ------------------------------------------------------------------ real LoadGen over a fake runtime

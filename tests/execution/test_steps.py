@@ -24,7 +24,8 @@ def _ctx(profile: bool, localize: bool, drift_passed: bool, pipeline=None, threa
     config = SimpleNamespace(
         measure=SimpleNamespace(profile=profile, threads=run_threads, repeats=1, noise_cv=0.1),
         accuracy=SimpleNamespace(localize=localize), process=SimpleNamespace(case_timeout_s=100.0),
-        matrix=SimpleNamespace(shapes=()), inputs=SimpleNamespace(seed=0), scenarios=())
+        matrix=SimpleNamespace(shapes=()), inputs=SimpleNamespace(seed=0), scenarios=(),
+        loadgen=SimpleNamespace(traffic_file=None))
     phases: list[str] = []
     ctx = st.CaseContext(
         case=CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu", variant="threads=1"),
