@@ -151,12 +151,24 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(out / "recommend.md", md)
     atomic_write_text(out / "recommend.html", render_html(data))
     print(md)
+    print(_last_line(rec))
+    return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
+
+
+def _last_line(rec: Any) -> str:
+    """The verdict in one line, the reason first: a recommendation only when the evidence made one."""
+    best = rec.get(rec.chosen)
+    estimate = (f"{best.name} at {best.capacity.estimate:.4g} requests/s ([{best.capacity.low:.4g}, "
+                f"{best.capacity.high:.4g}])") if best is not None and best.capacity is not None else ""
     if rec.unjudged:  # the loaded machine made figures the decision used: never a recommendation to act on
-        print(f"recommend: could not judge, the machine was loaded ({len(rec.unjudged)}): "
-              + "; ".join(rec.unjudged))
-        return EXIT_UNJUDGED
-    confirmed = rec.chosen is not None and (rec.ab is None or rec.ab.confirmed)
-    return EXIT_CLEAN if confirmed else EXIT_UNJUDGED
+        return (f"recommend: could not judge, the machine was loaded ({len(rec.unjudged)}): " + "; ".join(rec.unjudged)
+                + (f"; best estimate (provisional): {estimate}" if estimate else ""))
+    if rec.not_judged:
+        return f"recommend: could not judge: {rec.not_judged}; best estimate (provisional): {estimate}"
+    if best is None:
+        return "recommend: no configuration holds the SLO at any rate on this traffic"
+    return f"recommend: {estimate}" + (" (confirmed by the A/B)" if rec.ab is not None else
+                                       " (the only configuration that holds the SLO)")
 
 
 def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:

@@ -40,7 +40,10 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
         assert kinds[0] == "saturation" and kinds[kinds.count("saturation")] == "floor"
         assert all(p["send_error_p99_ms"] is None or p["send_error_p99_ms"] >= 0 for p in cap["probes"])
     md = (out / "recommend.md").read_text()
-    assert "## Deployment recommendation: fake-linear" in md and "★" in md
+    if code == EXIT_CLEAN:  # a star, and a deploy line, only on a recommendation the A/B confirmed
+        assert "## Deployment recommendation: fake-linear" in md and "★" in md and "\n- deploy " in md
+    else:
+        assert "## Deployment search: could not judge" in md and "★" not in md and "deploy " not in md
     assert "<svg" in (out / "recommend.html").read_text()
 
 
@@ -215,3 +218,66 @@ def test_a_configuration_waiting_on_its_own_threads_is_not_a_loaded_machine(tmp_
     monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4, others=0.0)))
     code, data = _recommend(tmp_path, "--no-isolation")
     assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
+
+
+def _no_decision(text: str) -> None:
+    """Nothing in `text` reads as a decision: no "deploy" line, no star."""
+    assert "★" not in text and "deploy " not in text.lower(), text
+
+
+def test_an_unjudged_run_holds_no_deploy_line_and_no_star_anywhere(tmp_path: Path, fakes, monkeypatch,
+                                                                    capsys) -> None:
+    """The loaded machine (a fake /proc): the terminal, recommend.md, recommend.html and recommend.json carry the
+    reason first and the best estimate as provisional, never "deploy" or a star."""
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4)))
+    code, data = _recommend(tmp_path, "--no-isolation", "--batchers", "none;max=4,wait=1")
+    out = capsys.readouterr().out
+    assert code == EXIT_UNJUDGED and data["verdict"] == "not_judged" and data["not_judged"].startswith(
+        "the machine was loaded: ")
+    assert data["chosen"] and any(r.startswith("best estimate (provisional, not a recommendation): ")
+                                  for r in data["reasons"])
+    assert data["reasons"][0].startswith("not judged, the machine was loaded: ")
+    last = out.rstrip().splitlines()[-1]
+    assert "best estimate (provisional): " + data["chosen"] in last
+    md = (tmp_path / "rec" / "recommend.md").read_text()
+    html = (tmp_path / "rec" / "recommend.html").read_text()
+    assert md.startswith("## Deployment search: could not judge (no recommendation): fake-linear")
+    assert md.index("not judged, the machine was loaded") < md.index("best estimate (provisional")
+    assert "(best estimate, provisional)" in md and "(best estimate, provisional)" in html
+    for text in (out, md, html, json.dumps(data)):
+        _no_decision(text)
+
+
+def test_an_ab_that_cannot_tell_the_two_apart_is_no_recommendation(tmp_path: Path, fakes, capsys) -> None:
+    """Two configurations of one cost: the A/B cannot tell them apart, exit 3, the best estimate provisional."""
+    code, data = _recommend(tmp_path, "--no-isolation", "--threads", "1,2")
+    out = capsys.readouterr().out
+    if data["ab"]["confirmed"]:  # a fake of one cost confirmed by chance (p < 0.05): nothing to check here
+        pytest.skip("the A/B of two equal configurations confirmed by chance")
+    assert code == EXIT_UNJUDGED and data["verdict"] == "not_judged"
+    assert data["not_judged"].startswith("the A/B could not tell the best estimate from the runner-up")
+    assert data["reasons"][0].startswith("not judged: the A/B could not tell")
+    md = (tmp_path / "rec" / "recommend.md").read_text()
+    for text in (out, md, (tmp_path / "rec" / "recommend.html").read_text()):
+        _no_decision(text)
+
+
+def test_a_schema_1_file_that_could_not_judge_renders_without_deploy_or_star() -> None:
+    """recommend.json of schema 1 (no verdict field) said "deploy" although unjudged: read as provisional."""
+    data = {"model": "m", "traffic": "t", "method": "halving", "cost_s": 1.0, "pareto": ["a"], "chosen": "a",
+            "runner_up": "b", "unjudged": ["a: 3 probe(s) contended"], "ab": {"confirmed": False},
+            "constraints": {"bound_ms": 5, "percentile": 99, "drift_tolerance": None, "memory_cap_mb": None},
+            "reasons": ["not judged, the machine was loaded: a", "deploy a: it holds p99 <= 5 ms up to 100"],
+            "candidates": [{"name": n, "drift": 0.0, "memory_mb": 10, "rung": 1, "cost_s": 1, "refusal": None,
+                            "capacity": {"estimate": e, "low": e - 1, "high": e + 1, "knee": None, "cliff": 150.0,
+                                         "floor_ms": 1.0, "status": "found", "rates_probed": 9}}
+                           for n, e in (("a", 100.0), ("b", 90.0))]}
+    md, html = render_markdown(data), render_html(data)
+    for text in (md, html):
+        _no_decision(text)
+    assert "best estimate (provisional, not a recommendation): a: it holds" in md
+    judged = {**data, "unjudged": [], "ab": {"confirmed": True}}
+    assert "★" in render_markdown(judged) and "- deploy a: it holds" in render_markdown(judged)

@@ -146,8 +146,29 @@ class Recommendation:
             out.append(f"the A/B: {self.ab.contended} of its {2 * self.ab.pairs} replays contended")
         return out
 
+    @property
+    def not_judged(self) -> str | None:
+        """Why the search could not judge which configuration to deploy, in words (None: it judged). Exit 3
+        whenever there is one; the output then carries no "deploy" line and no star, only the best estimate,
+        said as provisional (docs/recommend.md)."""
+        if self.unjudged:
+            return "the machine was loaded: " + "; ".join(self.unjudged)
+        if self.chosen is None:
+            return None  # nothing holds the SLO: said as such, no pick to withhold
+        if self.ab is not None and not self.ab.confirmed:
+            return f"the A/B could not tell the best estimate from the runner-up ({self.ab.text})"
+        return None
+
+    @property
+    def verdict(self) -> str:
+        """recommended | not_judged | none_feasible (the one vocabulary of recommend.json and the report)."""
+        if self.not_judged:
+            return "not_judged"
+        return "recommended" if self.chosen is not None else "none_feasible"
+
     def to_json(self) -> dict[str, object]:
         return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
+                "verdict": self.verdict, "not_judged": self.not_judged,
                 "cost_s": self.cost_s, "resumed_searches": self.resumed, "unjudged": self.unjudged,
                 "pareto": self.pareto,
                 "chosen": self.chosen, "runner_up": self.runner_up,
@@ -270,7 +291,7 @@ def confirm(a: Evaluated, b: Evaluated, seed: int, pairs: int) -> AbConfirmation
     p = float(wilcoxon(logs, alternative="greater").pvalue) if np.any(logs != 0) else 1.0
     ok = ratio > 1.0 and p < 0.05 and not contended
     text = (f"interleaved A/B at {rate:.4g} requests/s, {pairs} pairs: the runner-up's p99 is {ratio:.2f}x the "
-            f"recommendation's (Wilcoxon signed-rank p = {p:.3g}): "
+            f"best estimate's (Wilcoxon signed-rank p = {p:.3g}): "
             + (f"not judged: {len(contended)} of its {2 * pairs} replays were contended ({contended[0]})"
                if contended else "confirmed" if ok else "not confirmed: the two cannot be told apart at this rate"))
     return AbConfirmation(rate, pairs, tuple(pa), tuple(pb), ratio, p, ok, text, len(contended))
@@ -285,8 +306,12 @@ def reasons(rec: Recommendation) -> list[str]:
         out.append(f"no configuration holds {slo} at any rate on this traffic")
     else:
         cap = chosen.capacity
-        bits = [(f"deploy {chosen.name}: it holds {slo} up to {cap.estimate:.4g} requests/s "
-                 f"([{cap.low:.4g}, {cap.high:.4g}]), the highest capacity of the feasible configurations")]
+        held = (f"holds {slo} up to {cap.estimate:.4g} requests/s ([{cap.low:.4g}, {cap.high:.4g}]), the highest "
+                f"capacity of the feasible configurations")
+        if rec.not_judged:  # never worded as a decision: the best estimate, said as provisional
+            bits = [f"best estimate (provisional, not a recommendation): {chosen.name} {held}"]
+        else:
+            bits = [f"deploy {chosen.name}: it {held}"]
         if chosen.candidate.drift is not None:
             bits.append(f"drift {chosen.candidate.drift:.3g}"
                         + (f" within {c.drift_tolerance:g}" if c.drift_tolerance is not None else ""))
@@ -299,7 +324,7 @@ def reasons(rec: Recommendation) -> list[str]:
         if runner is not None and runner.capacity is not None:
             head = (cap.estimate / runner.capacity.estimate - 1) if runner.capacity.estimate > 0 else math.inf
             out.append(f"runner-up {runner.name}: {runner.capacity.estimate:.4g} requests/s ({head:+.1%} for the "
-                       f"recommendation)" + (f"; {rec.ab.text}" if rec.ab else ""))
+                       f"{'best estimate' if rec.not_judged else 'recommendation'})" + (f"; {rec.ab.text}" if rec.ab else ""))
         else:
             out.append(f"no other configuration of the last rung holds {slo} at any rate: nothing to confirm the "
                        f"recommendation against")
@@ -309,6 +334,8 @@ def reasons(rec: Recommendation) -> list[str]:
     if rec.unjudged:  # first: the figures below are not a recommendation to act on
         out[:0] = [f"not judged, the machine was loaded: {what}; run again on a quiet machine"
                    for what in rec.unjudged]
+    elif rec.not_judged:
+        out.insert(0, f"not judged: {rec.not_judged}; the figures below are estimates, not a recommendation")
     dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
                and chosen is not None and e.rung < chosen.rung]
     if dropped:
