@@ -53,6 +53,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-isolation", action="store_true",
                    help="every configuration in this process (default: each in a worker process of its own, as "
                         "the matrix runs its cases; for debugging)")
+    p.add_argument("--envs", choices=("auto", "off"), default="auto",
+                   help="runtime environments, as run's --envs: `auto` runs a runtime whose packages this interpreter "
+                        "lacks (or a pinned NAME@VERSION) in a virtual environment of its own, built on first use "
+                        "into the cache and reused; `off`: such a configuration is left out (default: auto)")
+    p.add_argument("--env-wheels", default=None, metavar="DIR",
+                   help="build runtime environments from this folder of wheels only (as run's --env-wheels)")
     p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
     p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.measure.contention import default_contention_limit
     from harness.model import get_model
     from harness.model_files import is_factory_ref, register_user_model
+    from harness.options.process import wheel_folder
     from harness.plugins import load_plugins
     from harness.report.recommend import render_html, render_markdown
     from harness.results.environment import cpu_fingerprint, cpu_model, library_versions
@@ -97,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.workloads.capacity.search import SearchSettings
 
     _check(args)
+    env_wheels = wheel_folder(args.env_wheels, "env-wheels") if args.env_wheels else None
     load_plugins()
     traffic = load_traffic(args.traffic, seed=args.seed)
     try:
@@ -124,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
                                         _split(args.variants), threads, _split(args.batchers, ";"),
                                         args.cache_dir or default_cache_dir(), user_model=user_model,
                                         opener=None if args.no_isolation else IsolatedConfig,
-                                        contention_limit=default_contention_limit())
+                                        contention_limit=default_contention_limit(), envs=args.envs,
+                                        env_wheels=env_wheels, say=lambda line: print(f"  {line}", flush=True))
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
     started = time.perf_counter()

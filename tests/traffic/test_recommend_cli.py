@@ -281,3 +281,35 @@ def test_a_schema_1_file_that_could_not_judge_renders_without_deploy_or_star() -
     assert "best estimate (provisional, not a recommendation): a: it holds" in md
     judged = {**data, "unjudged": [], "ab": {"confirmed": True}}
     assert "★" in render_markdown(judged) and "- deploy a: it holds" in render_markdown(judged)
+
+
+def test_a_runtime_this_interpreter_lacks_runs_in_its_own_environment(tmp_path: Path, fakes, fake_env,
+                                                                      monkeypatch, capsys) -> None:
+    """fakert-cpu needs harness-fakert, which this interpreter lacks: as `harness run` does, recommend builds its
+    environment (from a folder of wheels) and starts that configuration's worker with the environment's Python;
+    with --envs off, or in this process (--no-isolation), it is left out, saying why."""
+    import env_fakes
+
+    stop_forkserver()
+    wheels = tmp_path / "wheels"
+    env_fakes.make_wheel(wheels, "1.0.0", 0.0)
+    monkeypatch.setenv("HARNESS_PLUGINS", "fakes,env_fakes")  # what the workers load
+    argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "mlp",
+            "--runtimes", "fakert-cpu", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
+            "--probes", "4", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--env-wheels", str(wheels),
+            "--cache-dir", str(tmp_path / "cache")]
+    main([*argv, "--out", str(tmp_path / "rec")])
+    data = json.loads((tmp_path / "rec" / "recommend.json").read_text())
+    out = capsys.readouterr().out
+    rt = next(c for c in data["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert rt["refusal"] is None and rt["capacity"]["estimate"] > 0, rt["refusal"]
+    assert rt["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    assert "environment " in out and "for fakert-cpu [harness-fakert]: built in" in out
+    main([*argv, "--envs", "off", "--out", str(tmp_path / "off")])
+    off = json.loads((tmp_path / "off" / "recommend.json").read_text())
+    rt = next(c for c in off["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert "harness-fakert is not importable" in rt["refusal"]
+    main([*argv, "--no-isolation", "--out", str(tmp_path / "in")])
+    here = json.loads((tmp_path / "in" / "recommend.json").read_text())
+    rt = next(c for c in here["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert "runs in an environment of its own (harness-fakert), which needs the supervised worker" in rt["refusal"]

@@ -28,6 +28,7 @@ class Candidate:
     drift: float | None = None  # the drift metric against the FP32 reference (None: not measured)
     memory_mb: float | None = None
     error: str | None = None  # could not be set up: why
+    environment: Mapping[str, object] | None = None  # the runtime environment it ran in (None: the harness's own)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Evaluated:
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
+                "environment": dict(c.environment) if c.environment else None,
                 "rung": self.rung, "cost_s": self.cost_s, "contended": self.contended,
                 "capacity": self.capacity.to_json() if self.capacity else None,
                 "searches": [s.to_json() for s in self.history]}
