@@ -99,10 +99,10 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     assert first["schema_version"] == 1 and first["resumed_searches"] == 0 and first["method"] == "grid"
     capsys.readouterr()
     assert main([*argv, "--resume"]) in (EXIT_CLEAN, EXIT_UNJUDGED)
-    assert capsys.readouterr().out.count("(resumed:") == 2
+    assert capsys.readouterr().out.count("(resumed:") == 4  # 2 in the grid, the 2 again side by side
     again = json.loads((out / "recommend.json").read_text())
-    assert again["resumed_searches"] == 2
-    assert "(2 searches taken from the stopped run it resumed)" in (out / "recommend.md").read_text()
+    assert again["resumed_searches"] == 4
+    assert "(4 searches taken from the stopped run it resumed)" in (out / "recommend.md").read_text()
     assert [c["capacity"] for c in again["candidates"]] == [c["capacity"] for c in first["candidates"]]
     for extra, words in ((["--slo-ms", "40"], "was measured with another constraints, settings"),
                          (["--probes", "6"], "was measured with another settings")):

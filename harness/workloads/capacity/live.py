@@ -29,7 +29,7 @@ from harness.workloads.capacity.recommend import Candidate
 from harness.workloads.forward.batcher import batch_refusal
 
 FEED_SEED = 0
-KEEP_ACTIVE = 2
+KEEP_ACTIVE = 3  # the searches run side by side (recommend.SIDE_BY_SIDE), each on its live worker
 
 
 def check_traffic(spec: ModelSpec, traffic: TrafficSpec) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from harness.workloads.capacity.search import Capacity, ProbeError, ProbeFn, Sea
 ETA = 3
 RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
 AB_PAIRS = 8
+SIDE_BY_SIDE = 3  # at most this many searches interleaved at once (each keeps its worker alive: live.KEEP_ACTIVE)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,8 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
 
 
 def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
-            done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str) -> None:
+            done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
+            probe: ProbeFn | None = None) -> None:
     key = (e.name, rung, seed, settings)
     cap = done.get(key)
     if cap is not None:
@@ -197,12 +200,88 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
     else:
         log(f"{label}: {e.name}")
         try:
-            cap = find_capacity(e.candidate.probe, settings, seed)
+            cap = find_capacity(probe or e.candidate.probe, settings, seed)
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
             return
     e.capacity, e.rung = cap, rung
     e.history.append(Search(rung, seed, settings, cap, resumed=key in done))
+
+
+class _Aborted(Exception):
+    """Another search of the side-by-side group raised: this one stops too (the error is the other's)."""
+
+
+class _Turns:
+    """The probes of searches run side by side, taken in turn: one probe at a time, round robin over the searches
+    still running (A B C A B C ...), so a neighbour that comes and goes lands on every configuration alike."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.order = list(names)
+        self.at = 0
+        self.broken = False
+        self.cv = threading.Condition()
+
+    def wrap(self, name: str, probe: ProbeFn) -> ProbeFn:
+        def taken_in_turn(rate: float, n: int, seed: int) -> ReplayRun:
+            with self.cv:  # held through the probe: one replay at a time
+                self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
+                if self.broken:
+                    raise _Aborted
+                try:
+                    return probe(rate, n, seed)
+                finally:
+                    self.at = (self.at + 1) % len(self.order)
+                    self.cv.notify_all()
+        return taken_in_turn
+
+    def leave(self, name: str, broken: bool = False) -> None:
+        with self.cv:
+            i = self.order.index(name)
+            self.order.pop(i)
+            if i < self.at:
+                self.at -= 1
+            self.at = self.at % len(self.order) if self.order else 0
+            self.broken = self.broken or broken
+            self.cv.notify_all()
+
+
+def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: int, rung: int,
+                  done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
+                  saved: Callable[[], None]) -> None:
+    """The searches of `group` run at once, their probes interleaved (_Turns): every configuration measured under
+    the same conditions. An exception in one search (not a ProbeError: that one's refusal) stops them all."""
+    if len(group) < 2:
+        for e in group:
+            _search(e, settings, seed, rung, done, log, label)
+            saved()
+        return
+    turns = _Turns([e.name for e in group])
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def one(e: Evaluated) -> None:
+        try:
+            _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe))
+        except _Aborted:
+            turns.leave(e.name)
+            return
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+            turns.leave(e.name, broken=True)
+            return
+        turns.leave(e.name)
+        with lock:
+            saved()
+
+    threads = [threading.Thread(target=one, args=(e,), name=f"recommend-{i}", daemon=True)
+               for i, e in enumerate(group)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
@@ -233,9 +312,13 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
                 saved(evaluated)
             ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
             alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
-        for e in alive:
-            _search(e, full, seed + len(RUNGS), len(RUNGS), done, log, "final")
-            saved(evaluated)
+        alive = sorted(alive, key=lambda e: -(e.capacity.estimate if e.capacity else math.inf))
+        for i in range(0, len(alive), SIDE_BY_SIDE):  # the finalists side by side, the best ranked together
+            _side_by_side(alive[i:i + SIDE_BY_SIDE], full, seed + len(RUNGS), len(RUNGS), done, log,
+                          "final, side by side", lambda: saved(evaluated))
+    if exhaustive:  # the grid's contenders searched again side by side: the pick made under the same conditions
+        _side_by_side(contenders([e for e in evaluated if e.capacity is not None and e.refusal is None]), full,
+                      seed + 1, 1, done, log, "contenders, side by side", lambda: saved(evaluated))
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)
     finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
@@ -247,6 +330,18 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
                          chosen.name if chosen else None, runner.name if runner else None, ab, [])
     rec.reasons = reasons(rec)
     return rec
+
+
+def contenders(measured: Sequence[Evaluated]) -> list[Evaluated]:
+    """The configurations that could be the best: the highest capacity and those whose interval reaches its
+    interval's low end (at least the two highest, at most SIDE_BY_SIDE); none when fewer than two hold the SLO."""
+    ranked = sorted((e for e in measured if e.capacity is not None and e.capacity.estimate > 0),
+                    key=lambda e: -e.capacity.estimate)  # type: ignore[union-attr]
+    if len(ranked) < 2:
+        return []
+    low = ranked[0].capacity.low  # type: ignore[union-attr]
+    close = [e for e in ranked[2:] if e.capacity.high >= low]  # type: ignore[union-attr]
+    return (ranked[:2] + close)[:SIDE_BY_SIDE]
 
 
 def pareto_set(measured: Sequence[Evaluated]) -> list[Evaluated]:
@@ -341,5 +436,7 @@ def reasons(rec: Recommendation) -> list[str]:
     dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
                and chosen is not None and e.rung < chosen.rung]
     if dropped:
-        out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}")
+        out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}" if rec.method ==
+                   "halving" else f"not contenders for the pick (searched once, not again side by side): "
+                                  f"{', '.join(dropped)}")
     return out
