@@ -15,7 +15,9 @@ from harness.commands.common import Command
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 
-SCHEMA_VERSION = 1  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it
+SCHEMA_VERSION = 2  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it; 2 adds
+#                    the verdict and each final capacity's further activations (a file of 1 is read and resumed)
+READABLE = (1, 2)
 
 
 def add_parser(sub: Any) -> None:
@@ -44,6 +46,10 @@ def add_parser(sub: Any) -> None:
                                                                "while a probe cannot decide)")
     p.add_argument("--max-requests", type=int, default=16000, help="most requests per probe (default 16000)")
     p.add_argument("--ab-pairs", type=int, default=8, help="interleaved A/B pairs (default 8)")
+    p.add_argument("--activations", type=int, default=3,
+                   help="activations each final capacity is measured over: its search on one, the saturation replay "
+                        "on the others, whose spread widens its interval (default 3; 1: the search's activation "
+                        "only)")
     p.add_argument("--grid", action="store_true", help="search every configuration fully (the exhaustive "
                                                        "grid) instead of successive halving")
     p.add_argument("--resume", action="store_true",
@@ -82,6 +88,8 @@ def _check(args: argparse.Namespace) -> None:
                          f"max-requests")
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out DIR: the folder of the run to go on with")
+    if not 1 <= args.activations <= 20:
+        raise UsageError(f"--activations {args.activations}: 1 to 20")
     if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
         raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
 
@@ -125,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
             "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
             "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
             "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
-            "isolation": "in-process" if args.no_isolation else "worker per configuration", "finished": False}
+            "isolation": "in-process" if args.no_isolation else "worker per configuration",
+            "activations": args.activations, "finished": False}
     done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
@@ -150,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
 
         rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
-                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done)
+                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done,
+                        activations=args.activations)
     finally:
         close()
         stop_forkserver()
@@ -191,9 +201,9 @@ def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"--resume: {path} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"--resume: {path} is not a recommend.json of schema version {SCHEMA_VERSION} (written "
-                         f"before runs could be resumed?): start anew without --resume")
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE:
+        raise UsageError(f"--resume: {path} is not a recommend.json of schema version {' or '.join(map(str, READABLE))}"
+                         f" (written before runs could be resumed?): start anew without --resume")
     keys = ("model", "traffic", "method", "constraints", "settings", "machine", "libraries", "isolation")
     differ = [k for k in keys if data.get(k) != head[k]]
     if differ:

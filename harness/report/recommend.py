@@ -36,6 +36,7 @@ def rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "provisional": best and not judged,
                     "runner_up": c["name"] == data.get("runner_up"),
                     "capacity": cap.get("estimate"), "low": cap.get("low"), "high": cap.get("high"),
+                    "activations": cap.get("activations") or (1 if cap else None),
                     "knee": cap.get("knee"), "cliff": cap.get("cliff"), "floor_ms": cap.get("floor_ms"),
                     "probes": cap.get("rates_probed"), "status": cap.get("status"), "drift": c.get("drift"),
                     "memory_mb": c.get("memory_mb"), "rung": c.get("rung"), "cost_s": c.get("cost_s"),
@@ -71,15 +72,15 @@ def render_markdown(data: Mapping[str, Any]) -> str:
                 if data.get("resumed_searches") else "") + ".")
     lines = [f"## {heading(data)}: {visible(data.get('model', ''))}", "", intro, ""]
     lines += [f"- {visible(r)}" for r in reasons(data)]
-    header = ("| configuration | Pareto | capacity (req/s) | interval | knee | cliff | unloaded p99 (ms) | "
-              "drift | memory (MB) | probes | rung | left out |")
-    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    header = ("| configuration | Pareto | capacity (req/s) | interval | activations | knee | cliff | "
+              "unloaded p99 (ms) | drift | memory (MB) | probes | rung | left out |")
+    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows(data):
         mark = "★" if r["chosen"] else PROVISIONAL if r["provisional"] else "runner-up" if r["runner_up"] else ""
         name = visible(r["name"]).replace("|", "\\|")
         lines.append(f"| {name} {mark} | {'yes' if r['pareto'] else ''} | {_num(r['capacity'])} | "
                      + (f"[{_num(r['low'])}, {_num(r['high'])}]" if r["low"] is not None else "")
-                     + f" | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
+                     + f" | {r['activations'] or ''} | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
                      f"{_num(r['drift'], '.3g')} | {_num(r['memory_mb'], '.0f')} | {r['probes'] or ''} | "
                      f"{'' if r['rung'] is None or r['rung'] < 0 else r['rung']} | "
                      f"{visible(r['refusal'] or '').replace('|', '/')} |")

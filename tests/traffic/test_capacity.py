@@ -273,3 +273,41 @@ def test_an_error_in_one_side_by_side_search_stops_them_all() -> None:
     group = [Evaluated(Candidate("a", {}, _probe(CostModel(1.0, 0.0)))), Evaluated(Candidate("b", {}, broken))]
     with pytest.raises(_Stop):
         _side_by_side(group, SearchSettings(bound_ms=10.0), 0, 0, {}, lambda s: None, "x", lambda: None)
+
+
+def _coverage(caps) -> float:
+    """The share of ordered pairs of searches (i != j) whose capacity j lies in search i's stated interval."""
+    pairs = [(a, b) for i, a in enumerate(caps) for j, b in enumerate(caps) if i != j]
+    return sum(a.low <= b.estimate <= a.high for a, b in pairs) / len(pairs)
+
+
+def test_an_interval_over_several_activations_covers_what_a_new_activation_gives() -> None:
+    """Each activation of the synthetic runtime is 1.0 ms a call times a bias of its own (log-normal, sd 6%): the
+    searches' own intervals, on one activation each, hold another search's capacity in a minority of pairs;
+    measured over 3 activations (the search's and two saturation replays) at least 90%."""
+    import numpy as np
+
+    from harness.workloads.capacity.recommend import Evaluated, _search
+
+    rng = np.random.default_rng(7)
+    settings = SearchSettings(bound_ms=10.0, requests=1000, max_requests=4000, max_probes=12)
+
+    def searches(activations: int) -> list:
+        caps = []
+        for trial in range(12):
+            bias = [float(np.exp(rng.normal(0.0, 0.06)))]
+
+            def probe(rate: float, n: int, seed: int):
+                return _probe(CostModel(bias[0], 0.0))(rate, n, seed)
+
+            def reactivate() -> None:
+                bias[0] = float(np.exp(rng.normal(0.0, 0.06)))
+            e = Evaluated(Candidate("a", {}, probe, reactivate=reactivate))
+            _search(e, settings, trial, 0, {}, lambda s: None, "x", activations=activations)
+            caps.append(e.capacity)
+        return caps
+
+    one, three = searches(1), searches(3)
+    assert all(c.activations == 1 and c.search_low is None for c in one)
+    assert all(c.activations == 3 and c.search_low is not None and c.low < c.search_low for c in three)
+    assert _coverage(one) < 0.6 and _coverage(three) >= 0.9

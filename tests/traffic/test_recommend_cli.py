@@ -35,7 +35,9 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 5
     for c in data["candidates"]:
         cap = c["capacity"]
-        assert cap["low"] <= cap["estimate"] <= cap["high"] <= cap["cliff"] * 1.0001
+        assert cap["low"] <= cap["estimate"] <= cap["high"]
+        assert cap["search_low"] or cap["low"] <= (cap["search_high"] or cap["high"]) <= cap["cliff"] * 1.0001
+        assert cap["activations"] == 3 and len(cap["activation_cliffs"]) <= 2  # contended on every try: left out
         kinds = [p["kind"] for p in cap["probes"]]  # one saturation probe, or a pilot that sized a second
         assert kinds[0] == "saturation" and kinds[kinds.count("saturation")] == "floor"
         assert all(p["send_error_p99_ms"] is None or p["send_error_p99_ms"] >= 0 for p in cap["probes"])
@@ -96,7 +98,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
             "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
     assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
     first = json.loads((out / "recommend.json").read_text())
-    assert first["schema_version"] == 1 and first["resumed_searches"] == 0 and first["method"] == "grid"
+    assert first["schema_version"] == 2 and first["resumed_searches"] == 0 and first["method"] == "grid"
     capsys.readouterr()
     assert main([*argv, "--resume"]) in (EXIT_CLEAN, EXIT_UNJUDGED)
     assert capsys.readouterr().out.count("(resumed:") == 4  # 2 in the grid, the 2 again side by side
@@ -111,7 +113,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
         assert words in err and str(out / "recommend.json") in err
     (out / "recommend.json").write_text('{"model": "fake-linear", "candidates": []}')
     assert main([*argv, "--resume"]) == EXIT_USAGE
-    assert "is not a recommend.json of schema version 1" in capsys.readouterr().err
+    assert "is not a recommend.json of schema version 1 or 2" in capsys.readouterr().err
     (out / "recommend.json").write_text("{")
     assert main([*argv, "--resume"]) == EXIT_USAGE and "cannot be read" in capsys.readouterr().err
 

@@ -334,7 +334,7 @@ def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[st
             out.append(Candidate(ref.name, ref.axes, _refused(why), error=why))
             continue
         live = opener(ref, spec, pool, dict if is_reference(ref, spec) else reference, env)
-        out.append(_LiveCandidate(ref.name, ref.axes, live.probe, cfg=live,
+        out.append(_LiveCandidate(ref.name, ref.axes, live.probe, cfg=live, reactivate=live.close,
                                   environment=env.record() if env is not None else None))
     return out, pool.close
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.traffic.replay import ReplayRun, percentile
-from harness.workloads.capacity.search import Capacity, ProbeError, ProbeFn, SearchSettings, find_capacity
+from harness.workloads.capacity.search import (CONTENDED_RETRIES, Capacity, ProbeError, ProbeFn, SearchSettings,
+                                               find_capacity, over_activations)
 
 ETA = 3
 RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
@@ -31,6 +32,7 @@ class Candidate:
     memory_mb: float | None = None
     error: str | None = None  # could not be set up: why
     environment: Mapping[str, object] | None = None  # the runtime environment it ran in (None: the harness's own)
+    reactivate: Callable[[], None] | None = None  # closes its activation: the next probe runs on a fresh one
 
 
 @dataclass(frozen=True)
@@ -190,17 +192,47 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
     return out
 
 
+def _activation_cliffs(e: Evaluated, cap: Capacity, probe: ProbeFn, seed: int, activations: int
+                       ) -> tuple[tuple[float, ...], float]:
+    """The saturated throughput of `activations - 1` fresh activations of `e` (its search's saturation replay, the
+    same schedule), and their replays' time; a replay contended on every try is left out of the spread."""
+    sat = [p for p in cap.probes if p.kind == "saturation" and p.verdict != "retried"]
+    if activations <= 1 or e.candidate.reactivate is None or cap.estimate <= 0 or not sat:
+        return (), 0.0
+    cliffs, wall = [], 0.0
+    for _ in range(activations - 1):
+        e.candidate.reactivate()
+        for _attempt in range(CONTENDED_RETRIES + 1):
+            r = probe(math.inf, sat[-1].requests, seed * 1000 + len(sat))
+            if r.error:
+                raise ProbeError(f"the saturation replay of a fresh activation: {r.error}")
+            wall += r.wall_ns / 1e9
+            if not r.contended:
+                cliffs.append(r.throughput)
+                break
+    return tuple(cliffs), wall
+
+
 def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
             done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
-            probe: ProbeFn | None = None) -> None:
+            probe: ProbeFn | None = None, activations: int = 1) -> None:
     key = (e.name, rung, seed, settings)
     cap = done.get(key)
     if cap is not None:
         log(f"{label}: {e.name} (resumed: {cap.estimate:.4g} requests/s, {cap.cost_s:.0f} s measured before)")
+        if cap.activations < activations and not cap.activation_cliffs:  # a search of schema 1: on one activation
+            try:
+                cap = over_activations(cap, *_activation_cliffs(e, cap, probe or e.candidate.probe, seed,
+                                                                activations))
+            except ProbeError as exc:
+                e.refusal = f"failed under load: {exc}"
+                return
     else:
         log(f"{label}: {e.name}")
+        probe = probe or e.candidate.probe
         try:
-            cap = find_capacity(probe or e.candidate.probe, settings, seed)
+            cap = find_capacity(probe, settings, seed)
+            cap = over_activations(cap, *_activation_cliffs(e, cap, probe, seed, activations))
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
             return
@@ -248,12 +280,12 @@ class _Turns:
 
 def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: int, rung: int,
                   done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
-                  saved: Callable[[], None]) -> None:
+                  saved: Callable[[], None], activations: int = 1) -> None:
     """The searches of `group` run at once, their probes interleaved (_Turns): every configuration measured under
     the same conditions. An exception in one search (not a ProbeError: that one's refusal) stops them all."""
     if len(group) < 2:
         for e in group:
-            _search(e, settings, seed, rung, done, log, label)
+            _search(e, settings, seed, rung, done, log, label, activations=activations)
             saved()
         return
     turns = _Turns([e.name for e in group])
@@ -262,7 +294,8 @@ def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: in
 
     def one(e: Evaluated) -> None:
         try:
-            _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe))
+            _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe),
+                    activations=activations)
         except _Aborted:
             turns.leave(e.name)
             return
@@ -288,7 +321,7 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
               exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
               log: Callable[[str], None] = lambda s: None,
               saved: Callable[[list[Evaluated]], None] = lambda e: None,
-              done: Mapping[SearchKey, Capacity] | None = None) -> Recommendation:
+              done: Mapping[SearchKey, Capacity] | None = None, activations: int = 1) -> Recommendation:
     """Search, choose and confirm; `saved` gets every candidate after each search (the command writes them, so a
     stopped run keeps what it measured); a search found in `done` (an earlier run's, searches_from_json) is taken
     from it instead of measured again, so a stopped run goes on where it stopped and decides as it would have."""
@@ -315,10 +348,10 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
         alive = sorted(alive, key=lambda e: -(e.capacity.estimate if e.capacity else math.inf))
         for i in range(0, len(alive), SIDE_BY_SIDE):  # the finalists side by side, the best ranked together
             _side_by_side(alive[i:i + SIDE_BY_SIDE], full, seed + len(RUNGS), len(RUNGS), done, log,
-                          "final, side by side", lambda: saved(evaluated))
+                          "final, side by side", lambda: saved(evaluated), activations)
     if exhaustive:  # the grid's contenders searched again side by side: the pick made under the same conditions
         _side_by_side(contenders([e for e in evaluated if e.capacity is not None and e.refusal is None]), full,
-                      seed + 1, 1, done, log, "contenders, side by side", lambda: saved(evaluated))
+                      seed + 1, 1, done, log, "contenders, side by side", lambda: saved(evaluated), activations)
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)
     finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
