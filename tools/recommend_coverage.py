@@ -81,8 +81,9 @@ def main() -> None:
                        "spread": cap.activation_spread, "contended": len(cap.contended),
                        "retried": sum(p.verdict == "retried" for p in cap.probes),
                        "psi_before": psi0, "psi_after": _psi(), "wall_s": time.time() - t0}
-                # the search's own estimate: the midpoint of its own interval
-                row["raw_estimate"] = (row["search_low"] + row["search_high"]) / 2
+                # the search's own estimate: the midpoint of its own interval (a capacity of 0 stays 0)
+                row["raw_estimate"] = ((row["search_low"] + row["search_high"]) / 2 if cap.search_low is not None
+                                       else cap.estimate)
                 rows[c.name].append(row)
                 print(json.dumps({"name": c.name, **row}), flush=True)
     finally:
