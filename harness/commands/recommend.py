@@ -15,7 +15,9 @@ from harness.commands.common import Command
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 
-SCHEMA_VERSION = 1  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it
+SCHEMA_VERSION = 2  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it; 2 adds
+#                    the verdict and each final capacity's further activations (a file of 1 is read and resumed)
+READABLE = (1, 2)
 
 
 def add_parser(sub: Any) -> None:
@@ -44,6 +46,10 @@ def add_parser(sub: Any) -> None:
                                                                "while a probe cannot decide)")
     p.add_argument("--max-requests", type=int, default=16000, help="most requests per probe (default 16000)")
     p.add_argument("--ab-pairs", type=int, default=8, help="interleaved A/B pairs (default 8)")
+    p.add_argument("--activations", type=int, default=3,
+                   help="activations each final capacity is measured over: its search on one, the saturation replay "
+                        "on the others, whose spread widens its interval (default 3; 1: the search's activation "
+                        "only)")
     p.add_argument("--grid", action="store_true", help="search every configuration fully (the exhaustive "
                                                        "grid) instead of successive halving")
     p.add_argument("--resume", action="store_true",
@@ -53,6 +59,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-isolation", action="store_true",
                    help="every configuration in this process (default: each in a worker process of its own, as "
                         "the matrix runs its cases; for debugging)")
+    p.add_argument("--envs", choices=("auto", "off"), default="auto",
+                   help="runtime environments, as run's --envs: `auto` runs a runtime whose packages this interpreter "
+                        "lacks (or a pinned NAME@VERSION) in a virtual environment of its own, built on first use "
+                        "into the cache and reused; `off`: such a configuration is left out (default: auto)")
+    p.add_argument("--env-wheels", default=None, metavar="DIR",
+                   help="build runtime environments from this folder of wheels only (as run's --env-wheels)")
     p.add_argument("--seed", type=int, default=None, help="the traffic's seed (default: the file's)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default reports/recommend-TIME)")
     p.add_argument("--cache-dir", type=Path, default=None, help="artifact cache (default: the harness's)")
@@ -76,6 +88,8 @@ def _check(args: argparse.Namespace) -> None:
                          f"max-requests")
     if args.resume and args.out is None:
         raise UsageError("--resume needs --out DIR: the folder of the run to go on with")
+    if not 1 <= args.activations <= 20:
+        raise UsageError(f"--activations {args.activations}: 1 to 20")
     if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
         raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
 
@@ -87,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.measure.contention import default_contention_limit
     from harness.model import get_model
     from harness.model_files import is_factory_ref, register_user_model
+    from harness.options.process import wheel_folder
     from harness.plugins import load_plugins
     from harness.report.recommend import render_html, render_markdown
     from harness.results.environment import cpu_fingerprint, cpu_model, library_versions
@@ -97,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.workloads.capacity.search import SearchSettings
 
     _check(args)
+    env_wheels = wheel_folder(args.env_wheels, "env-wheels") if args.env_wheels else None
     load_plugins()
     traffic = load_traffic(args.traffic, seed=args.seed)
     try:
@@ -117,14 +133,16 @@ def run(args: argparse.Namespace) -> int:
             "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
             "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
             "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
-            "isolation": "in-process" if args.no_isolation else "worker per configuration", "finished": False}
+            "isolation": "in-process" if args.no_isolation else "worker per configuration",
+            "activations": args.activations, "finished": False}
     done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
                                         _split(args.variants), threads, _split(args.batchers, ";"),
                                         args.cache_dir or default_cache_dir(), user_model=user_model,
                                         opener=None if args.no_isolation else IsolatedConfig,
-                                        contention_limit=default_contention_limit())
+                                        contention_limit=default_contention_limit(), envs=args.envs,
+                                        env_wheels=env_wheels, say=lambda line: print(f"  {line}", flush=True))
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
     started = time.perf_counter()
@@ -141,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
 
         rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
-                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done)
+                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done,
+                        activations=args.activations)
     finally:
         close()
         stop_forkserver()
@@ -151,12 +170,24 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(out / "recommend.md", md)
     atomic_write_text(out / "recommend.html", render_html(data))
     print(md)
+    print(_last_line(rec))
+    return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
+
+
+def _last_line(rec: Any) -> str:
+    """The verdict in one line, the reason first: a recommendation only when the evidence made one."""
+    best = rec.get(rec.chosen)
+    estimate = (f"{best.name} at {best.capacity.estimate:.4g} requests/s ([{best.capacity.low:.4g}, "
+                f"{best.capacity.high:.4g}])") if best is not None and best.capacity is not None else ""
     if rec.unjudged:  # the loaded machine made figures the decision used: never a recommendation to act on
-        print(f"recommend: could not judge, the machine was loaded ({len(rec.unjudged)}): "
-              + "; ".join(rec.unjudged))
-        return EXIT_UNJUDGED
-    confirmed = rec.chosen is not None and (rec.ab is None or rec.ab.confirmed)
-    return EXIT_CLEAN if confirmed else EXIT_UNJUDGED
+        return (f"recommend: could not judge, the machine was loaded ({len(rec.unjudged)}): " + "; ".join(rec.unjudged)
+                + (f"; best estimate (provisional): {estimate}" if estimate else ""))
+    if rec.not_judged:
+        return f"recommend: could not judge: {rec.not_judged}; best estimate (provisional): {estimate}"
+    if best is None:
+        return "recommend: no configuration holds the SLO at any rate on this traffic"
+    return f"recommend: {estimate}" + (" (confirmed by the A/B)" if rec.ab is not None else
+                                       " (the only configuration that holds the SLO)")
 
 
 def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
@@ -170,9 +201,9 @@ def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"--resume: {path} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"--resume: {path} is not a recommend.json of schema version {SCHEMA_VERSION} (written "
-                         f"before runs could be resumed?): start anew without --resume")
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE:
+        raise UsageError(f"--resume: {path} is not a recommend.json of schema version {' or '.join(map(str, READABLE))}"
+                         f" (written before runs could be resumed?): start anew without --resume")
     keys = ("model", "traffic", "method", "constraints", "settings", "machine", "libraries", "isolation")
     differ = [k for k in keys if data.get(k) != head[k]]
     if differ:

@@ -9,14 +9,17 @@ import tempfile
 import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.execution.supervisor import worker_context, worker_prologue
+from harness.execution.supervisor import _EnvProcess, worker_context, worker_prologue
 from harness.model import ModelSpec
 from harness.traffic.replay import ReplayRun
 from harness.workloads.capacity.live import ConfigRef, Reference, _Pool
+
+if TYPE_CHECKING:
+    from harness.envs import RuntimeEnv
 
 OPEN_TIMEOUT_S = 1800.0  # set-up: an INT8 calibration or a conversion of a large model, the first time
 PROBE_GRACE_S = 300.0  # a probe may take its schedule's length three times over, plus this
@@ -27,8 +30,9 @@ class IsolatedConfig:
     """The parent's side of one configuration's worker: LiveConfig's interface (open, probe, close, drift,
     memory_mb) over a pipe. The worker starts on first use and is closed by the pool (least recently used)."""
 
-    def __init__(self, ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None) -> None:
-        self.ref, self.pool, self.reference = ref, pool, reference
+    def __init__(self, ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None,
+                 env: RuntimeEnv | None = None) -> None:
+        self.ref, self.pool, self.reference, self.env = ref, pool, reference, env
         self.name = ref.name
         self.drift: float | None = None
         self.memory_mb: float | None = None
@@ -42,17 +46,20 @@ class IsolatedConfig:
         self.pool.use(self)
 
     def _start(self) -> None:
-        ctx = worker_context()
         fd, self._log = tempfile.mkstemp(prefix="harness-recommend-", suffix=".log")
         os.close(fd)
-        parent, child = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=_main, args=(child, self.ref, self._log), name="harness-recommend",
-                                 daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        if self.env is not None:  # the runtime's own environment (harness.envs), as `harness run` starts it
+            proc = _EnvProcess(str(self.env.python), self._log, None, False, loop="capacity")
+            self._proc, self._conn = proc, proc.conn
+        else:
+            ctx = worker_context()
+            parent, child = ctx.Pipe(duplex=True)
+            self._proc = ctx.Process(target=_main, args=(child, self._log), name="harness-recommend", daemon=True)
+            self._proc.start()
+            child.close()
+            self._conn = parent
         reference = self.reference() if self.reference is not None else None
-        reply = self._ask(("open", reference), OPEN_TIMEOUT_S, "set-up")
+        reply = self._ask(("open", self.ref, reference), OPEN_TIMEOUT_S, "set-up")
         if reply[0] != "ok":
             self.close()
             raise RuntimeError(reply[1])
@@ -124,9 +131,10 @@ def _failed(why: str) -> ReplayRun:
     return ReplayRun(empty, empty, empty, error=why)
 
 
-def _main(conn: Connection, ref: ConfigRef, log_path: str) -> None:
-    """The worker: rebuild the configuration from its names, open it when asked (drift against the reference
-    outputs the parent sends, memory), then serve probes until told to close."""
+def _main(conn: Connection, log_path: str) -> None:
+    """The worker: rebuild the configuration from its names when asked to open it (drift against the reference
+    outputs the parent sends, memory), then serve probes until told to close. The same loop in the harness's
+    interpreter (forkserver) and in a runtime environment's (env_worker)."""
     worker_prologue(log_path)
     cfg = None
     while True:
@@ -138,7 +146,8 @@ def _main(conn: Connection, ref: ConfigRef, log_path: str) -> None:
             if msg[0] == "close":
                 break
             if msg[0] == "open":
-                cfg = _build(ref, msg[1])
+                ref = msg[1]
+                cfg = _build(ref, msg[2])
                 t0 = time.perf_counter()
                 cfg.open()
                 print(f"{ref.name}: opened in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -75,12 +75,13 @@ class _EnvProcess:
     """A worker started with a runtime environment's interpreter (harness.envs), with multiprocessing.Process's
     interface as the executor uses it: the same loop (`_worker_main`) over a socket pair, another Python."""
 
-    def __init__(self, python: str, log_path: str, cap_bytes: int | None, defer_blocks: bool) -> None:
+    def __init__(self, python: str, log_path: str, cap_bytes: int | None, defer_blocks: bool,
+                 loop: str = "case") -> None:
         parent, child = socket.socketpair()
         with open(log_path, "ab") as log:  # an import error before the worker's own redirect lands in the log too
             self._popen = subprocess.Popen(
                 [python, "-m", "harness.execution.env_worker", str(child.fileno()), log_path, str(cap_bytes or 0),
-                 "1" if defer_blocks else "0"], pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                 "1" if defer_blocks else "0", loop], pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log)
         child.close()
         self.conn = Connection(parent.detach())

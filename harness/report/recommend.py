@@ -11,16 +11,32 @@ from harness.display import visible
 from harness.report.templating import render_template
 
 W, H, PAD = 640, 360, 56
+PROVISIONAL = "(best estimate, provisional)"  # the mark of the best estimate of a search that could not judge
+
+
+def verdict(data: Mapping[str, Any]) -> str:
+    """recommended | not_judged | none_feasible; read from a file written before the field (schema 1) by the rule
+    that wrote its exit code: anything unjudged, or an A/B that did not confirm, is not judged."""
+    if data.get("verdict"):
+        return str(data["verdict"])
+    if not data.get("chosen"):
+        return "none_feasible"
+    ab = data.get("ab") or {}
+    return "not_judged" if data.get("unjudged") or (ab and not ab.get("confirmed")) else "recommended"
 
 
 def rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     pareto = set(data.get("pareto") or [])
+    judged = verdict(data) == "recommended"  # a star only on a recommendation the evidence made
     out = []
     for c in data.get("candidates") or []:
         cap = c.get("capacity") or {}
-        out.append({"name": c["name"], "pareto": c["name"] in pareto, "chosen": c["name"] == data.get("chosen"),
+        best = c["name"] == data.get("chosen")
+        out.append({"name": c["name"], "pareto": c["name"] in pareto, "chosen": best and judged,
+                    "provisional": best and not judged,
                     "runner_up": c["name"] == data.get("runner_up"),
                     "capacity": cap.get("estimate"), "low": cap.get("low"), "high": cap.get("high"),
+                    "activations": cap.get("activations") or (1 if cap else None),
                     "knee": cap.get("knee"), "cliff": cap.get("cliff"), "floor_ms": cap.get("floor_ms"),
                     "probes": cap.get("rates_probed"), "status": cap.get("status"), "drift": c.get("drift"),
                     "memory_mb": c.get("memory_mb"), "rung": c.get("rung"), "cost_s": c.get("cost_s"),
@@ -40,7 +56,8 @@ def chart(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     xmax = max(r["floor_ms"] for r in pts) * 1.1 or 1.0
     ymax = max(r["capacity"] for r in pts) * 1.1 or 1.0
     return [{"x": PAD + (W - 2 * PAD) * r["floor_ms"] / xmax, "y": H - PAD - (H - 2 * PAD) * r["capacity"] / ymax,
-             "name": r["name"], "pareto": r["pareto"], "chosen": r["chosen"], "xmax": xmax, "ymax": ymax}
+             "name": r["name"], "pareto": r["pareto"], "chosen": r["chosen"], "provisional": r["provisional"],
+             "xmax": xmax, "ymax": ymax}
             for r in pts]
 
 
@@ -53,24 +70,40 @@ def render_markdown(data: Mapping[str, Any]) -> str:
              f"{_num(data.get('cost_s'), '.1f')} s of probing"
              + (f" ({data['resumed_searches']} searches taken from the stopped run it resumed)"
                 if data.get("resumed_searches") else "") + ".")
-    lines = [f"## Deployment recommendation: {visible(data.get('model', ''))}", "", intro, ""]
-    lines += [f"- {visible(r)}" for r in data.get("reasons") or []]
-    header = ("| configuration | Pareto | capacity (req/s) | interval | knee | cliff | unloaded p99 (ms) | "
-              "drift | memory (MB) | probes | rung | left out |")
-    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"## {heading(data)}: {visible(data.get('model', ''))}", "", intro, ""]
+    lines += [f"- {visible(r)}" for r in reasons(data)]
+    header = ("| configuration | Pareto | capacity (req/s) | interval | activations | knee | cliff | "
+              "unloaded p99 (ms) | drift | memory (MB) | probes | rung | left out |")
+    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows(data):
-        mark = "★" if r["chosen"] else "runner-up" if r["runner_up"] else ""
+        mark = "★" if r["chosen"] else PROVISIONAL if r["provisional"] else "runner-up" if r["runner_up"] else ""
         name = visible(r["name"]).replace("|", "\\|")
         lines.append(f"| {name} {mark} | {'yes' if r['pareto'] else ''} | {_num(r['capacity'])} | "
                      + (f"[{_num(r['low'])}, {_num(r['high'])}]" if r["low"] is not None else "")
-                     + f" | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
+                     + f" | {r['activations'] or ''} | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
                      f"{_num(r['drift'], '.3g')} | {_num(r['memory_mb'], '.0f')} | {r['probes'] or ''} | "
                      f"{'' if r['rung'] is None or r['rung'] < 0 else r['rung']} | "
                      f"{visible(r['refusal'] or '').replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
+def reasons(data: Mapping[str, Any]) -> list[str]:
+    """The stored reasons; a file written before the verdict (schema 1) that could not judge said "deploy" all the
+    same: that line is read as what it was, the best estimate, provisional."""
+    out = [str(r) for r in data.get("reasons") or []]
+    if verdict(data) == "recommended":
+        return out
+    return [f"best estimate (provisional, not a recommendation): {r[len('deploy '):]}" if r.startswith("deploy ")
+            else r for r in out]
+
+
+def heading(data: Mapping[str, Any]) -> str:
+    """The title says the verdict: a recommendation only when the evidence made one."""
+    return {"recommended": "Deployment recommendation", "none_feasible": "Deployment search: nothing holds the SLO"
+            }.get(verdict(data), "Deployment search: could not judge (no recommendation)")
+
+
 def render_html(data: Mapping[str, Any]) -> str:
     table = rows(data)
     return render_template("recommend.html.j2", data=data, rows=table, points=chart(table), W=W, H=H, PAD=PAD,
-                           num=_num)
+                           num=_num, heading=heading(data), provisional=PROVISIONAL, reasons=reasons(data))

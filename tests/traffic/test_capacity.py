@@ -182,13 +182,13 @@ def test_a_resumed_search_with_other_settings_is_measured_anew() -> None:
     con = Constraints(bound_ms=10.0)
     first = recommend(cands, con, exhaustive=True, settings=SearchSettings(10.0, requests=2000, max_requests=8000))
     done = searches_from_json([e.to_json() for e in first.evaluated])
-    assert len(done) == 2
+    assert len(done) == 4  # each of the two searched in the grid, then again side by side (the contenders)
     other = recommend(cands, con, exhaustive=True, done=done,
                       settings=SearchSettings(10.0, requests=1000, max_requests=8000))
     assert other.resumed == 0
     same = recommend(cands, con, exhaustive=True, done=done,
                      settings=SearchSettings(10.0, requests=2000, max_requests=8000))
-    assert same.resumed == 2 and [e.capacity for e in same.evaluated] == [e.capacity for e in first.evaluated]
+    assert same.resumed == 4 and [e.capacity for e in same.evaluated] == [e.capacity for e in first.evaluated]
 
 
 def _loaded(probe, contended_calls: set[int]):
@@ -230,3 +230,84 @@ def test_a_probe_contended_on_every_try_leaves_the_capacity_unjudged() -> None:
     assert rec.unjudged[0].startswith("a: ") and "contended on every try" in rec.unjudged[0]
     assert rec.ab is not None and rec.ab.contended > 0 and not rec.ab.confirmed and "not judged" in rec.ab.text
     assert rec.reasons[0].startswith("not judged, the machine was loaded: a: ")
+
+
+def test_the_contenders_are_searched_side_by_side_so_a_passing_neighbour_cannot_flip_the_pick() -> None:
+    """A neighbour that slows every call 1.5x for as many probes as one search takes, then leaves (not seen by a
+    contention probe: a slower node, a thermal dip). One after the other, the better configuration (a: 1.0 ms a
+    call) is searched while it is there and loses to b (1.1 ms); side by side both see it alike and a wins. The
+    probes of the side-by-side searches alternate a, b, a, b."""
+    from harness.workloads.capacity.recommend import Evaluated, _search, _side_by_side
+
+    settings = SearchSettings(bound_ms=10.0, requests=2000, max_requests=8000, max_probes=10)
+    there = len(find_capacity(_probe(CostModel(1.0, 0.0)), settings, 0).probes)  # a's search, probe by probe
+
+    def world():
+        calls: list[str] = []
+
+        def candidate(name: str, ms: float) -> Candidate:
+            def probe(rate: float, n: int, seed: int):
+                calls.append(name)
+                slow = 1.5 if len(calls) <= there else 1.0
+                return _probe(CostModel(ms * slow, 0.0))(rate, n, seed)
+            return Candidate(name, {}, probe)
+        return [Evaluated(candidate("a", 1.0)), Evaluated(candidate("b", 1.1))], calls
+
+    apart, _ = world()
+    for e in apart:
+        _search(e, settings, 0, 0, {}, lambda s: None, "one after the other")
+    assert apart[1].capacity.estimate > apart[0].capacity.estimate  # the neighbour flipped the pick
+    together, calls = world()
+    _side_by_side(together, settings, 0, 0, {}, lambda s: None, "side by side", lambda: None)
+    assert together[0].capacity.estimate > together[1].capacity.estimate
+    both = 2 * min(calls.count("a"), calls.count("b"))
+    assert calls[:both] == ["a", "b"] * (both // 2)
+
+
+def test_an_error_in_one_side_by_side_search_stops_them_all() -> None:
+    from harness.workloads.capacity.recommend import Evaluated, _side_by_side
+
+    def broken(rate: float, n: int, seed: int):
+        raise _Stop
+
+    group = [Evaluated(Candidate("a", {}, _probe(CostModel(1.0, 0.0)))), Evaluated(Candidate("b", {}, broken))]
+    with pytest.raises(_Stop):
+        _side_by_side(group, SearchSettings(bound_ms=10.0), 0, 0, {}, lambda s: None, "x", lambda: None)
+
+
+def _coverage(caps) -> float:
+    """The share of ordered pairs of searches (i != j) whose capacity j lies in search i's stated interval."""
+    pairs = [(a, b) for i, a in enumerate(caps) for j, b in enumerate(caps) if i != j]
+    return sum(a.low <= b.estimate <= a.high for a, b in pairs) / len(pairs)
+
+
+def test_an_interval_over_several_activations_covers_what_a_new_activation_gives() -> None:
+    """Each activation of the synthetic runtime is 1.0 ms a call times a bias of its own (log-normal, sd 6%): the
+    searches' own intervals, on one activation each, hold another search's capacity in a minority of pairs;
+    measured over 3 activations (the search's and two saturation replays) at least 90%."""
+    import numpy as np
+
+    from harness.workloads.capacity.recommend import Evaluated, _search
+
+    rng = np.random.default_rng(7)
+    settings = SearchSettings(bound_ms=10.0, requests=1000, max_requests=4000, max_probes=12)
+
+    def searches(activations: int) -> list:
+        caps = []
+        for trial in range(12):
+            bias = [float(np.exp(rng.normal(0.0, 0.06)))]
+
+            def probe(rate: float, n: int, seed: int):
+                return _probe(CostModel(bias[0], 0.0))(rate, n, seed)
+
+            def reactivate() -> None:
+                bias[0] = float(np.exp(rng.normal(0.0, 0.06)))
+            e = Evaluated(Candidate("a", {}, probe, reactivate=reactivate))
+            _search(e, settings, trial, 0, {}, lambda s: None, "x", activations=activations)
+            caps.append(e.capacity)
+        return caps
+
+    one, three = searches(1), searches(3)
+    assert all(c.activations == 1 and c.search_low is None for c in one)
+    assert all(c.activations == 3 and c.search_low is not None and c.low < c.search_low for c in three)
+    assert _coverage(one) < 0.6 and _coverage(three) >= 0.9

@@ -35,12 +35,17 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     assert len(data["candidates"]) == 2 and data["ab"]["pairs"] == 5
     for c in data["candidates"]:
         cap = c["capacity"]
-        assert cap["low"] <= cap["estimate"] <= cap["high"] <= cap["cliff"] * 1.0001
+        assert cap["low"] <= cap["estimate"] <= cap["high"]
+        assert cap["search_low"] or cap["low"] <= (cap["search_high"] or cap["high"]) <= cap["cliff"] * 1.0001
+        assert cap["activations"] == 3 and len(cap["activation_cliffs"]) <= 2  # contended on every try: left out
         kinds = [p["kind"] for p in cap["probes"]]  # one saturation probe, or a pilot that sized a second
         assert kinds[0] == "saturation" and kinds[kinds.count("saturation")] == "floor"
         assert all(p["send_error_p99_ms"] is None or p["send_error_p99_ms"] >= 0 for p in cap["probes"])
     md = (out / "recommend.md").read_text()
-    assert "## Deployment recommendation: fake-linear" in md and "★" in md
+    if code == EXIT_CLEAN:  # a star, and a deploy line, only on a recommendation the A/B confirmed
+        assert "## Deployment recommendation: fake-linear" in md and "★" in md and "\n- deploy " in md
+    else:
+        assert "## Deployment search: could not judge" in md and "★" not in md and "deploy " not in md
     assert "<svg" in (out / "recommend.html").read_text()
 
 
@@ -93,13 +98,13 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
             "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
     assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
     first = json.loads((out / "recommend.json").read_text())
-    assert first["schema_version"] == 1 and first["resumed_searches"] == 0 and first["method"] == "grid"
+    assert first["schema_version"] == 2 and first["resumed_searches"] == 0 and first["method"] == "grid"
     capsys.readouterr()
     assert main([*argv, "--resume"]) in (EXIT_CLEAN, EXIT_UNJUDGED)
-    assert capsys.readouterr().out.count("(resumed:") == 2
+    assert capsys.readouterr().out.count("(resumed:") == 4  # 2 in the grid, the 2 again side by side
     again = json.loads((out / "recommend.json").read_text())
-    assert again["resumed_searches"] == 2
-    assert "(2 searches taken from the stopped run it resumed)" in (out / "recommend.md").read_text()
+    assert again["resumed_searches"] == 4
+    assert "(4 searches taken from the stopped run it resumed)" in (out / "recommend.md").read_text()
     assert [c["capacity"] for c in again["candidates"]] == [c["capacity"] for c in first["candidates"]]
     for extra, words in ((["--slo-ms", "40"], "was measured with another constraints, settings"),
                          (["--probes", "6"], "was measured with another settings")):
@@ -108,7 +113,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
         assert words in err and str(out / "recommend.json") in err
     (out / "recommend.json").write_text('{"model": "fake-linear", "candidates": []}')
     assert main([*argv, "--resume"]) == EXIT_USAGE
-    assert "is not a recommend.json of schema version 1" in capsys.readouterr().err
+    assert "is not a recommend.json of schema version 1 or 2" in capsys.readouterr().err
     (out / "recommend.json").write_text("{")
     assert main([*argv, "--resume"]) == EXIT_USAGE and "cannot be read" in capsys.readouterr().err
 
@@ -215,3 +220,98 @@ def test_a_configuration_waiting_on_its_own_threads_is_not_a_loaded_machine(tmp_
     monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4, others=0.0)))
     code, data = _recommend(tmp_path, "--no-isolation")
     assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
+
+
+def _no_decision(text: str) -> None:
+    """Nothing in `text` reads as a decision: no "deploy" line, no star."""
+    assert "★" not in text and "deploy " not in text.lower(), text
+
+
+def test_an_unjudged_run_holds_no_deploy_line_and_no_star_anywhere(tmp_path: Path, fakes, monkeypatch,
+                                                                    capsys) -> None:
+    """The loaded machine (a fake /proc): the terminal, recommend.md, recommend.html and recommend.json carry the
+    reason first and the best estimate as provisional, never "deploy" or a star."""
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4)))
+    code, data = _recommend(tmp_path, "--no-isolation", "--batchers", "none;max=4,wait=1")
+    out = capsys.readouterr().out
+    assert code == EXIT_UNJUDGED and data["verdict"] == "not_judged" and data["not_judged"].startswith(
+        "the machine was loaded: ")
+    assert data["chosen"] and any(r.startswith("best estimate (provisional, not a recommendation): ")
+                                  for r in data["reasons"])
+    assert data["reasons"][0].startswith("not judged, the machine was loaded: ")
+    last = out.rstrip().splitlines()[-1]
+    assert "best estimate (provisional): " + data["chosen"] in last
+    md = (tmp_path / "rec" / "recommend.md").read_text()
+    html = (tmp_path / "rec" / "recommend.html").read_text()
+    assert md.startswith("## Deployment search: could not judge (no recommendation): fake-linear")
+    assert md.index("not judged, the machine was loaded") < md.index("best estimate (provisional")
+    assert "(best estimate, provisional)" in md and "(best estimate, provisional)" in html
+    for text in (out, md, html, json.dumps(data)):
+        _no_decision(text)
+
+
+def test_an_ab_that_cannot_tell_the_two_apart_is_no_recommendation(tmp_path: Path, fakes, capsys) -> None:
+    """Two configurations of one cost: the A/B cannot tell them apart, exit 3, the best estimate provisional."""
+    code, data = _recommend(tmp_path, "--no-isolation", "--threads", "1,2")
+    out = capsys.readouterr().out
+    if data["ab"]["confirmed"]:  # a fake of one cost confirmed by chance (p < 0.05): nothing to check here
+        pytest.skip("the A/B of two equal configurations confirmed by chance")
+    assert code == EXIT_UNJUDGED and data["verdict"] == "not_judged"
+    assert data["not_judged"].startswith("the A/B could not tell the best estimate from the runner-up")
+    assert data["reasons"][0].startswith("not judged: the A/B could not tell")
+    md = (tmp_path / "rec" / "recommend.md").read_text()
+    for text in (out, md, (tmp_path / "rec" / "recommend.html").read_text()):
+        _no_decision(text)
+
+
+def test_a_schema_1_file_that_could_not_judge_renders_without_deploy_or_star() -> None:
+    """recommend.json of schema 1 (no verdict field) said "deploy" although unjudged: read as provisional."""
+    data = {"model": "m", "traffic": "t", "method": "halving", "cost_s": 1.0, "pareto": ["a"], "chosen": "a",
+            "runner_up": "b", "unjudged": ["a: 3 probe(s) contended"], "ab": {"confirmed": False},
+            "constraints": {"bound_ms": 5, "percentile": 99, "drift_tolerance": None, "memory_cap_mb": None},
+            "reasons": ["not judged, the machine was loaded: a", "deploy a: it holds p99 <= 5 ms up to 100"],
+            "candidates": [{"name": n, "drift": 0.0, "memory_mb": 10, "rung": 1, "cost_s": 1, "refusal": None,
+                            "capacity": {"estimate": e, "low": e - 1, "high": e + 1, "knee": None, "cliff": 150.0,
+                                         "floor_ms": 1.0, "status": "found", "rates_probed": 9}}
+                           for n, e in (("a", 100.0), ("b", 90.0))]}
+    md, html = render_markdown(data), render_html(data)
+    for text in (md, html):
+        _no_decision(text)
+    assert "best estimate (provisional, not a recommendation): a: it holds" in md
+    judged = {**data, "unjudged": [], "ab": {"confirmed": True}}
+    assert "★" in render_markdown(judged) and "- deploy a: it holds" in render_markdown(judged)
+
+
+def test_a_runtime_this_interpreter_lacks_runs_in_its_own_environment(tmp_path: Path, fakes, fake_env,
+                                                                      monkeypatch, capsys) -> None:
+    """fakert-cpu needs harness-fakert, which this interpreter lacks: as `harness run` does, recommend builds its
+    environment (from a folder of wheels) and starts that configuration's worker with the environment's Python;
+    with --envs off, or in this process (--no-isolation), it is left out, saying why."""
+    import env_fakes
+
+    stop_forkserver()
+    wheels = tmp_path / "wheels"
+    env_fakes.make_wheel(wheels, "1.0.0", 0.0)
+    monkeypatch.setenv("HARNESS_PLUGINS", "fakes,env_fakes")  # what the workers load
+    argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "mlp",
+            "--runtimes", "fakert-cpu", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
+            "--probes", "4", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--env-wheels", str(wheels),
+            "--cache-dir", str(tmp_path / "cache")]
+    main([*argv, "--out", str(tmp_path / "rec")])
+    data = json.loads((tmp_path / "rec" / "recommend.json").read_text())
+    out = capsys.readouterr().out
+    rt = next(c for c in data["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert rt["refusal"] is None and rt["capacity"]["estimate"] > 0, rt["refusal"]
+    assert rt["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    assert "environment " in out and "for fakert-cpu [harness-fakert]: built in" in out
+    main([*argv, "--envs", "off", "--out", str(tmp_path / "off")])
+    off = json.loads((tmp_path / "off" / "recommend.json").read_text())
+    rt = next(c for c in off["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert "harness-fakert is not importable" in rt["refusal"]
+    main([*argv, "--no-isolation", "--out", str(tmp_path / "in")])
+    here = json.loads((tmp_path / "in" / "recommend.json").read_text())
+    rt = next(c for c in here["candidates"] if c["name"].startswith("fakert-cpu"))
+    assert "runs in an environment of its own (harness-fakert), which needs the supervised worker" in rt["refusal"]

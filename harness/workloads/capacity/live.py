@@ -29,7 +29,7 @@ from harness.workloads.capacity.recommend import Candidate
 from harness.workloads.forward.batcher import batch_refusal
 
 FEED_SEED = 0
-KEEP_ACTIVE = 2
+KEEP_ACTIVE = 3  # the searches run side by side (recommend.SIDE_BY_SIDE), each on its live worker
 
 
 def check_traffic(spec: ModelSpec, traffic: TrafficSpec) -> None:
@@ -207,14 +207,17 @@ class ConfigRef:
                 "threads": str(self.threads), "batcher": self.batcher.describe() if self.batcher else "none"}
 
 
-def configure(ref: ConfigRef, spec: ModelSpec) -> tuple[ModelSpec, type[Runtime], Precision, RuntimeOptions] | str:
+def configure(ref: ConfigRef, spec: ModelSpec, in_own_env: bool = False
+              ) -> tuple[ModelSpec, type[Runtime], Precision, RuntimeOptions] | str:
     """The model (variant applied), runtime class, precision and options of `ref`, or why it cannot run here: the
-    one place a configuration is set up, in the parent (to refuse) and in its worker (to run)."""
+    one place a configuration is set up, in the parent (to refuse) and in its worker (to run). `in_own_env`: the
+    runtime runs in an environment of its own (harness.envs), so this interpreter may lack its packages: only what
+    needs none is checked here, the rest by its worker, in that environment (as `harness run`'s worker does)."""
     from harness.variants.registry import parse_variant
 
     cls = get_runtime(ref.runtime)
     precision = cls.case_precision(Precision(ref.precision))
-    for verdict in (cls.availability(), cls.supports(spec, precision)):
+    for verdict in (() if in_own_env else (cls.availability(),)) + (cls.supports(spec, precision),):
         if not verdict:
             return verdict.reason
     model = spec
@@ -225,7 +228,7 @@ def configure(ref: ConfigRef, spec: ModelSpec) -> tuple[ModelSpec, type[Runtime]
         if why:
             return why
         model, options = variant.apply(spec, options)
-    if ref.batcher is not None:
+    if ref.batcher is not None and not in_own_env:
         why = batch_refusal(model, cls(model, precision, options))
         if why:
             return why
@@ -255,13 +258,15 @@ class OpenConfig(Protocol):
     def probe(self, rate: float, n: int, seed: int) -> ReplayRun: ...
 
 
-Opener = Callable[[ConfigRef, ModelSpec, "_Pool", Reference | None], OpenConfig]
+Opener = Callable[[ConfigRef, ModelSpec, "_Pool", Reference | None, Any], OpenConfig]  # the last: its RuntimeEnv
 
 
-def live_config(ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None) -> LiveConfig:
+def live_config(ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None,
+                env: Any = None) -> LiveConfig:
     """`ref` set up in this process (configure() must have accepted it)."""
     made = configure(ref, spec)
-    assert not isinstance(made, str), made
+    if isinstance(made, str):  # in a runtime's own environment, the first place its availability is known
+        raise RuntimeError(made)
     model, cls, precision, options = made
     return LiveConfig(ref.name, model, cls, precision, options, ref.batcher, ref.traffic, pool, reference,
                       ref.contention_limit)
@@ -270,13 +275,42 @@ def live_config(ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Referen
 def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[str], precisions: Sequence[str],
                     variants: Sequence[str], threads: Sequence[int], batchers: Sequence[str], cache_dir: Any,
                     user_model: str | None = None, opener: Opener | None = None,
-                    contention_limit: float = WAIT_FRACTION_LIMIT,
+                    contention_limit: float = WAIT_FRACTION_LIMIT, envs: str = "off", env_wheels: str | None = None,
+                    say: Callable[[str], None] = lambda line: None,
                     ) -> tuple[list[Candidate], Callable[[], None]]:
     """The grid's candidates (a configuration that cannot run is a candidate with its reason) and a closer.
     `opener` sets each configuration up: in this process by default (live_config), in a worker process of its
-    own with harness.execution.capacity_worker.IsolatedConfig (the command's default)."""
+    own with harness.execution.capacity_worker.IsolatedConfig (the command's default). `envs` (auto | off, as run's
+    --envs): a runtime this interpreter lacks, or one that always wants its own, runs in a runtime environment
+    (harness.envs, built on first use from `env_wheels` or the index, reused after), its worker started with that
+    environment's interpreter; in this process (`opener` None) such a configuration is left out, with why."""
+    isolated = opener is not None
     opener = opener or live_config
     check_traffic(spec, traffic)
+    built: dict[str, Any] = {}  # environment key -> RuntimeEnv, or why it could not be built
+
+    def environment(rname: str) -> Any:
+        """(the RuntimeEnv the runtime runs in, or None for this interpreter's) or why it cannot run."""
+        from harness.envs import EnvBuildError, EnvStore, environment_for
+        from harness.envs.spec import in_process_refusal
+        from harness.errors import HarnessError
+
+        if not isolated:
+            return None, in_process_refusal(rname, envs)
+        env_spec = environment_for(get_runtime(rname), envs)
+        if env_spec is None:
+            return None, None
+        if env_spec.key not in built:
+            from pathlib import Path
+
+            try:
+                built[env_spec.key] = EnvStore(cache_dir).ensure(env_spec, progress=say, who=rname,
+                                                                 wheels=Path(env_wheels) if env_wheels else None)
+            except (EnvBuildError, HarnessError) as exc:
+                built[env_spec.key] = str(exc)
+        env = built[env_spec.key]
+        return (None, env) if isinstance(env, str) else (env, None)
+
     pool = _Pool()
     base = RuntimeOptions(1, ArtifactCache(cache_dir))
     ref_out: dict[str, Mapping[str, np.ndarray]] = {}
@@ -294,12 +328,14 @@ def live_candidates(spec: ModelSpec, traffic: TrafficSpec, runtimes: Sequence[st
     for rname, prec, vname, nthreads, bname in itertools.product(runtimes, precisions, variants, threads, batchers):
         ref = ConfigRef(spec.name, user_model, rname, prec, vname, nthreads, batcher_spelling(bname), traffic,
                         str(cache_dir), contention_limit)
-        why = configure(ref, spec)
+        env, why = environment(rname)  # an unknown runtime: get_runtime's UsageError, as before
+        why = why or configure(ref, spec, in_own_env=env is not None)
         if isinstance(why, str):
             out.append(Candidate(ref.name, ref.axes, _refused(why), error=why))
             continue
-        live = opener(ref, spec, pool, dict if is_reference(ref, spec) else reference)
-        out.append(_LiveCandidate(ref.name, ref.axes, live.probe, cfg=live))
+        live = opener(ref, spec, pool, dict if is_reference(ref, spec) else reference, env)
+        out.append(_LiveCandidate(ref.name, ref.axes, live.probe, cfg=live, reactivate=live.close,
+                                  environment=env.record() if env is not None else None))
     return out, pool.close
 
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.traffic.replay import ReplayRun, percentile
-from harness.workloads.capacity.search import Capacity, ProbeError, ProbeFn, SearchSettings, find_capacity
+from harness.workloads.capacity.search import (CONTENDED_RETRIES, Capacity, ProbeError, ProbeFn, SearchSettings,
+                                               find_capacity, over_activations)
 
 ETA = 3
 RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
 AB_PAIRS = 8
+SIDE_BY_SIDE = 3  # at most this many searches interleaved at once (each keeps its worker alive: live.KEEP_ACTIVE)
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Candidate:
     drift: float | None = None  # the drift metric against the FP32 reference (None: not measured)
     memory_mb: float | None = None
     error: str | None = None  # could not be set up: why
+    environment: Mapping[str, object] | None = None  # the runtime environment it ran in (None: the harness's own)
+    reactivate: Callable[[], None] | None = None  # closes its activation: the next probe runs on a fresh one
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Evaluated:
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
+                "environment": dict(c.environment) if c.environment else None,
                 "rung": self.rung, "cost_s": self.cost_s, "contended": self.contended,
                 "capacity": self.capacity.to_json() if self.capacity else None,
                 "searches": [s.to_json() for s in self.history]}
@@ -146,8 +152,29 @@ class Recommendation:
             out.append(f"the A/B: {self.ab.contended} of its {2 * self.ab.pairs} replays contended")
         return out
 
+    @property
+    def not_judged(self) -> str | None:
+        """Why the search could not judge which configuration to deploy, in words (None: it judged). Exit 3
+        whenever there is one; the output then carries no "deploy" line and no star, only the best estimate,
+        said as provisional (docs/recommend.md)."""
+        if self.unjudged:
+            return "the machine was loaded: " + "; ".join(self.unjudged)
+        if self.chosen is None:
+            return None  # nothing holds the SLO: said as such, no pick to withhold
+        if self.ab is not None and not self.ab.confirmed:
+            return f"the A/B could not tell the best estimate from the runner-up ({self.ab.text})"
+        return None
+
+    @property
+    def verdict(self) -> str:
+        """recommended | not_judged | none_feasible (the one vocabulary of recommend.json and the report)."""
+        if self.not_judged:
+            return "not_judged"
+        return "recommended" if self.chosen is not None else "none_feasible"
+
     def to_json(self) -> dict[str, object]:
         return {"constraints": dataclasses.asdict(self.constraints), "method": self.method,
+                "verdict": self.verdict, "not_judged": self.not_judged,
                 "cost_s": self.cost_s, "resumed_searches": self.resumed, "unjudged": self.unjudged,
                 "pareto": self.pareto,
                 "chosen": self.chosen, "runner_up": self.runner_up,
@@ -165,16 +192,47 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
     return out
 
 
+def _activation_cliffs(e: Evaluated, cap: Capacity, probe: ProbeFn, seed: int, activations: int
+                       ) -> tuple[tuple[float, ...], float]:
+    """The saturated throughput of `activations - 1` fresh activations of `e` (its search's saturation replay, the
+    same schedule), and their replays' time; a replay contended on every try is left out of the spread."""
+    sat = [p for p in cap.probes if p.kind == "saturation" and p.verdict != "retried"]
+    if activations <= 1 or e.candidate.reactivate is None or cap.estimate <= 0 or not sat:
+        return (), 0.0
+    cliffs, wall = [], 0.0
+    for _ in range(activations - 1):
+        e.candidate.reactivate()
+        for _attempt in range(CONTENDED_RETRIES + 1):
+            r = probe(math.inf, sat[-1].requests, seed * 1000 + len(sat))
+            if r.error:
+                raise ProbeError(f"the saturation replay of a fresh activation: {r.error}")
+            wall += r.wall_ns / 1e9
+            if not r.contended:
+                cliffs.append(r.throughput)
+                break
+    return tuple(cliffs), wall
+
+
 def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
-            done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str) -> None:
+            done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
+            probe: ProbeFn | None = None, activations: int = 1) -> None:
     key = (e.name, rung, seed, settings)
     cap = done.get(key)
     if cap is not None:
         log(f"{label}: {e.name} (resumed: {cap.estimate:.4g} requests/s, {cap.cost_s:.0f} s measured before)")
+        if cap.activations < activations and not cap.activation_cliffs:  # a search of schema 1: on one activation
+            try:
+                cap = over_activations(cap, *_activation_cliffs(e, cap, probe or e.candidate.probe, seed,
+                                                                activations))
+            except ProbeError as exc:
+                e.refusal = f"failed under load: {exc}"
+                return
     else:
         log(f"{label}: {e.name}")
+        probe = probe or e.candidate.probe
         try:
-            cap = find_capacity(e.candidate.probe, settings, seed)
+            cap = find_capacity(probe, settings, seed)
+            cap = over_activations(cap, *_activation_cliffs(e, cap, probe, seed, activations))
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
             return
@@ -182,11 +240,88 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
     e.history.append(Search(rung, seed, settings, cap, resumed=key in done))
 
 
+class _Aborted(Exception):
+    """Another search of the side-by-side group raised: this one stops too (the error is the other's)."""
+
+
+class _Turns:
+    """The probes of searches run side by side, taken in turn: one probe at a time, round robin over the searches
+    still running (A B C A B C ...), so a neighbour that comes and goes lands on every configuration alike."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.order = list(names)
+        self.at = 0
+        self.broken = False
+        self.cv = threading.Condition()
+
+    def wrap(self, name: str, probe: ProbeFn) -> ProbeFn:
+        def taken_in_turn(rate: float, n: int, seed: int) -> ReplayRun:
+            with self.cv:  # held through the probe: one replay at a time
+                self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
+                if self.broken:
+                    raise _Aborted
+                try:
+                    return probe(rate, n, seed)
+                finally:
+                    self.at = (self.at + 1) % len(self.order)
+                    self.cv.notify_all()
+        return taken_in_turn
+
+    def leave(self, name: str, broken: bool = False) -> None:
+        with self.cv:
+            i = self.order.index(name)
+            self.order.pop(i)
+            if i < self.at:
+                self.at -= 1
+            self.at = self.at % len(self.order) if self.order else 0
+            self.broken = self.broken or broken
+            self.cv.notify_all()
+
+
+def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: int, rung: int,
+                  done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
+                  saved: Callable[[], None], activations: int = 1) -> None:
+    """The searches of `group` run at once, their probes interleaved (_Turns): every configuration measured under
+    the same conditions. An exception in one search (not a ProbeError: that one's refusal) stops them all."""
+    if len(group) < 2:
+        for e in group:
+            _search(e, settings, seed, rung, done, log, label, activations=activations)
+            saved()
+        return
+    turns = _Turns([e.name for e in group])
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def one(e: Evaluated) -> None:
+        try:
+            _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe),
+                    activations=activations)
+        except _Aborted:
+            turns.leave(e.name)
+            return
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+            turns.leave(e.name, broken=True)
+            return
+        turns.leave(e.name)
+        with lock:
+            saved()
+
+    threads = [threading.Thread(target=one, args=(e,), name=f"recommend-{i}", daemon=True)
+               for i, e in enumerate(group)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
               exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
               log: Callable[[str], None] = lambda s: None,
               saved: Callable[[list[Evaluated]], None] = lambda e: None,
-              done: Mapping[SearchKey, Capacity] | None = None) -> Recommendation:
+              done: Mapping[SearchKey, Capacity] | None = None, activations: int = 1) -> Recommendation:
     """Search, choose and confirm; `saved` gets every candidate after each search (the command writes them, so a
     stopped run keeps what it measured); a search found in `done` (an earlier run's, searches_from_json) is taken
     from it instead of measured again, so a stopped run goes on where it stopped and decides as it would have."""
@@ -210,9 +345,13 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
                 saved(evaluated)
             ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
             alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
-        for e in alive:
-            _search(e, full, seed + len(RUNGS), len(RUNGS), done, log, "final")
-            saved(evaluated)
+        alive = sorted(alive, key=lambda e: -(e.capacity.estimate if e.capacity else math.inf))
+        for i in range(0, len(alive), SIDE_BY_SIDE):  # the finalists side by side, the best ranked together
+            _side_by_side(alive[i:i + SIDE_BY_SIDE], full, seed + len(RUNGS), len(RUNGS), done, log,
+                          "final, side by side", lambda: saved(evaluated), activations)
+    if exhaustive:  # the grid's contenders searched again side by side: the pick made under the same conditions
+        _side_by_side(contenders([e for e in evaluated if e.capacity is not None and e.refusal is None]), full,
+                      seed + 1, 1, done, log, "contenders, side by side", lambda: saved(evaluated), activations)
     measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
     final_rung = max((e.rung for e in measured), default=-1)
     finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
@@ -224,6 +363,18 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
                          chosen.name if chosen else None, runner.name if runner else None, ab, [])
     rec.reasons = reasons(rec)
     return rec
+
+
+def contenders(measured: Sequence[Evaluated]) -> list[Evaluated]:
+    """The configurations that could be the best: the highest capacity and those whose interval reaches its
+    interval's low end (at least the two highest, at most SIDE_BY_SIDE); none when fewer than two hold the SLO."""
+    ranked = sorted((e for e in measured if e.capacity is not None and e.capacity.estimate > 0),
+                    key=lambda e: -e.capacity.estimate)  # type: ignore[union-attr]
+    if len(ranked) < 2:
+        return []
+    low = ranked[0].capacity.low  # type: ignore[union-attr]
+    close = [e for e in ranked[2:] if e.capacity.high >= low]  # type: ignore[union-attr]
+    return (ranked[:2] + close)[:SIDE_BY_SIDE]
 
 
 def pareto_set(measured: Sequence[Evaluated]) -> list[Evaluated]:
@@ -270,7 +421,7 @@ def confirm(a: Evaluated, b: Evaluated, seed: int, pairs: int) -> AbConfirmation
     p = float(wilcoxon(logs, alternative="greater").pvalue) if np.any(logs != 0) else 1.0
     ok = ratio > 1.0 and p < 0.05 and not contended
     text = (f"interleaved A/B at {rate:.4g} requests/s, {pairs} pairs: the runner-up's p99 is {ratio:.2f}x the "
-            f"recommendation's (Wilcoxon signed-rank p = {p:.3g}): "
+            f"best estimate's (Wilcoxon signed-rank p = {p:.3g}): "
             + (f"not judged: {len(contended)} of its {2 * pairs} replays were contended ({contended[0]})"
                if contended else "confirmed" if ok else "not confirmed: the two cannot be told apart at this rate"))
     return AbConfirmation(rate, pairs, tuple(pa), tuple(pb), ratio, p, ok, text, len(contended))
@@ -285,8 +436,12 @@ def reasons(rec: Recommendation) -> list[str]:
         out.append(f"no configuration holds {slo} at any rate on this traffic")
     else:
         cap = chosen.capacity
-        bits = [(f"deploy {chosen.name}: it holds {slo} up to {cap.estimate:.4g} requests/s "
-                 f"([{cap.low:.4g}, {cap.high:.4g}]), the highest capacity of the feasible configurations")]
+        held = (f"holds {slo} up to {cap.estimate:.4g} requests/s ([{cap.low:.4g}, {cap.high:.4g}]), the highest "
+                f"capacity of the feasible configurations")
+        if rec.not_judged:  # never worded as a decision: the best estimate, said as provisional
+            bits = [f"best estimate (provisional, not a recommendation): {chosen.name} {held}"]
+        else:
+            bits = [f"deploy {chosen.name}: it {held}"]
         if chosen.candidate.drift is not None:
             bits.append(f"drift {chosen.candidate.drift:.3g}"
                         + (f" within {c.drift_tolerance:g}" if c.drift_tolerance is not None else ""))
@@ -299,7 +454,7 @@ def reasons(rec: Recommendation) -> list[str]:
         if runner is not None and runner.capacity is not None:
             head = (cap.estimate / runner.capacity.estimate - 1) if runner.capacity.estimate > 0 else math.inf
             out.append(f"runner-up {runner.name}: {runner.capacity.estimate:.4g} requests/s ({head:+.1%} for the "
-                       f"recommendation)" + (f"; {rec.ab.text}" if rec.ab else ""))
+                       f"{'best estimate' if rec.not_judged else 'recommendation'})" + (f"; {rec.ab.text}" if rec.ab else ""))
         else:
             out.append(f"no other configuration of the last rung holds {slo} at any rate: nothing to confirm the "
                        f"recommendation against")
@@ -309,8 +464,12 @@ def reasons(rec: Recommendation) -> list[str]:
     if rec.unjudged:  # first: the figures below are not a recommendation to act on
         out[:0] = [f"not judged, the machine was loaded: {what}; run again on a quiet machine"
                    for what in rec.unjudged]
+    elif rec.not_judged:
+        out.insert(0, f"not judged: {rec.not_judged}; the figures below are estimates, not a recommendation")
     dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
                and chosen is not None and e.rung < chosen.rung]
     if dropped:
-        out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}")
+        out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}" if rec.method ==
+                   "halving" else f"not contenders for the pick (searched once, not again side by side): "
+                                  f"{', '.join(dropped)}")
     return out

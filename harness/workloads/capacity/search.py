@@ -82,11 +82,26 @@ class Capacity:
     probes: tuple[ProbeResult, ...] = field(default=())
     rates_probed: int = 0  # the probes counted against max_probes: one per rate (reruns with more requests are
     #                        the same probe; every replay is in `probes` and its time in cost_s)
+    activation_cliffs: tuple[float, ...] = ()  # the saturated throughput of each further activation (requests/s)
+    activation_s: float = 0.0  # their replays' time
+    search_low: float | None = None  # the search's own interval, on its one activation, before over_activations
+    search_high: float | None = None
+
+    @property
+    def activations(self) -> int:
+        return 1 + len(self.activation_cliffs)
+
+    @property
+    def activation_spread(self) -> float | None:
+        """The standard deviation of log(cliff) over the activations (None: measured on one)."""
+        if not self.activation_cliffs:
+            return None
+        return float(np.std(np.log([self.cliff, *self.activation_cliffs]), ddof=1))
 
     @property
     def cost_s(self) -> float:
-        """Measuring time spent: the probes' replay time."""
-        return sum(p.wall_s for p in self.probes)
+        """Measuring time spent: the probes' replay time (the further activations' included)."""
+        return sum(p.wall_s for p in self.probes) + self.activation_s
 
     @property
     def contended(self) -> list[ProbeResult]:
@@ -97,14 +112,48 @@ class Capacity:
     def to_json(self) -> dict[str, object]:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "cliff": self.cliff,
                 "knee": self.knee, "floor_ms": self.floor_ms, "status": self.status, "reason": self.reason,
-                "cost_s": self.cost_s, "rates_probed": self.rates_probed, "probes": [p.to_json() for p in self.probes]}
+                "cost_s": self.cost_s, "rates_probed": self.rates_probed, "activations": self.activations,
+                "activation_cliffs": list(self.activation_cliffs), "activation_s": self.activation_s,
+                "activation_spread": self.activation_spread, "search_low": self.search_low,
+                "search_high": self.search_high, "probes": [p.to_json() for p in self.probes]}
 
     @classmethod
     def from_json(cls, d: Mapping[str, object]) -> Capacity:
         probes = tuple(ProbeResult.from_json(p) for p in d["probes"])
+        def opt(k: str) -> float | None:
+            v = d.get(k)
+            return None if v is None else float(v)  # type: ignore[arg-type]
+
         return cls(float(d["estimate"]), float(d["low"]), float(d["high"]), float(d["cliff"]),
                    None if d["knee"] is None else float(d["knee"]), float(d["floor_ms"]),
-                   str(d["status"]), str(d["reason"]), probes, int(d["rates_probed"]))
+                   str(d["status"]), str(d["reason"]), probes, int(d["rates_probed"]),
+                   tuple(float(c) for c in d.get("activation_cliffs") or ()),  # type: ignore[union-attr]
+                   float(d.get("activation_s") or 0.0), opt("search_low"), opt("search_high"))  # type: ignore[arg-type]
+
+
+def over_activations(cap: Capacity, cliffs: tuple[float, ...], wall_s: float = 0.0) -> Capacity:
+    """`cap` (one activation's search) as a figure for any activation: activations of one configuration differ by
+    a bias of their own (the same ORT configuration read 495 and 731 requests/s in two quiet runs), which the
+    search's probes, all on one activation, cannot show. `cliffs`: the saturated throughput of further fresh
+    activations (the same saturation replay). The estimate moves by the mean log-cliff's offset from this
+    activation's; the interval's log half-width is the search's and a 95% prediction interval for a new
+    activation, t(0.975, A-1) x sd(log cliff) x sqrt(1 + 1/A), added in quadrature (capacity taken to move as the
+    service rate does: near saturation, where an SLO far above the service time puts it)."""
+    from scipy.stats import t
+
+    if not cliffs or cap.estimate <= 0 or cap.low <= 0 or not all(c > 0 for c in cliffs):
+        return Capacity(**{**cap.__dict__, "activation_cliffs": tuple(cliffs), "activation_s": wall_s})
+    logs = np.log([cap.cliff, *cliffs])
+    a = len(logs)
+    sd = float(np.std(logs, ddof=1))
+    centre = math.log(cap.estimate) + float(logs.mean() - logs[0])
+    half = math.hypot(math.log(cap.high / cap.low) / 2, float(t.ppf(0.975, a - 1)) * sd * math.sqrt(1 + 1 / a))
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    reason = (f"{cap.reason}; over {a} activations (their cliffs' spread {sd:.1%}): [{low:.4g}, {high:.4g}] "
+              f"requests/s")
+    return Capacity(**{**cap.__dict__, "estimate": math.exp(centre), "low": low, "high": high, "reason": reason,
+                       "activation_cliffs": tuple(cliffs), "activation_s": wall_s, "search_low": cap.low,
+                       "search_high": cap.high})
 
 
 def judge(run: ReplayRun, settings: SearchSettings) -> tuple[float, float, float]:
