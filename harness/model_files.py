@@ -373,6 +373,13 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
                      description=f"user ONNX file {p}")
 
 
+def is_user_model_ref(text: str) -> bool:
+    """The one rule for "a user's model, not a registered name" (run's --model, recommend's --model, an A/B side):
+    an ONNX file (a name ending in .onnx, or any path) or a `pkg.module:factory` reference."""
+    t = str(text).strip()
+    return t.endswith(".onnx") or "/" in t or os.path.sep in t or is_factory_ref(t)
+
+
 def is_factory_ref(ref: str) -> bool:
     """`pkg.module:factory` (and not an existing file of that name)."""
     return bool(_FACTORY_REF.match(ref)) and not os.path.exists(ref)

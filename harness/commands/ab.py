@@ -44,15 +44,16 @@ def add_parser(sub: Any) -> None:
 def cmd_ab(args: argparse.Namespace) -> int:
     """`harness ab A B`: the A/B workload through the run session (as `harness run --workload ab --ab-a A --ab-b B`
     without pytest): each case in the supervised worker, results.json after every case, the report."""
-    import os
 
     from harness.gating.ab import ab_records, case_detect_line
     from harness.gating.unjudged import decide_exit, unjudged_line
     from harness.workloads import get_workload
 
     raw = dict(vars(args))
-    files = [s for s in (args.ab_a, args.ab_b) if s.endswith(".onnx") or os.path.sep in s]
-    if files:  # model-file sides are user models of the run
+    from harness.model_files import is_user_model_ref
+
+    files = [s for s in (args.ab_a, args.ab_b) if is_user_model_ref(s)]
+    if files:  # model-file (and factory) sides are user models of the run
         raw["model"] = list(dict.fromkeys([*(raw.get("model") or []), *files]))
     config = parse_run_options(raw, (*AB_GROUPS, AB.only("ab_a", "ab_b")), out_prefix="ab-", workload="ab")
     workload = get_workload("ab")

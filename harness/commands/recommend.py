@@ -75,6 +75,29 @@ def _split(text: str, sep: str = ",") -> list[str]:
 
 
 def _check(args: argparse.Namespace) -> None:
+    """Every number bounded as `harness run` bounds its own (harness.options.values), before anything is set up:
+    a count of 1e9 or a NaN cap is a usage error here, not an hour of measuring or an OverflowError."""
+    from harness.options.values import MAX_THREADS, float_at_least, int_at_least
+    from harness.traffic.spec import MAX_REQUESTS
+
+    bounded = (("requests", args.requests, int_at_least(100, MAX_REQUESTS, "a probe's schedule is held in memory")),
+               ("max-requests", args.max_requests, int_at_least(100, MAX_REQUESTS, "a probe's schedule is held in "
+                                                                                   "memory")),
+               ("probes", args.probes, int_at_least(3, 1000, "a search that needs more rates cannot narrow")),
+               ("ab-pairs", args.ab_pairs, int_at_least(5, 10_000, "harness ab's own maximum")),
+               ("slo-ms", args.slo_ms, float_at_least(1e-6, 1e7, "over two hours")),
+               ("seed", args.seed, int_at_least(0)),
+               ("memory-cap-mb", args.memory_cap_mb, float_at_least(1e-3, 1e9, "a petabyte")),
+               ("drift-tolerance", args.drift_tolerance, float_at_least(0.0, 1e6, "no drift is that large")))
+    for name, value, parse in bounded:
+        if value is not None:
+            parse(value, name)  # a UsageError naming the option, the value and the bound
+    try:
+        threads = [int(t) for t in _split(args.threads)]
+    except ValueError:
+        raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
+    for t in threads or [0]:
+        int_at_least(1, MAX_THREADS, "more threads than any machine has cores")(t, "threads")
     if not (args.slo_ms > 0 and math.isfinite(args.slo_ms)):
         raise UsageError(f"--slo-ms {args.slo_ms}: must be a number > 0")
     if not 0 < args.percentile < 100:
@@ -100,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.execution.supervisor import stop_forkserver
     from harness.measure.contention import default_contention_limit
     from harness.model import get_model
-    from harness.model_files import is_factory_ref, register_user_model
+    from harness.model_files import is_user_model_ref, register_user_model
     from harness.options.process import wheel_folder
     from harness.plugins import load_plugins
     from harness.report.recommend import render_html, render_markdown
@@ -120,11 +143,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
     name, user_model = args.model, None
-    if name.endswith(".onnx") or "/" in name or is_factory_ref(name):  # a user model, as run's --model
-        user_model, name = name, register_user_model(name)
+    if is_user_model_ref(name):  # a user model, as run's --model
+        axes = _named_axes(traffic, args.traffic)
+        user_model, name = name, register_user_model(name, axes)
+        traffic = _without(traffic, {d for d, _ in axes})  # sized once: no longer a dimension a request varies
     spec = get_model(name)
     if spec.problem:
-        raise UsageError(f"--model {args.model}: {spec.problem}")
+        problem = spec.problem
+        if "--shape" in problem:  # recommend takes no --shape: a named free axis is sized by the traffic
+            problem = problem.split("; give it")[0].split("; give them")[0] + (
+                f"; recommend sizes a named free axis from the traffic: give {args.traffic} a [shapes.NAME] "
+                "histogram of one size for it (NAME: the axis's name)")
+        raise UsageError(f"--model {args.model}: {problem}")
     out = args.out or Path("reports") / time.strftime("recommend-%Y%m%d-%H%M%S")
     constraints = Constraints(args.slo_ms, args.percentile, args.drift_tolerance, args.memory_cap_mb)
     settings = SearchSettings(args.slo_ms, args.percentile, args.tolerance, args.probes, args.requests,
@@ -174,6 +204,37 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
 
 
+def _named_axes(traffic: Any, source: str) -> tuple[tuple[str, int], ...]:
+    """The sizes of a user ONNX model's named free axes (neither batch nor seq) as the traffic gives them: one
+    size each (a configuration is set up at one shape of such an axis); several sizes are a UsageError."""
+    from harness.model import BATCH, SEQ
+
+    out = []
+    for dim in sorted(traffic.dims - {BATCH, SEQ}):
+        if traffic.process == "trace":
+            sizes = sorted({int(r.dims[dim]) for r in traffic.trace if dim in r.dims})
+        else:
+            sizes = sorted({int(v) for v, w in traffic.shapes.get(dim, ()) if w > 0})
+        if len(sizes) != 1:
+            raise UsageError(f"--traffic {source}: dimension {dim!r} takes {len(sizes)} sizes "
+                             f"({', '.join(map(str, sizes[:8]))}); recommend sets a model up at one size of a named "
+                             "axis: give it one")
+        out.append((dim, sizes[0]))
+    return tuple(out)
+
+
+def _without(traffic: Any, dims: set[str]) -> Any:
+    """The traffic with `dims` dropped from its shapes (a trace's records too)."""
+    if not dims:
+        return traffic
+    if traffic.process == "trace":
+        import dataclasses as dc
+
+        return traffic.with_(trace=tuple(dc.replace(r, dims={k: v for k, v in r.dims.items() if k not in dims})
+                                         for r in traffic.trace))
+    return traffic.with_(shapes={k: v for k, v in traffic.shapes.items() if k not in dims})
+
+
 def _last_line(rec: Any) -> str:
     """The verdict in one line, the reason first: a recommendation only when the evidence made one."""
     best = rec.get(rec.chosen)
@@ -212,7 +273,7 @@ def _earlier(path: Path, head: dict[str, Any]) -> dict[Any, Any]:
     try:
         return searches_from_json(data["candidates"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"--resume: {path}: a recorded search cannot be read ({exc!r})") from None
+        raise UsageError(f"--resume: {path}: a recorded search cannot be taken: {exc}") from None
 
 
 def _jsonable(x: Any) -> Any:

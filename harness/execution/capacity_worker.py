@@ -58,8 +58,13 @@ class IsolatedConfig:
             self._proc.start()
             child.close()
             self._conn = parent
-        reference = self.reference() if self.reference is not None else None
-        reply = self._ask(("open", self.ref, reference), OPEN_TIMEOUT_S, "set-up")
+        try:  # a set-up that fails in any way (here or in the worker) closes the worker it started: no process is
+            #   left waiting for commands that never come (the command used to hang at its end)
+            reference = self.reference() if self.reference is not None else None
+            reply = self._ask(("open", self.ref, reference), OPEN_TIMEOUT_S, "set-up")
+        except BaseException:
+            self.close()
+            raise
         if reply[0] != "ok":
             self.close()
             raise RuntimeError(reply[1])

@@ -50,11 +50,22 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--slo-ms", "0"], "--slo-ms 0.0: must be a number > 0"),
+    (["--slo-ms", "0"], "--slo-ms: 0.0 is below the minimum 1e-06"),
     (["--slo-ms", "5", "--percentile", "100"], "--percentile 100.0"),
     (["--slo-ms", "5", "--batchers", "max=4"], "--batchers 'max=4'"),
     (["--slo-ms", "5", "--threads", "two"], "--threads 'two'"),
-    (["--slo-ms", "5", "--ab-pairs", "4"], "--ab-pairs 4: at least 5"),
+    (["--slo-ms", "5", "--ab-pairs", "4"], "--ab-pairs: 4 is below the minimum 5"),
+    # every number bounded as run bounds its own (#58): 0 / -1 / 5000 threads, NaN and negative caps, huge counts
+    (["--slo-ms", "5", "--threads", "0"], "--threads: 0 is below the minimum 1"),
+    (["--slo-ms", "5", "--threads", "1,-1"], "--threads: -1 is below the minimum 1"),
+    (["--slo-ms", "5", "--threads", "5000"], "--threads: 5000 is above the maximum 4096"),
+    (["--slo-ms", "5", "--memory-cap-mb", "nan"], "--memory-cap-mb: nan is not a finite number"),
+    (["--slo-ms", "5", "--memory-cap-mb", "-1"], "--memory-cap-mb: -1.0 is below the minimum"),
+    (["--slo-ms", "5", "--drift-tolerance", "-0.5"], "--drift-tolerance: -0.5 is below the minimum 0"),
+    (["--slo-ms", "5", "--ab-pairs", "1000000000"], "--ab-pairs: 1000000000 is above the maximum 10000"),
+    (["--slo-ms", "5", "--requests", "1000000000000", "--max-requests", "1000000000000"],
+     "--requests: 1000000000000 is above the maximum"),
+    (["--slo-ms", "5", "--seed", "-1"], "--seed: -1 is below the minimum 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, fakes, capsys, argv: list[str], words: str) -> None:
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
@@ -116,6 +127,19 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     assert "is not a recommend.json of schema version 1 or 2" in capsys.readouterr().err
     (out / "recommend.json").write_text("{")
     assert main([*argv, "--resume"]) == EXIT_USAGE and "cannot be read" in capsys.readouterr().err
+    # a stored file is re-validated, never believed (#58): a capacity of 1e308 or -5, candidates that are a string
+    for mutate, words in ((lambda c: c.update(estimate=1e308, high=1e308), "capacity.estimate: 1e+308 is not a capacity"),
+                          (lambda c: c.update(estimate=-5.0, low=-6.0), "capacity.estimate: -5.0 is not a capacity"),
+                          (lambda c: c.update(low=10.0, estimate=5.0), "does not hold the estimate")):
+        doc = json.loads(json.dumps(again))
+        mutate(doc["candidates"][0]["searches"][0]["capacity"])
+        (out / "recommend.json").write_text(json.dumps(doc))
+        assert main([*argv, "--resume"]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert words in err and "candidates[0].searches[0]" in err and "\n" not in err.strip(), err
+    (out / "recommend.json").write_text(json.dumps({**again, "candidates": "a string"}))
+    assert main([*argv, "--resume"]) == EXIT_USAGE
+    assert "candidates: a list of configurations" in capsys.readouterr().err
 
 
 def test_resume_needs_a_run_to_go_on_with(tmp_path: Path, fakes, capsys) -> None:
@@ -315,3 +339,59 @@ def test_a_runtime_this_interpreter_lacks_runs_in_its_own_environment(tmp_path: 
     here = json.loads((tmp_path / "in" / "recommend.json").read_text())
     rt = next(c for c in here["candidates"] if c["name"].startswith("fakert-cpu"))
     assert "runs in an environment of its own (harness-fakert), which needs the supervised worker" in rt["refusal"]
+
+
+def test_a_set_up_that_fails_before_the_worker_answers_closes_the_worker(tmp_path: Path, fakes) -> None:
+    """recommend hung at its end when a configuration failed its set-up in the parent (the reference's feed
+    refused a --seed of -1): the worker it had started waited for commands forever. Any failure of the set-up now
+    closes the worker first."""
+    import psutil
+
+    from harness.execution.capacity_worker import IsolatedConfig
+    from harness.model import get_model
+    from harness.traffic.spec import TrafficSpec
+    from harness.workloads.capacity.live import ConfigRef, _Pool
+
+    ref = ConfigRef("fake-linear", None, "fake-ok", "fp32", "base", 1, None, TrafficSpec(requests=10),
+                    str(tmp_path / "cache"), 1.0)
+
+    def broken_reference() -> None:
+        raise ValueError("the reference's feed refused the seed")
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    cfg = IsolatedConfig(ref, get_model("fake-linear"), _Pool(), broken_reference)
+    with pytest.raises(ValueError, match="refused the seed"):
+        cfg.open()
+    assert cfg._proc is None and cfg._conn is None
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+            and "harness-recommend" in " ".join(p.cmdline())]
+    assert not left, left
+    stop_forkserver()
+
+
+def test_a_named_free_axis_is_sized_by_the_traffic_never_by_an_option_recommend_lacks(tmp_path: Path, capsys) -> None:
+    """recommend advised `--shape` for a model's named free axis, an option it does not take, and never looked at
+    the traffic's histogram for that axis. The traffic now sizes it (one size), and the advice says so."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "height"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, "height"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = tmp_path / "hm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    argv = ["recommend", "--model", str(model), "--slo-ms", "50", "--requests", "100", "--max-requests", "200",
+            "--probes", "4", "--tolerance", "0.3", "--ab-pairs", "5", "--no-isolation"]
+    none = _traffic(tmp_path, "")
+    assert main([*argv, "--traffic", str(none), "--out", str(tmp_path / "a")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "named 'height'" in err and "--shape" not in err and "[shapes.NAME] histogram of one size" in err
+    two = tmp_path / "two.toml"
+    two.write_text("requests = 100\n[arrival]\nrate = 200\n[shapes.height]\n32 = 1\n64 = 1\n")
+    assert main([*argv, "--traffic", str(two), "--out", str(tmp_path / "b")]) == EXIT_USAGE
+    assert "dimension 'height' takes 2 sizes (32, 64)" in capsys.readouterr().err
+    one = tmp_path / "one.toml"
+    one.write_text("requests = 100\n[arrival]\nrate = 200\n[shapes.height]\n32 = 1\n")
+    assert main([*argv, "--traffic", str(one), "--out", str(tmp_path / "c")]) in (EXIT_CLEAN, EXIT_UNJUDGED)
+    data = json.loads((tmp_path / "c" / "recommend.json").read_text())
+    assert all(not c.get("refusal") for c in data["candidates"]), data["candidates"]

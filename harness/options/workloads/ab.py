@@ -13,11 +13,11 @@ from harness.options.values import float_at_least, fraction, int_at_least, slowd
 
 def ab_side(text: Any, what: str) -> str:
     """An A/B side: `base`, a variant spelling (canonical name) or a --model file (`model:NAME`)."""
-    from harness.model_files import is_factory_ref, user_model_name
+    from harness.model_files import is_factory_ref, is_user_model_ref, user_model_name
     from harness.variants import parse_variant
 
     t = str(text).strip()
-    if t.endswith(".onnx") or os.path.sep in t or is_factory_ref(t):
+    if is_user_model_ref(t):
         if not is_factory_ref(t) and not os.path.isfile(t):
             raise UsageError(f"--{what} {t}: no such model file")
         return f"model:{user_model_name(t)}"

@@ -182,14 +182,52 @@ class Recommendation:
                 "candidates": [e.to_json() for e in self.evaluated]}
 
 
+MAX_CAPACITY = 1e7  # requests/s: no replay loop sends faster (harness.traffic.spec.MAX_RATE)
+STATUSES = ("found", "unsure", "below-floor", "probe-budget")
+
+
 def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[SearchKey, Capacity]:
-    """The searches an earlier run's recommend.json recorded (its "candidates"), by what a resumed run matches."""
+    """The searches an earlier run's recommend.json recorded (its "candidates"), by what a resumed run matches;
+    each re-validated as what a search can produce (a ValueError naming the place: a capacity that is not a finite
+    rate in [0, 1e7] requests/s, an interval that does not hold its estimate, an unknown status), never believed."""
+    if not isinstance(candidates, list):
+        raise ValueError(f"candidates: a list of configurations, not {type(candidates).__name__}")
     out: dict[SearchKey, Capacity] = {}
-    for c in candidates:
-        for s in c.get("searches") or ():
-            key = (str(c["name"]), int(s["rung"]), int(s["seed"]), SearchSettings(**s["settings"]))
-            out[key] = Capacity.from_json(s["capacity"])
+    for i, c in enumerate(candidates):
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            raise ValueError(f"candidates[{i}]: a configuration with a name")
+        searches = c.get("searches") or ()
+        if not isinstance(searches, list):
+            raise ValueError(f"candidates[{i}].searches: a list")
+        for j, s in enumerate(searches):
+            where = f"candidates[{i}].searches[{j}]"
+            if not isinstance(s, Mapping):
+                raise ValueError(f"{where}: a search record")
+            rung, seed = s.get("rung"), s.get("seed")
+            if isinstance(rung, bool) or not isinstance(rung, int) or not 0 <= rung <= 100 or \
+                    isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise ValueError(f"{where}: rung and seed are whole numbers >= 0")
+            key = (str(c["name"]), rung, seed, SearchSettings(**s["settings"]))
+            cap = Capacity.from_json(s["capacity"])
+            _check_capacity(cap, f"{where}.capacity")
+            out[key] = cap
     return out
+
+
+def _check_capacity(cap: Capacity, where: str) -> None:
+    rates = {"estimate": cap.estimate, "low": cap.low, "high": cap.high, "cliff": cap.cliff,
+             **({"knee": cap.knee} if cap.knee is not None else {}),
+             **{f"activation_cliffs[{k}]": v for k, v in enumerate(cap.activation_cliffs)}}
+    for name, v in rates.items():
+        if not (math.isfinite(v) and 0.0 <= v <= MAX_CAPACITY):
+            raise ValueError(f"{where}.{name}: {v!r} is not a capacity a search can find (a rate in [0, "
+                             f"{MAX_CAPACITY:g}] requests/s)")
+    if not cap.low <= cap.estimate <= cap.high:
+        raise ValueError(f"{where}: the interval [{cap.low:g}, {cap.high:g}] does not hold the estimate {cap.estimate:g}")
+    if not (math.isfinite(cap.floor_ms) and cap.floor_ms >= 0):
+        raise ValueError(f"{where}.floor_ms: {cap.floor_ms!r} is not a latency")
+    if cap.status not in STATUSES:
+        raise ValueError(f"{where}.status: {cap.status!r} is not one of {', '.join(STATUSES)}")
 
 
 def _activation_cliffs(e: Evaluated, cap: Capacity, probe: ProbeFn, seed: int, activations: int
