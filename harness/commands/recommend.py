@@ -176,32 +176,101 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
     started = time.perf_counter()
-    try:
-        measured = []
-        for c in candidates:
-            m = c.measure() if hasattr(c, "measure") else c
-            if m.error:
-                print(f"  {c.name}: left out: {m.error}")
-            measured.append(m)
+    kept: dict[str, Any] = {"candidates": []}  # what finished, as recommend.json holds it after every search
 
-        def saved(evaluated: list[Any]) -> None:
-            partial = {**head, "candidates": [e.to_json() for e in evaluated]}
-            atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
+    def saved(evaluated: list[Any]) -> None:
+        kept["candidates"] = [e.to_json() for e in evaluated]
+        partial = {**head, "candidates": kept["candidates"]}
+        atomic_write_text(out / "recommend.json", json.dumps(partial, indent=1, default=_jsonable) + "\n")
 
-        rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
-                        ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved, done=done,
-                        activations=args.activations)
-    finally:
-        close()
-        stop_forkserver()
-    data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}
-    atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
-    md = render_markdown(data)
-    atomic_write_text(out / "recommend.md", md)
-    atomic_write_text(out / "recommend.html", render_html(data))
-    print(md)
-    print(_last_line(rec))
+    stopped = None
+    with _stop_on_signals() as signals:
+        try:
+            try:
+                measured = []
+                for c in candidates:
+                    m = c.measure() if hasattr(c, "measure") else c
+                    if m.error:
+                        print(f"  {c.name}: left out: {m.error}")
+                    measured.append(m)
+                rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
+                                ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved,
+                                done=done, activations=args.activations)
+                signals["finishing"] = 1  # a signal from here on waits for the verdict's files
+            finally:
+                close()  # every worker ended, their logs removed
+                stop_forkserver()
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (SignalStop): what finished is kept, no verdict
+            stopped = getattr(exc, "signum", None) or signals.get("signum") or 2
+        if stopped is not None:
+            return _interrupted(head, kept["candidates"], out, int(stopped), time.perf_counter() - started)
+        data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}
+        atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
+        md = render_markdown(data)
+        atomic_write_text(out / "recommend.md", md)
+        atomic_write_text(out / "recommend.html", render_html(data))
+        print(md)
+        print(_last_line(rec))
+        late = signals.get("signum")
+    if late:  # the signal came after the verdict: its files are whole; the exit still says the signal came
+        return 128 + int(late)
     return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
+
+
+class _stop_on_signals:
+    """SIGINT and SIGTERM as `harness run` takes them: the first stops the command (a SignalStop raised in the main
+    thread, carrying the signal), any further one during the stop is absorbed; the old handlers come back after."""
+
+    def __enter__(self) -> dict[str, int]:
+        import signal
+
+        from harness.errors import SignalStop
+
+        self.seen: dict[str, int] = {}
+        self.old: dict[int, Any] = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            if "signum" in self.seen:
+                return
+            self.seen["signum"] = signum
+            if not self.seen.get("finishing"):  # once the verdict is made, its files are written first
+                raise SignalStop(signum, signal.Signals(signum).name)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.old[sig] = signal.signal(sig, handler)
+            except ValueError:  # not the main thread (a library call): the caller's handlers stay
+                pass
+        return self.seen
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for sig, old in self.old.items():
+            signal.signal(sig, old)
+
+
+def _interrupted(head: dict[str, Any], candidates: list[Any], out: Path, signum: int, wall_s: float) -> int:
+    """A run stopped by a signal: recommend.json keeps the searches that finished (not finished: --resume goes on
+    from them), recommend.md / .html say it was interrupted and recommend nothing; exit 128 + the signal."""
+    import signal
+
+    from harness.report.recommend import render_html, render_markdown
+    from harness.results.store import atomic_write_text
+
+    name = signal.Signals(signum).name
+    searched = sum(len(c.get("searches") or ()) for c in candidates if isinstance(c, dict))
+    why = (f"interrupted by {name} after {searched} search(es): nothing is recommended; what finished is kept "
+           "(harness recommend ... --resume --out THIS FOLDER goes on from it)")
+    cost = sum(float((s.get("capacity") or {}).get("cost_s") or 0.0) for c in candidates if isinstance(c, dict)
+               for s in c.get("searches") or () if isinstance(s, dict))
+    data = {**head, "candidates": candidates, "finished": False, "interrupted": name, "verdict": "not_judged",
+            "not_judged": why, "reasons": [why], "wall_s": wall_s, "cost_s": cost, "chosen": None}
+    atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
+    atomic_write_text(out / "recommend.md", render_markdown(data))
+    atomic_write_text(out / "recommend.html", render_html(data))
+    print(f"recommend: {why}; {out / 'recommend.json'}", flush=True)
+    return 128 + signum
 
 
 def _named_axes(traffic: Any, source: str) -> tuple[tuple[str, int], ...]:

@@ -395,3 +395,41 @@ def test_a_named_free_axis_is_sized_by_the_traffic_never_by_an_option_recommend_
     assert main([*argv, "--traffic", str(one), "--out", str(tmp_path / "c")]) in (EXIT_CLEAN, EXIT_UNJUDGED)
     data = json.loads((tmp_path / "c" / "recommend.json").read_text())
     assert all(not c.get("refusal") for c in data["candidates"]), data["candidates"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path, fake_env, sig: str,
+                                                                  code: int) -> None:
+    """A Ctrl-C early in a search was swallowed (the run finished, exit 3, recommend.json marked finished); SIGTERM
+    killed recommend with no message, no recommend.md / .html and its workers' logs left in $TMPDIR. Now both stop
+    it as they stop `harness run`: exit 130 / 143, recommend.json kept unfinished (--resume goes on from it),
+    recommend.md and .html say it was interrupted and recommend nothing, no worker or log left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "rec"
+    env = dict(fake_env, TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recommend", "--traffic", str(_traffic(tmp_path)),
+                             "--model", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--slo-ms", "50",
+                             "--requests", "2000", "--max-requests", "16000", "--probes", "25", "--tolerance", "0.001",
+                             "--ab-pairs", "5", "--grid", "--out", str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(4.0)  # the workers started, early in the first searches (a grid to 1% on 2,000-16,000 requests)
+    proc.send_signal(getattr(signal, sig))
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, (proc.returncode, stdout[-2000:], stderr[-2000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    data = json.loads((out / "recommend.json").read_text())
+    assert data["finished"] is False and data["interrupted"] == sig and data["verdict"] == "not_judged"
+    md = (out / "recommend.md").read_text()
+    assert f"interrupted by {sig}" in md and "deploy" not in md and "★" not in md
+    assert (out / "recommend.html").is_file()
+    assert f"recommend: interrupted by {sig}" in stdout
+    assert not [f for f in os.listdir(tmp) if f.startswith("harness-recommend-")], os.listdir(tmp)
