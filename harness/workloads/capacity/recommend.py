@@ -196,7 +196,7 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
     for i, c in enumerate(candidates):
         if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
             raise ValueError(f"candidates[{i}]: a configuration with a name")
-        searches = c.get("searches") or ()
+        searches = c.get("searches") or []
         if not isinstance(searches, list):
             raise ValueError(f"candidates[{i}].searches: a list")
         for j, s in enumerate(searches):
