@@ -209,6 +209,20 @@ class AbConfig:
     ab_detect: float | None = None
     ab_inject: float = 0.0  # gate-check: B's calls made this fraction of A's p50 slower (a planted slowdown)
 
+    @property
+    def activations_used(self) -> int:
+        """The activations each side gets: --ab-activations, at most one per planned pair (an activation needs a
+        pair of its own; harness.workloads.ab.pairs.activation_of)."""
+        return max(1, min(self.ab_activations, self.ab_pairs))
+
+    def activations_text(self) -> str:
+        """"4 activation(s) per side", saying it when --ab-activations was lowered to the pairs (never a header that
+        promises 50 activations over 2 pairs)."""
+        used = self.activations_used
+        lowered = (f" (--ab-activations {self.ab_activations} lowered to {used}: an activation needs a pair of its "
+                   f"own, and --ab-pairs is {self.ab_pairs})") if used < self.ab_activations else ""
+        return f"{used} activation(s) per side{lowered}"
+
 
 @dataclass(frozen=True, kw_only=True)
 class GatingConfig:

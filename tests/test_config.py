@@ -228,3 +228,25 @@ def test_absurd_sizes_are_refused_naming_the_option(kw, message, tmp_path):
 def test_settle_within_the_case_timeout_is_taken(tmp_path):
     c = parse_run_options(raw(settle="30", case_timeout="60", out=str(tmp_path / "o")))
     assert c.measure.settle_s == 30 and c.process.case_timeout_s == 60
+
+
+def test_the_ab_header_never_promises_more_activations_than_pairs():
+    """`--ab-activations 50 --ab-pairs 2` was clamped silently under a header promising 50."""
+    from harness.config import AbConfig
+
+    assert AbConfig(ab_pairs=40, ab_activations=4).activations_text() == "4 activation(s) per side"
+    few = AbConfig(ab_pairs=2, ab_activations=50)
+    assert few.activations_used == 2
+    assert few.activations_text() == ("2 activation(s) per side (--ab-activations 50 lowered to 2: an activation "
+                                      "needs a pair of its own, and --ab-pairs is 2)")
+
+
+def test_a_slowdown_no_pairs_can_detect_is_refused_before_anything_is_measured():
+    import pytest
+
+    from harness.errors import UsageError
+    from harness.options.values import detectable
+
+    assert detectable("5%", "ab-detect") == 0.05 and detectable("0.001", "ab-detect") == 0.001
+    with pytest.raises(UsageError, match="below 0.1%"):
+        detectable("0.0001", "ab-detect")

@@ -66,7 +66,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     pairs = (f"pairs for --detect {config.ab.ab_detect:.1%} (a pilot of {DETECT_PILOT_PAIRS}, at most "
              f"{DETECT_MAX_PAIRS})" if config.ab.ab_detect else f"{config.ab.ab_pairs} pairs")
     print(f"{len(cases)} case(s): A = {config.ab.ab_a}, B = {config.ab.ab_b}, {pairs} of "
-          f"{config.ab.ab_block_time_s:g} s blocks -> {out}")
+          f"{config.ab.ab_block_time_s:g} s blocks in {config.ab.activations_text()} -> {out}")
     session, finished = session_cases(config, cases)
     ab = config.ab
     for c in session.run.cases:  # what each case's budget can detect, from its clean pairs' spread

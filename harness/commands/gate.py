@@ -178,7 +178,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     ab = config.ab
     pairs = f"pairs for --ab-detect {ab.ab_detect:.1%}" if ab.ab_detect else f"{ab.ab_pairs} pairs"
     print(f"gate {args.baseline}: {len(plans)} case(s), {re_measured} re-measured A/B tonight ({pairs} "
-          f"of {ab.ab_block_time_s:g} s blocks in {ab.ab_activations} activation(s) per side, up to "
+          f"of {ab.ab_block_time_s:g} s blocks in {ab.activations_text()}, up to "
           f"{ab.ab_budget_s:g} s more per case to reach a verdict, "
           f"{config.measure.threads} thread(s)), {len(plans) - re_measured} on "
           f"stored figures -> {out}")

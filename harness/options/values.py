@@ -97,6 +97,22 @@ def slowdown(text: Any, what: str) -> float:
 
 slowdown.bounds = (0.0, 1.0)  # type: ignore[attr-defined]
 
+MIN_DETECT = 0.001  # 0.1%: below the timer's and the machine's own spread on the quietest pairs measured here
+
+
+def detectable(text: Any, what: str) -> float:
+    """--ab-detect / --detect: a slowdown (as `slowdown`) of at least MIN_DETECT, refused at once below it (it used to
+    be refused only after a pilot had measured for half a minute)."""
+    v = slowdown(text, what)
+    if v < MIN_DETECT:
+        raise UsageError(f"--{what}: {text!r} is below {MIN_DETECT:.1%}: no case's pairs are that quiet (the "
+                         "timer and the machine alone spread more), so no pair budget could detect it; give 0.5% or "
+                         "more")
+    return v
+
+
+detectable.bounds = (MIN_DETECT, 1.0)  # type: ignore[attr-defined]
+
 
 def choice(valid: tuple[str, ...], noun: str, fold: bool = False) -> Parser:
     """One of `valid`; `fold`: spaces stripped and lower-cased first."""

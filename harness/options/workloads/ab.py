@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.options.base import OptionDef, OptionGroup
-from harness.options.values import float_at_least, fraction, int_at_least, slowdown
+from harness.options.values import detectable, float_at_least, fraction, int_at_least
 
 
 def ab_side(text: Any, what: str) -> str:
@@ -63,5 +63,5 @@ AB = OptionGroup("ab", "A/B workload", (
     OptionDef("ab-detect", "--workload ab: the pair budget as a target: choose the pairs per case so that a "
                            "slowdown of this size (5% or 0.05) is judged regressed with 95% power, from the spread "
                            "of a 10-pair pilot, at most 200 pairs (replaces --ab-pairs; `harness ab --detect`)",
-              "PERCENT", field="ab_detect", parse=slowdown),
+              "PERCENT", field="ab_detect", parse=detectable),
 ))
