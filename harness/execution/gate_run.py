@@ -441,7 +441,7 @@ class GateDriver:
         if row.ab is None:  # side B (tonight's) could not run
             verdict = Verdict.BROKE if row.status in BROKEN else Verdict.NOT_COMPARABLE
             return VerdictRecord(g.case, "case", verdict, reason=f"re-measured A/B: tonight's side {row.status}: "
-                                 f"{row.reason}")
+                                 f"{row.reason}", unjudged=NOT_COMPARABLE if verdict is Verdict.NOT_COMPARABLE else "")
         a = (row.details.get("gate", {}).get("side_a", {}).get("latency") or {}).get("p50_ms")
         note = f" ({g.note})" if g.note else ""
         return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
