@@ -281,15 +281,15 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
                                  met.margin_pct, f"inconclusive (contended): {met.reason} under contention, which "
                                  f"inflates it ({contention.get('cause') or 'contended'}); rerun on a quiet machine",
                                  inconclusive=True, unjudged=CONTENDED)
-    if req.timing and contention.get("contended"):
-        return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
-                                 f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
-                                 "a quiet machine", inconclusive=True, unjudged=CONTENDED)
-    if few:
+    if few:  # not quoted even quiet: the binding cause, contended or not
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (too few samples): {too_few_text(req.percentile, int(n))}: not "
                                  f"judged; measure longer ([measure] min_time, min_iters)", inconclusive=True,
                                  unjudged=TOO_FEW_SAMPLES)
+    if req.timing and contention.get("contended"):
+        return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
+                                 f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
+                                 "a quiet machine", inconclusive=True, unjudged=CONTENDED)
     if req.kind == "flag":
         ok = bool(value)
         return out(ok, ok, "yes" if ok else (req.why_not(result) if req.why_not else f"{req.label}: no"))
