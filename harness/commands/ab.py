@@ -46,7 +46,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     without pytest): each case in the supervised worker, results.json after every case, the report."""
 
     from harness.gating.ab import ab_records, case_detect_line
-    from harness.gating.unjudged import decide_exit, unjudged_line
+    from harness.display import visible
+    from harness.gating.unjudged import decide_exit, gate_headline, unjudged_line, verdict_text
     from harness.workloads import get_workload
 
     raw = dict(vars(args))
@@ -85,6 +86,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"{len(broken)} case(s) not measured: " + ", ".join(f"{c.case.id} {c.status}" for c in broken[:5])
               + (" ..." if len(broken) > 5 else ""))
     records = ab_records(session.run.cases)
+    for r in records:  # each case's verdict with its evidence, judged or not (B/A over all pairs when unjudged)
+        ratio = f"  B/A {r.ratio:.4f}" + (f" [{r.ci_low:.4f}, {r.ci_high:.4f}]" if r.ci_low is not None and
+                                           r.ci_high is not None else "") if r.ratio is not None else ""
+        print(visible(f"{verdict_text(r):<15} {r.case_id}{ratio}"))
+    print(gate_headline(records, args.allow_unjudged, what="ab"))
     line = unjudged_line(records, args.allow_unjudged, what="A/B cases")
     if line:  # the last line: the cases not judged, and why
         print(line)

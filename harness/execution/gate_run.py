@@ -15,7 +15,17 @@ from harness.execution.session import HarnessSession
 from harness.gating.ab import judge_ab
 from harness.gating.baseline import Replay, ReplayCase
 from harness.gating.compare import VerdictRecord, compare_runs
-from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
+from harness.gating.ab import ab_cause
+from harness.gating.unjudged import (
+    NOT_COMPARABLE,
+    TOO_WIDE,
+    decide_exit,
+    gate_headline,
+    unjudged_cause,
+    unjudged_line,
+    verdict_text,
+)
+from harness.gating.verdicts import Verdict
 from harness.model import get_model
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
@@ -24,8 +34,10 @@ from harness.workloads.ab.pairs import PairLoop, Stop
 from harness.workloads.common import ensure_user_models
 from harness.workloads.gate.workload import SidePayload, baseline_model_name
 
-# rows that were not judged: never a pass; the gate exits EXIT_UNJUDGED for them unless --allow-unjudged
+# rows that were not judged: never a pass; the gate exits 3 for them unless --allow-unjudged (each row names its
+# cause: harness.gating.unjudged; a stored-figure row of these verdicts without one gets the verdict's)
 UNJUDGED = frozenset({Verdict.INCONCLUSIVE, Verdict.NOT_COMPARABLE, Verdict.NOISE})
+_STORED_CAUSE = {Verdict.NOISE: TOO_WIDE, Verdict.NOT_COMPARABLE: NOT_COMPARABLE}
 BROKEN = ("error", "crashed", "timeout", "oom")
 STORED = "stored figures"
 
@@ -174,14 +186,11 @@ class GateOutcome:
     exit_status: int | None = None  # 128 + the signal that stopped the gate (130 SIGINT, 143 SIGTERM)
 
     def unjudged(self) -> list[VerdictRecord]:
-        return [r for r in self.records if r.verdict in UNJUDGED and r.metric != "drift"]
+        """The gated rows not judged (each names its cause: harness.gating.unjudged)."""
+        return [r for r in self.records if unjudged_cause(r)]
 
     def exit_code(self, allow_unjudged: bool) -> int:
-        if any(r.failing for r in self.records):
-            return EXIT_REGRESSION
-        if self.unjudged() and not allow_unjudged:
-            return EXIT_UNJUDGED
-        return EXIT_CLEAN
+        return decide_exit(self.records, allow_unjudged)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -190,46 +199,55 @@ class GateOutcome:
         return out
 
     def summary(self, allow_unjudged: bool) -> str:
-        code = self.exit_code(allow_unjudged)
-        state = {EXIT_REGRESSION: "FAIL", EXIT_UNJUDGED: "UNJUDGED", EXIT_CLEAN: "OK"}[code]
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(self.counts().items()))
+        """The state and counts in the wording compare and summary.md use (unjudged.gate_headline), then how the
+        cases were measured."""
         re_measured = len({r.case_id for r in self.records} - set(self.fallbacks))
-        return (f"gate {state}: {counts or 'nothing judged'} ({re_measured} case(s) re-measured A/B tonight, "
+        return (f"{gate_headline(self.records, allow_unjudged)} ({re_measured} case(s) re-measured A/B tonight, "
                 f"{len(self.fallbacks)} on stored figures)")
 
     def unjudged_line(self, allow_unjudged: bool) -> str:
-        rows = self.unjudged()
-        if not rows:
-            return "unjudged: none (every gated row was judged)"
-        names = "; ".join(f"{r.case_id} {r.metric} ({r.verdict.value}: {_short(r.reason)})" for r in rows)
-        accepted = " (accepted: --allow-unjudged)" if allow_unjudged else ""
-        return f"unjudged: {len(rows)} of {len(self.records)} gated rows{accepted}: {names}"
+        return unjudged_line(self.records, allow_unjudged) or "not judged: none (every gated row was judged)"
 
     def lines(self, allow_unjudged: bool) -> list[str]:
         out = []
-        for r in sorted(self.records, key=lambda r: (not r.failing, r.verdict not in UNJUDGED, r.case_id)):
-            ratio = f"  B/A {r.ratio:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" if r.ratio is not None and \
-                r.ci_low is not None and r.ci_high is not None else ""
-            out.append(f"{r.verdict.value:<15} {r.case_id}  {r.metric}{ratio}  {r.reason}")
+        for r in sorted(self.records, key=_order):
+            out.append(f"{verdict_text(r):<15} {r.case_id}  {r.metric}{_figures(r)}  {r.reason}")
         return [*out, self.summary(allow_unjudged), self.unjudged_line(allow_unjudged)]
 
     def markdown(self, allow_unjudged: bool) -> str:
         """gate.md: its first line is the gate's summary (a CI job's summary reads it first)."""
-        rows = ["| verdict | case | metric | B/A | interval | how | reason |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        for r in sorted(self.records, key=lambda r: (not r.failing, r.verdict not in UNJUDGED, r.case_id)):
+        rows = ["| verdict | case | metric | A | B | B/A | interval | how | reason |",
+                "| --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+        for r in sorted(self.records, key=_order):
             how = f"{STORED} (not re-measured)" if r.case_id in self.fallbacks else "re-measured A/B"
             interval = f"[{_cell(r.ci_low)}, {_cell(r.ci_high)}]" if r.ci_low is not None else ""
             reason = r.reason.replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {r.verdict.value} | {r.case_id} | {r.metric} | {_cell(r.ratio)} | {interval} | {how} | "
-                        f"{reason} |")
+            rows.append(f"| {verdict_text(r)} | {r.case_id} | {r.metric} | {_cell(r.baseline)} | {_cell(r.current)} | "
+                        f"{_cell(r.ratio)} | {interval} | {how} | {reason} |")
         return "\n".join([f"**{self.summary(allow_unjudged)}**", "", self.unjudged_line(allow_unjudged), "",
                           *rows, ""])
 
     def as_dict(self, allow_unjudged: bool) -> dict[str, Any]:
         return {"exit_code": self.exit_code(allow_unjudged), "summary": self.summary(allow_unjudged),
                 "workers_started": self.workers_started,
-                "unjudged": [r.case_id + " " + r.metric for r in self.unjudged()],
+                "unjudged": [{"row": f"{r.case_id} {r.metric}", "cause": unjudged_cause(r), "ratio": r.ratio,
+                              "ci_low": r.ci_low, "ci_high": r.ci_high} for r in self.unjudged()],
+                "unjudged_line": unjudged_line(self.records, allow_unjudged),
                 "fallbacks": self.fallbacks, "records": [r.as_dict() for r in self.records]}
+
+
+def _order(r: VerdictRecord) -> tuple[bool, bool, str]:
+    return not r.failing, not unjudged_cause(r), r.case_id
+
+
+def _figures(r: VerdictRecord) -> str:
+    """"  A 0.0310 B 0.0530 B/A 1.7096 [1.6500, 1.7700]": what a row measured, judged or not."""
+    ab = f"  A {r.baseline:.4g} B {r.current:.4g} {r.unit}".rstrip() if r.baseline is not None and \
+        r.current is not None else ""
+    ratio = f"  B/A {r.ratio:.4f}" if r.ratio is not None else ""
+    if ratio and r.ci_low is not None and r.ci_high is not None:
+        ratio += f" [{r.ci_low:.4f}, {r.ci_high:.4f}]"
+    return ab + ratio
 
 
 def _short(text: str, n: int = 120) -> str:
@@ -490,13 +508,14 @@ class GateDriver:
         if row.ab is None:  # side B (tonight's) could not run
             verdict = Verdict.BROKE if row.status in BROKEN else Verdict.NOT_COMPARABLE
             return VerdictRecord(g.case, "case", verdict, reason=f"re-measured A/B: tonight's side {row.status}: "
-                                 f"{row.reason}")
+                                 f"{row.reason}", unjudged=NOT_COMPARABLE if verdict is Verdict.NOT_COMPARABLE else "")
         a = (row.details.get("gate", {}).get("side_a", {}).get("latency") or {}).get("p50_ms")
         note = f" ({g.note})" if g.note else ""
         return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
                              current=(row.latency or {}).get("p50_ms"), ratio=row.ab.ratio, ci_low=row.ab.ci_low,
                              ci_high=row.ab.ci_high, threshold=row.ab.min_effect, unit="ms",
-                             reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True)
+                             reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True,
+                             unjudged=ab_cause(row.ab))
 
     def _stored_records(self, out: GateOutcome, plans: list[GateCase]) -> None:
         assert out.run is not None
@@ -510,7 +529,10 @@ class GateDriver:
         for r in cmp.records:
             if r.case_id in ids:
                 why = out.fallbacks[r.case_id]
-                out.records.append(dataclasses.replace(r, reason=f"{STORED} (not re-measured: {why}): {r.reason}"))
+                cause = r.unjudged or (_STORED_CAUSE.get(r.verdict, "") if r.metric != "drift" and r.verdict in
+                                       UNJUDGED else "")
+                out.records.append(dataclasses.replace(r, reason=f"{STORED} (not re-measured: {why}): {r.reason}",
+                                                       unjudged=cause))
 
 
 def fallback_config(config: RunConfig, stored: dict[str, Any]) -> RunConfig:

@@ -23,10 +23,11 @@ from harness.gating.unjudged import (
     OTHER_MACHINE,
     TOO_FEW_SAMPLES,
     decide_exit,
+    gate_headline,
     unjudged_cause,
     unjudged_line,
 )
-from harness.gating.verdicts import EXIT_UNJUDGED, FAILING, Verdict
+from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
 from harness.results.stats import median_ns, min_samples, quoted
@@ -280,10 +281,8 @@ class Comparison:
         return {r.case_id for r in self.records if r.verdict is Verdict.REGRESSED and r.timing}
 
     def summary(self) -> str:
-        counts = ", ".join(f"{n} {v}" for v, n in self.counts().items() if n)
-        code = self.exit_code
-        state = "FAIL" if code == 1 else "COULD NOT JUDGE" if code == EXIT_UNJUDGED else "OK"
-        return f"gate {state}: {counts or 'no cases'} ({self.gates.describe()})"
+        """The gate's state and counts in the wording every deciding command shares (unjudged.gate_headline)."""
+        return f"{gate_headline(self.records, self.allow_unjudged)} ({self.gates.describe()})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline_label, "current": self.current_label, "exit_code": self.exit_code,
@@ -453,6 +452,41 @@ def contended_runs(b: CaseResult, c: CaseResult) -> str:
     return "; ".join(out)
 
 
+def one_sided(s: SampleComparison, b: CaseResult, c: CaseResult, contended: str
+              ) -> tuple[SampleComparison, str]:
+    """A verdict on stored figures that contention inflated, judged one-sidedly (contention only makes latency
+    higher): with only tonight's figure contended, a pass or an improvement stands (the quiet figure can only be
+    better: the ratio only lower); with only the baseline's contended, a regression stands (its quiet figure can
+    only be lower: the ratio only higher). Anything else is inconclusive (contended), its figures kept. Returns the
+    comparison and the unjudged cause ("" when it stands)."""
+    b_hit, c_hit = bool((b.contention or {}).get("contended")), bool((c.contention or {}).get("contended"))
+    if c_hit and not b_hit and s.verdict in (Verdict.PASS, Verdict.IMPROVED):
+        return dataclasses.replace(s, reason=f"{s.reason}; met under contention (the quiet figure can only be "
+                                             f"better): {contended}"), ""
+    if b_hit and not c_hit and s.verdict is Verdict.REGRESSED:
+        return dataclasses.replace(s, reason=f"{s.reason}; met under contention (the baseline's quiet figure can "
+                                             f"only be lower, the change only larger): {contended}"), ""
+    return dataclasses.replace(s, verdict=Verdict.INCONCLUSIVE,
+                               reason=f"inconclusive (contended): {contended}; the samples said: {s.reason}"), \
+        CONTENDED
+
+
+def _unjudged_figures(key: CaseId, b: CaseResult, c: CaseResult, gates: GateConfig, why: str,
+                      cause: str) -> list[VerdictRecord]:
+    """Rows not judged for `cause` (a changed model, another machine) that still show their evidence: per gate,
+    both runs' statistics, the ratio and its bounds, as the samples gave them."""
+    out = []
+    for gate in gates.gates_for(key.model):
+        metric = METRICS[gate.metric]
+        s = compare_samples(case_blocks(b), case_blocks(c), gate, gates.confidence, gates.resamples,
+                            _seed(gates.seed, key, gate.metric))
+        out.append(VerdictRecord(key, metric.key, Verdict.NOT_COMPARABLE, s.baseline, s.current, s.ratio, s.ci_low,
+                                 s.ci_high, None, gate.threshold, metric.unit,
+                                 f"not judged ({cause}): {why}; the figures: {s.reason}", timing=True,
+                                 unjudged=cause))
+    return out or [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=why, unjudged=cause)]
+
+
 def compare_case(baseline: CaseResult, current: CaseResult, gates: GateConfig) -> list[VerdictRecord]:
     """The verdicts of one case measured twice (e.g. on two releases of its runtime), as compare_runs gives
     them, under the baseline's case id."""
@@ -473,8 +507,9 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         return [VerdictRecord(key, "conformance", verdict, reason=reason)]
     if run_reason and (b.measured or c.measured):
         if b.measured and c.measured and run_reason.startswith("different machine"):
-            # figures from another machine say nothing about this one: the gated case was not judged
-            return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=run_reason, unjudged=OTHER_MACHINE)]
+            # figures from another machine say nothing about this one: the gated case was not judged, its figures
+            # shown (both runs' statistics and their ratio)
+            return _unjudged_figures(key, b, c, gates, run_reason, OTHER_MACHINE)
         return one(Verdict.NOT_COMPARABLE, run_reason)
     if not b.measured and not c.measured:
         if b.status == c.status == "skipped":
@@ -492,8 +527,9 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
     if mismatch:
         # a changed model is what a nightly gate exists to judge: stored figures of the old one cannot, so the
         # row is not judged (the re-measuring gate, `harness gate`, measures both models tonight)
-        changed = MODEL_CHANGED if "model fingerprint" in mismatch else ""
-        return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=mismatch, unjudged=changed)]
+        if "model fingerprint" in mismatch:  # both models' figures and their ratio, not judged
+            return _unjudged_figures(key, b, c, gates, mismatch, MODEL_CHANGED)
+        return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=mismatch)]
     out = []
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
     run_sigma = gates.sigma_for(key.id)
@@ -513,10 +549,8 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         s = compare_samples(b_blocks, c_blocks, gate, gates.confidence, gates.resamples,
                             _seed(gates.seed, key, gate.metric), run_sigma, history)
         cause = TOO_FEW_SAMPLES if s.verdict is Verdict.INCONCLUSIVE else ""
-        if contended:  # a figure the machine inflated is not judged as a clean one, either way
-            s = dataclasses.replace(s, verdict=Verdict.INCONCLUSIVE,
-                                    reason=f"inconclusive (contended): {contended}; the samples said: {s.reason}")
-            cause = CONTENDED
+        if contended and s.verdict is not Verdict.INCONCLUSIVE:
+            s, cause = one_sided(s, b, c, contended)
         reason = s.reason + (f" [noisy measurement: {', '.join(noisy)}]" if noisy else "") + notes_for_case
         if run_sigma > 0 and s.sigma <= run_sigma:
             reason += f" [run-to-run spread assumed by the gate config: sigma {run_sigma:.3f}]"

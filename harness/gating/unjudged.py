@@ -17,6 +17,7 @@ MODEL_CHANGED = "model changed"  # the model fingerprint differs: stored figures
 OTHER_MACHINE = "different machine"  # stored figures from another machine: not comparable, so not judged
 TOO_WIDE = "interval too wide"  # an A/B's interval could not rule out a change of twice the minimum effect
 INCONCLUSIVE = "inconclusive"  # an inconclusive verdict that named no cause of its own
+NOT_COMPARABLE = "not comparable"  # `harness gate`: a stored-figure row the figures could not compare
 
 ALLOW_OPTION = "--allow-unjudged"
 MAX_NAMED = 6  # rows named per cause in the line; the rest are counted
@@ -39,6 +40,14 @@ def unjudged_cause(record: Judged) -> str:
     if record.unjudged:
         return record.unjudged
     return INCONCLUSIVE if Verdict(record.verdict) is Verdict.INCONCLUSIVE else ""
+
+
+def verdict_text(record: Judged) -> str:
+    """The verdict as every row shows it: judged (pass, regressed, improved ...) or not judged with its cause, e.g.
+    "inconclusive (not judged: contended)", "not_comparable (not judged: model changed)"."""
+    cause = unjudged_cause(record)
+    value = Verdict(record.verdict).value
+    return f"{value} (not judged: {cause})" if cause and cause != value else value
 
 
 def gated(records: Iterable[Judged]) -> list[Judged]:
@@ -93,23 +102,50 @@ def decide_exit(records: Iterable[Judged], allow_unjudged: bool = False) -> int:
     return EXIT_CLEAN
 
 
-def gate_headline(records: Sequence[Judged], allow_unjudged: bool = False) -> str:
-    """The gate's state in a few words for the first line of a CI summary: "Gate: FAIL (2 regressed)",
-    "Gate: could not judge 4 of 8 gated timing rows (contended: 4)", "Gate: OK (8 judged)"."""
-    failing = [r for r in records if r.verdict in FAILING]
+_STATE_UNJUDGED = "COULD NOT JUDGE"
+
+
+def gate_state(records: Sequence[Judged], allow_unjudged: bool = False) -> str:
+    """The one word for a deciding command's state, the same in every command and file: FAIL (a row regressed or
+    broke), COULD NOT JUDGE (a gated row was not judged; "... (accepted: --allow-unjudged)" when accepted), OK."""
+    if any(r.verdict in FAILING for r in records):
+        return "FAIL"
+    if unjudged_rows(records):
+        return _STATE_UNJUDGED + (f" (accepted: {ALLOW_OPTION})" if allow_unjudged else "")
+    return "OK"
+
+
+def gate_headline(records: Sequence[Judged], allow_unjudged: bool = False, what: str = "gate") -> str:
+    """The state and the counts in one line, worded alike by compare, `run --baseline`, `harness gate`, verdicts.md,
+    gate.md and summary.md: the gated timing rows judged (pass / regressed / improved ...) and those not judged with
+    their causes, then the other rows (drift, whole-case states) apart, so a drift pass is never counted as a
+    timing pass. E.g. "gate COULD NOT JUDGE: 2 pass, 2 not judged (contended: 2) of 4 gated timing rows; other
+    rows: 4 drift pass"."""
+    records = list(records)
+    timing = [r for r in records if r.timing or unjudged_cause(r)]
+    timing_ids = {id(r) for r in timing}
+    order = {v: i for i, v in enumerate((Verdict.REGRESSED, Verdict.BROKE, Verdict.IMPROVED, Verdict.FIXED,
+                                         Verdict.PASS, Verdict.NOISE, Verdict.NEW, Verdict.NOT_COMPARABLE,
+                                         Verdict.INCONCLUSIVE))}
+    judged: dict[Verdict, int] = {}
+    for r in timing:
+        if not unjudged_cause(r):
+            judged[Verdict(r.verdict)] = judged.get(Verdict(r.verdict), 0) + 1
+    parts = [f"{n} {v.value}" for v, n in sorted(judged.items(), key=lambda kv: order[kv[0]])]
     rows = unjudged_rows(records)
-    n = sum(len(v) for v in rows.values())
-    by_cause = ", ".join(f"{cause}: {len(v)}" for cause, v in rows.items())
-    if failing:
-        kinds: dict[str, int] = {}
-        for r in failing:
-            kinds[Verdict(r.verdict).value] = kinds.get(Verdict(r.verdict).value, 0) + 1
-        head = "Gate: FAIL (" + ", ".join(f"{k} {v}" for k, v in kinds.items()) + ")"
-        return head + (f"; could not judge {n} of {len(gated(records))} gated timing rows ({by_cause})" if n else "")
-    if n:
-        accepted = f"; accepted with {ALLOW_OPTION}" if allow_unjudged else ""
-        return f"Gate: could not judge {n} of {len(gated(records))} gated timing rows ({by_cause}){accepted}"
-    return f"Gate: OK ({len(gated(records))} gated timing rows judged)"
+    if rows:
+        by_cause = ", ".join(f"{cause}: {len(v)}" for cause, v in rows.items())
+        parts.append(f"{sum(len(v) for v in rows.values())} not judged ({by_cause})")
+    text = f"{what} {gate_state(records, allow_unjudged)}: {', '.join(parts) or 'none'} of {len(timing)} gated " \
+           "timing rows"
+    others: dict[tuple[str, str], int] = {}
+    for r in records:
+        if id(r) not in timing_ids:
+            key = (r.metric or "case", Verdict(r.verdict).value)
+            others[key] = others.get(key, 0) + 1
+    if others:
+        text += "; other rows: " + ", ".join(f"{n} {m} {v}" for (m, v), n in others.items())
+    return text
 
 
 class _Row:

@@ -14,7 +14,7 @@ import pandas as pd
 from markupsafe import Markup, escape
 
 from harness.display import csv_cell, speed_text, visible
-from harness.gating.unjudged import gate_headline, verdict_rows
+from harness.gating.unjudged import gate_headline, unjudged_cause, verdict_rows
 from harness.model import get_model
 from harness.report import charts
 from harness.report.energy import energy_section
@@ -264,6 +264,7 @@ def render_html(runs: Runs, verdicts: Sequence[dict[str, Any]] | None = None,
         not_passed=[(label, c) for label, c in all_cases if c.status not in ("passed", "skipped")],
         broken=[c for _, c in all_cases if c.status in BROKEN],
         verdicts=vlist, verdict_counts=vcounts, baseline_label=baseline_label, gate_note=gate_note,
+        gate_line=gate_headline(verdict_rows(vlist)) if vlist else "",
         trends=_trend_charts(trends), conformance_page=conformance_page,
         profile_tables=profile_tables, peaks=peaks, energy=energy_section(all_cases),
         roofline=Markup(roofline_chart(peaks)) if peaks and roofline_chart(peaks) else None,
@@ -448,17 +449,22 @@ def _md_noise(runs: list[RunResults], labels: list[str]) -> list[str]:
 
 
 def _md_verdicts(verdicts: Sequence[dict[str, Any]] | None, max_rows: int) -> list[str]:
+    """The failing rows and the rows not judged, each with its figures: both statistics, the ratio and its
+    interval, and (not judged) its cause; the counts in the gate's one wording (unjudged.gate_headline)."""
     if not verdicts:
         return []
-    bad = [v for v in verdicts if v["verdict"] in ("regressed", "broke")]
-    vc: dict[str, int] = {}
-    for v in verdicts:
-        vc[v["verdict"]] = vc.get(v["verdict"], 0) + 1
-    lines = ["### Verdicts against the baseline", "", " · ".join(f"{k} {n}" for k, n in vc.items()), ""]
-    if bad:
-        vdf = pd.DataFrame([{"case": v.get("case"), "metric": v.get("metric"), "verdict": v["verdict"],
-                             "baseline": v.get("baseline"), "current": v.get("current"),
-                             "reason": v.get("reason", "")} for v in bad[:max_rows]])
+    rows = verdict_rows(verdicts)
+    shown = [(v, r) for v, r in zip(verdicts, rows) if v["verdict"] in ("regressed", "broke") or unjudged_cause(r)]
+    lines = ["### Verdicts against the baseline", "", _md(gate_headline(rows)), ""]
+    if shown:
+        vdf = pd.DataFrame([{"case": v.get("case"), "metric": v.get("metric"),
+                             "verdict": v["verdict"] + (f" (not judged: {unjudged_cause(r)})" if unjudged_cause(r)
+                                                        and unjudged_cause(r) != v["verdict"] else ""),
+                             "baseline": v.get("baseline"), "current": v.get("current"), "ratio": v.get("ratio"),
+                             "interval": (f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+                                          if isinstance(v.get("ci_low"), (int, float))
+                                          and isinstance(v.get("ci_high"), (int, float)) else ""),
+                             "reason": v.get("reason", "")} for v, r in shown[:max_rows]])
         lines += [_md_table(vdf), ""]
     return lines
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from harness.display import speed_text, visible
 from harness.gating.compare import Comparison, VerdictRecord
-from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
+from harness.gating.unjudged import verdict_text
+from harness.gating.verdicts import Verdict
 
 _ICON = {Verdict.REGRESSED: "❌", Verdict.BROKE: "💥", Verdict.IMPROVED: "✅", Verdict.FIXED: "🔧",
          Verdict.NOISE: "〰️", Verdict.INCONCLUSIVE: "❔", Verdict.NEW: "🆕", Verdict.NOT_COMPARABLE: "⚠️", Verdict.PASS: ""}
@@ -44,11 +45,8 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
     `only_changes` leaves out `pass` rows (a compact CI summary); the counts still include them.
     """
     c = comparison
-    code = c.exit_code
-    state = "**FAIL**" if code == EXIT_REGRESSION else "**COULD NOT JUDGE**" if code == EXIT_UNJUDGED else "**OK**"
-    counts = ", ".join(f"{n} {v}" for v, n in c.counts().items() if n) or "no cases"
     unjudged = c.unjudged_line()
-    lines = [f"### Gate: {state} — {counts}", ""] + ([f"**{_cell(unjudged)}**", ""] if unjudged else []) + [
+    lines = [f"### {_cell(c.summary())}", ""] + ([f"**{_cell(unjudged)}**", ""] if unjudged else []) + [
              f"{_cell(c.baseline_label)} → {_cell(c.current_label)}; {_cell(c.gates.describe())}. "
              f"Method: {_cell(c.method)}.", "", f"This gate: {_cell(c.gates.measured_line())}.", ""]
     for note in c.notes:
@@ -65,7 +63,7 @@ def verdicts_markdown(comparison: Comparison, only_changes: bool = False) -> str
               "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- |"]
     for r in rows:
         p = "" if r.p_value is None else f"{r.p_value:.3g}"
-        lines.append(f"| {_ICON[r.verdict]} {r.verdict.value} | `{_cell(r.case_id)}` | {r.metric} | "
+        lines.append(f"| {_ICON[r.verdict]} {verdict_text(r)} | `{_cell(r.case_id)}` | {r.metric} | "
                      f"{_num(r.baseline, r.unit)} | {_num(r.current, r.unit)} | {_change(r)} | {_ci(r)} | {p} | "
                      f"{_cell(r.reason)} |")
     return "\n".join(lines) + "\n"
@@ -79,6 +77,7 @@ def verdict_dicts(comparison: Comparison, label: str | None = None) -> list[dict
     for r in comparison.records:
         d = r.as_dict()
         d["case"] = d.pop("case_id") + (f" @ {label}" if label else "")
+        d["verdict_text"] = verdict_text(r)
         rows.append(d)
     return sorted(rows, key=lambda d: (order.get(d["verdict"], 9), d["case"], d["metric"]))
 
@@ -106,12 +105,12 @@ def verdicts_text(comparison: Comparison, only_changes: bool = False, verbose: b
         rows = [r for r in rows if r.verdict is not Verdict.PASS]
     if not rows:
         return "\n".join(lines + ["(no verdicts to show)"]) + "\n"
-    table = [("verdict", "case", "metric", "baseline", "current", "change", "reason")]
-    table += [(r.verdict.value, _plain(r.case_id), r.metric, _num(r.baseline, r.unit), _num(r.current, r.unit),
-               _change(r), _plain(r.reason, None if verbose else width)) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(6)]
+    table = [("verdict", "case", "metric", "baseline", "current", "change", "ratio bounds", "reason")]
+    table += [(verdict_text(r), _plain(r.case_id), r.metric, _num(r.baseline, r.unit), _num(r.current, r.unit),
+               _change(r), _ci(r), _plain(r.reason, None if verbose else width)) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(7)]
     lines.append("")
     for row in table:
-        lines.append("  ".join(cell.ljust(w) if i < 3 else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(row[:6], widths))) + "  " + row[6])
+        lines.append("  ".join(cell.ljust(w) if i < 3 or i == 6 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row[:7], widths))) + "  " + row[7])
     return "\n".join(line.rstrip() for line in lines) + "\n"

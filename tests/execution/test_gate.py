@@ -182,7 +182,7 @@ def test_an_unchanged_model_passes_and_exits_0(tmp_path, fakes, clock):
     [rec] = outcome.records
     assert rec.verdict.value == "pass" and rec.ci_low < 1.0 < rec.ci_high, rec.reason
     assert outcome.exit_code(allow_unjudged=False) == EXIT_CLEAN
-    assert outcome.unjudged_line(False) == "unjudged: none (every gated row was judged)"
+    assert outcome.unjudged_line(False) == "not judged: none (every gated row was judged)"
 
 
 def test_a_case_that_cannot_be_reproduced_falls_back_and_is_labelled(tmp_path, fakes, clock):
@@ -253,7 +253,14 @@ def test_an_all_inconclusive_gate_exits_3_and_names_the_rows(tmp_path, fakes, cl
     assert outcome.exit_code(allow_unjudged=False) == EXIT_UNJUDGED
     assert outcome.exit_code(allow_unjudged=True) == EXIT_CLEAN
     line = outcome.unjudged_line(False)
-    assert line.startswith("unjudged: 1 of 1 gated rows: fake-file-fake-graph-fp32-b1 latency_median (inconclusive")
+    assert line.startswith("could not judge 1 of 1 gated timing rows (contended: fake-file-fake-graph-fp32-b1 "
+                           "latency_median)"), line
+    # not judged, its evidence shown: B/A over every pair, in the row, gate.md and gate.json
+    assert rec.ratio is not None and rec.ci_low is not None and "over all 10 pairs, contended ones included" in \
+        rec.reason
+    assert "| inconclusive (not judged: contended) | fake-file-fake-graph-fp32-b1 | latency_median |" in \
+        outcome.markdown(False)
+    assert outcome.as_dict(False)["unjudged"][0]["ratio"] == rec.ratio
     # with a budget the gate measures more pairs (new activations) hoping for clean ones; still contended: the
     # budget ends it, the row stays unjudged
     more, _ = _gate(tmp_path, clock, read_proc=proc, contention_limit=0.10, ab_budget_s=0.5,
@@ -261,8 +268,9 @@ def test_an_all_inconclusive_gate_exits_3_and_names_the_rows(tmp_path, fakes, cl
     [row] = more.run.cases
     assert row.ab.extra_pairs > 0 and len(row.ab.order) == 10 + row.ab.extra_pairs
     assert more.records[0].verdict.value == "inconclusive" and more.exit_code(allow_unjudged=False) == EXIT_UNJUDGED
-    assert outcome.summary(False).startswith("gate UNJUDGED: 1 inconclusive")
-    assert "(accepted: --allow-unjudged)" in outcome.unjudged_line(True)
+    assert outcome.summary(False).startswith("gate COULD NOT JUDGE: 1 not judged (contended: 1) of 1 gated timing "
+                                             "rows")
+    assert "accepted (--allow-unjudged): exit 0" in outcome.unjudged_line(True)
 
 
 def _fake_file_env(tmp_path: Path, fake_env: dict[str, str], model: Path) -> dict[str, str]:
@@ -301,16 +309,18 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     planted = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--inject", "30",
                               "--out", str(tmp_path / "p")], env=env, capture_output=True, text=True, check=False, timeout=300)
     assert planted.returncode == EXIT_REGRESSION, planted.stdout + planted.stderr  # a slowdown planted in side B
-    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  B/A 1\.(2[5-9]|3[0-5])", planted.stdout)
+    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  A [\d.e-]+ B [\d.e-]+ ms  "
+                     r"B/A 1\.(2[5-9]|3[0-5])", planted.stdout), planted.stdout
     _model_file(model, 420)
     gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--out",
                            str(tmp_path / "g")], env=env, capture_output=True, text=True, check=False, timeout=300)
     assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
-    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  B/A 1\.(3[5-9]|4[0-5])", gate.stdout), \
+    assert re.search(r"regressed +fake-file-fake-graph-fp32-b1  latency_median  A [\d.e-]+ B [\d.e-]+ ms  "
+                     r"B/A 1\.(3[5-9]|4[0-5])", gate.stdout), \
         gate.stdout
     assert "the model changed since the baseline" in gate.stdout
     assert re.search(r"\nfake-file-fake-graph-fp32-b1: can detect a slowdown of [\d.]+% with ", gate.stdout), gate.stdout
-    assert gate.stdout.rstrip().splitlines()[-2] == "unjudged: none (every gated row was judged)"
+    assert gate.stdout.rstrip().splitlines()[-2] == "not judged: none (every gated row was judged)"
     md = (tmp_path / "g" / "gate.md").read_text()
     assert md.startswith("**gate FAIL: 1 regressed")
     assert json.loads((tmp_path / "g" / "gate.json").read_text())["exit_code"] == EXIT_REGRESSION

@@ -26,7 +26,7 @@ def test_compare_exit_status_and_outputs(tmp_path, capsys):
     slow = write_results(make_run(2, scale={"ort-cpu": 1.25}), tmp_path / "slow")
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1].startswith("gate OK: 16 pass")
+    assert out.splitlines()[-1].startswith("gate OK: 8 pass of 8 gated timing rows; other rows: 8 drift pass")
     assert "###" not in out and "**" not in out and "&lt;" not in out and "Method:" not in out
     assert main(["compare", str(a), str(b), "--verbose"]) == 0
     assert "Method: the gated latency statistic" in capsys.readouterr().out
@@ -168,8 +168,12 @@ def test_run_with_a_baseline_it_cannot_judge_exits_3_and_says_so_last(fake_env, 
     harness_lines = [line for line in second.stdout.splitlines() if line.strip() and not line.startswith("=")]
     assert harness_lines[-1].startswith("could not judge 2 of 2 gated timing rows (different machine: "), \
         harness_lines[-3:]
-    assert (tmp_path / "b" / "summary.md").read_text().splitlines()[0] == (
-        "**Gate: could not judge 2 of 2 gated timing rows (different machine: 2)**")
+    first_line = (tmp_path / "b" / "summary.md").read_text().splitlines()[0]
+    assert first_line.startswith("**gate COULD NOT JUDGE: 2 not judged (different machine: 2) of 2 gated timing "
+                                 "rows"), first_line
+    # the rows not judged still show both runs' figures and their ratio
+    rows = json.loads((tmp_path / "b" / "verdicts.json").read_text())["records"]
+    assert all(r["ratio"] and r["baseline"] and r["current"] for r in rows if r["unjudged"]), rows
     assert json.loads((tmp_path / "b" / "verdicts.json").read_text())["exit_code"] == 3
     accepted = cli(*RUN, "--out", str(tmp_path / "c"), "--baseline", base, "--confirm", "0", "--allow-unjudged",
                    env=env)

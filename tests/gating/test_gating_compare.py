@@ -168,7 +168,7 @@ def test_library_versions_noted_or_strict():
 def test_markdown_and_json():
     cmp = compare_runs(make_run(1), make_run(2, scale={"ort-cpu": 1.25}))
     md = verdicts_markdown(cmp)
-    assert md.startswith("### Gate: **FAIL**")
+    assert md.startswith("### gate FAIL: 4 regressed, 4 pass of 8 gated timing rows; other rows: 8 drift pass")
     assert "| ❌ regressed | `mlp-ort-cpu-fp32-b1` | latency_median |" in md
     lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert lines[2].startswith("| ❌ regressed")  # failing rows first

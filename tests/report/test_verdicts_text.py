@@ -22,7 +22,8 @@ def test_terminal_text_has_no_markdown_nor_entities():
     assert "p99 < 5 ms | was **fine** & <b>bold</b> next" in text  # the reason as written, on one line
     for markup in ("###", "&lt;", "&amp;", "\\|", "| ---", "❌", "`"):
         assert markup not in text, markup
-    assert text.splitlines()[3].split() == ["verdict", "case", "metric", "baseline", "current", "change", "reason"]
+    assert text.splitlines()[3].split() == ["verdict", "case", "metric", "baseline", "current", "change", "ratio",
+                                           "bounds", "reason"]
     assert "&lt;" in verdicts_markdown(c)  # the Markdown file keeps its escaping
 
 
