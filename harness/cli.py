@@ -89,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"harness {args.command}"
         status = _dispatch(args)
         sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's last flush
+        if _SIGINTS and status not in (EXIT_INTERRUPTED, 128 + signal.SIGTERM):
+            # a Ctrl-C before the command's session took over that an extension turned into an error of its own
+            # (an import, then a case "error"): the user interrupted; never exit 1 as if a case had broken
+            raise KeyboardInterrupt
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE

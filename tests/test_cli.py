@@ -455,3 +455,19 @@ def test_harness_runtimes_columns_line_up(capsys):
         assert len({line.index(word) for line in lines}) == 1, word
     starts = {re.match(r"\S+\s+device=\S+\s+precisions=\S+\s+", line).end() for line in lines}
     assert len(starts) == 1  # every state starts in one column
+
+
+def test_a_ctrl_c_an_extension_turned_into_a_case_error_still_exits_130(monkeypatch, capsys):
+    """Under load, a Ctrl-C in the first seconds of `harness ab` landed inside an extension's import, which turned
+    it into an error of its own: the case became an error row and the command exited 1 as if a case had broken.
+    A Ctrl-C seen before the session took over makes the command's exit 130, whatever the command returned."""
+    from harness import cli
+    from harness.commands.common import Command
+
+    def swallowed(args):
+        cli._SIGINTS.append(2)  # what _on_sigint records before raising inside the extension's import
+        return 1  # the command went on: one case errored
+
+    monkeypatch.setitem(cli.COMMANDS, "models", Command(swallowed, plugins=False))
+    assert cli.main(["models"]) == 130
+    assert capsys.readouterr().err.strip() == "harness models: interrupted"
