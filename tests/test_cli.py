@@ -176,15 +176,17 @@ def _commands():
 
 
 def test_every_command_is_one_module_and_one_registry_entry():
-    """cli.py dispatches from one registry: each module of harness/commands/ (but the shared helpers) is one
-    family in it, every command its parsers add has a run there, and no two families claim a name."""
+    """cli.py dispatches from one registry: each command module of harness/commands/ (one with COMMANDS; the
+    shared helpers, common and gate_config, have none) is one family in it, every command its parsers add has a
+    run there, and no two families claim a name."""
     from pathlib import Path
 
     from harness import cli
     from harness.commands import common
 
     folder = Path(common.__file__).parent
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common"}
+    modules = {p.stem for p in folder.glob("*.py") if "\nCOMMANDS" in p.read_text()}
+    assert {p.stem for p in folder.glob("*.py")} - modules == {"__init__", "common", "gate_config"}
     assert {f.__name__.rsplit(".", 1)[1] for f in cli.FAMILIES} == modules
     assert sum(len(f.COMMANDS) for f in cli.FAMILIES) == len(cli.COMMANDS)
     top = [c for c in _commands() if len(c) == 1]

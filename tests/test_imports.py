@@ -288,3 +288,23 @@ def test_harness_never_imports_the_zoo_or_suites(path: Path) -> None:
     """The zoo is found through the `harness.models` entry point, the suites by path, never by import."""
     bad = _external_imports(path) & {"harness_suites", "harness_zoo", "models", "suites"}
     assert not bad, f"{_module_name(path)} imports {', '.join(sorted(bad))}"
+
+
+def test_no_command_module_imports_another() -> None:
+    """A command module (one with COMMANDS) is a thin shell: it composes option groups and calls the rooms below;
+    what two commands share lives in a module of its own (harness.commands.common, .gate_config), never in a
+    sibling command (`gate-check --nightly` imported `harness gate`'s module and faked its arguments)."""
+    commands = PKG / "commands"
+    command_modules = {p.stem for p in commands.glob("*.py") if "\nCOMMANDS" in p.read_text()}
+    bad = []
+    for path in sorted(commands.glob("*.py")):
+        if path.stem not in command_modules:
+            continue
+        for name in _imported_names(f"harness.commands.{path.stem}", path):
+            parts = name.split(".")
+            if len(parts) >= 3 and parts[:2] == ["harness", "commands"] and parts[2] in command_modules \
+                    and parts[2] != path.stem:
+                bad.append(f"harness.commands.{path.stem} imports {name}")
+            if name == "harness.commands" and path.stem != "__init__":
+                bad.append(f"harness.commands.{path.stem} imports the commands package")
+    assert command_modules and not bad, "\n".join(bad)

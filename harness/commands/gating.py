@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.commands import gate as gate_command
 from harness.commands.common import (
     EXIT_OK,
     Command,
@@ -138,6 +137,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return comparison.exit_code
 
 
+def _gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tuple[float, ...], rounds: int,
+                        out: Path | None) -> int:
+    """`harness gate-check --nightly BASELINE`: the new gate measured as gate-check measures compare
+    (harness.execution.gatecheck_run.nightly_trials: whole gates per round, A/A and planted slowdowns; the tally in
+    harness.gating.gatecheck.NightlyTally, its page in harness.report.gatecheck). Cases on the stored figures are
+    tallied apart (a planted slowdown does not reach them)."""
+    import tempfile
+
+    from harness.commands.gate_config import gate_setup
+    from harness.execution.gate_run import STORED
+    from harness.execution.gatecheck_run import nightly_trials
+    from harness.report.gatecheck import nightly_markdown
+    from harness.results.store import atomic_write_text
+
+    args = argparse.Namespace(
+        baseline=baseline, dir=None, models=gc_args.models, runtimes=gc_args.runtimes, model=None, inject=0.0,
+        gate=gc_args.gate, gate_config=gc_args.gate_config, allow_unjudged=False,
+        **{k: getattr(gc_args, k, None) for k in ("threads", "ab_pairs", "ab_block_time", "ab_min_effect",
+                                                   "ab_confidence", "ab_activations", "ab_budget")})
+    runs, replay, config, plans, gates = gate_setup(args)
+    root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
+    print(f"gate-check --nightly {baseline}: {len(plans)} case(s) x {rounds} rounds x (A/A + {len(levels)} "
+          f"levels), each trial a whole `harness gate` run; {sum(not p.fallback for p in plans)} re-measured A/B")
+    tally, stopped = nightly_trials(config, runs, replay, gates, plans, levels, rounds, root)
+    if stopped is not None:
+        print("gate-check --nightly: interrupted")
+        return stopped
+    head = tally.summary(STORED)
+    md = nightly_markdown(head, tally.rows())
+    print(md)
+    if out is not None:
+        atomic_write_text(out / "gatecheck-nightly.md", md)
+        atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": tally.rows()},
+                                                                     indent=1))
+        print(f"written: {out / 'gatecheck-nightly.md'}, {out / 'gatecheck-nightly.json'}")
+    return 0
+
+
 def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.execution.gatecheck_run import SupervisedRuns
     from harness.gating import load_gate_config
@@ -158,7 +195,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
         raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
     out = Path(args.out) if args.out else None
     if args.nightly:
-        return gate_command.gate_check_nightly(args.nightly, args, levels, args.rounds, out)
+        return _gate_check_nightly(args.nightly, args, levels, args.rounds, out)
     gates = load_gate_config(args.gate_config, args.gate or ())
     # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)

@@ -103,3 +103,29 @@ class SupervisedAb:
         self.base = self.config.replace(out_dir=self._root / f"{self.trials:03d}",
                                         run_id=f"gate-check-ab-{self.trials:03d}")
         return in_session(self, self.session_factory(self.base), fn, *args)
+
+
+def nightly_trials(config: Any, runs: Any, replay: Any, gates: Any, plans: list[Any], levels: Sequence[float],
+                   rounds: int, root: Path, say: Callable[[str], None] = print) -> tuple[Any, int | None]:
+    """`harness gate-check --nightly`'s measurement: per round one whole `harness gate` (its own session and
+    workers, as each night has) with nothing changed (A/A) and one per level with side B slowed by that fraction
+    of its p50 (`--inject`), every verdict tallied (harness.gating.gatecheck.NightlyTally). Returns (the tally,
+    None), or (the tally so far, 128 + the signal) when a gate was interrupted."""
+    import dataclasses
+
+    from harness.execution.gate_run import STORED, run_gate
+    from harness.gating.gatecheck import NightlyTally
+    from harness.report.progress import RunProgress
+
+    trials = [("aa", 0.0)] + [(f"{lv:.0%}", lv) for lv in levels]
+    tally = NightlyTally(levels=tuple(label for label, _ in trials[1:]))
+    for r in range(rounds):
+        for label, level in trials:
+            cfg = config.replace(out_dir=root / f"r{r}-{label.rstrip('%')}", ab_inject=level, ab_seed=r)
+            fresh = [dataclasses.replace(p, note="") for p in plans]
+            outcome = run_gate(cfg, runs, replay, gates, fresh, RunProgress(case_lines=False))
+            if outcome.interrupted:
+                return tally, outcome.exit_status or 130
+            tally.add(label, outcome.records, list(outcome.fallbacks), STORED)
+            say(f"  round {r + 1}/{rounds} {label}: {outcome.summary(False)}")
+    return tally, None

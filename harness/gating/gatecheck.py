@@ -307,3 +307,47 @@ def ab_gate_check(cases: Sequence[CaseId], verdict_of: AbVerdictOf, trials: int 
         progress(f"trial {t + 1}/{trials} done ({time.perf_counter() - t0:.0f} s)")
     out.wall_s = round(time.perf_counter() - t0, 1)
     return out
+
+
+# ------------------------------------------------------------------ gate-check --nightly: whole gates, tallied
+@dataclass
+class NightlyTally:
+    """`harness gate-check --nightly`: the verdicts of whole `harness gate` runs, per case and trial ("aa" or a
+    level such as "10%"); unjudged verdicts counted as unjudged, never as a pass or a detection."""
+
+    levels: tuple[str, ...] = ()
+    counts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    how: dict[str, str] = field(default_factory=dict)  # case id -> "re-measured A/B" or the stored-figures label
+
+    UNJUDGED = (Verdict.INCONCLUSIVE.value, Verdict.NOISE.value, Verdict.NOT_COMPARABLE.value)
+
+    def add(self, label: str, records: Sequence[Any], fallbacks: Sequence[str], stored_label: str) -> None:
+        """One trial's gate: its timing rows (drift rows are not timing verdicts) by case."""
+        for rec in records:
+            if rec.metric == "drift":
+                continue
+            self.how[rec.case_id] = stored_label if rec.case_id in fallbacks else "re-measured A/B"
+            counts = self.counts.setdefault((rec.case_id, label), {})
+            counts[rec.verdict.value] = counts.get(rec.verdict.value, 0) + 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for (case, label), counts in sorted(self.counts.items()):
+            out.append({"case": case, "how": self.how[case], "trial": "A/A" if label == "aa" else f"slowed {label}",
+                        "trials": sum(counts.values()), "regressed": counts.get("regressed", 0),
+                        "improved": counts.get("improved", 0), "pass": counts.get("pass", 0),
+                        "unjudged": sum(v for k, v in counts.items() if k in self.UNJUDGED), "counts": counts})
+        return out
+
+    def summary(self, stored_label: str) -> str:
+        """"false alarms ...: F of N; power at 5%: D of M; ..." (power over re-measured rows only: a planted
+        slowdown does not reach a case judged on stored figures)."""
+        rows = self.rows()
+        aa = [d for d in rows if d["trial"] == "A/A"]
+        head = (f"false alarms (A/A rows called regressed or improved): "
+                f"{sum(d['regressed'] + d['improved'] for d in aa)} of {sum(d['trials'] for d in aa)}")
+        for label in self.levels:
+            slowed = [d for d in rows if d["trial"] == f"slowed {label}" and d["how"] != stored_label]
+            head += (f"; power at {label}: {sum(d['regressed'] for d in slowed)} of "
+                     f"{sum(d['trials'] for d in slowed)}")
+        return head

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.gating.gatecheck import POWER_TARGET, GateCheckResult
 from harness.report.templating import render_template
 
@@ -51,3 +53,13 @@ def gatecheck_html(result: GateCheckResult) -> str:
     g["machine"] = result.machine or "this machine"
     g["measured_at"] = result.measured_at or ""
     return render_template("gatecheck.html.j2", g=g)
+
+
+def nightly_markdown(summary: str, rows: list[dict[str, Any]]) -> str:
+    """gatecheck-nightly.md: the summary line, then a row per case and trial."""
+    lines = [summary, "", "| case | how | trial | trials | regressed | improved | pass | unjudged (inconclusive, "
+             "noise, not comparable) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['how']} | {r['trial']} | {r['trials']} | {r['regressed']} | "
+                     f"{r['improved']} | {r['pass']} | {r['unjudged']} |")
+    return "\n".join([*lines, ""])

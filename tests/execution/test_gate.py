@@ -648,7 +648,7 @@ def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake
 
 
 def test_threads_auto_takes_the_baselines_count_or_the_free_cores():
-    from harness.commands.gate import auto_threads
+    from harness.commands.gate_config import auto_threads
 
     def seen(free):
         return lambda threads, timeout_s: {} if free is None else {"cores_free": free}

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.commands.gate import check_stored_config
+from harness.commands.gate_config import check_stored_config
 from harness.errors import ResultsError
 from harness.execution.gate_run import plan_gate
 from harness.gating import baseline as baseline_mod
