@@ -342,8 +342,9 @@ def _search(x: np.ndarray, max_pvalue: float, min_magnitude: float, min_size: in
     the model fitted from the whole series (steps and all: the cautious side; fitting it again without the
     steps found made it bolder each round, and flat AR(1) series got false steps). The one with the smaller
     BIC wins: the Gaussian
-    likelihood of the residuals around the segments' means (B: under the model's covariance, AR(1) plus a
-    random walk), 2 parameters per step, 1 (A) or 3 (B) for the noise."""
+    likelihood of the residuals (A: around the segments' means; B: the series less its steps, each the
+    difference of its windows' means, under the best of the model grid, AR(1) plus a random walk), 3 ln n per step (the search's own penalty: a step's place is chosen among many), 2 (A) or 4
+    (B) parameters for the mean and the noise."""
     y = x / float(np.median(x))
     iid = NoiseModel(noise(y))
     steps_a = _search_with(x, y, iid, max_pvalue, min_magnitude, min_size)
@@ -354,8 +355,9 @@ def _search(x: np.ndarray, max_pvalue: float, min_magnitude: float, min_size: in
         return steps_a, iid
     steps_b = _search_with(x, y, nm, max_pvalue, min_magnitude, min_size)
     n = y.size
-    bic_a = -2 * _loglik(_residuals(y, steps_a), None) + (2 * len(steps_a) + 2) * math.log(n)
-    bic_b = -2 * float(np.max(_logliks(_residuals(y, steps_b))[0])) + (2 * len(steps_b) + 4) * math.log(n)
+    bic_a = -2 * _loglik(_residuals(y, steps_a), None) + (3 * len(steps_a) + 2) * math.log(n)
+    shifted = without_steps(y, steps_b, float(np.median(x)))  # each step by its windows' difference: the level walks
+    bic_b = -2 * float(np.max(_logliks(shifted - shifted.mean())[0])) + (3 * len(steps_b) + 4) * math.log(n)
     return (steps_b, nm) if bic_b < bic_a else (steps_a, iid)
 
 
@@ -369,27 +371,29 @@ def _loglik(r: np.ndarray, nm: NoiseModel | None) -> float:
     """Gaussian log-likelihood of residuals `r` with independent noise (nm None) or under `nm`'s shape (phi and
     tau / sigma), the scale profiled out."""
     n = r.size
-    if nm is None:
+    if nm is None:  # over n - 1 runs, as the Kalman filter's (its first run sets the level)
         s2 = max(float(np.mean(r * r)), 1e-30)
-        return -0.5 * n * (math.log(2 * math.pi * s2) + 1)
+        return -0.5 * (n - 1) * (math.log(2 * math.pi * s2) + 1)
     rho = (nm.tau / nm.sigma) ** 2 if nm.sigma > 0 else 1e6
     return float(_logliks(r, np.array([[nm.phi, rho]]))[0][0])
 
 
 ML_PHI = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
-ML_RHO = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3)  # tau^2 / sigma^2
+ML_RHO = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # tau^2 / sigma^2
+DIFFUSE = 1e6  # the level's variance before the first run, in units of the noise's (a diffuse start)
 _GRID = np.array([(p, q) for p in ML_PHI for q in ML_RHO if p > 0 or q > 0])
 
 
 def _logliks(r: np.ndarray, grid: np.ndarray = _GRID) -> tuple[np.ndarray, np.ndarray]:
     """(log-likelihoods, profiled scales) of `r` for each (phi, rho) row of `grid`: r_t = w_t + e_t, e an AR(1)
-    of marginal variance c, w a random walk from 0 with steps of variance rho c. A Kalman filter over the state
-    (w, e), run for every grid row at once (numpy arrays across the grid); the scale c profiled out."""
+    of marginal variance c, w a level that walks with steps of variance rho c from a diffuse start. A Kalman
+    filter over the state (w, e), run for every grid row at once (numpy arrays across the grid); the scale c
+    profiled out; the first run sets the level, the likelihood is that of the other n - 1."""
     phi, rho = grid[:, 0], grid[:, 1]
     q_e = 1 - phi**2
     aw = np.zeros(len(grid))
     ae = np.zeros(len(grid))
-    p11, p12, p22 = np.zeros(len(grid)), np.zeros(len(grid)), np.ones(len(grid))
+    p11, p12, p22 = np.full(len(grid), DIFFUSE), np.zeros(len(grid)), np.ones(len(grid))
     ss = np.zeros(len(grid))
     logdet = np.zeros(len(grid))
     for t, obs in enumerate(r):
@@ -398,12 +402,13 @@ def _logliks(r: np.ndarray, grid: np.ndarray = _GRID) -> tuple[np.ndarray, np.nd
             p11, p12, p22 = p11 + rho, phi * p12, phi * phi * p22 + q_e
         f = np.maximum(p11 + 2 * p12 + p22, 1e-12)
         v = obs - aw - ae
-        ss += v * v / f
-        logdet += np.log(f)
+        if t:  # the first run only sets the level (a diffuse start)
+            ss += v * v / f
+            logdet += np.log(f)
         k1, k2 = (p11 + p12) / f, (p12 + p22) / f  # update
         aw, ae = aw + k1 * v, ae + k2 * v
         p11, p12, p22 = p11 - k1 * k1 * f, p12 - k1 * k2 * f, p22 - k2 * k2 * f
-    n = r.size
+    n = r.size - 1
     c = np.maximum(ss / n, 1e-30)
     return -0.5 * (n * np.log(2 * math.pi * c) + logdet + n), c
 
@@ -455,7 +460,7 @@ def _cut_test(x: np.ndarray, y: np.ndarray, lo: int, cut: int, hi: int, nm: Nois
 
     if not nm.dependent:
         a, b = x[lo:cut], x[cut:hi]
-        return ChangePoint(cut, float(a.mean()), float(b.mean()), _welch_p(a, b, ttest_ind)), _separated(a, b)
+        return ChangePoint(cut, float(a.mean()), float(b.mean()), _iid_p(a, b, ttest_ind)), _separated(a, b)
     var, wa, wb = nm.window_variance(cut - lo, hi - cut, min_size)
     local = noise(np.concatenate([y[lo:cut], y[cut:hi] - (y[cut] - y[cut - 1])]))
     var *= max(1.0, (local / nm.short) ** 2)
@@ -784,6 +789,27 @@ def optimal_partition(y: np.ndarray, penalty: float, min_size: int,
         if t > 0:
             cuts.append(t)
     return sorted(cuts)
+
+
+POOL_RATIO = 4.0  # segments whose variances are within this ratio share one: Student's pooled t-test ...
+POOL_MAX_RUNS = 5  # ... where one of them has at most this many runs
+
+
+def _iid_p(a: np.ndarray, b: np.ndarray, ttest_ind: Any) -> float:
+    """The two segments' test under independent noise: Welch's t-test, or Student's with the pooled variance
+    where one segment has at most POOL_MAX_RUNS runs and the two variances are within POOL_RATIO of each other
+    (a short new segment then borrows the long one's estimate of the noise: Welch's degrees of freedom from 5 new runs missed half the 10% steps in 2%
+    noise at p 1e-4; a segment several times noisier keeps Welch's)."""
+    p = _welch_p(a, b, ttest_ind)
+    va, vb = (float(a.var(ddof=1)) if a.size > 1 else 0.0), (float(b.var(ddof=1)) if b.size > 1 else 0.0)
+    if (1 < min(a.size, b.size) <= POOL_MAX_RUNS and va > 0 and vb > 0
+            and 1 / POOL_RATIO <= vb / va <= POOL_RATIO):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pooled = float(ttest_ind(a, b, equal_var=True).pvalue)
+        if not math.isnan(pooled):
+            p = min(p, pooled)
+    return p
 
 
 def _welch_p(a: np.ndarray, b: np.ndarray, ttest_ind: Any) -> float:
