@@ -146,3 +146,30 @@ def test_per_case_settings(tmp_path) -> None:
         path.write_text(text)
         with pytest.raises(SettingsError, match=message):
             load_settings(path)
+
+
+def test_history_changes_takes_a_settings_file_and_refuses_a_bad_one(tmp_path, capsys) -> None:
+    from gating_synth import CASES, ENV, make_run
+
+    from harness.cli import main
+    from harness.results import write_results
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    paths = []
+    for i in range(12):
+        run = make_run(i, n=60)
+        run.run_id, run.started_at = f"run-{i:02d}", f"2026-11-01T{i:02d}:00:00+00:00"
+        run.environment = {**ENV, "machine_fingerprint": "m1"}
+        write_results(run, tmp_path / f"r{i}")
+        paths.append(str(tmp_path / f"r{i}" / "results.json"))
+    assert main(["history", "add", *paths, "--history", url]) == 0
+    good = tmp_path / "s.toml"
+    good.write_text(f'[[case]]\nmatch = "{CASES[0].id}"\nnoise = "iid"\nmax_pvalue = 1e-6\n')
+    capsys.readouterr()
+    assert main(["history", "changes", "--history", url, "--settings", str(good)]) == 0
+    assert "Smallest step" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[defaults]\nmax_pvalue = "small"\n')
+    assert main(["history", "changes", "--history", url, "--settings", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--settings {bad} [defaults]: max_pvalue = 'small': a float" in err and len(err.strip().splitlines()) == 1
