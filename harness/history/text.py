@@ -59,9 +59,11 @@ def history_command(history: History, args: argparse.Namespace) -> int:
             return 0
         for s in series:
             marks = {c.index: c for c in s.changes}
-            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs")
+            modes = (f" (two modes: {s.modes.low:.4g} and {s.modes.high:.4g}, not change points)"
+                     if s.modes is not None else "")
+            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs{modes}")
             for i, p in enumerate(s.points):
-                what = "spread" if i in marks and marks[i].kind == "spread" else "change"
+                what = {"spread": "spread", "drift": "drift"}.get(marks[i].kind, "change") if i in marks else ""
                 note = f"  <- {what} {100 * marks[i].change:+.1f}%" if i in marks else ""
                 print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
                       f"{p.value:>12.4g}{note}")
