@@ -460,7 +460,8 @@ def _cut_test(x: np.ndarray, y: np.ndarray, lo: int, cut: int, hi: int, nm: Nois
 
     if not nm.dependent:
         a, b = x[lo:cut], x[cut:hi]
-        return ChangePoint(cut, float(a.mean()), float(b.mean()), _iid_p(a, b, ttest_ind)), _separated(a, b)
+        p = _iid_p(a, b, ttest_ind, pool=hi == x.size)
+        return ChangePoint(cut, float(a.mean()), float(b.mean()), p), _separated(a, b)
     var, wa, wb = nm.window_variance(cut - lo, hi - cut, min_size)
     local = noise(np.concatenate([y[lo:cut], y[cut:hi] - (y[cut] - y[cut - 1])]))
     var *= max(1.0, (local / nm.short) ** 2)
@@ -792,17 +793,18 @@ def optimal_partition(y: np.ndarray, penalty: float, min_size: int,
 
 
 POOL_RATIO = 4.0  # segments whose variances are within this ratio share one: Student's pooled t-test ...
-POOL_MAX_RUNS = 5  # ... where one of them has at most this many runs
+POOL_MAX_RUNS = 5  # ... where the newest one has at most this many runs
 
 
-def _iid_p(a: np.ndarray, b: np.ndarray, ttest_ind: Any) -> float:
-    """The two segments' test under independent noise: Welch's t-test, or Student's with the pooled variance
-    where one segment has at most POOL_MAX_RUNS runs and the two variances are within POOL_RATIO of each other
-    (a short new segment then borrows the long one's estimate of the noise: Welch's degrees of freedom from 5 new runs missed half the 10% steps in 2%
+def _iid_p(a: np.ndarray, b: np.ndarray, ttest_ind: Any, pool: bool = True) -> float:
+    """The two segments' test under independent noise: Welch's t-test, or (`pool`: `b` is the newest segment)
+    Student's with the pooled variance where `b` has at most POOL_MAX_RUNS runs and the two variances are within
+    POOL_RATIO of each other (a short new segment then borrows the long one's estimate of the noise; a short
+    segment between two others is a blip, and keeps Welch's: Welch's degrees of freedom from 5 new runs missed half the 10% steps in 2%
     noise at p 1e-4; a segment several times noisier keeps Welch's)."""
     p = _welch_p(a, b, ttest_ind)
     va, vb = (float(a.var(ddof=1)) if a.size > 1 else 0.0), (float(b.var(ddof=1)) if b.size > 1 else 0.0)
-    if (1 < min(a.size, b.size) <= POOL_MAX_RUNS and va > 0 and vb > 0
+    if (pool and 1 < b.size <= POOL_MAX_RUNS and va > 0 and vb > 0
             and 1 / POOL_RATIO <= vb / va <= POOL_RATIO):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
