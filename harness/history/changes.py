@@ -295,8 +295,9 @@ def _passes(cp: ChangePoint, max_pvalue: float, min_magnitude: float, separated:
 
 
 def _separated(a: np.ndarray, b: np.ndarray) -> bool:
-    """Every value of `b` beyond every value of `a` (on one side)."""
-    return bool(a.size and b.size and (b.min() > a.max() or b.max() < a.min()))
+    """Every value of `b` beyond every value of `a` (on one side), each side at least MIN_SEGMENT runs (one odd
+    run is not a step)."""
+    return bool(min(a.size, b.size) >= MIN_SEGMENT and (b.min() > a.max() or b.max() < a.min()))
 
 
 def _normal_p(diff: float, var: float) -> float:
@@ -511,7 +512,8 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
     RSS/n + parameters x ln n over the stretch from the segment before the first to the segment after the last)
     are replaced by that ramp.
     2. Between the remaining level change points, a stretch of at least 2 DRIFT_MIN_RUNS runs with a ramp whose
-    slope passes a t-test with the standard error of autocorrelated residuals (AR(1) from the residuals' lag-1
+    slope passes a t-test with the standard error of autocorrelated residuals (their variance over the stretch
+    or along the ramp, the larger; AR(1) from their lag-1
     correlation: the variance inflated by (1 + phi) / (1 - phi), the effective sample size n (1 - phi) /
     (1 + phi); Newey-West's concern) at `max_pvalue`.
     Either way a drift is reported only when its total change is at least DRIFT_MIN_CHANGE and `min_magnitude`."""
@@ -572,7 +574,8 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
         phi = _lag1(resid)
         n = seg.size
         n_eff = max(3.0, n * (1 - phi) / (1 + phi))
-        sigma2 = float(np.sum(resid**2)) / (n - 2)
+        # the noise of the stretch, or along the ramp where that is larger (the spread may change within it)
+        sigma2 = max(float(np.sum(resid**2)) / (n - 2), float(np.mean(resid[s:e] ** 2)))
         se = math.sqrt(sigma2 / float(np.sum((r - r.mean()) ** 2)) * (1 + phi) / (1 - phi))
         p = float(2 * student.sf(abs(slope) / se, n_eff - 2)) if se > 0 else 0.0
         if p <= max_pvalue:
@@ -793,16 +796,18 @@ def optimal_partition(y: np.ndarray, penalty: float, min_size: int,
 
 
 POOL_RATIO = 4.0  # segments whose variances are within this ratio share one: Student's pooled t-test ...
-POOL_MAX_RUNS = 5  # ... where the newest one has at most this many runs
+POOL_MAX_RUNS = 5  # ... where the newest one has at most this many runs ...
+POOL_BEFORE = 20  # ... pooled with the last this many runs before it
 
 
 def _iid_p(a: np.ndarray, b: np.ndarray, ttest_ind: Any, pool: bool = True) -> float:
     """The two segments' test under independent noise: Welch's t-test, or (`pool`: `b` is the newest segment)
-    Student's with the pooled variance where `b` has at most POOL_MAX_RUNS runs and the two variances are within
-    POOL_RATIO of each other (a short new segment then borrows the long one's estimate of the noise; a short
+    Student's with the pooled variance of `b` and the last POOL_BEFORE runs of `a` where `b` has at most
+    POOL_MAX_RUNS runs and the two variances are within POOL_RATIO of each other (a short new segment then borrows the long one's estimate of the noise; a short
     segment between two others is a blip, and keeps Welch's: Welch's degrees of freedom from 5 new runs missed half the 10% steps in 2%
     noise at p 1e-4; a segment several times noisier keeps Welch's)."""
     p = _welch_p(a, b, ttest_ind)
+    a = a[-POOL_BEFORE:]  # the runs just before: a segment may span a change of spread
     va, vb = (float(a.var(ddof=1)) if a.size > 1 else 0.0), (float(b.var(ddof=1)) if b.size > 1 else 0.0)
     if (pool and 1 < b.size <= POOL_MAX_RUNS and va > 0 and vb > 0
             and 1 / POOL_RATIO <= vb / va <= POOL_RATIO):
