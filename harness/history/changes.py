@@ -1,7 +1,5 @@
-"""Change points in a series of per-run figures: an exact penalised search (PELT's optimum) proposes steps, each
-kept only if a test under the series' own noise model backs it (AR(1) noise plus a random walk fitted from the
-series: effective sample sizes, not raw counts) and Welch's t-test agrees; a slow wander is one drift; two
-alternating levels are modes, not changes; changes of run-to-run spread are backed by a Brown-Forsythe test."""
+"""Change points in per-run figures: steps tested under the series' own noise model (AR(1) plus a random walk),
+a creep as one drift, two alternating levels as modes, changes of run-to-run spread (docs/history.md)."""
 
 from __future__ import annotations
 
