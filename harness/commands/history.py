@@ -18,8 +18,9 @@ def add_parser(sub: Any) -> None:
         "cases": hsub.add_parser("cases", help="list the recorded case ids (what `show` takes)"),
         "show": hsub.add_parser("show", help="one case's figures over the recorded runs, per machine (without a "
                                              "case: the recorded case ids)"),
-        "changes": hsub.add_parser("changes", help="change points in every case's history (ruptures PELT + "
-                                                   "Welch t-test), with the runs and commits around them"),
+        "changes": hsub.add_parser("changes", help="change points in every case's history (an exact penalised "
+                                                   "search, each step tested under the history's own noise model; "
+                                                   "drifts, modes), grouped into one finding per commit"),
     }
     actions["add"].add_argument("results", nargs="+", help="results.json files (or folders holding one)")
     actions["show"].add_argument("case", nargs="?", help="a case id, e.g. mlp-ort-cpu-fp32-b1 (without one: "
@@ -33,6 +34,10 @@ def add_parser(sub: Any) -> None:
                                                           "ones)")
     ch.add_argument("--max-pvalue", type=float, metavar="P", help="significance of a change (default: 0.0001)")
     ch.add_argument("--min-change", type=float, metavar="PERCENT", help="smallest change to list (default: 0)")
+    ch.add_argument("--settings", metavar="FILE",
+                    help="per-case detection settings (TOML: [defaults], then [[case]] entries with match = "
+                         "\"PATTERN\" and max_pvalue, min_change, min_segment, noise = auto|iid, drift, modes, "
+                         "spread); without it the defaults need no setting (docs/history.md)")
     ch.add_argument("--markdown", metavar="FILE", help="also write the list as Markdown here (a CI summary)")
     ch.add_argument("--confirm", action="store_true",
                     help="re-measure each listed regression: an interleaved A/B (`harness ab`) of the model files "
@@ -40,8 +45,9 @@ def add_parser(sub: Any) -> None:
                          "without --confirm (or where they cannot be re-measured) regressions are marked "
                          "unconfirmed with the reason")
     ch.add_argument("--fail-on", choices=("regression", "improvement", "any"), metavar="KIND",
-                    help="exit 1 when a listed change point is of this kind: regression (a slowdown, or a "
-                         "throughput drop), improvement or any; with --last N, only those in the newest N runs")
+                    help="exit 1 when a finding (the change points of one commit) holds one of this kind: "
+                         "regression (a slowdown or a slower drift, or a throughput drop), improvement or any; "
+                         "with --last N, only those in the newest N runs")
     for a in actions.values():
         a.add_argument("--history", metavar="URL", help="SQLAlchemy database URL or SQLite file (default: "
                                                          "$HARNESS_HISTORY, else history.db in the user data "

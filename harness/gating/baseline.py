@@ -604,7 +604,12 @@ def resolve_baseline(name_or_path: str | Path, directory: str | Path | None = No
     """A path (an existing file or folder, or anything with a '/' or ending in .json) or a stored name."""
     text = str(name_or_path)
     p = Path(text)
-    if p.exists() or "/" in text or os.sep in text or text.endswith(".json"):
+    plain_name = "/" not in text and os.sep not in text and not text.endswith(".json")
+    if plain_name and _NAME_RE.match(text) and (baseline_dir(directory) / f"{text}.json").is_file():
+        # a stored baseline's name wins over a folder of that name in the working directory (`harness gate quick`
+        # beside a run folder ./quick read the run, which stores nothing to re-measure); ./quick reaches the folder
+        return baseline_dir(directory) / f"{text}.json"
+    if p.exists() or not plain_name:
         return p
     _check_name(text)
     root = baseline_dir(directory)

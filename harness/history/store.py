@@ -15,7 +15,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from harness.errors import UsageError, install_hint
-from harness.history.changes import ChangePoint, detect, min_detectable_step, noise
+from harness.history.changes import ChangePoint, Modes, NoiseModel, Settings, analyse, min_detectable_step, noise
 from harness.history.models import Case, CaseStat, Run
 from harness.results.schema import MEASURED, RunResults
 
@@ -80,6 +80,9 @@ class Series:
     unit: str
     points: list[Point] = field(default_factory=list)
     changes: list[ChangePoint] = field(default_factory=list)
+    modes: Modes | None = None  # two alternating levels (not change points)
+    model: NoiseModel | None = None  # the noise model its steps were tested under
+    settings: Settings = field(default_factory=Settings)
 
 
 def upgrade(engine: Engine) -> None:
@@ -204,9 +207,12 @@ class History:
             return list(s.scalars(select(Case.key).order_by(Case.key)))
 
     def series(self, cases: Iterable[str] | None = None, metric: str = "p50", *,
-               max_pvalue: float | None = None, min_magnitude: float | None = None) -> list[Series]:
+               max_pvalue: float | None = None, min_magnitude: float | None = None,
+               settings: Any = None) -> list[Series]:
         """Per case and machine, the metric over the recorded runs (measured cases only, oldest first) and its
-        change points. `cases`: case ids (default: all)."""
+        change points, drifts and modes (harness.history.changes.analyse). `cases`: case ids (default: all);
+        `settings`: a harness.history.settings.CaseSettings (per case; default: the built-in settings with
+        `max_pvalue` and `min_magnitude` where given)."""
         if metric not in METRICS:
             raise HistoryError(f"--metric {metric!r}: valid metrics: {', '.join(METRICS)}")
         column, unit, _ = METRICS[metric]
@@ -224,9 +230,15 @@ class History:
                 ser = out.setdefault((key, fp), Series(key, machine, fp, metric, unit))
                 ser.machine = machine  # the newest label
                 ser.points.append(Point(run_id, started, commit, float(value)))
-        kwargs = {k: v for k, v in (("max_pvalue", max_pvalue), ("min_magnitude", min_magnitude)) if v is not None}
+        if settings is None:
+            from harness.history.settings import CaseSettings
+
+            kwargs = {k: v for k, v in (("max_pvalue", max_pvalue), ("min_magnitude", min_magnitude)) if v is not None}
+            settings = CaseSettings(Settings(**kwargs))
         for ser in out.values():
-            ser.changes = detect([p.value for p in ser.points], **kwargs)
+            ser.settings = settings.for_case(ser.case)
+            found = analyse([p.value for p in ser.points], ser.settings)
+            ser.changes, ser.modes, ser.model = found.changes, found.modes, found.model
         return list(out.values())
 
 
@@ -239,7 +251,7 @@ def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, .
     start = max((c.index for c in ser.changes if c.kind == "level"), default=0)
     if len(values) - start >= 3:
         values = values[start:]
-    kw = {} if max_pvalue is None else {"max_pvalue": max_pvalue}
+    kw = {"max_pvalue": max_pvalue if max_pvalue is not None else ser.settings.max_pvalue}
     out: dict[Any, Any] = {n: min_detectable_step(values, n, **kw) for n in after}
     med = sorted(values)[len(values) // 2] if values else 0.0
     out["noise"] = noise(np.asarray(values) / med) if len(values) >= 3 and med > 0 else None
@@ -256,7 +268,12 @@ def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
         direction = "noisier" if cp.change > 0 else "steadier"
     else:
         direction = "regression" if worse else "improvement"
-    return {"case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit, "kind": cp.kind,
+    extra: dict[str, Any] = {}
+    if cp.kind == "drift":  # a creep: from its first run to the run after it, slope per run
+        end = min(cp.end or len(ser.points), len(ser.points))
+        extra = {"end_run": ser.points[end - 1].run_id, "drift_runs": end - cp.index,
+                 "slope_percent_per_run": 100.0 * (cp.slope or 0.0)}
+    return {**extra, "case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit, "kind": cp.kind,
             "before_run": before.run_id, "before_commit": before.commit, "after_run": after.run_id,
             "after_commit": after.commit, "after_started_at": after.started_at, "runs_after": len(ser.points) - cp.index,
             "mean_before": cp.before, "mean_after": cp.after, "change_percent": 100.0 * cp.change,

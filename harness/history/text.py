@@ -59,17 +59,20 @@ def history_command(history: History, args: argparse.Namespace) -> int:
             return 0
         for s in series:
             marks = {c.index: c for c in s.changes}
-            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs")
+            modes = (f" (two modes: {s.modes.low:.4g} and {s.modes.high:.4g}, not change points)"
+                     if s.modes is not None else "")
+            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs{modes}")
             for i, p in enumerate(s.points):
-                what = "spread" if i in marks and marks[i].kind == "spread" else "change"
+                what = {"spread": "spread", "drift": "drift"}.get(marks[i].kind, "change") if i in marks else ""
                 note = f"  <- {what} {100 * marks[i].change:+.1f}%" if i in marks else ""
                 print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
                       f"{p.value:>12.4g}{note}")
         return 0
-    min_change = None if args.min_change is None else args.min_change / 100.0
-    series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+    series = history.series(None, args.metric, settings=case_settings(args))
     rows = changes_rows(history, args, series=series)
-    text = changes_markdown(rows, args.metric) + "\n" + detectable_markdown(series, args.max_pvalue)
+    found = findings(rows)
+    text = (findings_markdown(found, args.metric) + "\n" + changes_markdown(rows, args.metric)
+            + modes_markdown(series) + "\n" + detectable_markdown(series, args.max_pvalue))
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -78,13 +81,94 @@ def history_command(history: History, args: argparse.Namespace) -> int:
         from harness.results.store import atomic_write_text
 
         atomic_write_text(args.markdown, text)
-    failing = [r for r in rows if args.fail_on in ("any", r["reported"])] if args.fail_on else []
+    failing = [f for f in found if args.fail_on == "any" or args.fail_on in f["reported"]] if args.fail_on else []
     if failing:
         window = f"the newest {args.last} runs" if args.last is not None else "the history"
-        print(f"history changes: {len(failing)} {'change point' if args.fail_on == 'any' else args.fail_on}"
-              f"{'s' if len(failing) != 1 else ''} in {window} (--fail-on {args.fail_on})", file=sys.stderr)
+        what = "change point" if args.fail_on == "any" else args.fail_on
+        points = sum(len(f["cases"]) for f in failing)
+        print(f"history changes: {len(failing)} finding{'s' if len(failing) != 1 else ''} with a{'n' if what[0] in 'aeiou' else ''} "
+              f"{what} in {window} ({points} change point{'s' if points != 1 else ''}, --fail-on {args.fail_on})",
+              file=sys.stderr)
         return 1
     return 0
+
+
+def case_settings(args: argparse.Namespace) -> Any:
+    """The per-case detection settings: built-in defaults, then --max-pvalue / --min-change, then the
+    --settings file's [defaults] and matching [[case]] entries (harness.history.settings)."""
+    from dataclasses import replace
+
+    from harness.history.changes import Settings
+    from harness.history.settings import SettingsError, load_settings
+
+    base = Settings()
+    if getattr(args, "max_pvalue", None) is not None:
+        base = replace(base, max_pvalue=args.max_pvalue)
+    if getattr(args, "min_change", None) is not None:
+        base = replace(base, min_magnitude=args.min_change / 100.0)
+    try:
+        return load_settings(getattr(args, "settings", None), base)
+    except SettingsError as exc:
+        raise HistoryError(f"--settings {exc}") from None
+
+
+def findings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One cause, one finding: the change points whose first run after the change is the same commit (the same
+    run where no commit was recorded), across cases and machines, as Perfherder's alert summaries group a push's
+    alerts. Each: the run and commit, the cases moved with their kinds, sizes and directions, and `reported`
+    (the set of what its change points are reported as: regression, improvement, unconfirmed, noisier, ...).
+    Each row gets `finding` (1-based, in the order of the runs)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = ("commit", r["after_commit"]) if r.get("after_commit") else ("run", f"{r['after_run']}@{r['machine']}")
+        groups.setdefault(key, []).append(r)
+    out = []
+    for members in sorted(groups.values(), key=lambda m: (min(r["after_started_at"] or "" for r in m),
+                                                           m[0]["after_run"])):
+        n = len(out) + 1
+        for r in members:
+            r["finding"] = n
+        first = members[0]
+        out.append({"finding": n, "after_run": first["after_run"], "after_commit": first["after_commit"],
+                    "before_run": first["before_run"], "before_commit": first["before_commit"],
+                    "reported": sorted({r.get("reported", r["direction"]) for r in members}),
+                    "cases": [{k: r[k] for k in ("case", "machine", "kind", "change_percent", "direction", "pvalue")}
+                              | {"reported": r.get("reported", r["direction"])} for r in members]})
+    return out
+
+
+def findings_markdown(found: list[dict[str, Any]], metric: str) -> str:
+    """One line per finding: the run and commit, how many cases moved which way, their sizes."""
+    if not found:
+        return ""
+    points = sum(len(f["cases"]) for f in found)
+    lines = [f"Findings in the {metric} history: {len(found)} (one per commit or run; {points} change points)", "",
+             "| # | first run after (commit) | last run before (commit) | reported | cases moved | sizes |",
+             "| ---: | --- | --- | --- | ---: | --- |"]
+    for f in found:
+        sizes = sorted(c["change_percent"] for c in f["cases"])
+        span = f"{sizes[0]:+.1f}%" if len(sizes) == 1 else f"{sizes[0]:+.1f}% .. {sizes[-1]:+.1f}%"
+        names = ", ".join(visible(c["case"]) for c in f["cases"][:3]) + (
+            f" and {len(f['cases']) - 3} more" if len(f["cases"]) > 3 else "")
+        lines.append(f"| {f['finding']} | {visible(f['after_run'])} {(f['after_commit'] or '-')[:10]} | "
+                     f"{visible(f['before_run'])} {(f['before_commit'] or '-')[:10]} | {', '.join(f['reported'])} | "
+                     f"{len(f['cases'])}: {names} | {span} |")
+    return "\n".join(lines) + "\n"
+
+
+def modes_markdown(series: list[Series]) -> str:
+    """The cases whose history alternates between two levels: modes, not change points."""
+    bimodal = [s for s in series if s.modes is not None]
+    if not bimodal:
+        return ""
+    lines = ["", "Two modes (the history alternates between two levels: not change points; steps are searched with "
+             "the modes taken out):", "", "| case | machine | low | high | runs at high | switches |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for s in bimodal:
+        m = s.modes
+        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {m.low:.4g} | {m.high:.4g} | "
+                     f"{100 * m.high_share:.0f}% | {m.switches} |")
+    return "\n".join(lines) + "\n"
 
 
 def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None,
@@ -92,8 +176,7 @@ def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirme
     """The change points to list, each regression confirmed by `confirmer` (default: with --confirm an
     interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed)."""
     if series is None:
-        min_change = None if args.min_change is None else args.min_change / 100.0
-        series = history.series(None, args.metric, max_pvalue=args.max_pvalue, min_magnitude=min_change)
+        series = history.series(None, args.metric, settings=case_settings(args))
     rows = [describe_change(s, c) for s in series for c in s.changes]
     rows = recent(rows, args.last)
     if confirmer is None:
@@ -110,7 +193,7 @@ def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
              "| case | machine | change | before (last run, commit) | after (first run, commit) | p | confirmation |",
              "| --- | --- | ---: | --- | --- | ---: | --- |"]
     for r in rows:
-        what = "spread " if r.get("kind") == "spread" else ""
+        what = {"spread": "spread ", "drift": f"drift over {r.get('drift_runs')} runs "}.get(r.get("kind"), "")
         state = r.get("confirmation")
         confirmation = f"{state}: {visible(r['confirmation_reason'])}" if state else "-"
         lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {what}{r['change_percent']:+.1f}% "

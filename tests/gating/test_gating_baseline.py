@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import pytest
@@ -132,3 +134,15 @@ def test_bad_baseline_bundles_name_the_file_and_the_run(results, mutate, message
     assert str(stored) in str(info.value) and message in str(info.value)
     assert main(["compare", "main", str(results)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_stored_name_wins_over_a_folder_of_that_name_here(results, tmp_path, monkeypatch):
+    """`harness gate quick` beside a run folder ./quick read the run folder (no artifacts stored: every case fell
+    back to the stored figures); the stored baseline's name now wins, and ./quick still reaches the folder."""
+    from harness.gating.baseline import resolve_baseline
+
+    save_baseline(results, "quick")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quick").mkdir()
+    assert resolve_baseline("quick") == tmp_path / "baselines" / "quick.json"
+    assert resolve_baseline("./quick") == Path("./quick")

@@ -59,3 +59,14 @@ def test_ours_alone_on_two_patterns(bench, tmp_path, capsys) -> None:
 
     data = json.loads(out.read_text())
     assert data["results"]["noise_normal"]["harness"]["series"] == 2 and data["seeds"] == [0, 1]
+
+
+def test_our_corpora_are_seeded_and_labelled(bench) -> None:
+    for name in bench.SYNTHETIC:
+        a, b = bench.generate(name, 3, 120), bench.generate(name, 3, 120)
+        assert a.values == b.values and len(a.values) == 120  # the seed decides
+        assert a.truth == ([72] if name.endswith("_step") else [])
+        assert bench.generate(name, 4, 120).values != a.values
+    assert set(bench.SYNTHETIC) == {p for g in ("autocorrelated", "autocorrelated step", "wander", "wander step",
+                                                "seasonal", "bimodal") for p in bench.GROUPS[g]}
+    assert "binseg" in bench.COMPETITORS and "Binseg(model='l2')" in bench.COMPETITORS["binseg"]["code"]
