@@ -161,10 +161,19 @@ class FakeGraph(FakeOk):
 register_runtime(FakeGraph, replace=True)
 
 
+class _NodeSpeed(FakeOk):
+    """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable)."""
+
+    @property
+    def delay_s(self) -> float:  # type: ignore[override]
+        return 0.004 * float(os.environ.get("FAKE_NODE_FACTOR", "1"))
+
+
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
-_variant("fake-2ms", delay_s=0.002)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
+_variant("fake-2ms", delay_s=0.002)
+_variant("fake-node", _NodeSpeed)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
 _variant("fake-segv-load", _SegvLoad)
 _variant("fake-abort-run", _CrashInLoop)
 _variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)

@@ -84,6 +84,13 @@ def add_parser(sub: Any) -> None:
     q.add_argument("spec", help="the spec file, e.g. specs/cpu-2core.toml")
     q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
     q.add_argument("--results", help="judge this results.json instead of running the cases")
+    q.add_argument("--ray", metavar="ADDRESS", help="run the spec on every node of this Ray cluster (auto, HOST:PORT, "
+                                                    "ray://HOST:PORT): a certificate per node and a fleet certificate "
+                                                    "placing each node against its peers (docs/qualification.md)")
+    q.add_argument("--nodes", metavar="GLOBS", help="with --ray: only the nodes these comma-separated globs name "
+                                                    "(matched against ADDRESS-ID8, the address and the node id)")
+    q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
+                                                         "machine's cores then do not disturb each other)")
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -219,6 +226,13 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     from harness.report.progress import RunProgress
 
     spec = load_spec(args.spec, spec_case)
+    if (args.nodes or args.serial) and not args.ray:
+        raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
+    if args.ray:
+        if args.results:
+            raise UsageError("--results with --ray: judge each node's stored results with --results OUT/NODE")
+        out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return _qualify_fleet(args, spec, out)
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)
@@ -233,6 +247,39 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     if cert.unjudged_line():  # the last line: the requirements not judged, and why
         print(cert.unjudged_line())
     return cert.exit_code
+
+
+
+def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
+    """`harness qualify SPEC --ray`: every node qualified by the spec and placed against its peers; a certificate
+    per node (OUT/NODE/) and one for the fleet (OUT/fleet-certificate.*)."""
+    from harness.execution.fleet_run import run_fleet
+    from harness.gating.fleet import FleetCertificate, fleet_settings, place_fleet
+    from harness.gating.qualify import judge
+    from harness.report.certificate import write_certificate
+    from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
+
+    settings = fleet_settings(spec.path)
+    out.mkdir(parents=True, exist_ok=True)
+    nodes = run_fleet(spec, out, args.ray, selector=args.nodes, serial=args.serial,
+                      note=lambda line: print(visible(line), flush=True))
+    certs = {}
+    for n in nodes:
+        path = out / n.label / "results.json"
+        if n.run is None or not path.is_file():
+            certs[n.label] = None
+            continue
+        cert = judge(spec, n.run, path)
+        write_certificate(cert, path.parent)
+        certs[n.label] = cert
+    judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
+                            **({"false_flag_rate": settings["false_flag_rate"]}
+                               if "false_flag_rate" in settings else {}))
+    fleet = FleetCertificate(spec, certs, judgement)
+    print(fleet_text(fleet))
+    for name, path in write_fleet_certificate(fleet, out).items():
+        print(f"{name:>22}: {path}")
+    return fleet.exit_code
 
 
 COMMANDS = {"baseline": Command(cmd_baseline, plugins=False), "compare": Command(cmd_compare, plugins=False),

@@ -278,35 +278,38 @@ def merged_run(config: RunConfig, runs: Sequence[RunResults]) -> RunResults:
                       harness_version=next((r.harness_version for r in runs if r.harness_version), ""))
 
 
-def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
-    """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
-    all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
-    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
-    probe_address(config.fleet.ray)
+def connect(address: str | None) -> list[Node]:
+    """Probe and join the cluster at `address` (auto, HOST:PORT, ray://HOST:PORT); its alive nodes. A UsageError
+    in one line when Ray is missing, nothing (or not Ray) answers there, or the cluster has no alive node."""
+    probe_address(address)
     try:
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise UsageError(f"--ray needs Ray: {install_hint('ray')}") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     try:
-        ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                  runtime_env={"env_vars": env} if env else None)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         text = str(exc).strip().splitlines()
-        raise UsageError(f"--ray {config.fleet.ray}: cannot connect: {type(exc).__name__}: "
+        raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
                          f"{text[0] if text else ''}") from None
     nodes = cluster_nodes()
     if not nodes:
-        raise UsageError(f"--ray {config.fleet.ray}: the cluster has no alive node")
-    cases = get_workload(config.workload).cases(config)
-    shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
-    note(f"ray: {len(cases)} case(s) over {len(shards)} of {len(nodes)} node(s): "
-         + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
-         + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+        raise UsageError(f"--ray {address}: the cluster has no alive node")
+    return nodes
+
+
+def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
+               serial: bool = False, before: Callable[[ShardRun], None] | None = None) -> list[ShardRun]:
+    """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
+    streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
+    a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     task = _ray_task()
-    out_dir = config.outputs.out_dir
-    runs = [ShardRun(config, s, out_dir) for s in shards]
+    runs = [ShardRun(config, s, config.outputs.out_dir) for s in shards]
     lock = threading.Lock()
 
     def locked_note(line: str) -> None:
@@ -317,17 +320,43 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
     node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
     threads = []
     for sr in runs:
+        if before is not None:
+            before(sr)
         res = sr.shard.node.resources
-        events = task.options(
-            num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
-            scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-        ).remote(sr.config, sr.shard.cases, node_defaults)
+        try:
+            events = task.options(
+                num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
+            ).remote(sr.config, sr.shard.cases, node_defaults)
+        except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
+            events = _failing(exc)
         t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
         t.start()
         threads.append(t)
+        if serial:
+            t.join()
     for t in threads:
         t.join()
-    out = [sr.run for sr in runs]
+    return runs
+
+
+def _failing(exc: Exception) -> Iterator[Any]:
+    raise exc
+    yield  # pragma: no cover - a generator that raises at its first step
+
+
+def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
+    """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
+    all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
+    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
+    nodes = connect(config.fleet.ray)
+    cases = get_workload(config.workload).cases(config)
+    shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
+    note(f"ray: {len(cases)} case(s) over {len(shards)} of {len(nodes)} node(s): "
+         + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
+         + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+    out_dir = config.outputs.out_dir
+    out = [sr.run for sr in run_shards(config, shards, note)]
     if unplaced:
         extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
                            environment={"hostname": "unplaced", "machine": "no node with the resource"},

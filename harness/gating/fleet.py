@@ -313,3 +313,76 @@ def _noisy(case: CaseId, results: Mapping[str, CaseResult | None],
         if noisy_flag and v > NOISY_RATIO * ref:
             placements[lb].append((NOISY, f"{case.id}: noisy, robust CV {v:.3f} is {v / ref:.1f}x its "
                                           f"{len(peers)} peers' median {ref:.3f} and over the noise limit"))
+
+
+# ------------------------------------------------------------------ the fleet certificate
+def fleet_settings(spec_path: Any) -> dict[str, Any]:
+    """A spec's [fleet] table: within_pct (a number > 0: percent from the peers' median that makes a node slow
+    or fast), false_flag_rate (0 < r < 0.5); SpecError naming the file and the key otherwise."""
+    from harness.gating.qualify import SpecError, _toml
+
+    table = _toml(spec_path).get("fleet", {})
+    where = f"{spec_path}: [fleet]"
+    if not isinstance(table, dict):
+        raise SpecError(f"{where} must be a table")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in ("within_pct", "false_flag_rate"):
+            raise SpecError(f"{where}: unknown key {key!r} (valid: false_flag_rate, within_pct)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpecError(f"{where}: {key} = {value!r} is not a number")
+        if key == "within_pct" and not value > 0:
+            raise SpecError(f"{where}: within_pct = {value!r} must be above 0")
+        if key == "false_flag_rate" and not 0 < value < 0.5:
+            raise SpecError(f"{where}: false_flag_rate = {value!r} must lie between 0 and 0.5")
+        out[key] = float(value)
+    return out
+
+
+@dataclass
+class FleetCertificate:
+    """Every node's own certificate (the spec's limits) and its placement against its peers."""
+
+    spec: Any  # harness.gating.qualify.QualifySpec
+    node_certificates: dict[str, Any]  # label -> harness.gating.qualify.Certificate | None (nothing came back)
+    judgement: FleetJudgement
+
+    def node_verdict(self, label: str) -> str:
+        """QUALIFIED only when the node's certificate passes and its placement is ok; NOT QUALIFIED when either
+        failed (or the node was lost); NOT JUDGED when nothing failed but something was not judged."""
+        cert = self.node_certificates.get(label)
+        place = self.judgement.nodes[label].placement
+        spec_verdict = cert.verdict if cert is not None else "FAIL"
+        if place in (LOST, WRONG, SLOW, FAST, NOISY) or spec_verdict == "FAIL":
+            return "NOT QUALIFIED"
+        if place == NOT_JUDGED or spec_verdict != "PASS":
+            return "NOT JUDGED"
+        return "QUALIFIED"
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {self.node_verdict(lb) for lb in self.judgement.nodes}
+        if not verdicts or "NOT QUALIFIED" in verdicts:
+            return "FAIL"
+        return "INCONCLUSIVE" if "NOT JUDGED" in verdicts else "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED
+
+        return {"PASS": EXIT_CLEAN, "INCONCLUSIVE": EXIT_UNJUDGED}.get(self.verdict, EXIT_REGRESSION)
+
+    def as_dict(self) -> dict[str, Any]:
+        from harness import __version__
+
+        nodes = {}
+        for label, place in self.judgement.nodes.items():
+            cert = self.node_certificates.get(label)
+            nodes[label] = {**place.as_dict(), "verdict": self.node_verdict(label),
+                            "spec_verdict": cert.verdict if cert is not None else None,
+                            "spec_passed": sum(r.passed for r in cert.requirements) if cert is not None else 0,
+                            "spec_total": len(cert.requirements) if cert is not None else 0,
+                            "results_sha256": cert.results_sha256 if cert is not None else None}
+        return {"certificate": "inference-harness fleet qualification", "verdict": self.verdict,
+                "spec": {"name": self.spec.name, "path": str(self.spec.path), "sha256": self.spec.sha256},
+                "nodes": nodes, "fleet": self.judgement.as_dict(), "harness_version": __version__}

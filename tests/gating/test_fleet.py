@@ -86,3 +86,37 @@ def test_within_pct_is_the_practical_threshold():
     nodes = fleet(np.random.default_rng(8), 6, {0: 1.06}, block_sd=0.002, sample_sd=0.01, node_sd=0.0)
     assert place_fleet(nodes, CASES).nodes["n0"].placement == SLOW  # 6% > the default 5%
     assert place_fleet(nodes, CASES, within_pct=10).nodes["n0"].placement == OK
+
+
+def test_the_fleet_certificate_node_verdicts_and_its_rendering(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.gating.fleet import FleetCertificate, fleet_settings
+    from harness.gating.qualify import SpecError
+    from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
+
+    rng = np.random.default_rng(9)
+    nodes = fleet(rng, 4, {0: 1.5}) + [NodeRun("gone", None, lost="ray node gone lost: ActorDiedError")]
+    spec = SimpleNamespace(name="s", path=tmp_path / "s.toml", sha256="ab" * 32)
+    ok = SimpleNamespace(verdict="PASS", requirements=[SimpleNamespace(passed=True)], results_sha256="cd" * 32)
+    unjudged = SimpleNamespace(verdict="INCONCLUSIVE", requirements=[SimpleNamespace(passed=False)],
+                               results_sha256="ef" * 32)
+    certs = {"n0": ok, "n1": ok, "n2": ok, "n3": unjudged, "gone": None}
+    cert = FleetCertificate(spec, certs, place_fleet(nodes, CASES))
+    assert [cert.node_verdict(n) for n in ("n0", "n1", "n3", "gone")] == [
+        "NOT QUALIFIED", "QUALIFIED", "NOT JUDGED", "NOT QUALIFIED"]
+    assert cert.verdict == "FAIL" and cert.exit_code == 1
+    text = fleet_text(cert)
+    assert "NOT QUALIFIED n0" in text and "fleet FAIL: 2 not qualified, 2 qualified, 1 not judged of 5" in text
+    paths = write_fleet_certificate(cert, tmp_path)
+    html = paths["fleet_certificate_html"].read_text()
+    assert "ActorDiedError" in html and html.count("<td><code>n0</code>") == 1 + 2 * len(CASES)
+    healthy = FleetCertificate(spec, {f"n{i}": ok for i in range(4)}, place_fleet(fleet(rng, 4), CASES))
+    assert healthy.verdict == "PASS" and healthy.exit_code == 0
+    (tmp_path / "s.toml").write_text("[fleet]\nwithin_pct = 8\n")
+    assert fleet_settings(tmp_path / "s.toml") == {"within_pct": 8.0}
+    for bad, msg in (("within_pct = 0", "must be above 0"), ("spread = 1", "unknown key 'spread'"),
+                     ("false_flag_rate = 0.7", "between 0 and 0.5"), ("within_pct = 'x'", "is not a number")):
+        (tmp_path / "s.toml").write_text(f"[fleet]\n{bad}\n")
+        with pytest.raises(SpecError, match=msg):
+            fleet_settings(tmp_path / "s.toml")
