@@ -161,6 +161,49 @@ class FakeGraph(FakeOk):
 register_runtime(FakeGraph, replace=True)
 
 
+class _Caching(FakeOk):
+    """Computes (3 ms) an input it has not seen; answers a repeated input from its cache at once."""
+
+    def _activate(self) -> None:
+        self.cache: dict[bytes, np.ndarray] = {}
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        key = prepared["x"].tobytes()
+        if key not in self.cache:
+            time.sleep(0.003)
+            self.cache[key] = prepared["x"] * 2.0
+        return {"y": self.cache[key]}
+
+
+class _StaleWhenTimed(FakeOk):
+    """Correct through infer(); its bound (timed) call computes once and returns that first output for every
+    later input (a stale result when timed)."""
+
+    def bind(self, feed: Any) -> Any:
+        real = super().bind(feed)
+        stale = getattr(self, "stale", None)
+        if stale is None:
+            self.stale = stale = real()
+        return lambda: stale
+
+
+class _Flip(FakeOk):
+    """One output element wrong (+1) in 1 of $FAKE_FLIP_K calls (at random; 0: never): a silent data corruption."""
+
+    def _activate(self) -> None:
+        self.rng = np.random.default_rng(int(os.environ.get("FAKE_FLIP_SEED", "0")))
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        y = prepared["x"] * 2.0
+        k = int(os.environ.get("FAKE_FLIP_K", "0"))
+        if k and self.rng.integers(k) == 0:
+            y = y.copy()
+            y.reshape(-1)[3] += 1.0
+        return {"y": y}
+
+
 class _NodeSpeed(FakeOk):
     """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable)."""
 
@@ -173,7 +216,10 @@ for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
 _variant("fake-2ms", delay_s=0.002)
-_variant("fake-node", _NodeSpeed)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
+_variant("fake-node", _NodeSpeed)
+_variant("fake-cache", _Caching)
+_variant("fake-stale", _StaleWhenTimed)
+_variant("fake-flip", _Flip)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
 _variant("fake-segv-load", _SegvLoad)
 _variant("fake-abort-run", _CrashInLoop)
 _variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)

@@ -89,6 +89,10 @@ def add_parser(sub: Any) -> None:
                                                     "placing each node against its peers (docs/qualification.md)")
     q.add_argument("--nodes", metavar="GLOBS", help="with --ray: only the nodes these comma-separated globs name "
                                                     "(matched against ADDRESS-ID8, the address and the node id)")
+    q.add_argument("--record-golden", action="store_true",
+                   help="on a trusted machine: keep each case's outputs on its fixed inputs as golden outputs, in the "
+                        "spec's store ([golden] store, default SPEC_DIR/NAME.golden); later runs (every node of "
+                        "--ray) compare with them")
     q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
                                                          "machine's cores then do not disturb each other)")
 
@@ -221,6 +225,7 @@ def _gate_check_ab(config: RunConfig, cases: list[CaseId], levels: tuple[float, 
 def cmd_qualify(args: argparse.Namespace) -> int:
     from harness.execution.qualify_run import run_spec, spec_case
     from harness.gating import load_run
+    from harness.gating.golden import check_rows, golden_store, read_index, write_index
     from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
@@ -239,8 +244,17 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     else:
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
-        results = run_spec(spec, out, RunProgress())
-    cert = judge(spec, load_run(results), results)
+        store = golden_store(spec)
+        use = args.record_golden or bool(read_index(store))
+        results = run_spec(spec, out, RunProgress(), golden_dir=store if use else None,
+                           record_golden=args.record_golden)
+    run = load_run(results)
+    if args.record_golden:
+        index = write_index(store, run)
+        print(f"golden outputs: {sum(1 for c in run.cases if c.case.id in index)} case(s) recorded in {store}")
+    cert = judge(spec, run, results)
+    if not args.results or any((c.details or {}).get("audit") for c in run.cases):
+        cert.requirements += check_rows(spec, run)
     print(certificate_text(cert))
     for name, path in write_certificate(cert, out).items():
         print(f"{name:>17}: {path}")
@@ -259,10 +273,17 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     from harness.report.certificate import write_certificate
     from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
 
+    from harness.gating.golden import check_rows, golden_store, read_index, store_files
+
     settings = fleet_settings(spec.path)
     out.mkdir(parents=True, exist_ok=True)
+    store = golden_store(spec)
+    index = read_index(store)
+    if index:
+        print(f"golden outputs: {len(index)} case(s) from {store}, compared on every node")
     nodes = run_fleet(spec, out, args.ray, selector=args.nodes, serial=args.serial,
-                      note=lambda line: print(visible(line), flush=True))
+                      note=lambda line: print(visible(line), flush=True),
+                      golden=store_files(store, index) if index else None)
     certs = {}
     for n in nodes:
         path = out / n.label / "results.json"
@@ -270,6 +291,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
             certs[n.label] = None
             continue
         cert = judge(spec, n.run, path)
+        cert.requirements += check_rows(spec, n.run)
         write_certificate(cert, path.parent)
         certs[n.label] = cert
     judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),

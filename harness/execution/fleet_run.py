@@ -30,16 +30,21 @@ def select_nodes(nodes: Sequence[Node], selector: str | None) -> list[Node]:
 
 def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str | None = None,
               serial: bool = False, note: Callable[[str], None] = print,
-              before: Callable[[ShardRun], None] | None = None) -> list[NodeRun]:
+              before: Callable[[ShardRun], None] | None = None,
+              golden: dict[str, bytes] | None = None) -> list[NodeRun]:
     """Every case of the spec on every selected node, one Ray task per node holding all of its CPUs and GPUs,
     under the harness's own session there (supervised workers, rounds); `serial` runs one node at a time. A node
-    lost mid-run keeps its finished cases and is returned with the reason."""
+    lost mid-run keeps its finished cases and is returned with the reason; `golden`: the golden store's files
+    (harness.gating.golden.store_files), compared on every node; its findings are the node's wrong results."""
+    from harness.gating.golden import wrong_findings
+
     nodes = select_nodes(connect(address), selector)
     config = spec_run_config(spec, out_dir).replace(ray=address)
     cases = [sc.case for sc in spec.cases]
     note(f"qualify {spec.name}: {len(cases)} case(s) on each of {len(nodes)} node(s)"
          + (", one node at a time" if serial else "") + ": " + ", ".join(n.label for n in nodes))
-    runs = run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=before)
+    runs = run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=before,
+                      golden=golden)
     return [NodeRun(sr.shard.node.label, sr.run,
-                    lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}")
-            for sr in runs]
+                    lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
+                    wrong=wrong_findings(sr.run)) for sr in runs]

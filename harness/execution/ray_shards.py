@@ -74,18 +74,25 @@ def plan_shards(cases: Sequence[CaseId], nodes: Sequence[Node], rules: Sequence[
     return [s for s in shards if s.cases], unplaced
 
 
-def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = ()
-                 ) -> Iterator[tuple[str, Any]]:
+def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = (),
+                 golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
     """On a node: the shard under the harness's own session (supervised workers, rounds), yielding
     ("env", snapshot) first, ("case", CaseResult dict) as each case finishes, then ("run", results JSON).
     `node_defaults`: fields the driver left at its own machine's default (threads, case_memory_gb), taken
-    from this node's instead."""
+    from this node's instead. `golden`: the files of a golden-output store (harness qualify), written on the node
+    and compared there."""
     import tempfile
 
     from harness.execution.session import HarnessSession
 
-    local = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
+    local: dict[str, Any] = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
     out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
+    if golden:
+        store = out / "golden-store"
+        store.mkdir()
+        for name, blob in golden.items():
+            (store / Path(name).name).write_bytes(blob)
+        local["golden_dir"] = str(store)
     session = HarnessSession(config.replace(out_dir=out, baseline=None, history=None, **local))
     session.start()
     assert session.run is not None
@@ -103,9 +110,9 @@ def _machine_defaults() -> dict[str, Callable[[], Any]]:
     return {"threads": default_threads, "case_memory_gb": default_case_memory_gb}
 
 
-def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str]
-                ) -> Iterator[tuple[str, Any]]:
-    yield from shard_events(config, cases, node_defaults)
+def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str],
+                golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
+    yield from shard_events(config, cases, node_defaults, golden)
 
 
 def _ray_task() -> Any:
@@ -301,10 +308,12 @@ def connect(address: str | None) -> list[Node]:
 
 
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
-               serial: bool = False, before: Callable[[ShardRun], None] | None = None) -> list[ShardRun]:
+               serial: bool = False, before: Callable[[ShardRun], None] | None = None,
+               golden: dict[str, bytes] | None = None) -> list[ShardRun]:
     """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
     streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
-    a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts."""
+    a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts;
+    `golden`: a golden-output store's files, sent to every node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -327,7 +336,7 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
             events = task.options(
                 num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-            ).remote(sr.config, sr.shard.cases, node_defaults)
+            ).remote(sr.config, sr.shard.cases, node_defaults, golden)
         except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
             events = _failing(exc)
         t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
