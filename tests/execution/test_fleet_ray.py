@@ -23,6 +23,10 @@ p50_ms_max = 200
 model = "fake-linear"
 runtime = "fake-node"
 batch = 1
+[[case]]
+model = "fake-linear"
+runtime = "fake-flip"
+batch = 4
 """
 
 
@@ -38,6 +42,7 @@ def cluster(fakes):
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     c.add_node(num_cpus=1)
     c.slow = c.add_node(num_cpus=1, env_vars={"FAKE_NODE_FACTOR": "1.6"})
+    c.wrong = c.add_node(num_cpus=1, env_vars={"FAKE_FLIP_K": "3"})  # one element wrong in 1 of 3 calls
     c.wait_for_nodes()
     yield c
     import ray
@@ -56,6 +61,8 @@ def test_every_node_certified_the_slow_one_found_the_lost_one_listed(cluster, tm
     cluster.wait_for_nodes()
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
+    assert main(["qualify", str(spec), "--record-golden", "--out", str(tmp_path / "trusted")]) == 0  # this machine
+    assert (tmp_path / "fleet-fake.golden" / "index.json").is_file()
     started: list[str] = []
     real = fleet_run.run_shards
 
@@ -71,17 +78,21 @@ def test_every_node_certified_the_slow_one_found_the_lost_one_listed(cluster, tm
     assert code == 1, text  # a slow node and a lost one: the fleet is not qualified
     doc = json.loads((out / "fleet-certificate.json").read_text())
     nodes = doc["nodes"]
-    assert len(nodes) == 4 and len(started) == 4
+    assert len(nodes) == 5 and len(started) == 5
+    wrong = next(lb for lb in nodes if lb.endswith(cluster.wrong.node_id[:8]))
+    assert nodes[wrong]["placement"] == "wrong results" and nodes[wrong]["verdict"] == "NOT QUALIFIED"
+    assert "fake-linear-fake-flip-fp32-b4: wrong results (" in nodes[wrong]["reasons"][0]
+    assert "y[" in nodes[wrong]["reasons"][0] and "|diff| 1" in nodes[wrong]["reasons"][0]
     lost = next(lb for lb in nodes if lb.endswith(doomed.node_id[:8]))
     assert nodes[lost]["placement"] == "lost" and nodes[lost]["verdict"] == "NOT QUALIFIED"
     assert "lost" in nodes[lost]["reasons"][0]
     slow = next(lb for lb in nodes if lb.endswith(cluster.slow.node_id[:8]))
     assert nodes[slow]["placement"] in ("slow", "not judged"), nodes[slow]  # not judged only where contended
     if nodes[slow]["placement"] == "slow":
-        assert "from the median of 2 peers" in nodes[slow]["reasons"][0]
+        assert "from the median of 3 peers" in nodes[slow]["reasons"][0]
     for lb, n in nodes.items():
-        if lb not in (lost, slow):
+        if lb not in (lost, slow, wrong):
             assert n["placement"] in ("ok", "not judged"), (lb, n)  # peers: never slow
             assert n["spec_verdict"] in ("PASS", "INCONCLUSIVE") and (out / lb / "certificate.json").is_file()
-    assert (out / "fleet-certificate.html").read_text().count("<tr><td><code>") >= 4
+    assert (out / "fleet-certificate.html").read_text().count("<tr><td><code>") >= 5
     assert "fleet FAIL" in text and "NOT QUALIFIED" in text
