@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
     gate_args(gc)
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
-    q.add_argument("spec", help="the spec file, e.g. specs/cpu-2core.toml")
+    q.add_argument("spec", nargs="?", help="the spec file, e.g. specs/cpu-2core.toml (not with --verify, --reproduce)")
     q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
     q.add_argument("--results", help="judge this results.json instead of running the cases")
     q.add_argument("--ray", metavar="ADDRESS", help="run the spec on every node of this Ray cluster (auto, HOST:PORT, "
@@ -93,6 +93,12 @@ def add_parser(sub: Any) -> None:
                    help="on a trusted machine: keep each case's outputs on its fixed inputs as golden outputs, in the "
                         "spec's store ([golden] store, default SPEC_DIR/NAME.golden); later runs (every node of "
                         "--ray) compare with them")
+    q.add_argument("--verify", metavar="CERT", help="check a certificate.json: its seal (an edited field is named), "
+                                                    "the spec, results, artifact and golden hashes, and its "
+                                                    "requirements re-judged from its results; exit 0 verified, 1 not")
+    q.add_argument("--reproduce", metavar="CERT", help="re-run a certificate's spec (bundled in it) on this machine and "
+                                                       "say per figure whether it falls in its reproducibility band "
+                                                       "(contended misses said apart)")
     q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
                                                          "machine's cores then do not disturb each other)")
 
@@ -226,10 +232,18 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     from harness.execution.qualify_run import run_spec, spec_case
     from harness.gating import load_run
     from harness.gating.golden import check_rows, golden_store, read_index, write_index
+    from harness.gating.provenance import provenance
     from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
 
+    if args.verify or args.reproduce:
+        if args.spec or args.ray or args.results or args.record_golden:
+            raise UsageError("--verify and --reproduce take a certificate only (no SPEC, --ray, --results, "
+                             "--record-golden)")
+        return _qualify_verify(Path(args.verify)) if args.verify else _qualify_reproduce(Path(args.reproduce), args)
+    if not args.spec:
+        raise UsageError("give a spec file (or --verify CERT, --reproduce CERT)")
     spec = load_spec(args.spec, spec_case)
     if (args.nodes or args.serial) and not args.ray:
         raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
@@ -238,14 +252,14 @@ def cmd_qualify(args: argparse.Namespace) -> int:
             raise UsageError("--results with --ray: judge each node's stored results with --results OUT/NODE")
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         return _qualify_fleet(args, spec, out)
+    store = golden_store(spec)
+    use = args.record_golden or bool(read_index(store))
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)
     else:
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
-        store = golden_store(spec)
-        use = args.record_golden or bool(read_index(store))
         results = run_spec(spec, out, RunProgress(), golden_dir=store if use else None,
                            record_golden=args.record_golden)
     run = load_run(results)
@@ -256,11 +270,100 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     if not args.results or any((c.details or {}).get("audit") for c in run.cases):
         cert.requirements += check_rows(spec, run)
     print(certificate_text(cert))
-    for name, path in write_certificate(cert, out).items():
+    for name, path in write_certificate(cert, out, {"provenance": provenance(cert, store if use else None)}).items():
         print(f"{name:>17}: {path}")
     if cert.unjudged_line():  # the last line: the requirements not judged, and why
         print(cert.unjudged_line())
     return cert.exit_code
+
+
+def _rejudge(spec_text: str, results: Path, checks: bool, where: Path) -> Any:
+    """A certificate's spec (its bundled text, under its own file name) judged again on `results`, with the audit
+    and golden rows where the certificate has them: what --verify compares and --reproduce reads."""
+    from harness.execution.qualify_run import spec_case
+    from harness.gating import load_run
+    from harness.gating.golden import check_rows
+    from harness.gating.qualify import judge, load_spec
+
+    where.mkdir(parents=True, exist_ok=True)
+    spec_path = where / "spec.toml"
+    spec_path.write_text(spec_text)
+    spec = load_spec(spec_path, spec_case)
+    run = load_run(results)
+    cert = judge(spec, run, results)
+    if checks:
+        cert.requirements += check_rows(spec, run)
+    return cert
+
+
+def _with_checks(doc: dict[str, Any]) -> bool:
+    return any(r.get("requirement") in ("audits", "golden_outputs") for r in doc.get("requirements") or [])
+
+
+def _qualify_verify(cert_path: Path) -> int:
+    """`harness qualify --verify CERT`: 0 when every check passes, 1 when one fails (the field or file named)."""
+    import tempfile
+
+    from harness.gating.provenance import verify
+
+    try:
+        doc = json.loads(cert_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--verify {cert_path}: not a readable certificate ({exc})") from None
+    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
+        checks = verify(cert_path, lambda text, results: _rejudge(text, results, _with_checks(doc), Path(tmp)))
+    for ok, line in checks:
+        print(visible(f"{'ok' if ok else 'FAIL' if ok is False else 'n/a'}  {line}"))
+    failed = [line for ok, line in checks if ok is False]
+    print(visible(f"{cert_path}: " + ("REFUSED: " + failed[0] if failed else
+                                      f"verified ({sum(1 for ok, _ in checks if ok)} checks; "
+                                      f"{sum(1 for ok, _ in checks if ok is None)} not checkable here)")))
+    return EXIT_OK if not failed else 1
+
+
+def _qualify_reproduce(cert_path: Path, args: argparse.Namespace) -> int:
+    """`harness qualify --reproduce CERT`: the certificate's spec run again here; per figure, in its band or not
+    (contended misses said apart). 0 all reproduced, 1 a clean miss, 3 only contended or unmeasured misses."""
+    from harness.execution.qualify_run import run_spec
+    from harness.gating.provenance import reproduce_rows
+    from harness.report.progress import RunProgress
+    from harness.results.store import atomic_write_text
+
+    try:
+        doc = json.loads(cert_path.read_text())
+        spec_text = doc["provenance"]["spec_text"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--reproduce {cert_path}: not a certificate with a bundled spec ({exc})") from None
+    name = doc.get("spec", {}).get("name", "spec")
+    out = Path(args.out) if args.out else Path("reports") / f"reproduce-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.toml").write_text(spec_text)
+    from harness.execution.qualify_run import spec_case
+    from harness.gating.qualify import load_spec
+
+    spec = load_spec(out / "spec.toml", spec_case)
+    golden = (doc["provenance"].get("golden") or {}).get("store")
+    print(f"reproduce {name}: running {len(spec.cases)} case(s) into {out}")
+    results = run_spec(spec, out, RunProgress(), golden_dir=Path(golden) if golden and Path(golden).is_dir() else None)
+    cert = _rejudge(spec_text, results, _with_checks(doc), out)
+    from harness.gating import load_run
+
+    rows = reproduce_rows(doc, load_run(results), cert)
+    for r in rows:
+        now = "-" if not isinstance(r["now"], (int, float)) else f"{r['now']:.4g}"
+        print(visible(f"{r['status']:<15} {r['case_id']:<34} {r['requirement']:<20} was {r['measured']:.4g}, now "
+                      f"{now}, band [{r['low']:.4g}, {r['high']:.4g}] ({r['blocks']} activations)"))
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("reproduced", "not reproduced", "contended",
+                                                               "not measured")}
+    share = counts["reproduced"] / len(rows) if rows else 0.0
+    print(f"reproduced {counts['reproduced']} of {len(rows)} figures within their bands ({100 * share:.0f}%); "
+          f"{counts['not reproduced']} not reproduced on a clean measurement, {counts['contended']} missed while "
+          f"contended (not judged), {counts['not measured']} not measured")
+    atomic_write_text(out / "reproduce.json", json.dumps({"certificate": str(cert_path), "rows": rows,
+                                                          "counts": counts}, indent=1, default=str))
+    if not rows:
+        return 3
+    return EXIT_OK if counts["reproduced"] == len(rows) else 1 if counts["not reproduced"] else 3
 
 
 
@@ -274,6 +377,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
 
     from harness.gating.golden import check_rows, golden_store, read_index, store_files
+    from harness.gating.provenance import provenance
 
     settings = fleet_settings(spec.path)
     out.mkdir(parents=True, exist_ok=True)
@@ -292,7 +396,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
             continue
         cert = judge(spec, n.run, path)
         cert.requirements += check_rows(spec, n.run)
-        write_certificate(cert, path.parent)
+        write_certificate(cert, path.parent, {"provenance": provenance(cert, store if index else None)})
         certs[n.label] = cert
     judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
                             **({"false_flag_rate": settings["false_flag_rate"]}
