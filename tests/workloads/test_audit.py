@@ -107,3 +107,21 @@ def test_golden_recorded_then_a_flipping_node_found_in_95_percent_of_trials(fake
     (tmp_path / f"{record['sha256']}.npz").write_bytes(b"edited")
     with pytest.raises(ValueError, match="sha256 differs"):
         audit.load_golden(tmp_path, record)
+
+
+def test_generation_audit_checks_first_token_counts_and_timed_tokens():
+    from harness.workloads.generate.loop import Generation
+
+    tokens = np.array([[5, 7, 9, 2]])
+    good = Generation(tokens.copy(), 10, [1, 1, 1])
+    result = audit.generation_audit(good, [Generation(tokens.copy(), 9, [1, 1, 1]) for _ in range(3)], 1, 4)
+    assert result["passed"] and [c["name"] for c in result["checks"]] == ["first token", "token count", "timed tokens"]
+    wrong_first = Generation(np.array([[6, 7, 9, 2]]), 9, [1, 1, 1])
+    short = Generation(np.array([[5, 7, 9]]), 9, [1, 1])
+    stale = Generation(np.array([[5, 7, 1, 1]]), 9, [1, 1, 1])
+    for bad, name, text in ((wrong_first, "first token", "first token [6] differs from the untimed [5]"),
+                            (short, "token count", "shape [1, 3] in 2 steps; counted 1 x 4"),
+                            (stale, "timed tokens", "at position 2")):
+        result = audit.generation_audit(good, [good, bad], 1, 4)
+        failed = [c for c in result["checks"] if c["passed"] is False]
+        assert not result["passed"] and failed[0]["name"] == name and text in failed[0]["detail"], failed

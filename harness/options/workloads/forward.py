@@ -37,10 +37,6 @@ FORWARD = OptionGroup("forward", "forward workload", (
                          "cover), FLOPs and bytes, achieved GFLOP/s and GB/s and the percent of this machine's "
                          "measured roofline; a runtime without a profiler says why (docs/profile.md)",
               flag=True, field="profile", parse=switch(True)),
-    OptionDef("audit", "audit every forward case inside its timed run: the timed loop's last output and sampled timed "
-                       "outputs on distinct inputs against untimed ones, and a caching audit (one repeated input "
-                       "against distinct inputs); a failed audit fails the case (harness qualify always audits)",
-              flag=True, field="audit", parse=switch(True)),
     OptionDef("localize", "localise drift layer by layer for every ONNX low-precision case, not only for cases "
                           "that fail their tolerance", flag=True, field="localize", parse=switch(True)),
 ))

@@ -289,3 +289,37 @@ def golden_index(store: Path) -> dict[str, Any]:
     """The store's index (index.json: case id -> record), {} when there is none."""
     path = Path(store) / "index.json"
     return json.loads(path.read_text()) if path.is_file() else {}
+
+
+# ------------------------------------------------------------------ generation (TEST06's checks)
+def generation_audit(untimed: Any, timed: list[Any], batch: int, new_tokens: int) -> dict[str, Any]:
+    """MLPerf TEST06's checks on the generation loop (harness.workloads.generate.loop.Generation records): each
+    timed generation's first token equals the untimed generation's first token, the tokens counted (batch x
+    new_tokens, what tokens/s divides by) equal the tokens each timed generation returned, one decode step per
+    token after the first; and, greedy decoding being deterministic, each timed generation's tokens equal the
+    untimed ones (a stale or skipped result when timed otherwise)."""
+    t0 = time.perf_counter()
+    first = np.asarray(untimed.tokens)
+    checks = []
+    bad_first = next((i for i, g in enumerate(timed) if not np.array_equal(np.asarray(g.tokens)[:, :1], first[:, :1])),
+                     None)
+    checks.append({"name": "first token", "passed": bad_first is None,
+                   "detail": f"the first token of all {len(timed)} timed generations equals the untimed first token"
+                   if bad_first is None else f"timed generation {bad_first}: first token "
+                                             f"{np.asarray(timed[bad_first].tokens)[:, 0].tolist()} differs from the "
+                                             f"untimed {first[:, 0].tolist()}"})
+    bad_count = next((i for i, g in enumerate(timed) if np.asarray(g.tokens).shape != (batch, new_tokens)
+                      or len(g.step_ns) != new_tokens - 1), None)
+    checks.append({"name": "token count", "passed": bad_count is None,
+                   "detail": f"every timed generation returned {batch} x {new_tokens} tokens in {new_tokens - 1} "
+                             "decode steps, as counted" if bad_count is None else
+                   f"timed generation {bad_count} returned tokens of shape "
+                   f"{list(np.asarray(timed[bad_count].tokens).shape)} in {len(timed[bad_count].step_ns)} steps; "
+                   f"counted {batch} x {new_tokens}"})
+    bad_tokens = next((i for i, g in enumerate(timed) if np.asarray(g.tokens).shape == first.shape
+                       and not np.array_equal(np.asarray(g.tokens), first)), None)
+    checks.append({"name": "timed tokens", "passed": bad_tokens is None,
+                   "detail": "every timed generation's tokens equal the untimed greedy tokens" if bad_tokens is None
+                   else f"timed generation {bad_tokens} differs from the untimed greedy tokens at position "
+                        f"{int(np.argmax(~np.all(np.asarray(timed[bad_tokens].tokens) == first, axis=0)))}"})
+    return _audit_out(checks, {}, t0)
