@@ -125,3 +125,21 @@ def test_generation_audit_checks_first_token_counts_and_timed_tokens():
         result = audit.generation_audit(good, [good, bad], 1, 4)
         failed = [c for c in result["checks"] if c["passed"] is False]
         assert not result["passed"] and failed[0]["name"] == name and text in failed[0]["detail"], failed
+
+
+def test_a_caching_flag_in_contended_rounds_is_not_judged(fakes):
+    class Contended:
+        def start(self):
+            pass
+
+        def stop(self):
+            return {"contended": True, "cause": "run-queue wait 60%"}
+
+    rt = _runtime("fake-cache")
+    try:
+        result = audit.run_audits(rt, _feed(), lambda i: _feed(1 + i), None, probe=Contended())
+    finally:
+        rt.__exit__(None, None, None)
+    caching = _by_name(result)["caching"]
+    assert caching["passed"] is None and "not judged, the rounds were contended (run-queue wait 60%)" in caching["detail"]
+    assert result["passed"]  # not judged is not a failure of the case; qualify's audit row says INCONCLUSIVE

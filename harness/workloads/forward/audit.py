@@ -124,15 +124,17 @@ def rule_text(band: Mapping[str, float]) -> str:
 
 # ------------------------------------------------------------------ the audits
 def run_audits(runtime: Any, feed: dict[str, Any], distinct: Callable[[int], dict[str, Any]],
-               last_timed: Any, clock: Callable[[], int] = time.perf_counter_ns) -> dict[str, Any]:
+               last_timed: Any, clock: Callable[[], int] = time.perf_counter_ns, probe: Any = None) -> dict[str, Any]:
     """TEST01 and TEST04 on the case's activated runtime, after its timed loop. `distinct(i)`: the i-th feed of
     the same shapes drawn from other seeds; `last_timed`: the raw output of the timed loop's last call.
 
     (a) timed outputs: the timed loop's last output, and TIMED_SAMPLES outputs of timed calls on distinct inputs,
         against the untimed outputs of the same inputs (the runtime's own rule: bitwise, or its measured band);
     (b) caching: AUDIT_ROUNDS interleaved rounds of AUDIT_CALLS timed calls on one repeated input and on inputs
-        never seen before; flagged when distinct inputs are over CACHE_THRESHOLD slower (median over rounds)
-        and slower in every round but one.
+        never seen before; flagged when distinct inputs are over CACHE_THRESHOLD slower (median over rounds, and
+        by CACHE_MIN_NS) and over half of it slower in every round; not judged when `probe` (a
+        harness.measure.contention.ContentionProbe around the rounds) says the rounds were contended (measured:
+        an honest ORT case read +10.8% under 99% CPU pressure).
     Returns {"passed", "checks": [{name, passed, detail}], "rule", "overhead_s"}."""
     t0 = time.perf_counter()
     untimed = [host(runtime, runtime.infer(feed)) for _ in range(REFERENCE_RUNS)]
@@ -157,6 +159,8 @@ def run_audits(runtime: Any, feed: dict[str, Any], distinct: Callable[[int], dic
     kept: dict[int, dict[str, np.ndarray]] = {}
     ratios: list[float] = []
     gaps: list[float] = []
+    if probe is not None:
+        probe.start()
     for r in range(AUDIT_ROUNDS):
         rep, dist = [], []
         for _ in range(AUDIT_CALLS):
@@ -174,15 +178,18 @@ def run_audits(runtime: Any, feed: dict[str, Any], distinct: Callable[[int], dic
                 kept[i] = host(runtime, out)
         gaps.append(float(np.median(dist)) - float(np.median(rep)))
         ratios.append(float(np.median(dist)) / max(float(np.median(rep)), 1.0))
+    contention = probe.stop() if probe is not None else None
     ratio = float(np.median(ratios))
-    slower = sum(x > 1.0 for x in ratios)
-    cached = ratio > 1.0 + CACHE_THRESHOLD and slower >= AUDIT_ROUNDS - 1 and float(np.median(gaps)) > CACHE_MIN_NS
-    checks.append({"name": "caching", "passed": not cached, "ratio": ratio, "round_ratios": ratios,
-                   "threshold": CACHE_THRESHOLD,
+    slower = sum(x > 1.0 + CACHE_THRESHOLD / 2 for x in ratios)
+    cached = ratio > 1.0 + CACHE_THRESHOLD and slower == AUDIT_ROUNDS and float(np.median(gaps)) > CACHE_MIN_NS
+    contended = bool((contention or {}).get("contended"))
+    checks.append({"name": "caching", "passed": None if cached and contended else not cached, "ratio": ratio,
+                   "round_ratios": ratios, "threshold": CACHE_THRESHOLD, "contention": contention,
                    "detail": (f"distinct inputs {100 * (ratio - 1):+.1f}% against one repeated input (median of "
-                              f"{AUDIT_ROUNDS} interleaved rounds, {slower} slower); bound +{100 * CACHE_THRESHOLD:g}% and "
+                              f"{AUDIT_ROUNDS} interleaved rounds, {slower} over +{50 * CACHE_THRESHOLD:g}%); bound +{100 * CACHE_THRESHOLD:g}% and "
                               f"{CACHE_MIN_NS / 1000:g} us")
-                   + ("" if not cached else ": the runtime is faster on a repeated input (caching suspected)")})
+                   + ("" if not cached else ": not judged, the rounds were contended (" + str(contention.get("cause"))
+                      + ")" if contended else ": the runtime is faster on a repeated input (caching suspected)")})
     bad = None
     for i, got in kept.items():
         want = host(runtime, runtime.infer(feeds[i]))

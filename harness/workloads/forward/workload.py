@@ -137,7 +137,8 @@ class ForwardState(WorkerState):
             on_phase("audit")
             spec, dims, inputs = ctx.spec, ctx.case.dims, ctx.config.inputs
             out["audit"] = audit.run_audits(ctx.runtime, ctx.feed, lambda i: case_feed(
-                spec, dims, dataclasses.replace(inputs, seed=inputs.seed + 1 + i))[0], last_timed)
+                spec, dims, dataclasses.replace(inputs, seed=inputs.seed + 1 + i))[0], last_timed,
+                probe=ContentionProbe(ctx.options.threads, ctx.config.measure.contention_limit))
         if acc.golden_dir:
             on_phase("golden")
             store = Path(acc.golden_dir)
