@@ -204,6 +204,22 @@ class _Flip(FakeOk):
         return {"y": y}
 
 
+class _Warming(FakeOk):
+    """2 ms a call, 15% more with each activation counted in $FAKE_ROUND_FILE (a machine that slows as it heats)."""
+
+    def _activate(self) -> None:
+        path = Path(os.environ.get("FAKE_ROUND_FILE", "/nonexistent"))
+        n = int(path.read_text() or 0) if path.is_file() else 0
+        if path.parent.is_dir():
+            path.write_text(str(n + 1))
+        self.delay = 0.002 * (1 + 0.15 * n)
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        time.sleep(self.delay)
+        return {"y": prepared["x"] * 2.0}
+
+
 class _NodeSpeed(FakeOk):
     """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable)."""
 
@@ -219,7 +235,8 @@ _variant("fake-2ms", delay_s=0.002)
 _variant("fake-node", _NodeSpeed)
 _variant("fake-cache", _Caching)
 _variant("fake-stale", _StaleWhenTimed)
-_variant("fake-flip", _Flip)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
+_variant("fake-flip", _Flip)
+_variant("fake-warming", _Warming)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
 _variant("fake-segv-load", _SegvLoad)
 _variant("fake-abort-run", _CrashInLoop)
 _variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)

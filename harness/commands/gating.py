@@ -99,6 +99,10 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--reproduce", metavar="CERT", help="re-run a certificate's spec (bundled in it) on this machine and "
                                                        "say per figure whether it falls in its reproducibility band "
                                                        "(contended misses said apart)")
+    q.add_argument("--burn-in", metavar="DURATION",
+                   help="repeat the spec in rounds for DURATION (90s, 30m, 2h; at least 6 rounds): a trend across "
+                        "rounds (latency, memory) fails the case, named; CPU clocks and temperatures (NVML's on "
+                        "GPUs) recorded per round; the certificate judges the last round")
     q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
                                                          "machine's cores then do not disturb each other)")
 
@@ -260,8 +264,11 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     else:
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
-        results = run_spec(spec, out, RunProgress(), golden_dir=store if use else None,
-                           record_golden=args.record_golden)
+        if args.burn_in:
+            results, burn_in = _burn_in(spec, out, _duration(args.burn_in), store if use else None)
+        else:
+            results = run_spec(spec, out, RunProgress(), golden_dir=store if use else None,
+                               record_golden=args.record_golden)
     run = load_run(results)
     if args.record_golden:
         index = write_index(store, run)
@@ -269,12 +276,58 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     cert = judge(spec, run, results)
     if not args.results or any((c.details or {}).get("audit") for c in run.cases):
         cert.requirements += check_rows(spec, run)
+    extra: dict[str, Any] = {}
+    if args.burn_in:
+        cert.requirements += burn_in["rows"]
+        extra["burn_in"] = {k: v for k, v in burn_in.items() if k != "rows"}
     print(certificate_text(cert))
-    for name, path in write_certificate(cert, out, {"provenance": provenance(cert, store if use else None)}).items():
+    extra["provenance"] = provenance(cert, store if use else None)
+    for name, path in write_certificate(cert, out, extra).items():
         print(f"{name:>17}: {path}")
     if cert.unjudged_line():  # the last line: the requirements not judged, and why
         print(cert.unjudged_line())
     return cert.exit_code
+
+
+def _duration(text: str) -> float:
+    """--burn-in DURATION: seconds from 90, 90s, 30m, 2h."""
+    t = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], 1)
+    try:
+        value = float(t[:-1] if t[-1:] in "smh" else t) * scale
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"--burn-in {text!r}: expected a duration such as 90s, 30m or 2h")
+    return value
+
+
+def _burn_in(spec: Any, out: Path, seconds: float, golden: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The spec in rounds (OUT/round-NN) until `seconds` have passed and at least MIN_ROUNDS ran; the machine's
+    clocks and temperatures at each round's start and end; the trends across rounds. Returns the last round's
+    results and the burn-in record (with its requirement rows under "rows")."""
+    from harness.execution.qualify_run import run_spec
+    from harness.gating import load_run
+    from harness.gating.burnin import MIN_ROUNDS, burn_in_rows
+    from harness.measure.machine_state import machine_state
+    from harness.report.progress import RunProgress
+
+    t0 = time.monotonic()
+    rounds, states, results = [], [], out
+    while len(rounds) < MIN_ROUNDS or time.monotonic() - t0 < seconds:
+        n = len(rounds) + 1
+        print(f"burn-in round {n} ({time.monotonic() - t0:.0f} of {seconds:.0f} s)")
+        before = machine_state()
+        results = run_spec(spec, out / f"round-{n:02d}", RunProgress(), golden_dir=golden)
+        states.append({"round": n, "start": before, "end": machine_state()})
+        rounds.append(load_run(results))
+    rows, trends = burn_in_rows(rounds, [sc.case.id for sc in spec.cases])
+    for t in trends:
+        for x in t["trends"]:
+            print(visible(f"burn-in {t['case_id']}: {x['text']}"))
+    freq = [s["end"].get("cpu_freq_mhz") for s in states]
+    return results, {"rounds": len(rounds), "seconds": time.monotonic() - t0, "machine": states, "trends": trends,
+                     "cpu_freq_mhz": freq, "rows": rows}
 
 
 def _rejudge(spec_text: str, results: Path, checks: bool, where: Path) -> Any:

@@ -43,7 +43,8 @@ def keep_last(call: Callable[[], object], holder: list[Any]) -> Callable[[], obj
 def host(runtime: Any, outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Outputs as host numpy copies (a runtime may reuse its output buffers)."""
     runtime.synchronize()
-    return {k: np.array(runtime._to_numpy(v), copy=True) for k, v in outputs.items()}
+    return {k: np.array(v if isinstance(v, np.ndarray) else runtime._to_numpy(v), copy=True)
+            for k, v in outputs.items()}
 
 
 @dataclasses.dataclass(frozen=True)
