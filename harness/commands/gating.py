@@ -407,11 +407,12 @@ def _qualify_reproduce(cert_path: Path, args: argparse.Namespace) -> int:
         print(visible(f"{r['status']:<15} {r['case_id']:<34} {r['requirement']:<20} was {r['measured']:.4g}, now "
                       f"{now}, band [{r['low']:.4g}, {r['high']:.4g}] ({r['blocks']} activations)"))
     counts = {s: sum(r["status"] == s for r in rows) for s in ("reproduced", "not reproduced", "contended",
-                                                               "not measured")}
+                                                               "band contended", "not measured")}
     share = counts["reproduced"] / len(rows) if rows else 0.0
     print(f"reproduced {counts['reproduced']} of {len(rows)} figures within their bands ({100 * share:.0f}%); "
           f"{counts['not reproduced']} not reproduced on a clean measurement, {counts['contended']} missed while "
-          f"contended (not judged), {counts['not measured']} not measured")
+          f"contended (not judged), {counts['band contended']} whose certificate figure was itself contended (no band), "
+          f"{counts['not measured']} not measured")
     atomic_write_text(out / "reproduce.json", json.dumps({"certificate": str(cert_path), "rows": rows,
                                                           "counts": counts}, indent=1, default=str))
     if not rows:

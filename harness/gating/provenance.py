@@ -59,8 +59,10 @@ def band(result: CaseResult | None, req: RequirementResult) -> dict[str, Any] | 
     spread = hi - lo
     v = float(req.measured)
     floor = v * BAND_FLOOR_PCT / 100
-    low, high = min(lo - spread, v - floor), max(hi + spread, v + floor)
-    return {"low": low, "high": high, "blocks": len(values), "pct": 100.0 * max(v - low, high - v) / v if v else None}
+    low, high = max(0.0, min(lo - spread, v - floor)), max(hi + spread, v + floor)
+    return {"low": low, "high": high, "blocks": len(values), "pct": 100.0 * max(v - low, high - v) / v if v else None,
+            # measured under contention, the spread is the neighbours' and the band says nothing about the machine
+            "contended": bool((result.contention or {}).get("contended"))}
 
 
 def provenance(cert: Certificate, golden_store: Path | None = None) -> dict[str, Any]:
@@ -206,6 +208,8 @@ def reproduce_rows(doc: Mapping[str, Any], run: RunResults, cert: Certificate) -
         contended = bool(((result.contention or {}) if result is not None else {}).get("contended"))
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             status = "not measured"
+        elif b.get("contended"):
+            status = "band contended"  # the certificate's own figure was contended: no band to reproduce
         elif b["low"] <= value <= b["high"]:
             status = "reproduced"
         else:
