@@ -108,3 +108,28 @@ def test_reproduce_reruns_the_bundled_spec_and_judges_each_figure_by_its_band(fa
     doc = json.loads((tmp_path / "r" / "reproduce.json").read_text())
     assert {r["requirement"] for r in doc["rows"]} == {"p50_ms_max", "throughput_sps_min"}
     assert all(r["status"] in ("reproduced", "not reproduced", "contended", "band contended") for r in doc["rows"])
+
+
+def test_reproduce_rows_say_contention_apart_only_in_its_direction():
+    from types import SimpleNamespace
+
+    from harness.gating.provenance import reproduce_rows
+
+    doc = {"provenance": {"bands": {
+        "0": {"case_id": "c", "requirement": "p50_ms_max", "measured": 10.0, "low": 9.0, "high": 11.0, "blocks": 3},
+        "1": {"case_id": "c", "requirement": "throughput_sps_min", "measured": 100.0, "low": 90.0, "high": 110.0,
+              "blocks": 3},
+        "2": {"case_id": "c", "requirement": "p99_ms_max", "measured": 12.0, "low": 11.0, "high": 13.0, "blocks": 3,
+              "contended": True}}}}
+
+    def rows(p50, tp, contended):
+        reqs = [SimpleNamespace(case_id="c", requirement=k, measured=v)
+                for k, v in (("p50_ms_max", p50), ("throughput_sps_min", tp), ("p99_ms_max", 12.0))]
+        run = SimpleNamespace(cases=[SimpleNamespace(case=SimpleNamespace(id="c"),
+                                                     contention={"contended": contended})])
+        return [r["status"] for r in reproduce_rows(doc, run, SimpleNamespace(requirements=reqs))]
+
+    assert rows(10.5, 95.0, False) == ["reproduced", "reproduced", "band contended"]
+    assert rows(14.0, 80.0, True) == ["contended", "contended", "band contended"]  # slower: contention explains
+    assert rows(7.0, 130.0, True) == ["not reproduced", "not reproduced", "band contended"]  # faster: it cannot
+    assert rows(14.0, 80.0, False) == ["not reproduced", "not reproduced", "band contended"]
