@@ -45,13 +45,13 @@ def trend(values: Sequence[float], what: str, higher_is_worse: bool = True) -> T
     tau, p = kendalltau(x, v)
     slope = theilslopes(v, x)[0]
     base = float(np.median(v))
-    change = 100.0 * slope * (len(v) - 1) / base if base else 0.0
-    worse = change > 0 if higher_is_worse else change < 0
+    change = float(100.0 * slope * (len(v) - 1) / base) if base else 0.0
+    worse = bool(change > 0 if higher_is_worse else change < 0)
     found = bool(p < TREND_ALPHA and abs(change) > MIN_TREND_PCT)
     direction = ("worse" if worse else "better") if found else ""
     text = (f"{what}: {change:+.1f}% from the first of {len(v)} rounds to the last (Theil-Sen), Kendall tau "
             f"{tau:+.2f}, p {p:.2g}" + (f": a trend, {direction} over the burn-in" if found else ": no trend"))
-    return Trend(what, v, float(tau), float(p), change, found and worse, text)
+    return Trend(what, v, float(tau), float(p), change, bool(found and worse), text)
 
 
 def burn_in_rows(rounds: Sequence[RunResults], case_ids: Sequence[str]) -> tuple[list[RequirementResult],

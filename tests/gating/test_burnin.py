@@ -45,6 +45,7 @@ def test_burn_in_names_a_machine_whose_later_rounds_are_slower(fake_env, tmp_pat
                          env={**fake_env, "FAKE_ROUND_FILE": str(tmp_path / "rounds")})
     assert res.returncode == 1, res.stdout + res.stderr
     assert "burn-in round 6" in res.stdout and "a trend, worse over the burn-in" in res.stdout
+    assert (out / "certificate.json").is_file(), res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads((out / "certificate.json").read_text())
     row = next(r for r in doc["requirements"] if r["requirement"] == "burn_in_stable")
     assert row["status"] == "FAIL" and "latency p50" in row["reason"]
