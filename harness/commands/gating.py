@@ -251,6 +251,10 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, spec_case)
     if (args.nodes or args.serial) and not args.ray:
         raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
+    if args.burn_in and (args.ray or args.results or args.record_golden):
+        raise UsageError("--burn-in runs the spec here in rounds: without --ray, --results or --record-golden")
+    if args.record_golden and (args.ray or args.results):
+        raise UsageError("--record-golden runs the spec on this (trusted) machine: without --ray or --results")
     if args.ray:
         if args.results:
             raise UsageError("--results with --ray: judge each node's stored results with --results OUT/NODE")

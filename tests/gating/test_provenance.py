@@ -133,3 +133,17 @@ def test_reproduce_rows_say_contention_apart_only_in_its_direction():
     assert rows(14.0, 80.0, True) == ["contended", "contended", "band contended"]  # slower: contention explains
     assert rows(7.0, 130.0, True) == ["not reproduced", "not reproduced", "band contended"]  # faster: it cannot
     assert rows(14.0, 80.0, False) == ["not reproduced", "not reproduced", "band contended"]
+
+
+def test_qualify_refuses_options_that_do_not_go_together(tmp_path, fakes, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    for argv, message in (([str(spec), "--serial"], "--nodes and --serial qualify a fleet"),
+                          (["--verify", "c.json", str(spec)], "--verify and --reproduce take a certificate only"),
+                          ([], "give a spec file"),
+                          ([str(spec), "--burn-in", "zz"], "expected a duration such as 90s"),
+                          ([str(spec), "--burn-in", "1m", "--ray", "auto"], "--burn-in runs the spec here"),
+                          ([str(spec), "--record-golden", "--ray", "auto"], "--record-golden runs the spec on this"),
+                          (["--verify", str(tmp_path / "none.json")], "not a readable certificate")):
+        assert main(["qualify", *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
