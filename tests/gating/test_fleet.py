@@ -120,3 +120,17 @@ def test_the_fleet_certificate_node_verdicts_and_its_rendering(tmp_path):
         (tmp_path / "s.toml").write_text(f"[fleet]\n{bad}\n")
         with pytest.raises(SpecError, match=msg):
             fleet_settings(tmp_path / "s.toml")
+
+
+def test_the_node_selector_names_nodes_by_label_address_or_id():
+    from harness.errors import UsageError
+    from harness.execution.fleet_run import select_nodes
+    from harness.execution.ray_shards import Node
+
+    nodes = [Node("a1" * 8, "10.0.0.1", {"CPU": 2}), Node("b2" * 8, "10.0.0.2", {"CPU": 2}),
+             Node("c3" * 8, "10.0.1.9", {"CPU": 2})]
+    assert select_nodes(nodes, None) == nodes
+    assert [n.address for n in select_nodes(nodes, "10.0.0.*")] == ["10.0.0.1", "10.0.0.2"]
+    assert [n.address for n in select_nodes(nodes, "c3c3*, 10.0.0.2-b2b2b2b2")] == ["10.0.0.2", "10.0.1.9"]
+    with pytest.raises(UsageError, match="--nodes 10.9.*: no alive node matches"):
+        select_nodes(nodes, "10.9.*")
