@@ -1,6 +1,5 @@
-"""A burn-in judged: per case and figure across the rounds of `harness qualify --burn-in`, a trend test (Kendall's
-tau on the round order, the change from first to last round by the Theil-Sen slope), and the machine's clocks and
-temperatures per round."""
+"""A burn-in judged: per case, a trend test across the rounds of `harness qualify --burn-in` (Kendall's tau,
+Theil-Sen change) on latency and memory (docs/qualification.md#burn-in)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What makes a certificate checkable by a stranger: its provenance (the spec's text, artifact and feed hashes,
-golden outputs, the environment lock, a reproducibility band per figure), a seal over every field, `--verify`
-(every hash re-checked, the requirements re-judged from the results, an edited field named) and the comparison
-of a re-run with the bands (`--reproduce`)."""
+"""What makes a certificate checkable by a stranger: provenance, a per-field seal, `--verify` and the bands
+`--reproduce` judges by (docs/qualification.md#certificates-anyone-can-check)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The machine's clocks and temperatures at one moment (a burn-in round's start and end): CPU frequency (psutil),
-temperatures (psutil, else /sys/class/thermal), and per GPU NVML's clocks, temperature, power and throttle
-reasons. What this machine cannot read is None with the reason, never 0."""
+"""The machine's CPU frequency, temperatures and NVML GPU clocks, temperature, power and throttle reasons at one
+moment (a burn-in round's start and end); what cannot be read here is None with the reason, never 0."""
 
 from __future__ import annotations
 

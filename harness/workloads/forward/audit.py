@@ -1,7 +1,5 @@
-"""Audits inside a forward case's timed run and its golden outputs: timed outputs checked against untimed ones
-(MLPerf TEST01's purpose), a caching audit (TEST04's), and the outputs on fixed inputs recorded as golden or
-compared with a recorded golden by a rule measured from repeated runs (bitwise where the runtime is
-deterministic, else a band; never the drift tolerance)."""
+"""Audits inside a forward case's timed run (TEST01, TEST04, and TEST06 for generation) and golden outputs recorded
+or compared by a rule measured from repeated runs (docs/qualification.md#audits-inside-the-timed-run)."""
 
 from __future__ import annotations
 
