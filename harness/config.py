@@ -99,6 +99,13 @@ class AccuracyConfig:
 
     tolerance_overrides: dict[str, dict[str, float]] = field(default_factory=dict)  # {"fp16": {"max_rel_l2": .05}}
     localize: bool = False
+    # --audit (qualify: always): timed outputs against untimed ones and the caching audit, inside each forward case
+    # (harness.workloads.forward.audit); a failed audit fails the case
+    audit: bool = False
+    # golden outputs (harness qualify): the store (an absolute folder: index.json and SHA256.npz), and whether
+    # this run records them (a trusted machine) or compares every case's outputs with them
+    golden_dir: str | None = None
+    record_golden: bool = False
 
     def tolerance_override(self, precision: Precision | str) -> Tolerance | None:
         """The --tolerance bounds given for `precision` (None when none were)."""

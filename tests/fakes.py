@@ -161,10 +161,86 @@ class FakeGraph(FakeOk):
 register_runtime(FakeGraph, replace=True)
 
 
+class _Caching(FakeOk):
+    """Computes (3 ms) an input it has not seen; answers a repeated input from its cache at once."""
+
+    def _activate(self) -> None:
+        self.cache: dict[bytes, np.ndarray] = {}
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        key = prepared["x"].tobytes()
+        if key not in self.cache:
+            time.sleep(0.003)
+            self.cache[key] = prepared["x"] * 2.0
+        return {"y": self.cache[key]}
+
+
+class _StaleWhenTimed(FakeOk):
+    """Correct through infer(); its bound (timed) call computes once and returns that first output for every
+    later input (a stale result when timed)."""
+
+    def bind(self, feed: Any) -> Any:
+        real = super().bind(feed)
+        stale = getattr(self, "stale", None)
+        if stale is None:
+            self.stale = stale = real()
+        return lambda: stale
+
+
+class _Flip(FakeOk):
+    """One output element wrong (+1) in 1 of $FAKE_FLIP_K calls (at random; 0: never): a silent data corruption."""
+
+    def _activate(self) -> None:
+        self.rng = np.random.default_rng(int(os.environ.get("FAKE_FLIP_SEED", "0")))
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        y = prepared["x"] * 2.0
+        k = int(os.environ.get("FAKE_FLIP_K", "0"))
+        if k and self.rng.integers(k) == 0:
+            y = y.copy()
+            y.reshape(-1)[3] += 1.0
+        return {"y": y}
+
+
+class _Warming(FakeOk):
+    """2 ms a call, 15% more with each process (a run's worker) counted in $FAKE_ROUND_FILE: a machine that slows
+    round after round of a burn-in, as one that heats up."""
+
+    delay: ClassVar[float | None] = None
+
+    def _activate(self) -> None:
+        if _Warming.delay is None:  # the first activation in this process: one more round
+            path = Path(os.environ.get("FAKE_ROUND_FILE", "/nonexistent"))
+            n = int(path.read_text() or 0) if path.is_file() else 0
+            if path.parent.is_dir():
+                path.write_text(str(n + 1))
+            _Warming.delay = 0.002 * (1 + 0.15 * n)
+        super()._activate()
+
+    def _infer(self, prepared: Any) -> dict[str, np.ndarray]:
+        time.sleep(_Warming.delay or 0.002)
+        return {"y": prepared["x"] * 2.0}
+
+
+class _NodeSpeed(FakeOk):
+    """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable)."""
+
+    @property
+    def delay_s(self) -> float:  # type: ignore[override]
+        return 0.004 * float(os.environ.get("FAKE_NODE_FACTOR", "1"))
+
+
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):
     _variant(_n)
 _variant("fake-slow", delay_s=0.05)
-_variant("fake-2ms", delay_s=0.002)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
+_variant("fake-2ms", delay_s=0.002)
+_variant("fake-node", _NodeSpeed)
+_variant("fake-cache", _Caching)
+_variant("fake-stale", _StaleWhenTimed)
+_variant("fake-flip", _Flip)
+_variant("fake-warming", _Warming)  # a known latency per call for LoadGen scenario tests (sleep: frees the GIL)
 _variant("fake-segv-load", _SegvLoad)
 _variant("fake-abort-run", _CrashInLoop)
 _variant("fake-segv-run", _CrashInLoop, crash_signal=signal.SIGSEGV)

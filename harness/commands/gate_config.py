@@ -1,6 +1,5 @@
-"""What `harness gate` and `harness gate-check --nightly` share: the gate's option groups, and the baseline read,
-checked and turned into the run configuration and plans before anything is measured (not a command module: the
-command modules import it, never each other)."""
+"""What `harness gate` and `gate-check --nightly` share (not a command module): the gate's option groups, and the
+baseline read, checked and turned into the run configuration and plans before anything is measured."""
 
 from __future__ import annotations
 

@@ -80,9 +80,30 @@ def add_parser(sub: Any) -> None:
     gate_args(gc)
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
-    q.add_argument("spec", help="the spec file, e.g. specs/cpu-2core.toml")
+    q.add_argument("spec", nargs="?", help="the spec file, e.g. specs/cpu-2core.toml (not with --verify, --reproduce)")
     q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
     q.add_argument("--results", help="judge this results.json instead of running the cases")
+    q.add_argument("--ray", metavar="ADDRESS", help="run the spec on every node of this Ray cluster (auto, HOST:PORT, "
+                                                    "ray://HOST:PORT): a certificate per node and a fleet certificate "
+                                                    "placing each node against its peers (docs/qualification.md)")
+    q.add_argument("--nodes", metavar="GLOBS", help="with --ray: only the nodes these comma-separated globs name "
+                                                    "(matched against ADDRESS-ID8, the address and the node id)")
+    q.add_argument("--record-golden", action="store_true",
+                   help="on a trusted machine: keep each case's outputs on its fixed inputs as golden outputs, in the "
+                        "spec's store ([golden] store, default SPEC_DIR/NAME.golden); later runs (every node of "
+                        "--ray) compare with them")
+    q.add_argument("--verify", metavar="CERT", help="check a certificate.json: its seal (an edited field is named), "
+                                                    "the spec, results, artifact and golden hashes, and its "
+                                                    "requirements re-judged from its results; exit 0 verified, 1 not")
+    q.add_argument("--reproduce", metavar="CERT", help="re-run a certificate's spec (bundled in it) on this machine and "
+                                                       "say per figure whether it falls in its reproducibility band "
+                                                       "(contended misses said apart)")
+    q.add_argument("--burn-in", metavar="DURATION",
+                   help="repeat the spec in rounds for DURATION (90s, 30m, 2h; at least 6 rounds): a trend across "
+                        "rounds (latency, memory) fails the case, named; CPU clocks and temperatures (NVML's on "
+                        "GPUs) recorded per round; the certificate judges the last round")
+    q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
+                                                         "machine's cores then do not disturb each other)")
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -256,25 +277,235 @@ def _gate_check_ab(config: RunConfig, cases: list[CaseId], levels: tuple[float, 
 def cmd_qualify(args: argparse.Namespace) -> int:
     from harness.execution.qualify_run import run_spec, spec_case
     from harness.gating import load_run
+    from harness.gating.golden import check_rows, golden_store, read_index, write_index
+    from harness.gating.provenance import provenance
     from harness.gating.qualify import judge, load_spec
     from harness.report.certificate import certificate_text, write_certificate
     from harness.report.progress import RunProgress
 
+    if args.verify or args.reproduce:
+        if args.spec or args.ray or args.results or args.record_golden:
+            raise UsageError("--verify and --reproduce take a certificate only (no SPEC, --ray, --results, "
+                             "--record-golden)")
+        return _qualify_verify(Path(args.verify)) if args.verify else _qualify_reproduce(Path(args.reproduce), args)
+    if not args.spec:
+        raise UsageError("give a spec file (or --verify CERT, --reproduce CERT)")
     spec = load_spec(args.spec, spec_case)
+    if (args.nodes or args.serial) and not args.ray:
+        raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
+    if args.burn_in and (args.ray or args.results or args.record_golden):
+        raise UsageError("--burn-in runs the spec here in rounds: without --ray, --results or --record-golden")
+    if args.record_golden and (args.ray or args.results):
+        raise UsageError("--record-golden runs the spec on this (trusted) machine: without --ray or --results")
+    if args.ray:
+        if args.results:
+            raise UsageError("--results with --ray: judge each node's stored results with --results OUT/NODE")
+        out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return _qualify_fleet(args, spec, out)
+    store = golden_store(spec)
+    use = args.record_golden or bool(read_index(store))
     if args.results:
         results = Path(args.results)
         out = Path(args.out) if args.out else (results if results.is_dir() else results.parent)
     else:
         out = Path(args.out) if args.out else Path("reports") / f"qualify-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         print(f"qualify {spec.name}: running {len(spec.cases)} case(s) into {out}")
-        results = run_spec(spec, out, RunProgress())
-    cert = judge(spec, load_run(results), results)
+        if args.burn_in:
+            results, burn_in = _burn_in(spec, out, _duration(args.burn_in), store if use else None)
+        else:
+            results = run_spec(spec, out, RunProgress(), golden_dir=store if use else None,
+                               record_golden=args.record_golden)
+    run = load_run(results)
+    if args.record_golden:
+        index = write_index(store, run)
+        print(f"golden outputs: {sum(1 for c in run.cases if c.case.id in index)} case(s) recorded in {store}")
+    cert = judge(spec, run, results)
+    if not args.results or any((c.details or {}).get("audit") for c in run.cases):
+        cert.requirements += check_rows(spec, run)
+    extra: dict[str, Any] = {}
+    if args.burn_in:
+        cert.requirements += burn_in["rows"]
+        extra["burn_in"] = {k: v for k, v in burn_in.items() if k != "rows"}
     print(certificate_text(cert))
-    for name, path in write_certificate(cert, out).items():
+    extra["provenance"] = provenance(cert, store if use else None)
+    for name, path in write_certificate(cert, out, extra).items():
         print(f"{name:>17}: {path}")
     if cert.unjudged_line():  # the last line: the requirements not judged, and why
         print(cert.unjudged_line())
     return cert.exit_code
+
+
+def _duration(text: str) -> float:
+    """--burn-in DURATION: seconds from 90, 90s, 30m, 2h."""
+    t = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], 1)
+    try:
+        value = float(t[:-1] if t[-1:] in "smh" else t) * scale
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"--burn-in {text!r}: expected a duration such as 90s, 30m or 2h")
+    return value
+
+
+def _burn_in(spec: Any, out: Path, seconds: float, golden: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The spec in rounds (OUT/round-NN) until `seconds` have passed and at least MIN_ROUNDS ran; the machine's
+    clocks and temperatures at each round's start and end; the trends across rounds. Returns the last round's
+    results and the burn-in record (with its requirement rows under "rows")."""
+    from harness.execution.qualify_run import run_spec
+    from harness.gating import load_run
+    from harness.gating.burnin import MIN_ROUNDS, burn_in_rows
+    from harness.measure.machine_state import machine_state
+    from harness.report.progress import RunProgress
+
+    t0 = time.monotonic()
+    rounds, states, results = [], [], out
+    while len(rounds) < MIN_ROUNDS or time.monotonic() - t0 < seconds:
+        n = len(rounds) + 1
+        print(f"burn-in round {n} ({time.monotonic() - t0:.0f} of {seconds:.0f} s)")
+        before = machine_state()
+        results = run_spec(spec, out / f"round-{n:02d}", RunProgress(), golden_dir=golden)
+        states.append({"round": n, "start": before, "end": machine_state()})
+        rounds.append(load_run(results))
+    rows, trends = burn_in_rows(rounds, [sc.case.id for sc in spec.cases])
+    for t in trends:
+        for x in t["trends"]:
+            print(visible(f"burn-in {t['case_id']}: {x['text']}"))
+    freq = [s["end"].get("cpu_freq_mhz") for s in states]
+    return results, {"rounds": len(rounds), "seconds": time.monotonic() - t0, "machine": states, "trends": trends,
+                     "cpu_freq_mhz": freq, "rows": rows}
+
+
+def _rejudge(spec_text: str, results: Path, checks: bool, where: Path) -> Any:
+    """A certificate's spec (its bundled text, under its own file name) judged again on `results`, with the audit
+    and golden rows where the certificate has them: what --verify compares and --reproduce reads."""
+    from harness.execution.qualify_run import spec_case
+    from harness.gating import load_run
+    from harness.gating.golden import check_rows
+    from harness.gating.qualify import judge, load_spec
+
+    where.mkdir(parents=True, exist_ok=True)
+    spec_path = where / "spec.toml"
+    spec_path.write_text(spec_text)
+    spec = load_spec(spec_path, spec_case)
+    run = load_run(results)
+    cert = judge(spec, run, results)
+    if checks:
+        cert.requirements += check_rows(spec, run)
+    return cert
+
+
+def _with_checks(doc: dict[str, Any]) -> bool:
+    return any(r.get("requirement") in ("audits", "golden_outputs") for r in doc.get("requirements") or [])
+
+
+def _qualify_verify(cert_path: Path) -> int:
+    """`harness qualify --verify CERT`: 0 when every check passes, 1 when one fails (the field or file named)."""
+    import tempfile
+
+    from harness.gating.provenance import verify
+
+    try:
+        doc = json.loads(cert_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--verify {cert_path}: not a readable certificate ({exc})") from None
+    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
+        checks = verify(cert_path, lambda text, results: _rejudge(text, results, _with_checks(doc), Path(tmp)))
+    for ok, line in checks:
+        print(visible(f"{'ok' if ok else 'FAIL' if ok is False else 'n/a'}  {line}"))
+    failed = [line for ok, line in checks if ok is False]
+    print(visible(f"{cert_path}: " + ("REFUSED: " + failed[0] if failed else
+                                      f"verified ({sum(1 for ok, _ in checks if ok)} checks; "
+                                      f"{sum(1 for ok, _ in checks if ok is None)} not checkable here)")))
+    return EXIT_OK if not failed else 1
+
+
+def _qualify_reproduce(cert_path: Path, args: argparse.Namespace) -> int:
+    """`harness qualify --reproduce CERT`: the certificate's spec run again here; per figure, in its band or not
+    (contended misses said apart). 0 all reproduced, 1 a clean miss, 3 only contended or unmeasured misses."""
+    from harness.execution.qualify_run import run_spec
+    from harness.gating.provenance import reproduce_rows
+    from harness.report.progress import RunProgress
+    from harness.results.store import atomic_write_text
+
+    try:
+        doc = json.loads(cert_path.read_text())
+        spec_text = doc["provenance"]["spec_text"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--reproduce {cert_path}: not a certificate with a bundled spec ({exc})") from None
+    name = doc.get("spec", {}).get("name", "spec")
+    out = Path(args.out) if args.out else Path("reports") / f"reproduce-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.toml").write_text(spec_text)
+    from harness.execution.qualify_run import spec_case
+    from harness.gating.qualify import load_spec
+
+    spec = load_spec(out / "spec.toml", spec_case)
+    golden = (doc["provenance"].get("golden") or {}).get("store")
+    print(f"reproduce {name}: running {len(spec.cases)} case(s) into {out}")
+    results = run_spec(spec, out, RunProgress(), golden_dir=Path(golden) if golden and Path(golden).is_dir() else None)
+    cert = _rejudge(spec_text, results, _with_checks(doc), out)
+    from harness.gating import load_run
+
+    rows = reproduce_rows(doc, load_run(results), cert)
+    for r in rows:
+        now = "-" if not isinstance(r["now"], (int, float)) else f"{r['now']:.4g}"
+        print(visible(f"{r['status']:<15} {r['case_id']:<34} {r['requirement']:<20} was {r['measured']:.4g}, now "
+                      f"{now}, band [{r['low']:.4g}, {r['high']:.4g}] ({r['blocks']} activations)"))
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("reproduced", "not reproduced", "contended",
+                                                               "band contended", "not measured")}
+    share = counts["reproduced"] / len(rows) if rows else 0.0
+    print(f"reproduced {counts['reproduced']} of {len(rows)} figures within their bands ({100 * share:.0f}%); "
+          f"{counts['not reproduced']} not reproduced on a clean measurement, {counts['contended']} missed while "
+          f"contended (not judged), {counts['band contended']} whose certificate figure was itself contended (no band), "
+          f"{counts['not measured']} not measured")
+    atomic_write_text(out / "reproduce.json", json.dumps({"certificate": str(cert_path), "rows": rows,
+                                                          "counts": counts}, indent=1, default=str))
+    if not rows:
+        return 3
+    return EXIT_OK if counts["reproduced"] == len(rows) else 1 if counts["not reproduced"] else 3
+
+
+
+def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
+    """`harness qualify SPEC --ray`: every node qualified by the spec and placed against its peers; a certificate
+    per node (OUT/NODE/) and one for the fleet (OUT/fleet-certificate.*)."""
+    from harness.execution.fleet_run import run_fleet
+    from harness.gating.fleet import FleetCertificate, fleet_settings, place_fleet
+    from harness.gating.qualify import judge
+    from harness.report.certificate import write_certificate
+    from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
+
+    from harness.gating.golden import check_rows, golden_store, read_index, store_files
+    from harness.gating.provenance import provenance
+
+    settings = fleet_settings(spec.path)
+    out.mkdir(parents=True, exist_ok=True)
+    store = golden_store(spec)
+    index = read_index(store)
+    if index:
+        print(f"golden outputs: {len(index)} case(s) from {store}, compared on every node")
+    nodes = run_fleet(spec, out, args.ray, selector=args.nodes, serial=args.serial,
+                      note=lambda line: print(visible(line), flush=True),
+                      golden=store_files(store, index) if index else None)
+    certs = {}
+    for n in nodes:
+        path = out / n.label / "results.json"
+        if n.run is None or not path.is_file():
+            certs[n.label] = None
+            continue
+        cert = judge(spec, n.run, path)
+        cert.requirements += check_rows(spec, n.run)
+        write_certificate(cert, path.parent, {"provenance": provenance(cert, store if index else None)})
+        certs[n.label] = cert
+    judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
+                            **({"false_flag_rate": settings["false_flag_rate"]}
+                               if "false_flag_rate" in settings else {}))
+    fleet = FleetCertificate(spec, certs, judgement)
+    print(fleet_text(fleet))
+    for name, path in write_fleet_certificate(fleet, out).items():
+        print(f"{name:>22}: {path}")
+    return fleet.exit_code
 
 
 COMMANDS = {"baseline": Command(cmd_baseline, plugins=False), "compare": Command(cmd_compare, plugins=False),

@@ -105,7 +105,7 @@ class SupervisedAb:
         return in_session(self, self.session_factory(self.base), fn, *args)
 
 
-def nightly_trials(config: Any, runs: Any, replay: Any, gates: Any, plans: list[Any], levels: Sequence[float],
+def nightly_trials(config: RunConfig, runs: Any, replay: Any, gates: Any, plans: list[Any], levels: Sequence[float],
                    rounds: int, root: Path, say: Callable[[str], None] = print) -> tuple[Any, int | None]:
     """`harness gate-check --nightly`'s measurement: per round one whole `harness gate` (its own session and
     workers, as each night has) with nothing changed (A/A) and one per level with side B slowed by that fraction

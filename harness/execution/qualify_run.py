@@ -33,6 +33,7 @@ def spec_run_config(spec: QualifySpec, out_dir: Path) -> RunConfig:
     timing = {dest.removeprefix("timing."): v for dest, v in given.items() if dest.startswith("timing.")}
     settings = {dest: v for dest, v in given.items() if not dest.startswith("timing.")}
     settings.setdefault("case_memory_gb", default_case_memory_gb())
+    settings["audit"] = True  # qualification audits every case inside its timed run
     return RunConfig.build(models=uniq([c.model for c in cs]), runtimes=uniq([c.runtime for c in cs]),
                            precisions=uniq([c.precision for c in cs]), batch_sizes=uniq([c.batch for c in cs]),
                            seq_lens=uniq([c.seq for c in cs if c.seq is not None]) or (128,), out_dir=Path(out_dir),
@@ -40,10 +41,15 @@ def spec_run_config(spec: QualifySpec, out_dir: Path) -> RunConfig:
                            **settings)
 
 
-def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None) -> Path:
+def run_spec(spec: QualifySpec, out_dir: Path, progress: Any = None, golden_dir: Path | None = None,
+             record_golden: bool = False) -> Path:
     """Run the spec's cases through a HarnessSession (the machinery of `harness run`); returns results.json.
-    `progress`: a harness.report.progress.RunProgress (default: one on stdout)."""
-    session = HarnessSession(spec_run_config(spec, out_dir), progress=progress or RunProgress())
+    `progress`: a harness.report.progress.RunProgress (default: one on stdout); `golden_dir`: the golden store
+    the cases record into (`record_golden`) or are compared with."""
+    config = spec_run_config(spec, out_dir)
+    if golden_dir is not None:
+        config = config.replace(golden_dir=str(Path(golden_dir).resolve()), record_golden=record_golden)
+    session = HarnessSession(config, progress=progress or RunProgress())
     if not session.run_cases([sc.case for sc in spec.cases]):
         raise session.interrupt()  # stopped: what finished is written, and no certificate of part of the spec
     return out_dir / "results.json"

@@ -74,18 +74,25 @@ def plan_shards(cases: Sequence[CaseId], nodes: Sequence[Node], rules: Sequence[
     return [s for s in shards if s.cases], unplaced
 
 
-def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = ()
-                 ) -> Iterator[tuple[str, Any]]:
+def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = (),
+                 golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
     """On a node: the shard under the harness's own session (supervised workers, rounds), yielding
     ("env", snapshot) first, ("case", CaseResult dict) as each case finishes, then ("run", results JSON).
     `node_defaults`: fields the driver left at its own machine's default (threads, case_memory_gb), taken
-    from this node's instead."""
+    from this node's instead. `golden`: the files of a golden-output store (harness qualify), written on the node
+    and compared there."""
     import tempfile
 
     from harness.execution.session import HarnessSession
 
-    local = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
+    local: dict[str, Any] = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
     out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
+    if golden:
+        store = out / "golden-store"
+        store.mkdir()
+        for name, blob in golden.items():
+            (store / Path(name).name).write_bytes(blob)
+        local["golden_dir"] = str(store)
     session = HarnessSession(config.replace(out_dir=out, baseline=None, history=None, **local))
     session.start()
     assert session.run is not None
@@ -103,9 +110,9 @@ def _machine_defaults() -> dict[str, Callable[[], Any]]:
     return {"threads": default_threads, "case_memory_gb": default_case_memory_gb}
 
 
-def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str]
-                ) -> Iterator[tuple[str, Any]]:
-    yield from shard_events(config, cases, node_defaults)
+def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str],
+                golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
+    yield from shard_events(config, cases, node_defaults, golden)
 
 
 def _ray_task() -> Any:
@@ -278,35 +285,40 @@ def merged_run(config: RunConfig, runs: Sequence[RunResults]) -> RunResults:
                       harness_version=next((r.harness_version for r in runs if r.harness_version), ""))
 
 
-def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
-    """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
-    all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
-    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
-    probe_address(config.fleet.ray)
+def connect(address: str | None) -> list[Node]:
+    """Probe and join the cluster at `address` (auto, HOST:PORT, ray://HOST:PORT); its alive nodes. A UsageError
+    in one line when Ray is missing, nothing (or not Ray) answers there, or the cluster has no alive node."""
+    probe_address(address)
     try:
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise UsageError(f"--ray needs Ray: {install_hint('ray')}") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     try:
-        ray.init(address=config.fleet.ray, ignore_reinit_error=True, log_to_driver=False,
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                  runtime_env={"env_vars": env} if env else None)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         text = str(exc).strip().splitlines()
-        raise UsageError(f"--ray {config.fleet.ray}: cannot connect: {type(exc).__name__}: "
+        raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
                          f"{text[0] if text else ''}") from None
     nodes = cluster_nodes()
     if not nodes:
-        raise UsageError(f"--ray {config.fleet.ray}: the cluster has no alive node")
-    cases = get_workload(config.workload).cases(config)
-    shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
-    note(f"ray: {len(cases)} case(s) over {len(shards)} of {len(nodes)} node(s): "
-         + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
-         + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+        raise UsageError(f"--ray {address}: the cluster has no alive node")
+    return nodes
+
+
+def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
+               serial: bool = False, before: Callable[[ShardRun], None] | None = None,
+               golden: dict[str, bytes] | None = None) -> list[ShardRun]:
+    """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
+    streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
+    a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts;
+    `golden`: a golden-output store's files, sent to every node."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     task = _ray_task()
-    out_dir = config.outputs.out_dir
-    runs = [ShardRun(config, s, out_dir) for s in shards]
+    runs = [ShardRun(config, s, config.outputs.out_dir) for s in shards]
     lock = threading.Lock()
 
     def locked_note(line: str) -> None:
@@ -317,17 +329,43 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
     node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
     threads = []
     for sr in runs:
+        if before is not None:
+            before(sr)
         res = sr.shard.node.resources
-        events = task.options(
-            num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
-            scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-        ).remote(sr.config, sr.shard.cases, node_defaults)
+        try:
+            events = task.options(
+                num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
+            ).remote(sr.config, sr.shard.cases, node_defaults, golden)
+        except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
+            events = _failing(exc)
         t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
         t.start()
         threads.append(t)
+        if serial:
+            t.join()
     for t in threads:
         t.join()
-    out = [sr.run for sr in runs]
+    return runs
+
+
+def _failing(exc: Exception) -> Iterator[Any]:
+    raise exc
+    yield  # pragma: no cover - a generator that raises at its first step
+
+
+def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
+    """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
+    all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
+    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
+    nodes = connect(config.fleet.ray)
+    cases = get_workload(config.workload).cases(config)
+    shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
+    note(f"ray: {len(cases)} case(s) over {len(shards)} of {len(nodes)} node(s): "
+         + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
+         + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+    out_dir = config.outputs.out_dir
+    out = [sr.run for sr in run_shards(config, shards, note)]
     if unplaced:
         extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
                            environment={"hostname": "unplaced", "machine": "no node with the resource"},

@@ -32,26 +32,10 @@ def worker_context() -> Any:
     """The multiprocessing context every harness worker starts from: a forkserver that preloads the worker's
     modules (a clean process: nothing of the parent's state, threads or user code is inherited)."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["harness.execution.worker"])
-    _start_forkserver_ignoring_sigint()
+    # quiet_start first: the server ignores Ctrl-C from its first import (a terminal's Ctrl-C reaches the whole
+    # process group; a server still importing its preload printed a KeyboardInterrupt traceback)
+    ctx.set_forkserver_preload(["harness.execution.quiet_start", "harness.execution.worker"])
     return ctx
-
-
-def _start_forkserver_ignoring_sigint() -> None:
-    """Start the forkserver now, with SIGINT ignored for it: a terminal's Ctrl-C reaches the whole process group,
-    and a forkserver still importing its preload (the first seconds of a run) printed its KeyboardInterrupt
-    traceback. An ignored disposition survives exec, so the server and the workers it forks ignore Ctrl-C (the
-    parent decides, as worker_prologue says); the parent's own handler is put back at once."""
-    import threading
-    from multiprocessing import forkserver
-
-    if threading.current_thread() is not threading.main_thread():
-        return  # signal dispositions are the main thread's; the server then starts on first use, as before
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def stop_forkserver() -> None:

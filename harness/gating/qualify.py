@@ -80,7 +80,7 @@ REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
                                   "noise limit"),
 )}
 
-_TOP_KEYS = {"name", "description", "measure", "defaults", "case"}
+_TOP_KEYS = {"name", "description", "measure", "defaults", "case", "fleet", "golden"}  # fleet, golden: their modules
 _CASE_KEYS = {"model", "runtime", "precision", "batch", "seq", "require"}
 
 # The [measure] table: (where, {key: TOML value}) -> {RunConfig field ("timing.X": a TimingPolicy field): value},

@@ -27,12 +27,15 @@ def certificate_text(cert: Certificate) -> str:
     return "\n".join(lines)
 
 
-def write_certificate(cert: Certificate, out_dir: Path) -> dict[str, Path]:
-    """certificate.json and a self-contained certificate.html in `out_dir`."""
-    doc = cert.as_dict()
+def write_certificate(cert: Certificate, out_dir: Path, extra: dict[str, Any] | None = None) -> dict[str, Path]:
+    """certificate.json and a self-contained certificate.html in `out_dir`; `extra` (its provenance) joins the
+    JSON, which is then sealed (harness.gating.provenance.seal: `harness qualify --verify` checks it)."""
+    from harness.gating.provenance import seal
+
+    doc = _finite({**cert.as_dict(), **(extra or {})})
+    doc["seal"] = seal(doc)
     html = render_template("certificate.html.j2", c=doc, fmt=_fmt)
-    return {"certificate_json": atomic_write_text(out_dir / "certificate.json",
-                                                  json.dumps(_finite(doc), indent=1)),
+    return {"certificate_json": atomic_write_text(out_dir / "certificate.json", json.dumps(doc, indent=1)),
             "certificate_html": atomic_write_text(out_dir / "certificate.html", html)}
 
 

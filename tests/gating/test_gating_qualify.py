@@ -202,7 +202,8 @@ def test_qualify_runs_the_cases_end_to_end(fake_env, tmp_path, spec_file):
     res = subprocess.run([sys.executable, "-m", "harness.cli", "qualify", str(spec_file), "--out", str(out)],
                          capture_output=True, text=True, env=fake_env, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "PASS: 5/5" in res.stdout
+    assert "PASS: 7/7" in res.stdout  # 5 of the spec, and each case's audits (qualify audits every case)
+    assert re.search(r"PASS\s+fake-linear-fake-ok-fp32-b1\s+audits inside the timed run\s+3 checks passed", res.stdout)
     doc = json.loads((out / "certificate.json").read_text())
     assert doc["results"]["sha256"] == hashlib.sha256((out / "results.json").read_bytes()).hexdigest()
     assert (out / "report.html").is_file()  # the same machinery as `harness run`
@@ -358,3 +359,42 @@ def test_every_measure_key_sets_what_its_run_option_sets(tmp_path, fakes):
     p.write_text(GOOD.replace("min_time = 0.01", 'isolation = "no"', 1))
     with pytest.raises(SpecError, match=r"\[measure\] isolation = 'no' must be true or false"):
         load_spec(p, spec_case)
+
+
+GOLDEN = """name = "golden-box"
+[measure]
+min_time = 0.05
+min_iters = 10
+[defaults.require]
+p50_ms_max = 1000
+[[case]]
+model = "fake-linear"
+runtime = "fake-flip"
+batch = 4
+"""
+
+
+@pytest.mark.slow  # the e2e tier: three qualify runs in subprocesses (about 25 s)
+def test_golden_outputs_recorded_then_a_corrupting_machine_fails_with_the_element(fake_env, tmp_path, fakes):
+    spec = tmp_path / "golden.toml"
+    spec.write_text(GOLDEN)
+
+    def qualify(*extra, flip="0"):
+        out = tmp_path / f"q{len(list(tmp_path.glob('q*')))}"
+        res = subprocess.run([sys.executable, "-m", "harness.cli", "qualify", str(spec), "--out", str(out), *extra],
+                             capture_output=True, text=True, env={**fake_env, "FAKE_FLIP_K": flip}, timeout=300)
+        return res, out
+
+    res, _ = qualify("--record-golden")
+    assert res.returncode == 0, res.stdout + res.stderr
+    store = tmp_path / "golden-box.golden"
+    index = json.loads((store / "index.json").read_text())
+    record = index["fake-linear-fake-flip-fp32-b4"]
+    assert record["rule"] == "bitwise" and (store / f"{record['sha256']}.npz").is_file()
+    assert "golden outputs: 1 case(s) recorded" in res.stdout
+    res, _ = qualify()  # the same machine: equal
+    assert res.returncode == 0 and re.search(r"PASS\s+\S+\s+outputs equal the golden outputs", res.stdout), res.stdout
+    res, out = qualify(flip="1")  # every call wrong in one element
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert re.search(r"FAIL\s+\S+\s+outputs equal the golden outputs\s+wrong results \(persistent: 5 of 5", res.stdout)
+    assert "y[0, 3]" in res.stdout

@@ -38,7 +38,8 @@ def test_gating_imports_nothing_from_report():
 
 def test_every_template_renders_through_the_one_environment():
     names = sorted(p.name for p in (HARNESS / "report" / "templates").glob("*.j2"))
-    assert names == ["certificate.html.j2", "conformance.html.j2", "gatecheck.html.j2", "recommend.html.j2",
+    assert names == ["certificate.html.j2", "conformance.html.j2", "fleet-certificate.html.j2", "gatecheck.html.j2",
+                     "recommend.html.j2",
                      "report.html.j2"]
     env = environment()
     assert env.undefined is jinja2.StrictUndefined and env.finalize is not None

@@ -89,6 +89,10 @@ OWN_STATISTICS = {
     "harness/gating/gatecheck.py": "the median over simulated runs of their best-block medians",
     "harness/history/changes.py": "change points over a series of run figures, not samples",
     "harness/accuracy/drift.py": "p99 of |output - reference|: drift, not latency",
+    "harness/gating/fleet.py": "medians across nodes and blocks, and each block's figure for the peer statistics",
+    "harness/gating/provenance.py": "each block's figure, for a requirement's reproducibility band",
+    "harness/gating/burnin.py": "the median of round figures, the base of a burn-in trend",
+    "harness/workloads/forward/audit.py": "medians of the caching audit's mini-blocks, not the case's samples",
 }
 
 

@@ -89,6 +89,7 @@ class ForwardState(WorkerState):
         self._reference_task: dict[tuple[Any, ...], float] = {}
         self._settle: dict[str, Any] = {}  # the case's --settle record (waits, re-measured blocks)
         self.profiler = CaseProfiler()  # --profile: graph costs and the machine's ceilings, kept across cases
+        self._wrap: Callable[[Callable[[], object]], Callable[[], object]] = _same  # the timed call (audit)
 
     def explain(self, reason: str, case: CaseId, config: RunConfig) -> str:
         return fed_inputs_note(reason, case.model, config)
@@ -118,7 +119,38 @@ class ForwardState(WorkerState):
         on_phase("accuracy")
         judged = self._judge(ctx, spec, measured.pop("outputs"))
         ctx.p50_ms = measured["stats"].p50_ms
+        measured["checks"] = self._checks(ctx, measured.pop("last_timed"), on_phase)
         return self._result(ctx, timed, measured, judged, run_steps(ctx))
+
+    def _checks(self, ctx: CaseContext, last_timed: Any, on_phase: PhaseCallback) -> dict[str, Any]:
+        """--audit and golden outputs (harness.workloads.forward.audit) on the case's runtime after its timed
+        loop: {"audit": ..., "golden": ...} for the case's details; {} when neither is asked for."""
+        acc = ctx.config.accuracy
+        if not (acc.audit or acc.golden_dir):
+            return {}
+        from pathlib import Path
+
+        from harness.workloads.forward import audit
+
+        out: dict[str, Any] = {}
+        if acc.audit:
+            on_phase("audit")
+            spec, dims, inputs = ctx.spec, ctx.case.dims, ctx.config.inputs
+            out["audit"] = audit.run_audits(ctx.runtime, ctx.feed, lambda i: case_feed(
+                spec, dims, dataclasses.replace(inputs, seed=inputs.seed + 1 + i))[0], last_timed,
+                probe=ContentionProbe(ctx.options.threads, ctx.config.measure.contention_limit))
+        if acc.golden_dir:
+            on_phase("golden")
+            store = Path(acc.golden_dir)
+            if acc.record_golden:
+                out["golden"] = {"recorded": audit.record_golden(ctx.runtime, ctx.feed, store)}
+            else:
+                record = audit.golden_index(store).get(ctx.case.id)
+                out["golden"] = ({"passed": None, "detail": f"no golden outputs recorded for {ctx.case.id} in "
+                                                            f"{store}"} if record is None else
+                                 audit.check_golden(ctx.runtime, ctx.feed, audit.load_golden(store, record), record,
+                                                    last_timed))
+        return out
 
     def _timed(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
                on_phase: PhaseCallback, sampler: MemorySampler) -> tuple[CaseContext, TimedRun, dict[str, Any]]:
@@ -141,6 +173,14 @@ class ForwardState(WorkerState):
         policy = config.measure.timing
         if runtime.warmup_floor_s > policy.warmup_time_s:
             policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
+        last: list[Any] = [None]  # the timed loop's last output, for --audit and golden outputs (audit.keep_last)
+        if config.accuracy.audit or config.accuracy.golden_dir:
+            from harness.workloads.forward.audit import keep_last
+
+            self._wrap = lambda c: keep_last(c, last)
+            call = self._wrap(call)
+        else:
+            self._wrap = _same
         setup_s = runtime.setup_s
         sampler.hold()  # no sampling thread beside the timed loop (MemorySampler.hold)
         trackers = {name: make(cls.device) for name, make in BLOCK_TRACKERS.items()}
@@ -149,7 +189,8 @@ class ForwardState(WorkerState):
                                                       lambda: on_phase("run"), config.measure.contention_limit,
                                                       config.measure.settle_s, trackers)
         ctx = CaseContext(case, spec, runtime, feed, config, options, policy, self.timer, self.profiler, on_phase)
-        measured = {"outputs": outputs, "fed": fed, "reused": reused, "setup_s": setup_s, "blocks": blocks,
+        measured = {"outputs": outputs, "last_timed": last[0], "fed": fed, "reused": reused, "setup_s": setup_s,
+                    "blocks": blocks,
                     "fingerprint": run_spec.fingerprint(),
                     "tracked": {name: t.record(case.batch) for name, t in trackers.items()},
                     "device_timer": runtime.device_timer(), "memory": sampler.stop(MEMORY_COVERS[reused]),
@@ -186,9 +227,14 @@ class ForwardState(WorkerState):
         case, runtime, stats, memory = ctx.case, ctx.runtime, m["stats"], m["memory"]
         ref_check, noise_cv = judged["ref_check"], ctx.config.measure.noise_cv
         caveat = runtime.caveat()  # e.g. an untuned compiler: said wherever the case's figures are
+        checks = m["checks"]
+        failed_checks = [f"audit failed: {c['name']}: {c['detail']}" for c in (checks.get("audit") or {}).get(
+            "checks", []) if c["passed"] is False]
+        if (checks.get("golden") or {}).get("passed") is False:
+            failed_checks.append(checks["golden"]["detail"])
         return CaseResult(
-            case, "passed" if judged["passed"] else "failed",
-            reason="; ".join([*judged["reasons"], *([caveat] if caveat else [])]),
+            case, "passed" if judged["passed"] and not failed_checks else "failed",
+            reason="; ".join([*failed_checks, *judged["reasons"], *([caveat] if caveat else [])]),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
             latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
@@ -197,7 +243,7 @@ class ForwardState(WorkerState):
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,
             feed_sha256=feed_digest(ctx.feed), model_fingerprint=m["fingerprint"], **m["blocks"],
             details={**runtime.details(), **({"caveat": caveat} if caveat else {}), **m["fed"], **variant_details(case),
-                     "activation_reused": m["reused"],
+                     "activation_reused": m["reused"], **checks,
                      **({"settle": self._settle} if self._settle else {}),
                      "warmup_time_s": ctx.policy.warmup_time_s,
                      "model_has_torch_module": ctx.spec.build is not None,
@@ -265,7 +311,7 @@ class ForwardState(WorkerState):
                 self._drop_active()
                 runtime, _ = self._activate(case, spec, cls, precision, options)
                 runtime.infer(feed)  # per-shape setup and first-call work, outside the timed loop
-                call = runtime.bind(feed)
+                call = self._wrap(runtime.bind(feed))
                 # the case (and the shapes that reuse this activation) report the group's first activation:
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
@@ -419,6 +465,10 @@ class ForwardState(WorkerState):
         self._drop_reference()
         self._references.clear()
         self._reference_task.clear()
+
+
+def _same(call: Callable[[], object]) -> Callable[[], object]:
+    return call
 
 
 def is_reference(runtime: Runtime, spec: ModelSpec) -> bool:

@@ -120,14 +120,22 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
         generation["kv_cache_mb"] = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
     samples = [r.e2e_ns for r in runs]
     stats = latency_stats(samples, config.measure.noise_cv)
+    audit: dict[str, Any] = {}
+    if config.accuracy.audit:  # TEST06's checks (harness.workloads.forward.audit.generation_audit)
+        from harness.workloads.forward.audit import generation_audit
+
+        audit = {"audit": generation_audit(first, runs, batch, new_tokens)}
+    failed_audit = [f"audit failed: {c['name']}: {c['detail']}" for c in (audit.get("audit") or {}).get(
+        "checks", []) if c["passed"] is False]
+    reasons = failed_audit + ([] if accuracy else [accuracy.message])
     return CaseResult(
-        case, "passed" if accuracy else "failed", reason="" if accuracy else accuracy.message,
+        case, "passed" if accuracy and not failed_audit else "failed", reason="; ".join(reasons),
         samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
         latency=stats.as_dict(), throughput_sps=throughput_sps(batch, stats.p50_ms) or None,
         accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=setup_s,
         artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
         feed_sha256=digest, model_fingerprint=spec.fingerprint(),
-        details={**details, "threads": config.measure.threads, "workload": "generate"},
+        details={**details, "threads": config.measure.threads, "workload": "generate", **audit},
         host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
         precision_recipe=recipe, is_reference=own, generation=generation,
     )

@@ -1,0 +1,50 @@
+"""`harness qualify SPEC --ray`: the spec's every case run on every node of a Ray cluster (the sharding path of
+`harness run --ray`), each node's run streamed into OUT/NODE/results.json."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.execution.qualify_run import spec_run_config
+from harness.execution.ray_shards import Node, Shard, ShardRun, connect, run_shards
+from harness.gating.fleet import NodeRun
+from harness.gating.qualify import QualifySpec
+
+
+def select_nodes(nodes: Sequence[Node], selector: str | None) -> list[Node]:
+    """The nodes a selector names (comma-separated globs matched against a node's label ADDRESS-ID8, its address
+    and its node id); every alive node without one. A UsageError when a selector names none."""
+    if not selector:
+        return list(nodes)
+    globs = [g.strip() for g in selector.split(",") if g.strip()]
+    picked = [n for n in nodes if any(fnmatch.fnmatchcase(x, g) for g in globs
+                                      for x in (n.label, n.address, n.node_id))]
+    if not picked:
+        raise UsageError(f"--nodes {selector}: no alive node matches (nodes: "
+                         f"{', '.join(n.label for n in nodes)})")
+    return picked
+
+
+def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str | None = None,
+              serial: bool = False, note: Callable[[str], None] = print,
+              before: Callable[[ShardRun], None] | None = None,
+              golden: dict[str, bytes] | None = None) -> list[NodeRun]:
+    """Every case of the spec on every selected node, one Ray task per node holding all of its CPUs and GPUs,
+    under the harness's own session there (supervised workers, rounds); `serial` runs one node at a time. A node
+    lost mid-run keeps its finished cases and is returned with the reason; `golden`: the golden store's files
+    (harness.gating.golden.store_files), compared on every node; its findings are the node's wrong results."""
+    from harness.gating.golden import wrong_findings
+
+    nodes = select_nodes(connect(address), selector)
+    config = spec_run_config(spec, out_dir).replace(ray=address)
+    cases = [sc.case for sc in spec.cases]
+    note(f"qualify {spec.name}: {len(cases)} case(s) on each of {len(nodes)} node(s)"
+         + (", one node at a time" if serial else "") + ": " + ", ".join(n.label for n in nodes))
+    runs = run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=before,
+                      golden=golden)
+    return [NodeRun(sr.shard.node.label, sr.run,
+                    lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
+                    wrong=wrong_findings(sr.run)) for sr in runs]

@@ -1,0 +1,103 @@
+"""`harness qualify SPEC --ray` on a real local Ray cluster (one head, workers, one node slower by its
+environment, one killed mid-run): a certificate per node and a fleet certificate placing each node."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+SPEC = """name = "fleet-fake"
+[measure]
+min_time = 0.15
+min_iters = 20
+warmup = 2
+[defaults.require]
+p50_ms_max = 200
+[[case]]
+model = "fake-linear"
+runtime = "fake-node"
+batch = 1
+[[case]]
+model = "fake-linear"
+runtime = "fake-flip"
+batch = 4
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(fakes):
+    if not os.environ.get("HARNESS_REQUIRE_RAY"):
+        pytest.importorskip("ray", reason="Ray is the [ray] extra")
+    from ray.cluster_utils import Cluster
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HARNESS_PLUGINS", "fakes")
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), *sys.path]))
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c.add_node(num_cpus=1)
+    c.slow = c.add_node(num_cpus=1, env_vars={"FAKE_NODE_FACTOR": "3"})
+    c.wrong = c.add_node(num_cpus=1, env_vars={"FAKE_FLIP_K": "3"})  # one element wrong in 1 of 3 calls
+    c.wait_for_nodes()
+    yield c
+    import ray
+
+    ray.shutdown()
+    c.shutdown()
+    mp.undo()
+
+
+@pytest.mark.slow  # the e2e tier (about 50 s: five Ray nodes, one node at a time): pytest tests -m e2e
+def test_every_node_certified_the_slow_one_found_the_lost_one_listed(cluster, tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+    from harness.execution import fleet_run
+
+    doomed = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    cluster.wait_for_nodes()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    assert main(["qualify", str(spec), "--record-golden", "--out", str(tmp_path / "trusted")]) == 0  # this machine
+    assert (tmp_path / "fleet-fake.golden" / "index.json").is_file()
+    started: list[str] = []
+    real = fleet_run.run_shards
+
+    def before(sr):  # the doomed node dies as its shard is sent: lost with the reason
+        started.append(sr.shard.node.node_id)
+        if sr.shard.node.node_id == doomed.node_id:
+            cluster.remove_node(doomed, allow_graceful=False)
+
+    monkeypatch.setattr(fleet_run, "run_shards", lambda *a, **kw: real(*a, **{**kw, "before": before}))
+    out = tmp_path / "q"
+    code = main(["qualify", str(spec), "--ray", cluster.address, "--serial", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1, text  # a slow node and a lost one: the fleet is not qualified
+    doc = json.loads((out / "fleet-certificate.json").read_text())
+    nodes = doc["nodes"]
+    assert len(nodes) == 5 and len(started) == 5
+    wrong = next(lb for lb in nodes if lb.endswith(cluster.wrong.node_id[:8]))
+    assert nodes[wrong]["placement"] == "wrong results" and nodes[wrong]["verdict"] == "NOT QUALIFIED"
+    assert "fake-linear-fake-flip-fp32-b4: wrong results (" in nodes[wrong]["reasons"][0]
+    assert "y[" in nodes[wrong]["reasons"][0] and "|diff| 1" in nodes[wrong]["reasons"][0]
+    lost = next(lb for lb in nodes if lb.endswith(doomed.node_id[:8]))
+    assert nodes[lost]["placement"] == "lost" and nodes[lost]["verdict"] == "NOT QUALIFIED"
+    assert "lost" in nodes[lost]["reasons"][0]
+    slow = next(lb for lb in nodes if lb.endswith(cluster.slow.node_id[:8]))
+    assert nodes[slow]["placement"] in ("slow", "not judged"), (nodes[slow], [
+        (n.get("node"), n.get("value"), n.get("deviation_pct"), n.get("z"), n.get("basis")) for r in doc["fleet"]["rows"]
+        for n in r["nodes"]])  # not judged only where contended
+    if nodes[slow]["placement"] == "slow":
+        assert "from the median of 3 peers" in nodes[slow]["reasons"][0]
+    for lb, n in nodes.items():
+        if lb not in (lost, slow, wrong):
+            # a healthy peer is never lost or wrong; its timing placement is not asserted: nodes sharing this machine
+            # are measured one after another, and on a machine at 97% CPU pressure from other jobs a node measured
+            # at a busier minute once read slow (the false-flag rate is held by tests/gating/test_fleet.py's trials)
+            assert n["placement"] not in ("lost", "wrong results"), (lb, n)
+            assert n["spec_verdict"] in ("PASS", "INCONCLUSIVE") and (out / lb / "certificate.json").is_file()
+    assert (out / "fleet-certificate.html").read_text().count("<tr><td><code>") >= 5
+    assert "fleet FAIL" in text and "NOT QUALIFIED" in text
