@@ -37,13 +37,12 @@ def test_gives_up_at_the_bound_and_says_so(monkeypatch):
     assert not got["quiet"] and got["looks"] == 1 and got["cores_free"] == 0.0
 
 
-def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeypatch, fakes):
-    from harness.execution import CaseRunner
-    from harness.options import OPTIONS, parse_run_options
-    from harness.results.schema import CaseId
+def _planted(monkeypatch, contended_call: int):
+    """The forward workload's contention probe contended on its `contended_call`-th block only, and its quiet waits
+    recorded (their bounds, in `waits`)."""
     from harness.workloads.forward import workload as fw
 
-    class Probe:  # the first block is contended, every later one clean
+    class Probe:
         calls = 0
 
         def __init__(self, threads, limit):
@@ -54,18 +53,32 @@ def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeyp
 
         def stop(self):
             Probe.calls += 1
-            if Probe.calls == 1:
+            if Probe.calls == contended_call:
                 return {"contended": True, "cause": "planted", "wait_fraction": 0.5}
             return {"contended": False, "wait_fraction": 0.0}
 
-    waits = []
+    waits: list[float] = []
     monkeypatch.setattr(fw, "ContentionProbe", Probe)
     monkeypatch.setattr(fw, "wait_quiet", lambda threads, s: waits.append(s) or {"quiet": True, "waited_s": 0.1})
+    return waits
+
+
+def _settle_config(tmp_path):
+    from harness.options import OPTIONS, parse_run_options
+
     raw = {o.dest: None for o in OPTIONS}
     raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="2", min_time="0.01", min_iters="3",
                warmup="1", repeats="2", settle="5", threads="1", cache_dir=str(tmp_path / "c"),
                out=str(tmp_path / "o"))
-    config = parse_run_options(raw)
+    return parse_run_options(raw)
+
+
+def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeypatch, fakes):
+    from harness.execution import CaseRunner
+    from harness.results.schema import CaseId
+
+    waits = _planted(monkeypatch, 1)  # the first block is contended, every later one clean
+    config = _settle_config(tmp_path)
     assert config.measure.settle_s == 5.0
     r = CaseRunner().run(CaseId("fake-linear", "fake-ok", "fp32", 2, None, "cpu"), config)
     settle = r.details["settle"]
@@ -83,33 +96,10 @@ def test_settle_holds_in_later_rounds_and_says_so(tmp_path, monkeypatch, fakes):
     says so."""
     from harness.execution import CaseRunner
     from harness.execution.rounds import later_rounds
-    from harness.options import OPTIONS, parse_run_options
     from harness.results.schema import CaseId, RunResults
-    from harness.workloads.forward import workload as fw
 
-    class Probe:  # the case's own block is clean, the later round's first block contended, then clean
-        calls = 0
-
-        def __init__(self, threads, limit):
-            pass
-
-        def start(self):
-            pass
-
-        def stop(self):
-            Probe.calls += 1
-            if Probe.calls == 2:
-                return {"contended": True, "cause": "planted", "wait_fraction": 0.5}
-            return {"contended": False, "wait_fraction": 0.0}
-
-    waits = []
-    monkeypatch.setattr(fw, "ContentionProbe", Probe)
-    monkeypatch.setattr(fw, "wait_quiet", lambda threads, s: waits.append(s) or {"quiet": True, "waited_s": 0.1})
-    raw = {o.dest: None for o in OPTIONS}
-    raw.update(models="fake-linear", runtimes="fake-ok", batch_sizes="2", min_time="0.01", min_iters="3",
-               warmup="1", repeats="2", settle="5", threads="1", cache_dir=str(tmp_path / "c"),
-               out=str(tmp_path / "o"))
-    config = parse_run_options(raw)
+    _planted(monkeypatch, 2)  # the case's own block clean, the later round's first block contended, then clean
+    config = _settle_config(tmp_path)
     runner = CaseRunner(defer_blocks=True)
     r = runner.run(CaseId("fake-linear", "fake-ok", "fp32", 2, None, "cpu"), config)
     assert r.blocks_pending == 1 and "remeasured" not in r.details.get("settle", {})
