@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -167,10 +169,13 @@ def run(args: argparse.Namespace) -> int:
             "activations": args.activations, "finished": False}
     done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
+    scratch = out / ".scratch"  # the workers' logs: removed at the end whatever stopped the command (a signal, a
+    scratch.mkdir(exist_ok=True)  # search thread that started a worker while the others were being closed)
     candidates, close = live_candidates(spec, traffic, _split(args.runtimes), _split(args.precisions),
                                         _split(args.variants), threads, _split(args.batchers, ";"),
                                         args.cache_dir or default_cache_dir(), user_model=user_model,
-                                        opener=None if args.no_isolation else IsolatedConfig,
+                                        opener=None if args.no_isolation else functools.partial(
+                                            IsolatedConfig, log_dir=str(scratch)),
                                         contention_limit=default_contention_limit(), envs=args.envs,
                                         env_wheels=env_wheels, say=lambda line: print(f"  {line}", flush=True))
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
@@ -200,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 close()  # every worker ended, their logs removed
                 stop_forkserver()
+                shutil.rmtree(scratch, ignore_errors=True)
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (SignalStop): what finished is kept, no verdict
             stopped = getattr(exc, "signum", None) or signals.get("signum") or 2
         if stopped is not None:

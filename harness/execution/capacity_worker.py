@@ -31,8 +31,9 @@ class IsolatedConfig:
     memory_mb) over a pipe. The worker starts on first use and is closed by the pool (least recently used)."""
 
     def __init__(self, ref: ConfigRef, spec: ModelSpec, pool: _Pool, reference: Reference | None,
-                 env: RuntimeEnv | None = None) -> None:
+                 env: RuntimeEnv | None = None, log_dir: str | None = None) -> None:
         self.ref, self.pool, self.reference, self.env = ref, pool, reference, env
+        self.log_dir = log_dir  # where its worker's log goes (the command's scratch folder; None: $TMPDIR)
         self.name = ref.name
         self.drift: float | None = None
         self.memory_mb: float | None = None
@@ -46,20 +47,22 @@ class IsolatedConfig:
         self.pool.use(self)
 
     def _start(self) -> None:
-        fd, self._log = tempfile.mkstemp(prefix="harness-recommend-", suffix=".log")
+        fd, self._log = tempfile.mkstemp(prefix="harness-recommend-", suffix=".log", dir=self.log_dir)
         os.close(fd)
-        if self.env is not None:  # the runtime's own environment (harness.envs), as `harness run` starts it
-            proc = _EnvProcess(str(self.env.python), self._log, None, False, loop="capacity")
-            self._proc, self._conn = proc, proc.conn
-        else:
-            ctx = worker_context()
-            parent, child = ctx.Pipe(duplex=True)
-            self._proc = ctx.Process(target=_main, args=(child, self._log), name="harness-recommend", daemon=True)
-            self._proc.start()
-            child.close()
-            self._conn = parent
-        try:  # a set-up that fails in any way (here or in the worker) closes the worker it started: no process is
-            #   left waiting for commands that never come (the command used to hang at its end)
+        try:  # a set-up that fails in any way (a signal while the worker starts, here or in the worker) closes the
+            #   worker it started and removes its log: no process is left waiting for commands that never come (the
+            #   command used to hang at its end), no log is left in $TMPDIR
+            if self.env is not None:  # the runtime's own environment (harness.envs), as `harness run` starts it
+                proc = _EnvProcess(str(self.env.python), self._log, None, False, loop="capacity")
+                self._proc, self._conn = proc, proc.conn
+            else:
+                ctx = worker_context()
+                parent, child = ctx.Pipe(duplex=True)
+                self._proc = ctx.Process(target=_main, args=(child, self._log), name="harness-recommend",
+                                         daemon=True)
+                self._proc.start()
+                child.close()
+                self._conn = parent
             reference = self.reference() if self.reference is not None else None
             reply = self._ask(("open", self.ref, reference), OPEN_TIMEOUT_S, "set-up")
         except BaseException:

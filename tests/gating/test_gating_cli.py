@@ -55,7 +55,7 @@ def test_runs_with_no_case_in_common_are_refused_not_ok(tmp_path, capsys):
                                                        str(tmp_path / "rep")]):
         assert main(argv) == 2
         captured = capsys.readouterr()
-        assert "Gate: **OK**" not in captured.out
+        assert "gate OK" not in captured.out
         err = captured.err.strip()
         assert len(err.splitlines()) == 1 and err.startswith(f"harness {argv[0]}: error: ")
         assert f"{mlp} and {resnet} have no case in common (baseline 4 case(s), e.g. mlp-" in err, err
@@ -88,7 +88,7 @@ def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "gate OK" in second.stdout
     md = (tmp_path / "b" / "verdicts.md").read_text()
-    assert md.startswith("### Gate: **OK**") and "fake-linear-fake-ok-fp32-b1" in md
+    assert md.startswith("### gate OK: ") and "fake-linear-fake-ok-fp32-b1" in md  # the one wording (#52)
     assert "incomplete" not in md  # the run had finished: the gate judges it complete
     assert json.loads((tmp_path / "b" / "verdicts.json").read_text())["exit_code"] == 0
     # a baseline that shares no case with the run: a gate error that says so (exit 2), never "Gate: OK"
@@ -98,7 +98,7 @@ def test_run_with_baseline_gates_at_the_end(fake_env, tmp_path):
                 str(tmp_path / "o" / "results.json"), env=env)
     assert apart.returncode == 2, apart.stdout + apart.stderr
     assert "gate: error: " in apart.stdout and "have no case in common" in apart.stdout
-    assert "Gate: **OK**" not in apart.stdout and not (tmp_path / "d" / "verdicts.md").exists()
+    assert "gate OK" not in apart.stdout and not (tmp_path / "d" / "verdicts.md").exists()
     # a baseline 20x faster than anything measured: the next run regresses -> exit status 1
     fast = scaled_copy(load_results(tmp_path / "a"), 0.05, lambda c: c.case.runtime == "fake-ok")
     write_results(fast, tmp_path / "fast")

@@ -433,3 +433,4 @@ def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path
     assert (out / "recommend.html").is_file()
     assert f"recommend: interrupted by {sig}" in stdout
     assert not [f for f in os.listdir(tmp) if f.startswith("harness-recommend-")], os.listdir(tmp)
+    assert not (out / ".scratch").exists()  # the workers' logs, removed whatever stopped the command
