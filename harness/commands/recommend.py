@@ -76,7 +76,7 @@ def _split(text: str, sep: str = ",") -> list[str]:
     return [t.strip() for t in text.split(sep) if t.strip()]
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(args: argparse.Namespace) -> list[int]:
     """Every number bounded as `harness run` bounds its own (harness.options.values), before anything is set up:
     a count of 1e9 or a NaN cap is a usage error here, not an hour of measuring or an OverflowError."""
     from harness.options.values import MAX_THREADS, float_at_least, int_at_least
@@ -86,7 +86,7 @@ def _check(args: argparse.Namespace) -> None:
                ("max-requests", args.max_requests, int_at_least(100, MAX_REQUESTS, "a probe's schedule is held in "
                                                                                    "memory")),
                ("probes", args.probes, int_at_least(3, 1000, "a search that needs more rates cannot narrow")),
-               ("ab-pairs", args.ab_pairs, int_at_least(5, 10_000, "harness ab's own maximum")),
+               ("ab-pairs", args.ab_pairs, int_at_least(5, 10_000, "harness ab's own maximum")),  # 5: with 4 pairs the signed-rank test cannot reach p < 0.05
                ("slo-ms", args.slo_ms, float_at_least(1e-6, 1e7, "over two hours")),
                ("seed", args.seed, int_at_least(0)),
                ("memory-cap-mb", args.memory_cap_mb, float_at_least(1e-3, 1e9, "a petabyte")),
@@ -100,14 +100,16 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
     for t in threads or [0]:
         int_at_least(1, MAX_THREADS, "more threads than any machine has cores")(t, "threads")
-    if not (args.slo_ms > 0 and math.isfinite(args.slo_ms)):
-        raise UsageError(f"--slo-ms {args.slo_ms}: must be a number > 0")
+    _check_rest(args)
+    return threads
+
+
+def _check_rest(args: argparse.Namespace) -> None:
+    """What the bounds above cannot say: ranges open at both ends, and options that go together."""
     if not 0 < args.percentile < 100:
         raise UsageError(f"--percentile {args.percentile}: must be in (0, 100)")
     if not 0 < args.tolerance < 1:
         raise UsageError(f"--tolerance {args.tolerance}: must be in (0, 1)")
-    if args.probes < 3:
-        raise UsageError(f"--probes {args.probes}: at least 3 (saturation, floor, one search probe)")
     if not 100 <= args.requests <= args.max_requests:
         raise UsageError(f"--requests {args.requests} / --max-requests {args.max_requests}: 100 <= requests <= "
                          f"max-requests")
@@ -115,58 +117,30 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--resume needs --out DIR: the folder of the run to go on with")
     if not 1 <= args.activations <= 20:
         raise UsageError(f"--activations {args.activations}: 1 to 20")
-    if args.ab_pairs < 5:  # the one-sided signed-rank test's smallest p with n pairs is 2**-n: 4 pairs never reach 0.05
-        raise UsageError(f"--ab-pairs {args.ab_pairs}: at least 5 (with 4 the signed-rank test cannot reach p < 0.05)")
 
 
 def run(args: argparse.Namespace) -> int:
+    """`harness recommend`: checked arguments, the model and traffic, the configurations in their workers, the
+    search under the signals' rule, then the verdict's files (or what an interruption kept)."""
     from harness.artifacts.cache import default_cache_dir
     from harness.execution.capacity_worker import IsolatedConfig
-    from harness.execution.supervisor import stop_forkserver
     from harness.measure.contention import default_contention_limit
-    from harness.model import get_model
-    from harness.model_files import is_user_model_ref, register_user_model
     from harness.options.process import wheel_folder
     from harness.plugins import load_plugins
-    from harness.report.recommend import render_html, render_markdown
-    from harness.results.environment import cpu_fingerprint, cpu_model, library_versions
-    from harness.results.store import atomic_write_text
     from harness.traffic.spec import load_traffic
     from harness.workloads.capacity.live import live_candidates
-    from harness.workloads.capacity.recommend import Constraints, recommend
+    from harness.workloads.capacity.recommend import Constraints
     from harness.workloads.capacity.search import SearchSettings
 
-    _check(args)
+    threads = _check(args)
     env_wheels = wheel_folder(args.env_wheels, "env-wheels") if args.env_wheels else None
     load_plugins()
-    traffic = load_traffic(args.traffic, seed=args.seed)
-    try:
-        threads = [int(t) for t in _split(args.threads)]
-    except ValueError:
-        raise UsageError(f"--threads {args.threads!r}: whole numbers, comma-separated") from None
-    name, user_model = args.model, None
-    if is_user_model_ref(name):  # a user model, as run's --model
-        axes = _named_axes(traffic, args.traffic)
-        user_model, name = name, register_user_model(name, axes)
-        traffic = _without(traffic, {d for d, _ in axes})  # sized once: no longer a dimension a request varies
-    spec = get_model(name)
-    if spec.problem:
-        problem = spec.problem
-        if "--shape" in problem:  # recommend takes no --shape: a named free axis is sized by the traffic
-            problem = problem.split("; give it")[0].split("; give them")[0] + (
-                f"; recommend sizes a named free axis from the traffic: give {args.traffic} a [shapes.NAME] "
-                "histogram of one size for it (NAME: the axis's name)")
-        raise UsageError(f"--model {args.model}: {problem}")
+    spec, user_model, traffic = _model(args, load_traffic(args.traffic, seed=args.seed))
     out = args.out or Path("reports") / time.strftime("recommend-%Y%m%d-%H%M%S")
     constraints = Constraints(args.slo_ms, args.percentile, args.drift_tolerance, args.memory_cap_mb)
     settings = SearchSettings(args.slo_ms, args.percentile, args.tolerance, args.probes, args.requests,
                               args.max_requests)
-    head = {"schema_version": SCHEMA_VERSION, "model": spec.name, "traffic": traffic.describe(),
-            "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
-            "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
-            "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
-            "isolation": "in-process" if args.no_isolation else "worker per configuration",
-            "activations": args.activations, "finished": False}
+    head = _head(args, spec, traffic, constraints, settings)
     done = _earlier(out / "recommend.json", head) if args.resume else {}
     out.mkdir(parents=True, exist_ok=True)
     scratch = out / ".scratch"  # the workers' logs: removed at the end whatever stopped the command (a signal, a
@@ -180,6 +154,52 @@ def run(args: argparse.Namespace) -> int:
                                         env_wheels=env_wheels, say=lambda line: print(f"  {line}", flush=True))
     print(f"{len(candidates)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; "
           f"SLO {settings.describe()} -> {out}")
+    return _search(args, candidates, close, head, out, scratch, constraints, settings, traffic.seed, done)
+
+
+def _model(args: argparse.Namespace, traffic: Any) -> tuple[Any, str | None, Any]:
+    """(the model's spec, the --model file or factory it was registered from, the traffic): a user model's named
+    free axes sized by the traffic (and dropped from it); a model with a problem is a UsageError."""
+    from harness.model import get_model
+    from harness.model_files import is_user_model_ref, register_user_model
+
+    name, user_model = args.model, None
+    if is_user_model_ref(name):  # a user model, as run's --model
+        axes = _named_axes(traffic, args.traffic)
+        user_model, name = name, register_user_model(name, axes)
+        traffic = _without(traffic, {d for d, _ in axes})  # sized once: no longer a dimension a request varies
+    spec = get_model(name)
+    if spec.problem:
+        problem = spec.problem
+        if "--shape" in problem:  # recommend takes no --shape: a named free axis is sized by the traffic
+            problem = problem.split("; give it")[0].split("; give them")[0] + (
+                f"; recommend sizes a named free axis from the traffic: give {args.traffic} a [shapes.NAME] "
+                "histogram of one size for it (NAME: the axis's name)")
+        raise UsageError(f"--model {args.model}: {problem}")
+    return spec, user_model, traffic
+
+
+def _head(args: argparse.Namespace, spec: Any, traffic: Any, constraints: Any, settings: Any) -> dict[str, Any]:
+    """What recommend.json says of the run before any search: what --resume must find the same."""
+    from harness.results.environment import cpu_fingerprint, cpu_model, library_versions
+
+    return {"schema_version": SCHEMA_VERSION, "model": spec.name, "traffic": traffic.describe(),
+            "traffic_file": str(args.traffic), "method": "grid" if args.grid else "halving",
+            "constraints": constraints.__dict__, "settings": dataclasses.asdict(settings),
+            "machine": {"cpu_model": cpu_model(), "fingerprint": cpu_fingerprint()}, "libraries": library_versions(),
+            "isolation": "in-process" if args.no_isolation else "worker per configuration",
+            "activations": args.activations, "finished": False}
+
+
+def _search(args: argparse.Namespace, candidates: list[Any], close: Any, head: dict[str, Any], out: Path,
+            scratch: Path, constraints: Any, settings: Any, seed: int, done: Any) -> int:
+    """The configurations measured and searched (recommend.json rewritten after every search) under the signals'
+    rule; every worker closed and the scratch removed whatever ends it; then the verdict's files, or what an
+    interruption kept. Exit 0 recommended, 3 not judged, 128 + a signal."""
+    from harness.execution.supervisor import stop_forkserver
+    from harness.results.store import atomic_write_text
+    from harness.workloads.capacity.recommend import recommend
+
     started = time.perf_counter()
     kept: dict[str, Any] = {"candidates": []}  # what finished, as recommend.json holds it after every search
 
@@ -198,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
                     if m.error:
                         print(f"  {c.name}: left out: {m.error}")
                     measured.append(m)
-                rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=traffic.seed,
+                rec = recommend(measured, constraints, settings, exhaustive=args.grid, seed=seed,
                                 ab_pairs=args.ab_pairs, log=lambda s: print(f"  {s}", flush=True), saved=saved,
                                 done=done, activations=args.activations)
                 signals["finishing"] = 1  # a signal from here on waits for the verdict's files
@@ -210,17 +230,24 @@ def run(args: argparse.Namespace) -> int:
             stopped = getattr(exc, "signum", None) or signals.get("signum") or 2
         if stopped is not None:
             return _interrupted(head, kept["candidates"], out, int(stopped), time.perf_counter() - started)
-        data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}
-        atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
-        md = render_markdown(data)
-        atomic_write_text(out / "recommend.md", md)
-        atomic_write_text(out / "recommend.html", render_html(data))
-        print(md)
+        _write_verdict({**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True}, out)
         print(_last_line(rec))
         late = signals.get("signum")
     if late:  # the signal came after the verdict: its files are whole; the exit still says the signal came
         return 128 + int(late)
     return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
+
+
+def _write_verdict(data: dict[str, Any], out: Path) -> None:
+    """recommend.json, recommend.md and recommend.html of a finished run; the Markdown printed."""
+    from harness.report.recommend import render_html, render_markdown
+    from harness.results.store import atomic_write_text
+
+    atomic_write_text(out / "recommend.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
+    md = render_markdown(data)
+    atomic_write_text(out / "recommend.md", md)
+    atomic_write_text(out / "recommend.html", render_html(data))
+    print(md)
 
 
 class _stop_on_signals:

@@ -515,17 +515,23 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
     correlation: the variance inflated by (1 + phi) / (1 - phi), the effective sample size n (1 - phi) /
     (1 + phi); Newey-West's concern) at `max_pvalue`.
     Either way a drift is reported only when its total change is at least DRIFT_MIN_CHANGE and `min_magnitude`."""
-    from scipy.stats import t as student
-
     x = np.asarray([float(v) for v in values], dtype=np.float64)
     level = sorted(level, key=lambda c: c.index)
     if x.size < 2 * DRIFT_MIN_RUNS:
         return list(level), []
     med = float(np.median(x))
     y = x / med
+    least = max(DRIFT_MIN_CHANGE, min_magnitude)
+    keep, out = _staircases(y, med, list(level), least)
+    out += _creeps(y, med, keep, out, least, max_pvalue)
+    return keep, out
+
+
+def _staircases(y: np.ndarray, med: float, keep: list[ChangePoint], least: float
+                ) -> tuple[list[ChangePoint], list[ChangePoint]]:
+    """drifts' step 1: runs of same-direction level change points that a ramp explains at least as well (BIC) and
+    that move the level by at least `least` become one drift each; (the change points left, those drifts)."""
     out: list[ChangePoint] = []
-    keep = list(level)
-    # 1. staircases
     i = 0
     while i < len(keep) - 1:
         j = i
@@ -537,7 +543,7 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
             continue
         idx = [c.index for c in keep]
         lo = idx[i - 1] if i > 0 else 0
-        hi = idx[j + 1] if j + 1 < len(idx) else x.size
+        hi = idx[j + 1] if j + 1 < len(idx) else y.size
         seg = y[lo:hi]
         cuts = [c - lo for c in idx[i:j + 1]]
         bounds = [0, *cuts, seg.size]
@@ -548,23 +554,32 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
         bic_steps = n * math.log(max(rss_steps, floor) / n) + (len(cuts) + 1) * math.log(n)
         bic_ramp = n * math.log(max(rss_ramp, floor) / n) + 4 * math.log(n)
         total = slope * (e - s)
-        if bic_ramp <= bic_steps and abs(total) >= max(DRIFT_MIN_CHANGE, min_magnitude):
-            start = max(1, lo + s)
-            out.append(ChangePoint(start, a * med, (a + total) * med, max(c.pvalue for c in keep[i:j + 1]),
-                                   "drift", end=lo + e, slope=slope / a if a else math.inf))
+        if bic_ramp <= bic_steps and abs(total) >= least:
+            out.append(ChangePoint(max(1, lo + s), a * med, (a + total) * med,
+                                   max(c.pvalue for c in keep[i:j + 1]), "drift", end=lo + e,
+                                   slope=slope / a if a else math.inf))
             del keep[i:j + 1]
             continue
         i = j + 1
-    # 2. a creep between level change points
-    edges = [0, *(c.index for c in keep), x.size]
+    return keep, out
+
+
+def _creeps(y: np.ndarray, med: float, keep: Sequence[ChangePoint], found: Sequence[ChangePoint], least: float,
+            max_pvalue: float) -> list[ChangePoint]:
+    """drifts' step 2: between the level change points left (and outside the drifts `found`), a stretch whose
+    ramp moves the level by at least `least` with a slope that passes a t-test under AR(1)-corrected noise."""
+    from scipy.stats import t as student
+
+    out: list[ChangePoint] = []
+    edges = [0, *(c.index for c in keep), y.size]
     for lo, hi in pairwise(edges):
-        if hi - lo < 2 * DRIFT_MIN_RUNS or any(d.index < hi and (d.end or 0) > lo for d in out):
+        if hi - lo < 2 * DRIFT_MIN_RUNS or any(d.index < hi and (d.end or 0) > lo for d in found):
             continue
         seg = y[lo:hi]
         rss, s, e, a, slope = _ramp_fits(seg, np.arange(0, seg.size - DRIFT_MIN_RUNS + 1),
                                          np.arange(DRIFT_MIN_RUNS, seg.size + 1))
         total = slope * (e - s)
-        if not math.isfinite(rss) or abs(total) < max(DRIFT_MIN_CHANGE, min_magnitude):
+        if not math.isfinite(rss) or abs(total) < least:
             continue
         t = np.arange(seg.size, dtype=np.float64)
         r = np.clip(t - s, 0, e - s)
@@ -577,10 +592,9 @@ def drifts(values: Sequence[float], level: Sequence[ChangePoint], model: NoiseMo
         se = math.sqrt(sigma2 / float(np.sum((r - r.mean()) ** 2)) * (1 + phi) / (1 - phi))
         p = float(2 * student.sf(abs(slope) / se, n_eff - 2)) if se > 0 else 0.0
         if p <= max_pvalue:
-            start = max(1, lo + s)
-            out.append(ChangePoint(start, a * med, (a + total) * med, p, "drift", end=lo + e,
+            out.append(ChangePoint(max(1, lo + s), a * med, (a + total) * med, p, "drift", end=lo + e,
                                    slope=slope / a if a else math.inf))
-    return keep, out
+    return out
 
 
 def _lag1(r: np.ndarray) -> float:

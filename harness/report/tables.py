@@ -3,7 +3,7 @@ the drift-vs-speed tables; several runs are shown side by side, never averaged."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -304,68 +304,19 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
     df = cases_frame(runs)
     df = df.assign(cached_setup=_cached_rows(runs), caveat=case_caveats(runs))
     df = df[df["status"].isin(MEASURED)]
-    tables: list[dict[str, Any]] = []
     if df.empty:
-        return tables
-    fp32_refs: dict[tuple[Any, ...], Any] = {}  # (model, batch, seq, source) -> the FP32 reference case's row
-    for _, row in df.iterrows():
-        if row["precision"] == "fp32" and row["runtime"] == reference_runtime.get(row["model"]) and \
-                runtime_label(row) == row["runtime"]:
-            fp32_refs.setdefault((row["model"], row["batch"], _seq(row["seq"]), row["source"]), row)
+        return []
+    fp32_refs = _fp32_references(df, reference_runtime)
+    tables: list[dict[str, Any]] = []
     for key, group in df.groupby(["model", "precision", "batch", "seq"], dropna=False, sort=False):
         model, precision, batch, seq = key
         ref = reference_runtime.get(model)
-        cols: dict[str, Any] = {}
-        ref_col: dict[str, str] = {}
-        for _, row in group.iterrows():
-            label = _column_label(runtime_label(row), row["source"], multi)
-            cols.setdefault(label, row)
-            if row["runtime"] == ref and runtime_label(row) == row["runtime"]:
-                ref_col.setdefault(row["source"], label)
+        cols, ref_col = _columns(group, ref, multi)
         labels = list(cols)
-        # the comparison columns: (column key, runtime column, the reference's row, the reference's label); the
-        # FP32 reference's column is keyed by the runtime's column, a same-precision one by "COLUMN (same precision)"
-        comparisons: list[tuple[str, str, Any, str]] = []
-        for c in labels:
-            src = cols[c]["source"]
-            base = fp32_refs.get((model, batch, _seq(seq), src))
-            if base is None or (precision == "fp32" and ref_col.get(src) == c):
-                continue
-            against = ref_col[src] if precision == "fp32" else _column_label(f"{ref} fp32", src, multi)
-            comparisons.append((c, c, base, against))
-        if precision != "fp32":
-            for c in labels:
-                same = ref_col.get(cols[c]["source"])
-                if same is not None and same != c:
-                    comparisons.append((f"{c} (same precision)", c, cols[same], f"{same} {precision}"))
-        rows = []
-        for m in COMPARISON_METRICS:
-            values = {c: _num(cols[c][m.key]) for c in labels}
-            if all(v is None for v in values.values()):
-                continue
-            ranked = values
-            extra: dict[str, Any] = {}
-            if m.key == "setup_s":  # a cache hit is no setup time: shown marked, never "best"
-                cached = {c for c in labels if bool(cols[c]["cached_setup"])}
-                ranked = {c: v for c, v in values.items() if c not in cached}
-                if cached:
-                    extra["cells"] = {c: "-" if values[c] is None else
-                                      f"{m.format(values[c])}{' (cached)' if c in cached else ''}" for c in labels}
-            improvement, change = {}, {}
-            if m.comparable:
-                for k, c, base, _ in comparisons:
-                    improvement[k] = m.improvement_pct(values[c], _num(base[m.key]))
-                    text = m.improvement_text(values[c], _num(base[m.key]))
-                    if text and m.speed and (_contended(cols[c]) or _contended(base)):
-                        text += " (contended)"
-                    if text and m.speed and (cols[c]["caveat"] or base.get("caveat")):
-                        text += f" ({caveat_tag(cols[c]['caveat'] or base.get('caveat'))})"
-                    change[k] = text
-            rows.append({**extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
-                         "improvement": improvement, "change": change})
-        drift = DRIFT_ROW
-        rows.append({"metric": drift, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
-                     "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], drift.format)
+        comparisons = _comparisons(cols, ref_col, fp32_refs.get, (model, batch, _seq(seq)), precision, ref, multi)
+        rows = [row for m in COMPARISON_METRICS if (row := _metric_row(m, cols, comparisons)) is not None]
+        rows.append({"metric": DRIFT_ROW, "best": None, "values": {c: _num(cols[c]["rel_l2"]) for c in labels},
+                     "cells": {c: drift_cell(cols[c]["rel_l2"], cols[c]["drift_note"], DRIFT_ROW.format)
                                for c in labels},
                      "improvement": {}, "change": {}})
         tables.append({
@@ -375,15 +326,96 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
             "vs": {k: against for k, _, _, against in comparisons}, "others": [k for k, _, _, _ in comparisons],
             "headers": {k: f"{c} vs {against}" + (" (same precision)" if k != c else "")
                         for k, c, _, against in comparisons},
-            "rows": rows,
-            "noisy": [c for c in labels if bool(cols[c]["noisy"])],
+            "rows": rows, **_column_flags(cols),
+        })
+    return tables
+
+
+# a comparison column: (its key, the runtime column it compares, the reference's row, the reference's label)
+Comparison = tuple[str, str, Any, str]
+
+
+def _fp32_references(df: pd.DataFrame, reference_runtime: dict[str, str]) -> dict[tuple[Any, ...], Any]:
+    """(model, batch, seq, source) -> the row of the model's reference runtime at FP32 (its base, no variant)."""
+    out: dict[tuple[Any, ...], Any] = {}
+    for _, row in df.iterrows():
+        if row["precision"] == "fp32" and row["runtime"] == reference_runtime.get(row["model"]) and \
+                runtime_label(row) == row["runtime"]:
+            out.setdefault((row["model"], row["batch"], _seq(row["seq"]), row["source"]), row)
+    return out
+
+
+def _columns(group: pd.DataFrame, ref: str | None, multi: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """One table's columns (label -> row) and, per source, the label of the reference runtime's column."""
+    cols: dict[str, Any] = {}
+    ref_col: dict[str, str] = {}
+    for _, row in group.iterrows():
+        label = _column_label(runtime_label(row), row["source"], multi)
+        cols.setdefault(label, row)
+        if row["runtime"] == ref and runtime_label(row) == row["runtime"]:
+            ref_col.setdefault(row["source"], label)
+    return cols, ref_col
+
+
+def _comparisons(cols: dict[str, Any], ref_col: dict[str, str], fp32_ref: Callable[[tuple[Any, ...]], Any],
+                 shape: tuple[Any, ...], precision: str, ref: str | None, multi: bool) -> list[Comparison]:
+    """Every column against the FP32 reference case (keyed by the column), then, at another precision, against
+    the reference runtime at that precision (keyed "COLUMN (same precision)")."""
+    out: list[Comparison] = []
+    for c in cols:
+        src = cols[c]["source"]
+        base = fp32_ref((*shape, src))
+        if base is None or (precision == "fp32" and ref_col.get(src) == c):
+            continue
+        against = ref_col[src] if precision == "fp32" else _column_label(f"{ref} fp32", src, multi)
+        out.append((c, c, base, against))
+    if precision != "fp32":
+        for c in cols:
+            same = ref_col.get(cols[c]["source"])
+            if same is not None and same != c:
+                out.append((f"{c} (same precision)", c, cols[same], f"{same} {precision}"))
+    return out
+
+
+def _metric_row(m: Any, cols: dict[str, Any], comparisons: list[Comparison]) -> dict[str, Any] | None:
+    """One metric's row: its value per column, the best, and each comparison's change (marked "(contended)" or
+    with a caveat's tag where a figure behind it carries one); None when no column has the metric."""
+    labels = list(cols)
+    values = {c: _num(cols[c][m.key]) for c in labels}
+    if all(v is None for v in values.values()):
+        return None
+    ranked = values
+    extra: dict[str, Any] = {}
+    if m.key == "setup_s":  # a cache hit is no setup time: shown marked, never "best"
+        cached = {c for c in labels if bool(cols[c]["cached_setup"])}
+        ranked = {c: v for c, v in values.items() if c not in cached}
+        if cached:
+            extra["cells"] = {c: "-" if values[c] is None else
+                              f"{m.format(values[c])}{' (cached)' if c in cached else ''}" for c in labels}
+    improvement, change = {}, {}
+    if m.comparable:
+        for k, c, base, _ in comparisons:
+            improvement[k] = m.improvement_pct(values[c], _num(base[m.key]))
+            text = m.improvement_text(values[c], _num(base[m.key]))
+            if text and m.speed and (_contended(cols[c]) or _contended(base)):
+                text += " (contended)"
+            if text and m.speed and (cols[c]["caveat"] or base.get("caveat")):
+                text += f" ({caveat_tag(cols[c]['caveat'] or base.get('caveat'))})"
+            change[k] = text
+    return {**extra, "metric": m, "values": values, "best": m.best(list(ranked.values())),
+            "improvement": improvement, "change": change}
+
+
+def _column_flags(cols: dict[str, Any]) -> dict[str, Any]:
+    """What the table's caption says of its columns: noisy, tail-heavy, contended, drift over tolerance, caveats,
+    timing scopes."""
+    labels = list(cols)
+    return {"noisy": [c for c in labels if bool(cols[c]["noisy"])],
             "tail_heavy": [c for c in labels if cols[c]["tail_heavy"] in (True, 1)],
             "contended": [c for c in labels if _contended(cols[c])],
             "failed": [c for c in labels if cols[c]["status"] == "failed"],
             "caveats": {c: str(cols[c]["caveat"]) for c in labels if cols[c]["caveat"]},
-            "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]}),
-        })
-    return tables
+            "timing_scopes": sorted({str(cols[c]["timing_scope"]) for c in labels if cols[c]["timing_scope"]})}
 
 
 def case_caveats(runs: list[RunResults]) -> list[str | None]:
