@@ -122,6 +122,71 @@ def rule_text(band: Mapping[str, float]) -> str:
 
 
 # ------------------------------------------------------------------ the audits
+def _interleaved_rounds(runtime: Any, feed: dict[str, Any], feeds: list[dict[str, Any]], clock: Callable[[], int],
+                        probe: Any) -> tuple[dict[int, dict[str, np.ndarray]], list[float], list[float], Any]:
+    """AUDIT_ROUNDS rounds of AUDIT_CALLS timed calls on the repeated input, then as many on distinct inputs (the
+    sampled ones' outputs kept); (kept outputs by input, each round's ratio and gap of medians, the contention)."""
+    n = AUDIT_ROUNDS * AUDIT_CALLS
+    repeated_call = runtime.bind(feed)
+    calls = [runtime.bind(f) for f in feeds]
+    sampled = set(range(0, n, max(1, n // TIMED_SAMPLES)))
+    kept: dict[int, dict[str, np.ndarray]] = {}
+    ratios: list[float] = []
+    gaps: list[float] = []
+    if probe is not None:
+        probe.start()
+    for r in range(AUDIT_ROUNDS):
+        rep, dist = [], []
+        for _ in range(AUDIT_CALLS):
+            a = clock()
+            repeated_call()
+            runtime.synchronize()
+            rep.append(clock() - a)
+        for j in range(AUDIT_CALLS):
+            i = r * AUDIT_CALLS + j
+            a = clock()
+            out = calls[i]()
+            runtime.synchronize()
+            dist.append(clock() - a)
+            if i in sampled:
+                kept[i] = host(runtime, out)
+        gaps.append(float(np.median(dist)) - float(np.median(rep)))
+        ratios.append(float(np.median(dist)) / max(float(np.median(rep)), 1.0))
+    contention = probe.stop() if probe is not None else None
+    return kept, ratios, gaps, contention
+
+
+def _caching_check(ratios: list[float], gaps: list[float], contention: Any) -> dict[str, Any]:
+    """TEST04's verdict from the rounds: caching suspected, not judged (contended), or passed."""
+    ratio = float(np.median(ratios))
+    slower = sum(x > 1.0 + CACHE_THRESHOLD / 2 for x in ratios)
+    cached = ratio > 1.0 + CACHE_THRESHOLD and slower == AUDIT_ROUNDS and float(np.median(gaps)) > CACHE_MIN_NS
+    contended = bool((contention or {}).get("contended"))
+    return {"name": "caching", "passed": None if cached and contended else not cached, "ratio": ratio,
+            "round_ratios": ratios, "threshold": CACHE_THRESHOLD, "contention": contention,
+            "detail": (f"distinct inputs {100 * (ratio - 1):+.1f}% against one repeated input (median of "
+                       f"{AUDIT_ROUNDS} interleaved rounds, {slower} over +{50 * CACHE_THRESHOLD:g}%); bound "
+                       f"+{100 * CACHE_THRESHOLD:g}% and {CACHE_MIN_NS / 1000:g} us")
+            + ("" if not cached else ": not judged, the rounds were contended (" + str(contention.get("cause"))
+               + ")" if contended else ": the runtime is faster on a repeated input (caching suspected)")}
+
+
+def _sampled_outputs_check(runtime: Any, feeds: list[dict[str, Any]], kept: dict[int, dict[str, np.ndarray]],
+                           band: Mapping[str, float]) -> dict[str, Any]:
+    """TEST01 on distinct inputs: each sampled timed output against the untimed output of its input."""
+    bad = None
+    for i, got in kept.items():
+        diff = first_difference(got, host(runtime, runtime.infer(feeds[i])), band)
+        if diff is not None:
+            bad = (i, diff)
+            break
+    return {"name": "timed outputs on distinct inputs", "passed": bad is None,
+            "detail": f"{len(kept)} sampled timed outputs equal the untimed outputs of their inputs"
+            if bad is None else f"timed call on distinct input {bad[0]} differs from its untimed output: "
+                                f"{bad[1].text()} (a stale or skipped result when timed)",
+            **({"difference": bad[1].as_dict()} if bad else {})}
+
+
 def run_audits(runtime: Any, feed: dict[str, Any], distinct: Callable[[int], dict[str, Any]],
                last_timed: Any, clock: Callable[[], int] = time.perf_counter_ns, probe: Any = None) -> dict[str, Any]:
     """TEST01 and TEST04 on the case's activated runtime, after its timed loop. `distinct(i)`: the i-th feed of
@@ -152,55 +217,9 @@ def run_audits(runtime: Any, feed: dict[str, Any], distinct: Callable[[int], dic
         checks.append({"name": "caching", "passed": None, "detail": "not run: the inputs cannot be varied (fixed "
                                                                     "feeds); give generated inputs"})
         return _audit_out(checks, band, t0)
-    repeated_call = runtime.bind(feed)
-    calls = [runtime.bind(f) for f in feeds]
-    sampled = set(range(0, n, max(1, n // TIMED_SAMPLES)))
-    kept: dict[int, dict[str, np.ndarray]] = {}
-    ratios: list[float] = []
-    gaps: list[float] = []
-    if probe is not None:
-        probe.start()
-    for r in range(AUDIT_ROUNDS):
-        rep, dist = [], []
-        for _ in range(AUDIT_CALLS):
-            a = clock()
-            repeated_call()
-            runtime.synchronize()
-            rep.append(clock() - a)
-        for j in range(AUDIT_CALLS):
-            i = r * AUDIT_CALLS + j
-            a = clock()
-            out = calls[i]()
-            runtime.synchronize()
-            dist.append(clock() - a)
-            if i in sampled:
-                kept[i] = host(runtime, out)
-        gaps.append(float(np.median(dist)) - float(np.median(rep)))
-        ratios.append(float(np.median(dist)) / max(float(np.median(rep)), 1.0))
-    contention = probe.stop() if probe is not None else None
-    ratio = float(np.median(ratios))
-    slower = sum(x > 1.0 + CACHE_THRESHOLD / 2 for x in ratios)
-    cached = ratio > 1.0 + CACHE_THRESHOLD and slower == AUDIT_ROUNDS and float(np.median(gaps)) > CACHE_MIN_NS
-    contended = bool((contention or {}).get("contended"))
-    checks.append({"name": "caching", "passed": None if cached and contended else not cached, "ratio": ratio,
-                   "round_ratios": ratios, "threshold": CACHE_THRESHOLD, "contention": contention,
-                   "detail": (f"distinct inputs {100 * (ratio - 1):+.1f}% against one repeated input (median of "
-                              f"{AUDIT_ROUNDS} interleaved rounds, {slower} over +{50 * CACHE_THRESHOLD:g}%); bound +{100 * CACHE_THRESHOLD:g}% and "
-                              f"{CACHE_MIN_NS / 1000:g} us")
-                   + ("" if not cached else ": not judged, the rounds were contended (" + str(contention.get("cause"))
-                      + ")" if contended else ": the runtime is faster on a repeated input (caching suspected)")})
-    bad = None
-    for i, got in kept.items():
-        want = host(runtime, runtime.infer(feeds[i]))
-        diff = first_difference(got, want, band)
-        if diff is not None:
-            bad = (i, diff)
-            break
-    checks.append({"name": "timed outputs on distinct inputs", "passed": bad is None,
-                   "detail": f"{len(kept)} sampled timed outputs equal the untimed outputs of their inputs"
-                   if bad is None else f"timed call on distinct input {bad[0]} differs from its untimed output: "
-                                       f"{bad[1].text()} (a stale or skipped result when timed)",
-                   **({"difference": bad[1].as_dict()} if bad else {})})
+    kept, ratios, gaps, contention = _interleaved_rounds(runtime, feed, feeds, clock, probe)
+    checks.append(_caching_check(ratios, gaps, contention))
+    checks.append(_sampled_outputs_check(runtime, feeds, kept, band))
     return _audit_out(checks, band, t0)
 
 
