@@ -147,3 +147,29 @@ def test_qualify_refuses_options_that_do_not_go_together(tmp_path, fakes, capsys
                           (["--verify", str(tmp_path / "none.json")], "not a readable certificate")):
         assert main(["qualify", *argv]) == 2, argv
         assert message in capsys.readouterr().err, argv
+
+
+def test_a_band_is_a_prediction_interval_over_the_activations_and_unjudged_figures_get_none():
+    from harness.gating.provenance import band
+    from harness.gating.qualify import RequirementResult
+
+    def req(measured, unjudged=""):
+        return RequirementResult(CASE.id, "p50_ms_max", "latency p50", 10.0, measured, "ms", True, None, None, "",
+                                 bool(unjudged), unjudged)
+
+    def result(blocks):  # one block of 50 identical samples per activation: each block's p50 is its value
+        ns = [int(v * 1e6) for v in blocks for _ in range(50)]
+        return case_result(CASE, ns, blocks=[Block(samples=50, p50_ms=v) for v in blocks])
+
+    import numpy as np
+    from scipy.stats import t
+
+    spread = band(result([1.0, 1.1, 0.9]), req(1.0))
+    logs = np.log([1.0, 1.1, 0.9])
+    half = t.ppf(0.975, 2) * np.std(logs, ddof=1) * np.sqrt(2 / 3)
+    assert spread["blocks"] == 3 and spread["low"] == pytest.approx(np.exp(-half)) and spread["high"] == (
+        pytest.approx(np.exp(half)))
+    tight = band(result([1.0, 1.0001, 0.9999]), req(1.0))
+    assert tight["high"] == pytest.approx(1.04) and tight["low"] == pytest.approx(1 / 1.04)  # the 4% floor
+    assert band(result([1.0, 1.1, 0.9]), req(1.0, "too few samples")) is None  # certified nothing: no band
+    assert band(result([1.0]), req(1.0)) is None  # one activation: no spread to band by
