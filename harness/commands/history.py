@@ -57,14 +57,18 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    """SIGINT and SIGTERM as `harness run` takes them (130 / 143): `changes --confirm` ends its `harness ab` child,
+    removes the A/B's temporary folder and prints and writes the change points with what was re-measured."""
     from harness.history import open_history
+    from harness.history.confirm import SignalGuard
     from harness.history.text import history_command
 
-    history = open_history(args.history)
-    try:
-        return history_command(history, args)
-    finally:
-        history.close()
+    with SignalGuard() as guard:
+        history = open_history(args.history)
+        try:
+            return history_command(history, args, guard)
+        finally:
+            history.close()
 
 
 COMMANDS = {"history": Command(cmd_history, plugins=False)}

@@ -47,7 +47,8 @@ class Case(Base):
 
 
 class CaseStat(Base):
-    """A case's outcome in a run: status and, when measured, p50/p99/mean latency (ms) and throughput."""
+    """A case's outcome in a run: status and, when measured, p50/p99/mean latency (ms), throughput and the model's
+    fingerprint."""
 
     __tablename__ = "case_results"
     __table_args__ = (UniqueConstraint("run_pk", "case_pk", name="uq_case_results_run_case"),)
@@ -62,5 +63,8 @@ class CaseStat(Base):
     throughput_sps: Mapped[float | None] = mapped_column(Float)
     samples: Mapped[int] = mapped_column(Integer)
     noisy: Mapped[bool | None] = mapped_column(Boolean)
+    # the sha256 of what defined the case's model in this run (CaseResult.model_fingerprint; None: not recorded,
+    # e.g. rows recorded before migration 0002): a case's series marks the run where it changed
+    model_fingerprint: Mapped[str | None] = mapped_column(String(64))
     run: Mapped[Run] = relationship(back_populates="results")
     case: Mapped[Case] = relationship()

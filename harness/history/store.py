@@ -61,12 +61,46 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class Point:
-    """One run's figure for a case on a machine."""
+    """One run's figure for a case on a machine, and the fingerprint of the model it measured (None: not
+    recorded)."""
 
     run_id: str
     started_at: str
     commit: str | None
     value: float
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """Where a series' model changed: `index` is the first run measuring the new model (`after`), `since` the
+    index after the last run that measured the old one (`before`); runs between them recorded no fingerprint,
+    so the change happened somewhere in runs since..index. A change point there is the model's doing."""
+
+    index: int
+    since: int
+    before: str
+    after: str
+
+    def covers(self, index: int) -> bool:
+        return self.since <= index <= self.index
+
+    def words(self) -> str:
+        return f"model changed: fingerprint {self.before[:12]} -> {self.after[:12]}"
+
+
+def model_changes(points: Sequence[Point]) -> list[ModelChange]:
+    """The runs where the model's fingerprint differs from the last one recorded before it (runs without a
+    fingerprint are skipped: unknown is never a change)."""
+    out: list[ModelChange] = []
+    last: tuple[int, str] | None = None
+    for i, p in enumerate(points):
+        if not p.model:
+            continue
+        if last is not None and p.model != last[1]:
+            out.append(ModelChange(i, last[0] + 1, last[1], p.model))
+        last = (i, p.model)
+    return out
 
 
 @dataclass
@@ -83,6 +117,11 @@ class Series:
     modes: Modes | None = None  # two alternating levels (not change points)
     model: NoiseModel | None = None  # the noise model its steps were tested under
     settings: Settings = field(default_factory=Settings)
+    model_changes: list[ModelChange] = field(default_factory=list)  # where the measured model changed
+
+    def model_change_at(self, index: int) -> ModelChange | None:
+        """The model change a change point whose first run after is `index` falls on, if any."""
+        return next((m for m in self.model_changes if m.covers(index)), None)
 
 
 def upgrade(engine: Engine) -> None:
@@ -182,7 +221,8 @@ class History:
                 row.results.append(CaseStat(case=case, status=c.status, p50_ms=lat.get("p50_ms"),
                                             p99_ms=lat.get("p99_ms"), mean_ms=lat.get("mean_ms"),
                                             throughput_sps=c.throughput_sps if c.measured else None,
-                                            samples=len(c.samples_ns), noisy=lat.get("noisy")))
+                                            samples=len(c.samples_ns), noisy=lat.get("noisy"),
+                                            model_fingerprint=(c.model_fingerprint or None) and c.model_fingerprint[:64]))
         return len(run.cases)
 
     def runs(self) -> list[dict[str, Any]]:
@@ -217,7 +257,7 @@ class History:
             raise HistoryError(f"--metric {metric!r}: valid metrics: {', '.join(METRICS)}")
         column, unit, _ = METRICS[metric]
         q = (select(Case.key, Run.machine_fingerprint, Run.machine, Run.run_id, Run.started_at, Run.commit,
-                    getattr(CaseStat, column))
+                    getattr(CaseStat, column), CaseStat.model_fingerprint)
              .join(CaseStat.case).join(CaseStat.run)
              .where(getattr(CaseStat, column).is_not(None))
              .order_by(Case.key, Run.machine_fingerprint, Run.started_at, Run.id))
@@ -226,10 +266,10 @@ class History:
             q = q.where(Case.key.in_(wanted))
         out: dict[tuple[str, str], Series] = {}
         with Session(self.engine) as s:
-            for key, fp, machine, run_id, started, commit, value in s.execute(q):
+            for key, fp, machine, run_id, started, commit, value, model in s.execute(q):
                 ser = out.setdefault((key, fp), Series(key, machine, fp, metric, unit))
                 ser.machine = machine  # the newest label
-                ser.points.append(Point(run_id, started, commit, float(value)))
+                ser.points.append(Point(run_id, started, commit, float(value), model))
         if settings is None:
             from harness.history.settings import CaseSettings
 
@@ -239,6 +279,7 @@ class History:
             ser.settings = settings.for_case(ser.case)
             found = analyse([p.value for p in ser.points], ser.settings)
             ser.changes, ser.modes, ser.model = found.changes, found.modes, found.model
+            ser.model_changes = model_changes(ser.points)
         return list(out.values())
 
 
@@ -246,9 +287,10 @@ def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, .
     """{runs after: the smallest relative step the series' history can show then (None: too short), "noise":
     its run-to-run noise (relative), "level_runs": the runs at the current level}: `harness history changes`
     and the trend section print them. A new step is tested against the runs since the last level change point
-    (all the runs when there is none, or when fewer than 3 follow it)."""
+    or model change, whichever is later (all the runs when there is none, or when fewer than 3 follow it)."""
     values = [p.value for p in ser.points]
-    start = max((c.index for c in ser.changes if c.kind == "level"), default=0)
+    start = max([c.index for c in ser.changes if c.kind == "level"] + [m.index for m in ser.model_changes],
+                default=0)
     if len(values) - start >= 3:
         values = values[start:]
     kw = {"max_pvalue": max_pvalue if max_pvalue is not None else ser.settings.max_pvalue}
@@ -260,7 +302,8 @@ def detectable(ser: Series, max_pvalue: float | None = None, after: tuple[int, .
 
 
 def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
-    """A change point with the runs around it: the last run before and the first run after."""
+    """A change point with the runs around it: the last run before and the first run after; `model_changed`
+    (the fingerprints and runs on either side) when the model measured changed there (ModelChange.covers)."""
     before, after = ser.points[cp.index - 1], ser.points[cp.index]
     _, _, lower_better = METRICS[ser.metric]
     worse = cp.change > 0 if lower_better else cp.change < 0
@@ -273,6 +316,11 @@ def describe_change(ser: Series, cp: ChangePoint) -> dict[str, Any]:
         end = min(cp.end or len(ser.points), len(ser.points))
         extra = {"end_run": ser.points[end - 1].run_id, "drift_runs": end - cp.index,
                  "slope_percent_per_run": 100.0 * (cp.slope or 0.0)}
+    moved = ser.model_change_at(cp.index)
+    if moved is not None:  # the model measured changed here: the change point is attributed to it
+        extra["model_changed"] = {"before": moved.before, "after": moved.after,
+                                  "first_run": ser.points[moved.index].run_id,
+                                  "last_run_before": ser.points[moved.since - 1].run_id}
     return {**extra, "case": ser.case, "machine": ser.machine, "metric": ser.metric, "unit": ser.unit, "kind": cp.kind,
             "before_run": before.run_id, "before_commit": before.commit, "after_run": after.run_id,
             "after_commit": after.commit, "after_started_at": after.started_at, "runs_after": len(ser.points) - cp.index,

@@ -8,11 +8,13 @@ import sys
 from typing import Any
 
 from harness.display import visible
-from harness.history.confirm import AbConfirmer, Confirmer, apply_confirmation, not_remeasured
+from harness.history.confirm import AbConfirmer, Confirmer, SignalGuard, apply_confirmation, not_remeasured
 from harness.history.store import History, HistoryError, Series, describe_change, detectable, masked, recent
 
 
-def history_command(history: History, args: argparse.Namespace) -> int:
+def history_command(history: History, args: argparse.Namespace, guard: SignalGuard | None = None) -> int:
+    """One `harness history` action; `guard`: the command's SignalGuard (installed by the caller), which `changes
+    --confirm` reads to keep what finished when a SIGINT or SIGTERM stops it (exit 130 / 143)."""
     action = args.history_command
     if action == "add":
         from harness.results.schema import load_results
@@ -55,24 +57,21 @@ def history_command(history: History, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([{"case": s.case, "machine": s.machine, "metric": s.metric, "unit": s.unit,
                                "points": [p.__dict__ for p in s.points],
+                               "model_changes": [{"run": s.points[m.index].run_id, "before": m.before,
+                                                  "after": m.after} for m in s.model_changes],
                                "changes": [describe_change(s, c) for c in s.changes]} for s in series], indent=1))
             return 0
         for s in series:
-            marks = {c.index: c for c in s.changes}
-            modes = (f" (two modes: {s.modes.low:.4g} and {s.modes.high:.4g}, not change points)"
-                     if s.modes is not None else "")
-            print(f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs{modes}")
-            for i, p in enumerate(s.points):
-                what = {"spread": "spread", "drift": "drift"}.get(marks[i].kind, "change") if i in marks else ""
-                note = f"  <- {what} {100 * marks[i].change:+.1f}%" if i in marks else ""
-                print(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
-                      f"{p.value:>12.4g}{note}")
+            print("\n".join(show_lines(s)))
         return 0
+    stop = guard or SignalGuard()
     series = history.series(None, args.metric, settings=case_settings(args))
-    rows = changes_rows(history, args, series=series)
+    rows = changes_rows(history, args, series=series, stop=stop)
+    stop.finishing = True  # a signal from here on waits for what finished to be printed and written
     found = findings(rows)
     text = (findings_markdown(found, args.metric) + "\n" + changes_markdown(rows, args.metric)
-            + modes_markdown(series) + "\n" + detectable_markdown(series, args.max_pvalue))
+            + model_changes_markdown(series) + modes_markdown(series) + "\n"
+            + detectable_markdown(series, args.max_pvalue))
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -81,6 +80,12 @@ def history_command(history: History, args: argparse.Namespace) -> int:
         from harness.results.store import atomic_write_text
 
         atomic_write_text(args.markdown, text)
+    if stop.signum is not None:  # stopped by a signal: what finished is printed and written, no verdict
+        asked = [r for r in rows if r.get("confirmation") is not None]
+        cut = sum("interrupted by" in r["confirmation_reason"] for r in asked)
+        print(f"history changes: interrupted by {stop.name}: {len(asked) - cut} of {len(asked)} regression(s) "
+              f"re-measured, the rest listed unconfirmed; no --fail-on verdict", file=sys.stderr)
+        return 128 + stop.signum
     failing = [f for f in found if args.fail_on == "any" or args.fail_on in f["reported"]] if args.fail_on else []
     if failing:
         window = f"the newest {args.last} runs" if args.last is not None else "the history"
@@ -91,6 +96,31 @@ def history_command(history: History, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def show_lines(s: Series) -> list[str]:
+    """`harness history show`: a series' heading, then one line per run; the run where the model measured changed
+    says so, and a change point there is attributed to it ("model changed"), not shown as a plain change."""
+    marks = {c.index: c for c in s.changes}
+    moved = {m.index: m for m in s.model_changes}
+    modes = (f" (two modes: {s.modes.low:.4g} and {s.modes.high:.4g}, not change points)"
+             if s.modes is not None else "")
+    models = len({p.model for p in s.points if p.model})
+    across = (f"; {models} model fingerprints, changed at {len(s.model_changes)} run"
+              f"{'s' if len(s.model_changes) != 1 else ''} (marked)" if s.model_changes else "")
+    lines = [f"{visible(s.case)} {s.metric} ({s.unit}) on {visible(s.machine)}: {len(s.points)} runs{modes}{across}"]
+    for i, p in enumerate(s.points):
+        notes = []
+        if i in marks:
+            what = {"spread": "spread", "drift": "drift"}.get(marks[i].kind, "change")
+            owner = s.model_change_at(i)
+            notes.append(f"{what} {100 * marks[i].change:+.1f}%" + (" (model changed)" if owner else ""))
+        if i in moved:
+            notes.append(moved[i].words())
+        note = f"  <- {'; '.join(notes)}" if notes else ""
+        lines.append(f"  {visible(p.run_id):<20} {p.started_at:<26} {(p.commit or '-')[:10]:<10} "
+                     f"{p.value:>12.4g}{note}")
+    return lines
 
 
 def case_settings(args: argparse.Namespace) -> Any:
@@ -156,6 +186,24 @@ def findings_markdown(found: list[dict[str, Any]], metric: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def model_changes_markdown(series: list[Series]) -> str:
+    """The series whose model changed (its fingerprint differs between runs): where, and whether a change point
+    falls there (then attributed to the model, reported "model changed", never as a regression)."""
+    moved = [(s, m) for s in series for m in s.model_changes]
+    if not moved:
+        return ""
+    lines = ["", f"Model changes: {len(moved)} (the case's model fingerprint differs from the run before; a change "
+             "point there is the model's doing, reported \"model changed\"):", "",
+             "| case | machine | first run with the new model | fingerprint | change point there |",
+             "| --- | --- | --- | --- | --- |"]
+    for s, m in moved:
+        at = [c for c in s.changes if m.covers(c.index)]
+        cps = ", ".join(f"{c.kind} {100 * c.change:+.1f}%" for c in at) or "none"
+        lines.append(f"| {visible(s.case)} | {visible(s.machine)} | {visible(s.points[m.index].run_id)} | "
+                     f"{visible(m.before[:12])} -> {visible(m.after[:12])} | {cps} |")
+    return "\n".join(lines) + "\n"
+
+
 def modes_markdown(series: list[Series]) -> str:
     """The cases whose history alternates between two levels: modes, not change points."""
     bimodal = [s for s in series if s.modes is not None]
@@ -172,9 +220,10 @@ def modes_markdown(series: list[Series]) -> str:
 
 
 def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirmer | None = None,
-                 series: list[Series] | None = None) -> list[dict[str, Any]]:
+                 series: list[Series] | None = None, stop: SignalGuard | None = None) -> list[dict[str, Any]]:
     """The change points to list, each regression confirmed by `confirmer` (default: with --confirm an
-    interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed)."""
+    interleaved A/B of the model files on either side, `AbConfirmer`; without it, none: unconfirmed); `stop`:
+    see apply_confirmation."""
     if series is None:
         series = history.series(None, args.metric, settings=case_settings(args))
     rows = [describe_change(s, c) for s in series for c in s.changes]
@@ -182,7 +231,7 @@ def changes_rows(history: History, args: argparse.Namespace, confirmer: Confirme
     if confirmer is None:
         confirmer = (AbConfirmer({r["run_id"]: r["source"] for r in history.runs()}, history.case_parts())
                      if getattr(args, "confirm", False) else not_remeasured)
-    return apply_confirmation(rows, confirmer)
+    return apply_confirmation(rows, confirmer, stop)
 
 
 def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
@@ -196,8 +245,14 @@ def changes_markdown(rows: list[dict[str, Any]], metric: str) -> str:
         what = {"spread": "spread ", "drift": f"drift over {r.get('drift_runs')} runs "}.get(r.get("kind"), "")
         state = r.get("confirmation")
         confirmation = f"{state}: {visible(r['confirmation_reason'])}" if state else "-"
+        reported = r.get("reported", r["direction"])
+        moved = r.get("model_changed")
+        if moved:  # attributed to the model: say which way it moved and between which fingerprints
+            way = {"regression": "worse", "improvement": "better"}.get(r["direction"], r["direction"])
+            reported = (f"{reported}: {way}, fingerprint {visible(moved['before'][:12])} -> "
+                        f"{visible(moved['after'][:12])}")
         lines.append(f"| {visible(r['case'])} | {visible(r['machine'])} | {what}{r['change_percent']:+.1f}% "
-                     f"({r.get('reported', r['direction'])}) | {visible(r['before_run'])} "
+                     f"({reported}) | {visible(r['before_run'])} "
                      f"{(r['before_commit'] or '-')[:10]} | {visible(r['after_run'])} "
                      f"{(r['after_commit'] or '-')[:10]} | {r['pvalue']:.1e} | {confirmation} |")
     return "\n".join(lines) + "\n"

@@ -274,15 +274,26 @@ def test_the_csv_carries_each_scenarios_figure_and_verdict():
 class _PacedSut(RuntimeSut):
     """RuntimeSut with a known call pace and a canned single-stream test (no LoadGen)."""
 
-    def __init__(self, pace_ms: float, single_p99_ms: float | None) -> None:
+    def __init__(self, pace_ms: float, single_p99_ms: float | None, loop: list[ScenarioRun] | None = None) -> None:
         super().__init__(lambda: None, lambda: None, batch=1)
         self.call_ns = [int(pace_ms * 1e6)] * 5
         self.single_p99_ms, self.tests = single_p99_ms, []
+        self.loop = list(loop) if loop is not None else None  # the issuing loop's no-op tests, in order
+        self.loop_rates: list[float] = []
 
-    def test(self, scenario, config, p50_s, log_dir, qps=None):
+    def test(self, scenario, config, p50_s, log_dir, qps=None, probe=None):
         self.tests.append(scenario)
         lat = {"p99": self.single_p99_ms} if self.single_p99_ms else {}
         return ScenarioRun(scenario, "VALID", latency_ms=lat)
+
+    def issuing_loop(self, config, qps):
+        self.loop_rates.append(qps)
+        if self.loop is None:
+            return ScenarioRun("server", "INVALID", latency_ms={"p99": LOOP_P99_MS})
+        return self.loop.pop(0)
+
+
+LOOP_P99_MS = 0.25  # the canned no-op Server test's p99
 
 
 def test_the_default_server_bound_comes_from_the_single_stream_p99_and_says_so(config):
@@ -290,19 +301,23 @@ def test_the_default_server_bound_comes_from_the_single_stream_p99_and_says_so(c
     0.5 ms bound that no try can meet; 5 x the single-stream p99 is 20 ms. Without a single-stream record the
     SUT runs one for the bound (unrecorded); --server-latency wins and is named."""
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=4.0)
-    sut.server_bound(config, 5e-5, None)
-    assert sut.tests == ["single-stream"] and sut.default_bound_ms == pytest.approx(20.0)
-    assert sut.bound_basis == "5 x the single-stream p99 of 4 ms"
+    sut.server_bound(config, 5e-5, None, 3408.0)
+    assert sut.tests == ["single-stream"] and sut.default_bound_ms == pytest.approx(20.0 + LOOP_P99_MS)
+    assert sut.bound_basis == ("5 x the single-stream p99 of 4 ms + the issuing loop's p99 of 0.25 ms (the lower of 2 "
+                               "no-op Server tests through the same path at 3408 QPS)")
+    assert sut.loop_rates == [3408.0, 3408.0] and sut.loop_p99_ms == LOOP_P99_MS
     given = ScenarioRun("single-stream", "VALID", latency_ms={"p99": 1.0})
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=None)
-    sut.server_bound(config, 5e-5, given)
-    assert sut.tests == [] and sut.default_bound_ms == pytest.approx(5.0)
+    sut.server_bound(config, 5e-5, given, 20.0)  # a slow rate: the no-op test runs at LOOP_MIN_QPS
+    assert sut.tests == [] and sut.default_bound_ms == pytest.approx(5.0 + LOOP_P99_MS)
+    assert sut.loop_rates == [1000.0] * 2 and "at 1000 QPS" in sut.bound_basis
     sut = _PacedSut(pace_ms=2.0, single_p99_ms=None)  # no p99 at all: the calls' bound
     sut.server_bound(config, 2e-3, None)
-    assert sut.default_bound_ms == pytest.approx(20.0) and sut.bound_basis == "10 x the median call of 2 ms"
+    assert sut.default_bound_ms == pytest.approx(20.0 + LOOP_P99_MS)
+    assert sut.bound_basis.startswith("10 x the median call of 2 ms + the issuing loop's p99 of 0.25 ms")
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=4.0)
     sut.server_bound(config.replace(server_latency_ms=3.0), 5e-5, None)
-    assert sut.tests == [] and sut.bound_basis == "--server-latency"
+    assert sut.tests == [] and sut.loop_rates == [] and sut.bound_basis == "--server-latency"
     settings = sut.settings("server", config.replace(server_latency_ms=3.0), 5e-5, 100.0)
     assert settings.server_target_latency_ns == 3_000_000
 
@@ -344,7 +359,7 @@ class _ContendedSut(_PacedSut):
         super().__init__(pace_ms=0.05, single_p99_ms=None)
         self.contended, self.p99s = list(contended), list(p99s)
 
-    def test(self, scenario, config, p50_s, log_dir, qps=None):
+    def test(self, scenario, config, p50_s, log_dir, qps=None, probe=None):
         self.tests.append(scenario)
         busy = self.contended.pop(0)
         return ScenarioRun(scenario, "VALID", latency_ms={"p99": self.p99s.pop(0)}, contended=busy,
@@ -362,7 +377,7 @@ def test_the_default_server_bound_comes_from_an_uncontended_single_stream_figure
                                                            contended=given_busy)
     sut = _ContendedSut(later, [1.0] * len(later))
     sut.server_bound(config, 5e-5, given)
-    assert sut.default_bound_ms == pytest.approx(bound) and sut.bound_unusable is None
+    assert sut.default_bound_ms == pytest.approx(bound + LOOP_P99_MS) and sut.bound_unusable is None
     assert len(sut.tests) == len(later)
 
 
@@ -382,6 +397,43 @@ def test_only_contended_single_stream_figures_make_the_default_bound_unusable(co
     sut = _ContendedSut([True] * 3, [0.09] * 3)  # --server-latency needs no figure
     sut.server_bound(config.replace(server_latency_ms=3.0), 5e-5, given)
     assert sut.bound_unusable is None and sut.tests == []
+
+
+def test_the_issuing_loops_own_p99_is_measured_uncontended_or_the_bound_is_unusable(config):
+    """The default bound adds the p99 the harness's own loop gives a call that does nothing (the issue: mlp's Server
+    tests were never VALID under 5 x its single-stream p99, which leaves that loop out). Its figure comes from an
+    uncontended no-op test as the single-stream one does; one that cannot run leaves the bound without it, said."""
+    from harness.workloads.forward import scenarios
+
+    busy = ScenarioRun("server", "INVALID", latency_ms={"p99": 9.0}, contended=True,
+                       contention_cause="1 thread(s): waited 40% for a CPU")
+    quiet = ScenarioRun("server", "INVALID", latency_ms={"p99": 0.4})
+    spike = ScenarioRun("server", "INVALID", latency_ms={"p99": 17.7})  # not flagged, and yet: the lower is taken
+    sut = _PacedSut(pace_ms=0.05, single_p99_ms=1.0, loop=[busy, spike, quiet])
+    sut.server_bound(config, 5e-5, None, 2000.0)
+    assert sut.default_bound_ms == pytest.approx(5.0 + 0.4) and sut.loop_rates == [2000.0] * 3
+    sut = _PacedSut(pace_ms=0.05, single_p99_ms=1.0, loop=[busy] * (scenarios.SERVER_BOUND_RETRIES + 1))
+    sut.server_bound(config, 5e-5, None, 2000.0)
+    assert sut.default_bound_ms is None and sut.bound_unusable.startswith(
+        "no default Server latency bound: the 3 no-op Server test(s) that measure the issuing loop's own p99 were all "
+        "contended (1 thread(s): waited 40% for a CPU)")
+    failed = ScenarioRun("server", "error", error="RuntimeError: no LoadGen")
+    sut = _PacedSut(pace_ms=0.05, single_p99_ms=1.0, loop=[quiet, failed])
+    sut.server_bound(config, 5e-5, None, 2000.0)
+    assert sut.default_bound_ms == pytest.approx(5.0)
+    assert sut.bound_basis.endswith("; the issuing loop's p99 not included (its no-op Server test: RuntimeError: no "
+                                    "LoadGen)")
+
+
+def test_the_issuing_loop_runs_a_no_op_call_through_the_server_path(config):
+    """The real no-op test: LoadGen's Server scenario through the SUT's queue and serving thread with a call that
+    does nothing gives a latency figure (its p99 is what the bound adds), never calling the case's runtime."""
+    pytest.importorskip("mlperf_loadgen")
+    called: list[int] = []
+    sut = RuntimeSut(lambda: called.append(1), lambda: None, batch=1)
+    r = sut.issuing_loop(config.replace(scenario_duration_s=0.1), 2000.0)
+    assert r.scenario == "server" and r.latency_ms.get("p99") is not None and r.latency_ms["p99"] > 0
+    assert r.contended is not None and called == [] and r.target_qps == pytest.approx(2000.0)
 
 
 def test_loadgens_scratch_folder_is_under_the_run_folder_and_the_session_removes_it(config, tmp_path, monkeypatch):

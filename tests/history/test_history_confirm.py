@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from gating_synth import CASES, ENV, make_run
 
 from harness.history import open_history
@@ -175,3 +176,76 @@ def test_ab_confirmer_says_why_it_cannot_re_measure(tmp_path) -> None:
     assert case_artifact(str(gone), cid) == (None, f"its model file {tmp_path / 'deleted.onnx'} is no longer on disk")
     assert case_artifact(None, cid)[1] == "the run was recorded without its results.json path"
     assert "no result of the case" in case_artifact(str(gone), "nope-b1")[1]
+
+
+def _relu(path: Path) -> None:
+    """A one-node ONNX model, x [batch, 8] -> y: what the fake runtimes feed and answer."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_stops_confirm_ends_its_ab_child_and_removes_its_folder(tmp_path: Path, fake_env, sig: str,
+                                                                         code: int) -> None:
+    """SIGTERM to `history changes --confirm` orphaned its `harness ab` child for 58 s and left a 70 MB temporary
+    folder. Now it stops as `harness run` does: the signal passed on to the A/B (which ends its worker), every
+    process of it gone, its folder removed, the change points printed and written with what was re-measured
+    (here nothing: "interrupted"), exit 143 (130 for SIGINT)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    from harness.results.schema import CaseId
+
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    _relu(a)
+    _relu(b)
+    case = CaseId("a", "fake-slow", "fp32", 1, None, "cpu")  # 50 ms a call: the A/B runs for a while
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    h = open_history(url)
+    try:
+        for i, level in enumerate([1.0] * 12 + [1.3] * 5):
+            run = make_run(i, n=60, scale={"fake-slow": level}, cases=[case])
+            run.run_id, run.started_at = f"run-{i:02d}", f"2026-11-01T{i:02d}:00:00+00:00"
+            run.environment = {**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}}
+            run.cases[0].artifact = str(a if i < 12 else b)
+            write_results(run, tmp_path / f"r{i}")
+            h.add(run, str(tmp_path / f"r{i}" / "results.json"))
+    finally:
+        h.close()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    md = tmp_path / "changes.md"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "history", "changes", "--confirm", "--history", url,
+                             "--markdown", str(md), "--fail-on", "regression"],
+                            env=dict(fake_env, TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    family: list[psutil.Process] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        # the A/B has started its worker: a child with a child of its own, and its folder in $TMPDIR
+        family = psutil.Process(proc.pid).children(recursive=True)
+        if len(family) >= 2 and list(tmp.glob("harness-confirm-*")):
+            break
+        time.sleep(0.2)
+    assert len(family) >= 2 and proc.poll() is None, "the A/B did not start"
+    time.sleep(1.0)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    os.kill(proc.pid, getattr(signal, sig))
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == code, (proc.returncode, stdout[-2000:], stderr[-2000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert f"history changes: interrupted by {sig}: 0 of 1 regression(s) re-measured" in stderr
+    assert f"not re-measured: interrupted by {sig}" in stdout and f"not re-measured: interrupted by {sig}" in md.read_text()
+    gone, alive = psutil.wait_procs(family, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    assert not list(tmp.glob("harness-confirm-*")), list(tmp.iterdir())

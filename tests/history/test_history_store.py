@@ -28,7 +28,7 @@ def test_migrations_create_the_schema_on_an_empty_database(db_url: str) -> None:
         insp = sa.inspect(h.engine)
         assert {"runs", "cases", "case_results", "alembic_version"} <= set(insp.get_table_names())
         with h.engine.connect() as c:
-            assert c.execute(sa.text("select version_num from alembic_version")).scalar() == "0001"
+            assert c.execute(sa.text("select version_num from alembic_version")).scalar() == "0002"
         assert h.runs() == []
     finally:
         h.close()
