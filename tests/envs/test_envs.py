@@ -225,7 +225,7 @@ def test_bisect_names_the_slower_release_of_a_published_package(wheels, cache, t
                                                                       ("fakert-cpu@1.0.0", "fakert-cpu@1.1.0")]
     assert rows[0]["environment"]["packages"] == {"harness-fakert": "1.2.0"}
     assert rows[0]["details"]["bisect"]["side_a"]["environment"]["packages"] == {"harness-fakert": "1.0.0"}
-    assert all(r["ab"]["verdict"] == "regressed" and 1.1 < r["ab"]["ratio"] < 1.6 for r in rows), rows
+    assert all(r["ab"]["verdict"] == "regressed" and r["ab"]["ratio"] > 1.1 for r in rows), rows  # 1.3x quiet
 
 
 def test_the_runtimes_requirements_are_their_extras():
