@@ -53,11 +53,14 @@ register_runtime(FakeRt, replace=True)
 CODE = '''__version__ = {version!r}
 DELAY_S = {delay_s!r}
 SHIFT = {shift!r}
+CALLS = {calls!r}
 
 
 def run(infer, prepared):
     import time
 
+    for _ in range(CALLS - 1):  # this release's compute: the graph run CALLS times a call
+        infer(prepared)
     out = infer(prepared)
     end = time.perf_counter() + DELAY_S
     while time.perf_counter() < end:  # a busy wait: this release's cost per call
@@ -66,14 +69,16 @@ def run(infer, prepared):
 '''
 
 
-def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0, dist: str = "harness-fakert") -> Path:
+def make_wheel(folder: Path, version: str, delay_s: float, shift: float = 0.0, dist: str = "harness-fakert",
+               calls: int = 1) -> Path:
     """A wheel of `dist` (harness-fakert, or another build of it such as harness-fakert-gpu: the same module
-    harness_fakert) at `version`, each call `delay_s` slower."""
+    harness_fakert) at `version`, each call `delay_s` slower (a busy wait) and running the graph `calls` times
+    (compute: contention slows it as it slows the graph)."""
     folder.mkdir(parents=True, exist_ok=True)
     stem = dist.replace("-", "_")
     info = f"{stem}-{version}.dist-info"
     files = {
-        "harness_fakert/__init__.py": CODE.format(version=version, delay_s=delay_s, shift=shift),
+        "harness_fakert/__init__.py": CODE.format(version=version, delay_s=delay_s, shift=shift, calls=calls),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: harness-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }

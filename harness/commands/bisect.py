@@ -10,13 +10,15 @@ from typing import Any
 from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups, allow_unjudged_arg, gate_args
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
-from harness.options import BUILD, FORWARD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options import AB, BUILD, FORWARD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
 
 # `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
 BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
                                                                              "seq_lens"),
                  RUNTIMES.only("precisions"), TIMING, FORWARD.only("variants", "settle", "profile"), PROCESS, INPUTS,
-                 BUILD, OUTPUTS)
+                 BUILD, OUTPUTS,
+                 # the two releases of each comparison side by side: the gate's interleaved pairs
+                 AB.only("ab_pairs", "ab_block_time", "ab_confidence", "ab_seed", "ab_activations", "ab_budget"))
 
 
 def add_parser(sub: Any) -> None:
@@ -25,7 +27,11 @@ def add_parser(sub: Any) -> None:
                        description="Measure one case (--models x shape x --precisions) on releases of RUNTIME's "
                                    "package, each in an environment of its own (RUNTIME@VERSION), by binary search: "
                                    "the two ends, then halves. Each release is judged against the oldest by "
-                                   "compare's gate and drift verdicts. Exit 1 when a change was found, 0 when none, "
+                                   "compare's gate and drift verdicts, the median gate on the two releases measured "
+                                   "side by side (interleaved pairs, each in its own environment, as `harness gate`; "
+                                   "an overwhelming change is judged under load); a release neither like nor unlike "
+                                   "the oldest is judged against the nearest changed one. Exit 1 when a change was "
+                                   "found, 0 when none, "
                                    "3 when a step could not be judged (contended, too few samples: the search "
                                    "stops with `could not judge between X and Y`; --allow-unjudged: 0), 2 on bad "
                                    "options (a reversed A..B), 130/143 when stopped by SIGINT/SIGTERM.")

@@ -8,6 +8,10 @@
         (contended pairs left out: unjudged when fewer than half are clean) against the rule that judges large
         effects under load (harness.gating.ab.judge_under_load) at each allowance for contention, on the same
         blocks; and the A/A estimates over all pairs (what contention did to them)
+    python -m harness_suites.benchmarks.ab_rescore --underload OUT --threshold 0.05,0.1,0.2 [--widen 0.03]
+        the same blocks judged at each threshold (--ab-min-effect; bisect's median gate) with the allowance given
+        (the first of --widen, default the adopted UNDER_LOAD_WIDEN), the pass under load on at every threshold:
+        how often each planted slowdown is passed (a false pass) and how often A/A is (the pass's power)
 """
 
 from __future__ import annotations
@@ -85,6 +89,50 @@ def underload(folder: str, widens: list[float], passes: tuple[bool, ...] = (True
     return out
 
 
+def at_thresholds(folder: str, thresholds: list[float], widen: float) -> dict:
+    """Per condition, planted slowdown and threshold t: the verdicts of judge_ab(min_effect=t, widen) with the
+    pass under load on at every t (PASS_UNDER_LOAD_MAX lifted), so its false passes are counted where it is off."""
+    out: dict = {"widen": widen, "thresholds": thresholds, "conditions": []}
+    saved = ab_module.PASS_UNDER_LOAD_MAX
+    ab_module.PASS_UNDER_LOAD_MAX = max(thresholds)
+    try:
+        for path in sorted(Path(folder).glob("*.jsonl")):
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            cond: dict = {"condition": path.stem, "levels": {}}
+            for level in sorted({r["level"] for r in rows}):
+                ms = [_blocks(r) for r in rows if r["level"] == level]
+                cond["levels"][str(level)] = {f"{t:g}": dict(Counter(_verdict(judge_ab(b, min_effect=t, widen=widen))
+                                                                     for b in ms))
+                                              for t in thresholds}
+            out["conditions"].append(cond)
+    finally:
+        ab_module.PASS_UNDER_LOAD_MAX = saved
+    return out
+
+
+def _verdict(v) -> str:
+    """The verdict, a pass under load apart from a pass on the clean pairs (over half of them clean)."""
+    return "pass under load" if v.verdict.value == "pass" and v.under_load else v.verdict.value
+
+
+def threshold_table(doc: dict) -> str:
+    """at_thresholds as a Markdown table: per condition and planted slowdown, r / i / p / u at each threshold (p:
+    passed under load, then in brackets passed on the clean pairs where over half were clean)."""
+    ts = [f"{t:g}" for t in doc["thresholds"]]
+    lines = ["| condition | B slowed | " + " | ".join(f"t {float(t):.0%}: r / i / p (clean) / u" for t in ts) + " |",
+             "| --- " * (2 + len(ts)) + "|"]
+    for cond in doc["conditions"]:
+        for level, d in cond["levels"].items():
+            cells = []
+            for t in ts:
+                c = d[t]
+                u = c.get("inconclusive", 0) + c.get("noise", 0)
+                cells.append(f"{c.get('regressed', 0)} / {c.get('improved', 0)} / {c.get('pass under load', 0)} "
+                             f"({c.get('pass', 0)}) / {u}")
+            lines.append(f"| {cond['condition']} | {float(level):.0%} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(doc: dict) -> str:
     """The re-scored verdicts as a Markdown table: per condition and planted slowdown, today's rule and each rule
     measured (r regressed, i improved, p pass, u not judged: inconclusive or noise)."""
@@ -115,6 +163,13 @@ if __name__ == "__main__":
         widens = [0.0, 0.02, 0.05, 0.10]
         if "--widen" in argv:
             widens = [float(x) for x in argv[argv.index("--widen") + 1].split(",")]
+        if "--threshold" in argv:
+            ts = [float(x) for x in argv[argv.index("--threshold") + 1].split(",")]
+            w = widens[0] if "--widen" in argv else ab_module.UNDER_LOAD_WIDEN
+            doc = at_thresholds(argv[1], ts, w)
+            Path(argv[1], "rescore-thresholds.json").write_text(json.dumps(doc, indent=1))
+            print(threshold_table(doc))
+            sys.exit(0)
         doc = underload(argv[1], widens)
         Path(argv[1], "rescore.json").write_text(json.dumps(doc, indent=1))
         print(table(doc))

@@ -209,7 +209,8 @@ def test_bisect_names_the_slower_release_of_a_published_package(wheels, cache, t
     out = tmp_path / "bisect"
     done = subprocess.run([sys.executable, "-m", "harness.cli", "bisect", "fakert-cpu", "--versions", "1.0.0..1.2.0",
                            "--env-wheels", str(wheels), "--models", "mlp", "--min-time", "0.5", "--repeats", "5",
-                           "--out", str(out)], capture_output=True, text=True, env=env, timeout=600)
+                           "--ab-pairs", "10", "--ab-block-time", "0.02", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr  # 1: a change was found
     assert "result: first changed in 1.1.0 (last like 1.0.0: 1.0.0)" in done.stdout, done.stdout
     assert "measured 3: 1.0.0, 1.2.0, 1.1.0" in done.stdout
@@ -217,6 +218,14 @@ def test_bisect_names_the_slower_release_of_a_published_package(wheels, cache, t
         case = json.loads((out / version / "results.json").read_text())["cases"][0]
         assert case["environment"]["packages"] == {"harness-fakert": version}
         assert case["case"]["runtime"] == f"fakert-cpu@{version}"
+    # the median judged on the two releases side by side, each in its own environment (two workers in turn)
+    assert "  side by side fakert-cpu@1.0.0 vs fakert-cpu@1.2.0: regressed, B/A 1." in done.stdout, done.stdout
+    rows = json.loads((out / "side-by-side" / "results.json").read_text())["cases"]
+    assert [(r["ab"]["a"], r["case"]["runtime"]) for r in rows] == [("fakert-cpu@1.0.0", "fakert-cpu@1.2.0"),
+                                                                      ("fakert-cpu@1.0.0", "fakert-cpu@1.1.0")]
+    assert rows[0]["environment"]["packages"] == {"harness-fakert": "1.2.0"}
+    assert rows[0]["details"]["bisect"]["side_a"]["environment"]["packages"] == {"harness-fakert": "1.0.0"}
+    assert all(r["ab"]["verdict"] == "regressed" and r["ab"]["ratio"] > 1.1 for r in rows), rows  # 1.3x quiet
 
 
 def test_the_runtimes_requirements_are_their_extras():

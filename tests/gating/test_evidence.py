@@ -13,7 +13,7 @@ from gating_synth import make_run
 from harness.cli import main
 from harness.execution.gate_run import GateOutcome
 from harness.gating import VerdictRecord, compare_runs
-from harness.gating.ab import UNDER_LOAD_WIDEN, ab_records, judge_ab
+from harness.gating.ab import PASS_UNDER_LOAD_MAX, UNDER_LOAD_WIDEN, ab_records, judge_ab
 from harness.gating.unjudged import gate_headline, verdict_rows
 from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 from harness.report.render import render_markdown
@@ -87,6 +87,36 @@ def test_a_small_contended_change_stays_unjudged_and_carries_its_ratio():
                   confidence=0.99, min_effect=0.02, pairs_used=v.pairs_used)
     (rec,) = ab_records([CaseResult(CASE, "passed", ab=ab)])
     assert rec.unjudged == "contended" and rec.ratio == pytest.approx(r.ratio) and rec.ci_low is not None
+
+
+def test_a_contended_a_a_with_a_tight_interval_passes_under_load_at_a_larger_threshold():
+    """--ab-min-effect 10% (bisect's median gate): a contended A/A whose neighbour stays through each pair (a tight
+    interval over all pairs) passes, judged under load, its widened interval inside 1 +- 10%. At the default 2% the
+    band is narrower than the widening: never a pass under load, as before."""
+    blocks = loaded_blocks(np.random.default_rng(11), 1.0, pairs=40, bursty=False)
+    v = judge_ab(blocks, min_effect=0.10)
+    assert v.verdict is Verdict.PASS and v.under_load and not v.unjudged, v.reason
+    assert v.reason.startswith("judged under load: over all 40 pairs, contended ones included: B/A ")
+    assert "entirely inside 1 +- 10%: no change of 10% or more" in v.reason
+    low, high = v.ratio.low / (1 + UNDER_LOAD_WIDEN), v.ratio.high * (1 + UNDER_LOAD_WIDEN)
+    assert 1 / 1.10 < low and high < 1.10
+    default = judge_ab(blocks)
+    assert default.verdict is Verdict.INCONCLUSIVE and default.unjudged == "contended"
+    assert "nor entirely inside 1 +- 2%" in default.reason
+    # over the largest threshold it was measured safe at, the pass under load stays off
+    above = judge_ab(blocks, min_effect=PASS_UNDER_LOAD_MAX * 2)
+    assert above.verdict is Verdict.INCONCLUSIVE and above.unjudged == "contended", above.reason
+
+
+@pytest.mark.parametrize("bursty", [True, False])
+def test_a_contended_slowdown_at_the_threshold_is_never_passed(bursty):
+    """A 5% slowdown judged at 5% and a 12% one judged at 10%, 100 seeded measurements each under load: never
+    called pass (the widened interval always reaches past the threshold), whatever else they are called."""
+    rng = np.random.default_rng(5)
+    for ratio, t in ((1.05, 0.05), (1.12, 0.10)):
+        for _ in range(100):
+            v = judge_ab(loaded_blocks(rng, ratio, pairs=40, bursty=bursty), min_effect=t)
+            assert v.verdict is not Verdict.PASS, (ratio, t, v.reason)
 
 
 # ------------------------------------------------------------------ the stored-figure gate

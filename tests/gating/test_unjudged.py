@@ -215,7 +215,8 @@ def test_an_unjudged_step_is_could_not_judge_never_same():
     A contended end is `could not judge`, and the bisect ends `could not judge between A and B`."""
     gates = GateConfig()
     changed, why = judge(_step(15.22), _step(19.61, {"contended": True, "cause": CAUSE}), gates)
-    assert changed is None and why == "latency_median contended"  # the step's label says "could not judge"
+    # the step's label says "could not judge"; the reason, the cause and the estimate the figures give
+    assert changed is None and re.fullmatch(r"latency_median contended \(x1\.\d{3} \[1\.\d{3}, 1\.\d{3}\]\)", why), why
     assert judge(_step(15.22), _step(15.25), gates)[0] is False
     assert judge(_step(15.22), _step(19.61), gates)[0] is True
 
