@@ -96,6 +96,44 @@ def test_a_step_of_both_modes_is_still_found() -> None:
     assert a.modes is not None and [c.index for c in a.changes if c.kind == "level"] == [80]
 
 
+def test_the_likelihood_and_the_ramps_are_what_the_direct_computation_gives() -> None:
+    """The Kalman filter's gains computed once per length, the ramps from cumulative sums (both for speed) give
+    what the filter run with the data and each ramp fitted by least squares give."""
+    from harness.history import changes
+
+    rng = np.random.default_rng(3)
+    r = rng.standard_normal(60)
+    grid = changes._GRID
+    ll, scale = changes._logliks(r, grid)
+    for row in (0, 17, len(grid) - 1):
+        phi, rho = grid[row]
+        aw = ae = ss = logdet = 0.0
+        p11, p12, p22 = changes.DIFFUSE, 0.0, 1.0
+        for t, obs in enumerate(r):  # the filter, one grid row, run with the data
+            if t:
+                ae = phi * ae
+                p11, p12, p22 = p11 + rho, phi * p12, phi * phi * p22 + 1 - phi**2
+            f = max(p11 + 2 * p12 + p22, 1e-12)
+            v = obs - aw - ae
+            if t:
+                ss, logdet = ss + v * v / f, logdet + math.log(f)
+            k1, k2 = (p11 + p12) / f, (p12 + p22) / f
+            aw, ae = aw + k1 * v, ae + k2 * v
+            p11, p12, p22 = p11 - k1 * k1 * f, p12 - k1 * k2 * f, p22 - k2 * k2 * f
+        c = ss / (r.size - 1)
+        assert scale[row] == pytest.approx(c, rel=1e-12)
+        assert ll[row] == pytest.approx(-0.5 * ((r.size - 1) * math.log(2 * math.pi * c) + logdet + r.size - 1),
+                                        rel=1e-12)
+    y = 1 + np.cumsum(0.01 * rng.standard_normal(40))
+    rss, s, e, a, slope = changes._ramp_fits(y, np.arange(0, 35), np.arange(6, 41))
+    t = np.arange(40.0)
+    best = min((float(np.sum((y - np.polyval(np.polyfit(np.clip(t - s0, 0, e0 - s0), y, 1),
+                                               np.clip(t - s0, 0, e0 - s0))) ** 2)), s0, e0)
+               for s0 in range(35) for e0 in range(s0 + 6, 41) if e0 != 39)
+    assert (s, e) == best[1:] and rss == pytest.approx(best[0], rel=1e-9)
+    assert a + slope * (e - s) == pytest.approx(np.polyval(np.polyfit(np.clip(t - s, 0, e - s), y, 1), e - s))
+
+
 def test_a_huge_step_in_a_short_history_is_found() -> None:
     """+66% held for the last 3 of 6 runs: Welch's p 1.6e-4 missed it before #53 (LARGE_STEP rule)."""
     x = [10.0, 10.1, 9.9, 16.6, 16.5, 16.7]
