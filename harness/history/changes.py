@@ -645,6 +645,7 @@ def _lag1(r: np.ndarray) -> float:
 MODES_GAP = 4.0  # the two levels at least this many within-mode sigmas apart
 MODES_MIN_SHARE = 0.1  # each level holds at least this share of the runs
 MODES_MIN_SWITCHES = 4  # and the series switches between them at least this often (and n / 20 times)
+MODES_MIN_MIXING = 0.5  # modes told apart run to run (a step of both): switches / those of independent draws
 
 
 def find_modes(values: Sequence[float]) -> Modes | None:
@@ -653,7 +654,11 @@ def find_modes(values: Sequence[float]) -> Modes | None:
     sigmas (robust, `robust_sd`) apart, each holds at least MODES_MIN_SHARE of the runs, and the series switches
     between them at least max(MODES_MIN_SWITCHES, n / 20) times (a step, or a regression and its fix, switches
     once or twice), with each level at least MODES_MIN_SHARE / 2 of every third of the runs (a step with noise
-    near its midpoint switches often, but one level holds a third alone). A step of both modes is still found: the level search runs with the modes taken out."""
+    near its midpoint switches often, but one level holds a third alone). A step of both modes is still found: the
+    level search runs with the modes taken out; and since such a step widens each mode's spread, the levels may
+    instead be MODES_GAP sigmas apart measured run to run within each mode (successive differences), where the
+    runs switch at least MODES_MIN_MIXING of the times independent draws would and at most MODES_MIN_SHARE / 2
+    of them lie within 2 such sigmas of the threshold between the modes."""
     x = np.asarray([float(v) for v in values], dtype=np.float64)
     n = x.size
     if n < 10:
@@ -670,11 +675,23 @@ def find_modes(values: Sequence[float]) -> Modes | None:
     if min(share, 1 - share) < MODES_MIN_SHARE:
         return None
     lo_v, hi_v = x[~high], x[high]
-    within = max(robust_sd(lo_v), robust_sd(hi_v), NOISE_FLOOR * float(np.median(x)))
+    floor = NOISE_FLOOR * float(np.median(x))
+    within = max(robust_sd(lo_v), robust_sd(hi_v), floor)
     gap = float(hi_v.mean() - lo_v.mean())
     switches = int(np.sum(high[1:] != high[:-1]))
-    if gap < MODES_GAP * within or switches < max(MODES_MIN_SWITCHES, n // 20):
+    if switches < max(MODES_MIN_SWITCHES, n // 20):
         return None
+    if gap < MODES_GAP * within:
+        # A step of both modes widens each mode's spread (one mode holds 100 and 108 alike): measured run to run
+        # within each mode (successive differences of its runs / sqrt 2) it is not. Accepted that way only when
+        # the runs switch between the modes at least half as often as independent draws would (a walk or a
+        # season split in two switches in stretches, a step once) and few runs lie between the modes (within
+        # 2 of those sigmas of the threshold: autocorrelated or uniform noise cut in two has many there).
+        local = max(max(robust_sd(np.diff(lo_v)), robust_sd(np.diff(hi_v))) / math.sqrt(2), floor)
+        between = float(np.mean(np.abs(x - threshold) < 2 * local))
+        if (gap < MODES_GAP * local or between > MODES_MIN_SHARE / 2
+                or switches < MODES_MIN_MIXING * 2 * share * (1 - share) * (n - 1)):
+            return None
     thirds = [float(part.mean()) for part in np.array_split(high, 3)]
     if min(min(t, 1 - t) for t in thirds) < MODES_MIN_SHARE / 2:  # a step or a bump: one level holds a third
         return None

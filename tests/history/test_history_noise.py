@@ -96,6 +96,30 @@ def test_a_step_of_both_modes_is_still_found() -> None:
     assert a.modes is not None and [c.index for c in a.changes if c.kind == "level"] == [80]
 
 
+def test_a_step_of_both_modes_that_widens_them_is_still_modes_and_a_step() -> None:
+    """Modes 20% apart, 35% of runs high, 1% noise, both +8% from run 120 of 200 (the benchmark's bimodal_step):
+    each mode holds two levels, 4 of its robust sigmas no longer separate them; run to run they still do."""
+    hits = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        high = rng.random(200) < 0.35
+        x = np.where(high, 120.0, 100.0) * (1 + 0.01 * rng.standard_normal(200))
+        x[120:] *= 1.08
+        a = analyse(x)
+        assert a.modes is not None, seed
+        hits += [c.index for c in a.changes] == [120]
+    assert hits >= 5
+
+
+def test_a_walk_or_a_season_is_not_two_modes() -> None:
+    """Split in two, a walk's or a season's runs switch in stretches, not run to run as modes do."""
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        walk = 100 * (1 + np.cumsum(0.004 * rng.standard_normal(200)) + 0.005 * rng.standard_normal(200))
+        season = 100 * (1 + 0.03 * np.sin(2 * np.pi * np.arange(200) / 24) + 0.01 * rng.standard_normal(200))
+        assert find_modes(walk) is None and find_modes(season) is None, seed
+
+
 def test_the_likelihood_and_the_ramps_are_what_the_direct_computation_gives() -> None:
     """The Kalman filter's gains computed once per length, the ramps from cumulative sums (both for speed) give
     what the filter run with the data and each ramp fitted by least squares give."""
