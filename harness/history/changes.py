@@ -767,14 +767,17 @@ def spread_changes(values: Sequence[float], level: Sequence[ChangePoint] = (), *
 def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue: float = DEFAULT_MAX_PVALUE,
                         power: float = 0.9) -> float | None:
     """The smallest relative step (e.g. 0.05 for 5%) this history would show as a change point about `power` of
-    the time once `runs_after` runs at the new level follow its runs, from its own run-to-run noise (`noise`).
+    the time once `runs_after` runs at the new level follow its runs, under its own noise model (`fit_noise`).
 
     Both stages must pass: the search's penalty (a step of d over n1 and n2 runs gains d^2 / (1/n1 + 1/n2) >
-    3 sigma^2 log n) and Welch's t-test at `max_pvalue` with that power (the noncentral t's power, Welch-
-    Satterthwaite degrees of freedom for equal spreads). None below MIN_SEGMENT runs on
-    either side, or without a positive median."""
+    3 s^2 log n, s as `_search_with` takes it) and the step's test at `max_pvalue` with that power. Independent
+    noise: Welch's t-test (the noncentral t's power, Welch-Satterthwaite degrees of freedom for equal spreads),
+    s the run-to-run noise. A dependent model (AR(1) noise, a wander): the difference of the least noisy windows'
+    means against its variance under the model (`NoiseModel.window_variance`, as `_cut_test` tests a step: an
+    effective sample size, not a count of runs), s the noise of a mean over SEARCH_SCALE runs per run. None below
+    MIN_SEGMENT runs on either side, or without a positive median."""
     from scipy.optimize import brentq
-    from scipy.stats import nct
+    from scipy.stats import nct, norm
     from scipy.stats import t as student
 
     x = np.asarray([float(v) for v in values], dtype=np.float64)
@@ -783,9 +786,16 @@ def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue:
     med = float(np.median(x))
     if med <= 0:
         return None
-    sigma = noise(x / med)
+    nm = fit_noise(x / med)
     n1, n2 = x.size, runs_after
     se = math.sqrt(1 / n1 + 1 / n2)
+    if nm.dependent:
+        var, _, _ = nm.window_variance(n1, n2, MIN_SEGMENT)
+        test = float(norm.ppf(1 - max_pvalue / 2) + norm.ppf(power)) * math.sqrt(var)
+        k = max(MIN_SEGMENT, min(SEARCH_SCALE, (n1 + n2) // 4))
+        scale = max(nm.short**2, nm.window_variance(k, k, k)[0] * k / 2)
+        return max(test, math.sqrt(3 * math.log(n1 + n2) * scale) * se)
+    sigma = noise(x / med)
     df = se**4 / (1 / (n1**2 * (n1 - 1)) + 1 / (n2**2 * (n2 - 1)))
     crit = float(student.ppf(1 - max_pvalue / 2, df))
     # the noncentrality at which the t statistic passes `crit` with probability `power`
