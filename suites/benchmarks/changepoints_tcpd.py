@@ -210,6 +210,7 @@ _MBIC = (
     "    min_size = 1\n"
     "    def fit(self, signal):\n"
     "        s = np.asarray(signal, dtype=float).reshape(-1)\n"
+    "        self.signal = s.reshape(-1, 1)\n"
     "        self.c1 = np.concatenate([[0.0], np.cumsum(s)])\n"
     "        self.c2 = np.concatenate([[0.0], np.cumsum(s * s)])\n"
     "        return self\n"
