@@ -5,6 +5,8 @@ e-divisive (signal-processing-algorithms), ruptures' PELT and binary segmentatio
     python -m harness_suites.benchmarks.changepoints [--count 1000] [--seed 0] [--length 200] [--margin 5]
         [--patterns step_function,...] [--detectors harness,otava,edivisive,pelt,binseg] [--jobs N] [--json FILE]
         [--markdown FILE]
+    python -m harness_suites.benchmarks.changepoints --corpus-dir DIR [--detectors harness,zero,pelt_mbic,...]
+        [--json FILE] [--markdown FILE]
 
 Series: the 17 patterns of otava-test-data's visualiser (its `GENERATORS` table, the package's own default
 parameters; `python -m harness_suites.benchmarks.changepoints --list` shows them), generated here from the
@@ -16,6 +18,12 @@ Our own corpora (#53, generated here with numpy from the seed, nothing downloade
 noise at phi 0.5, 0.8 and 0.9 (2% marginal sigma), AR(1) noise with a 10% step, a random walk with and without a
 15% step, a seasonal pattern with and without a step, two alternating levels (modes) with and without a step of
 both. Ground truth: the steps (a wander, a season and modes are not change points).
+
+A labelled real-world corpus (`--corpus-dir DIR`, changepoints_tcpd): the Turing Change Point Dataset's format
+(github.com/alan-turing-institute/TCPD: clone it, run its `make` for the series it cannot redistribute, pass the
+folder; or any folder of NAME.json series with an annotations.json). Nothing of it is stored here. Scored with
+TCPDBench's F1 (margin 5, over the annotators) and segmentation covering, ours beside no change point and
+TCPDBench's default PELT and binary segmentation, split by the lag-1 autocorrelation of the residuals.
 
 Ours runs in this process exactly as `harness history changes` calls it (harness.history.changes.detect with
 its defaults). Each detector's first call is an untimed warm-up. Each competitor runs in a virtual environment of its own (their numpy pins conflict with ours
@@ -343,19 +351,20 @@ def venv_python(cache: Path, name: str, log: Callable[[str], None] = print) -> P
     return py
 
 
-def run_competitor(py: Path, name: str, series: Sequence[Labelled],
-                   jobs: int = 1) -> tuple[str, list[tuple[list[int], float]]]:
+def run_competitor(py: Path, name: str, series: Sequence[Labelled], jobs: int = 1,
+                   spec: dict[str, str] | None = None) -> tuple[str, list[tuple[list[int], float]]]:
     """(version, [(detected indices, seconds)]) from the detector's venv: `jobs` processes, each a contiguous
-    share of the series (the results in the series' order)."""
+    share of the series (the results in the series' order). `spec`: the detector's entry when it is not
+    COMPETITORS[name] (the real-world corpus' defaults, changepoints_tcpd.DEFAULTS)."""
     if jobs > 1 and len(series) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         size = -(-len(series) // jobs)
         chunks = [series[i:i + size] for i in range(0, len(series), size)]
         with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-            parts = list(pool.map(lambda c: run_competitor(py, name, c), chunks))
+            parts = list(pool.map(lambda c: run_competitor(py, name, c, spec=spec), chunks))
         return parts[0][0], [r for _, found in parts for r in found]
-    spec = COMPETITORS[name]
+    spec = spec or COMPETITORS[name]
     script = DRIVER.format(code=spec["code"], dist=spec["dist"])
     job = json.dumps({"series": [s.values for s in series], "seeds": [s.seed for s in series]})
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -473,7 +482,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write every figure, seed and version here")
     p.add_argument("--markdown", type=Path, help="write the table here")
     p.add_argument("--list", action="store_true", help="list the patterns and their parameters")
+    p.add_argument("--corpus-dir", type=Path, default=None,
+                   help="score a labelled real-world corpus in the Turing Change Point Dataset's format instead "
+                        "(annotations.json and one NAME.json per series, or a clone of "
+                        "github.com/alan-turing-institute/TCPD after its `make`) with TCPDBench's F1 (margin 5) "
+                        "and covering; detectors default to harness,zero,pelt_mbic,binseg_mbic")
     args = p.parse_args(argv)
+    if args.corpus_dir is not None:
+        return corpus_main(args, p.get_default("detectors") != args.detectors)
 
     if args.list:
         for name, (gen, params) in PATTERNS.items():
@@ -555,6 +571,82 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": {d: COMPETITORS[d]["setting"] for d in shown if d in COMPETITORS}
             | {"harness": "harness.history.changes.detect defaults"},
             "results": results}, indent=1))
+    return 0
+
+
+def corpus_main(args: argparse.Namespace, detectors_given: bool) -> int:
+    """`--corpus-dir DIR`: ours, no change point ("zero"), TCPDBench's default PELT and binary segmentation
+    (changepoints_tcpd.DEFAULTS) and any of COMPETITORS on every annotated univariate series of DIR; per detector
+    the mean F1 and covering, over all series and per lag-1 autocorrelation of their residuals, then per series."""
+    from harness.artifacts.cache import default_cache_dir
+    from harness_suites.benchmarks import changepoints_tcpd as tcpd
+
+    detectors = ([x.strip() for x in args.detectors.split(",") if x.strip()] if detectors_given
+                 else ["harness", "zero", *tcpd.DEFAULTS])
+    known = {"harness", "zero", *COMPETITORS, *tcpd.DEFAULTS}
+    bad = [d for d in detectors if d not in known]
+    if bad or args.margin < 0 or args.jobs < 1:
+        what = f"unknown {', '.join(map(repr, bad))}" if bad else "--margin >= 0, --jobs >= 1"
+        print(f"changepoints: {what} (detectors with --corpus-dir: {', '.join(sorted(known))})", file=sys.stderr)
+        return 2
+    try:
+        series, skipped = tcpd.read_corpus(args.corpus_dir)
+    except tcpd.CorpusError as exc:
+        print(f"changepoints: {exc}", file=sys.stderr)
+        return 2
+    cache = (args.cache_dir or default_cache_dir()) / "changepoint-detectors"
+    labelled = [Labelled(s.name, 0, s.values, []) for s in series]
+    from importlib.metadata import version
+
+    versions = {"harness": f"inference-harness {version('inference-harness')} at {_commit()} (numpy "
+                           f"{version('numpy')}, scipy {version('scipy')})", "zero": "no change point"}
+    scores: dict[str, dict[str, Any]] = {}
+    unavailable: dict[str, str] = {}
+    for d in detectors:
+        if d == "harness":
+            found = run_harness([Labelled(s.name, 0, tcpd.for_ours(s.values), []) for s in series])
+        elif d == "zero":
+            found = [([], 0.0) for _ in series]
+        else:
+            spec = tcpd.DEFAULTS.get(d) or COMPETITORS[d]
+            try:
+                py = venv_python(cache, spec.get("venv", d), lambda m: print(m, file=sys.stderr))
+                versions[d], found = run_competitor(py, d, labelled, args.jobs, spec=spec)
+            except DetectorUnavailable as exc:
+                unavailable[d] = str(exc)
+                print(f"changepoints: {exc}", file=sys.stderr)
+                continue
+        scores[d] = {s.name: tcpd.score_series(s, f, sec, args.margin) for s, (f, sec) in zip(series, found,
+                                                                                              strict=True)}
+        print(f"{d:<12} mean F1 {sum(x.f1 for x in scores[d].values()) / len(series):.3f} cover "
+              f"{sum(x.cover for x in scores[d].values()) / len(series):.3f}", file=sys.stderr, flush=True)
+    shown = [d for d in detectors if d in scores]
+    command = (f"python -m harness_suites.benchmarks.changepoints --corpus-dir {args.corpus_dir} --margin "
+               f"{args.margin}" + (f" --detectors {','.join(detectors)}" if detectors_given else ""))
+    head = (f"{command}\n\n{len(series)} annotated univariate series of {args.corpus_dir}"
+            + (f" ({len(skipped)} skipped: " + "; ".join(f"{n}: {why}" for n, why in skipped) + ")" if skipped
+               else "") + f"; margin {args.margin} points; "
+            + "; ".join(f"{d}: {versions.get(d, '?')}" for d in shown) + "\n\n")
+    table = ("Mean F1 / mean covering over the series (TCPDBench's scores), in brackets the median number of change "
+             "points reported; columns: all series and by the lag-1 autocorrelation of their residuals around "
+             "the annotated segments:\n\n" + tcpd.summary_markdown(series, scores, shown)
+             + "\nPer series (k: change points reported; annotators: the fewest and most one of them marked; "
+               "* missing values interpolated):\n\n" + tcpd.series_markdown(series, scores, shown))
+    print(head + table, end="")
+    for d, why in unavailable.items():
+        print(f"not run: {why}")
+    if args.markdown:
+        args.markdown.write_text(head + table)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "command": command, "corpus_dir": str(args.corpus_dir), "margin": args.margin, "versions": versions,
+            "skipped": skipped, "unavailable": unavailable,
+            "settings": {d: (tcpd.DEFAULTS.get(d) or COMPETITORS.get(d) or {}).get("setting") for d in shown}
+            | {"harness": "harness.history.changes.detect defaults, on changepoints_tcpd.for_ours(values)",
+               "zero": "no change point"},
+            "series": {s.name: {"n": len(s.values), "missing": s.missing, "annotations": s.annotations,
+                                "residual_lag1": tcpd.residual_lag1(s.values, s.annotations)} for s in series},
+            "results": {d: {n: sc.as_dict() for n, sc in scores[d].items()} for d in shown}}, indent=1))
     return 0
 
 
