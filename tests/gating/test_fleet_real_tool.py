@@ -38,7 +38,7 @@ def test_the_table_counts_detections_false_flags_and_the_smallest_level_found(to
     assert low["slowed_found"] == 9 and low["slowed_deviation_pct_median"] == 6.0
     assert mid["slowed_found"] == 19 and mid["slowed_not_judged"] == 1 and mid["others_not_judged"] == 1
     text = tool.table_text(rows, "neighbour")
-    assert "| 0.2 | 20 | 19/20 (95%) | 1 | +12.0% | 0/60 | 1 |" in text
+    assert "| 0.2 | 20 | 19/20 (95%) | 1 | +12.0% | - | 0/60 | 1 |" in text
     assert text.endswith("smallest level found in 95% of trials: 0.2 (the slowed node's p50 +12.0% from its peers, "
                          "median)")
     assert tool.table_text(tool.tabulate(trials[:20], [0.0, 0.1]), "cgroup").endswith("none of those measured")
