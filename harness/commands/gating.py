@@ -102,6 +102,9 @@ def add_parser(sub: Any) -> None:
                    help="repeat the spec in rounds for DURATION (90s, 30m, 2h; at least 6 rounds): a trend across "
                         "rounds (latency, memory) fails the case, named; CPU clocks and temperatures (NVML's on "
                         "GPUs) recorded per round; the certificate judges the last round")
+    q.add_argument("--env-wheels", metavar="DIR",
+                   help="with --reproduce: build the certified runtime releases' environments from this folder of "
+                        "wheels only (offline machines: pip --no-index --find-links DIR)")
     q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
                                                          "machine's cores then do not disturb each other)")
 
@@ -287,14 +290,21 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         if args.spec or args.ray or args.results or args.record_golden:
             raise UsageError("--verify and --reproduce take a certificate only (no SPEC, --ray, --results, "
                              "--record-golden)")
+        if args.verify and args.env_wheels:
+            raise UsageError("--env-wheels builds the certified releases' environments of --reproduce CERT: not "
+                             "with --verify (it runs nothing)")
         return _qualify_verify(Path(args.verify)) if args.verify else _qualify_reproduce(Path(args.reproduce), args)
+    if args.env_wheels:
+        raise UsageError("--env-wheels builds the certified releases' environments of --reproduce CERT: give it "
+                         "with --reproduce")
     if not args.spec:
         raise UsageError("give a spec file (or --verify CERT, --reproduce CERT)")
     spec = load_spec(args.spec, spec_case)
     if (args.nodes or args.serial) and not args.ray:
         raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
-    if args.burn_in and (args.ray or args.results or args.record_golden):
-        raise UsageError("--burn-in runs the spec here in rounds: without --ray, --results or --record-golden")
+    if args.burn_in and (args.results or args.record_golden):
+        raise UsageError("--burn-in runs the spec in rounds (here, or on every node with --ray): without --results "
+                         "or --record-golden")
     if args.record_golden and (args.ray or args.results):
         raise UsageError("--record-golden runs the spec on this (trusted) machine: without --ray or --results")
     if args.ray:
@@ -421,10 +431,15 @@ def _qualify_verify(cert_path: Path) -> int:
 
 
 def _qualify_reproduce(cert_path: Path, args: argparse.Namespace) -> int:
-    """`harness qualify --reproduce CERT`: the certificate's spec run again here; per figure, in its band or not
-    (contended misses said apart). 0 all reproduced, 1 a clean miss, 3 only contended or unmeasured misses."""
-    from harness.execution.qualify_run import run_spec
+    """`harness qualify --reproduce CERT`: the certificate's spec run again here, each runtime release in its own
+    environment as the gate runs side A (the certificate's environment lock names the release each case ran; a
+    release that cannot be installed here falls back to this interpreter's, labelled); per figure, in its band or
+    not, and which release ran it (contended misses said apart). 0 all reproduced, 1 a clean miss, 3 only
+    contended or unmeasured misses."""
+    from harness.execution.qualify_run import release_plans, run_releases, spec_case, spec_run_config
+    from harness.gating import load_run
     from harness.gating.provenance import reproduce_rows
+    from harness.gating.qualify import load_spec
     from harness.report.progress import RunProgress
     from harness.results.store import atomic_write_text
 
@@ -437,47 +452,58 @@ def _qualify_reproduce(cert_path: Path, args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("reports") / f"reproduce-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.toml").write_text(spec_text)
-    from harness.execution.qualify_run import spec_case
-    from harness.gating.qualify import load_spec
-
     spec = load_spec(out / "spec.toml", spec_case)
     golden = (doc["provenance"].get("golden") or {}).get("store")
+    lock = doc["provenance"].get("environment_lock") or {}
+    certified = lock.get("providers") if isinstance(lock.get("providers"), dict) else {}
+    config = spec_run_config(spec, out)
+    if args.env_wheels:
+        config = config.replace(env_wheels=str(Path(args.env_wheels).resolve()))
+    plans = release_plans([sc.case for sc in spec.cases], certified, config,
+                          note=lambda line: print(visible(line), flush=True))
+    for p in plans:
+        print(visible(f"release {p.case.id}: {p.release}"))
     print(f"reproduce {name}: running {len(spec.cases)} case(s) into {out}")
-    results = run_spec(spec, out, RunProgress(), golden_dir=Path(golden) if golden and Path(golden).is_dir() else None)
+    results = run_releases(spec, plans, out, RunProgress(), config=config,
+                           golden_dir=Path(golden) if golden and Path(golden).is_dir() else None)
     cert = _rejudge(spec_text, results, _with_checks(doc), out)
-    from harness.gating import load_run
-
     rows = reproduce_rows(doc, load_run(results), cert)
     for r in rows:
         now = "-" if not isinstance(r["now"], (int, float)) else f"{r['now']:.4g}"
         print(visible(f"{r['status']:<15} {r['case_id']:<34} {r['requirement']:<20} was {r['measured']:.4g}, now "
-                      f"{now}, band [{r['low']:.4g}, {r['high']:.4g}] ({r['blocks']} activations)"))
+                      f"{now}, band [{r['low']:.4g}, {r['high']:.4g}] ({r['blocks']} activations); "
+                      f"ran on {r['release']}"))
     counts = {s: sum(r["status"] == s for r in rows) for s in ("reproduced", "not reproduced", "contended",
                                                                "band contended", "not measured")}
     share = counts["reproduced"] / len(rows) if rows else 0.0
+    fell = sum(1 for p in plans if p.fallback)
     print(f"reproduced {counts['reproduced']} of {len(rows)} figures within their bands ({100 * share:.0f}%); "
           f"{counts['not reproduced']} not reproduced on a clean measurement, {counts['contended']} missed while "
           f"contended (not judged), {counts['band contended']} whose certificate figure was itself contended (no band), "
-          f"{counts['not measured']} not measured")
+          f"{counts['not measured']} not measured"
+          + (f"; {fell} case(s) on this interpreter's release, the certified one not installable here" if fell else ""))
     atomic_write_text(out / "reproduce.json", json.dumps({"certificate": str(cert_path), "rows": rows,
-                                                          "counts": counts}, indent=1, default=str))
+                                                          "counts": counts, "releases": [
+                                                              {"case_id": p.case.id, "runtime": p.run_as.runtime,
+                                                               "release": p.release, "pinned": p.pinned,
+                                                               "fallback": p.fallback} for p in plans]},
+                                                         indent=1, default=str))
     if not rows:
         return 3
     return EXIT_OK if counts["reproduced"] == len(rows) else 1 if counts["not reproduced"] else 3
 
 
-
 def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     """`harness qualify SPEC --ray`: every node qualified by the spec and placed against its peers; a certificate
-    per node (OUT/NODE/) and one for the fleet (OUT/fleet-certificate.*)."""
+    per node (OUT/NODE/) and one for the fleet (OUT/fleet-certificate.*). With --burn-in, the spec in rounds on
+    every node (OUT/round-NN/NODE/) and a trend test per node; placed and certified on the last round."""
     from harness.execution.fleet_run import run_fleet
     from harness.gating.fleet import FleetCertificate, fleet_settings, place_fleet
+    from harness.gating.golden import check_rows, golden_store, read_index, store_files
+    from harness.gating.provenance import provenance
     from harness.gating.qualify import judge
     from harness.report.certificate import write_certificate
     from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
-
-    from harness.gating.golden import check_rows, golden_store, read_index, store_files
-    from harness.gating.provenance import provenance
 
     settings = fleet_settings(spec.path)
     out.mkdir(parents=True, exist_ok=True)
@@ -485,27 +511,87 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     index = read_index(store)
     if index:
         print(f"golden outputs: {len(index)} case(s) from {store}, compared on every node")
-    nodes = run_fleet(spec, out, args.ray, selector=args.nodes, serial=args.serial,
-                      note=lambda line: print(visible(line), flush=True),
-                      golden=store_files(store, index) if index else None)
+
+    def one_round(where: Path) -> list[Any]:
+        return run_fleet(spec, where, args.ray, selector=args.nodes, serial=args.serial,
+                         note=lambda line: print(visible(line), flush=True),
+                         golden=store_files(store, index) if index else None)
+
+    burn: dict[str, dict[str, Any]] = {}
+    if args.burn_in:
+        nodes, paths, burn = _fleet_burn_in(spec, out, _duration(args.burn_in), one_round)
+    else:
+        nodes = one_round(out)
+        paths = {n.label: out / n.label / "results.json" for n in nodes}
     certs = {}
     for n in nodes:
-        path = out / n.label / "results.json"
+        path = paths[n.label]
         if n.run is None or not path.is_file():
             certs[n.label] = None
             continue
         cert = judge(spec, n.run, path)
         cert.requirements += check_rows(spec, n.run)
-        write_certificate(cert, path.parent, {"provenance": provenance(cert, store if index else None)})
+        extra: dict[str, Any] = {}
+        if n.label in burn:
+            cert.requirements += burn[n.label]["rows"]
+            extra["burn_in"] = {k: v for k, v in burn[n.label].items() if k != "rows"}
+        extra["provenance"] = provenance(cert, store if index else None)
+        (out / n.label).mkdir(parents=True, exist_ok=True)
+        write_certificate(cert, out / n.label, extra)
         certs[n.label] = cert
     judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
                             **({"false_flag_rate": settings["false_flag_rate"]}
                                if "false_flag_rate" in settings else {}))
-    fleet = FleetCertificate(spec, certs, judgement)
+    fleet = FleetCertificate(spec, certs, judgement, burn_in=burn)
     print(fleet_text(fleet))
     for name, path in write_fleet_certificate(fleet, out).items():
         print(f"{name:>22}: {path}")
     return fleet.exit_code
+
+
+def _fleet_burn_in(spec: Any, out: Path, seconds: float, one_round: Any
+                   ) -> tuple[list[Any], dict[str, Path], dict[str, dict[str, Any]]]:
+    """The spec on every node in rounds (OUT/round-NN/NODE/) until `seconds` have passed and at least MIN_ROUNDS
+    ran; per node, the trend test across its rounds (harness.gating.burnin) and its machine state per round (read
+    on the node). Returns the last round's node runs (a node lost in any round stays lost, with that round named),
+    each node's last results file, and each node's burn-in record (its requirement rows under "rows")."""
+    import dataclasses
+
+    from harness.gating.burnin import MIN_ROUNDS, burn_in_rows
+
+    t0 = time.monotonic()
+    history: dict[str, list[tuple[int, Any]]] = {}
+    paths: dict[str, Path] = {}
+    lost: dict[str, str] = {}
+    n = 0
+    while n < MIN_ROUNDS or time.monotonic() - t0 < seconds:
+        n += 1
+        print(f"burn-in round {n} ({time.monotonic() - t0:.0f} of {seconds:.0f} s)", flush=True)
+        where = out / f"round-{n:02d}"
+        nodes = one_round(where)
+        for node in nodes:
+            history.setdefault(node.label, []).append((n, node))
+            paths[node.label] = where / node.label / "results.json"
+            if node.lost and node.label not in lost:
+                lost[node.label] = f"burn-in round {n}: {node.lost}"
+        if nodes and all(node.label in lost for node in nodes):
+            print("burn-in: every node lost; stopped")
+            break
+    final, burn = [], {}
+    case_ids = [sc.case.id for sc in spec.cases]
+    for label, rounds in history.items():
+        last = rounds[-1][1]
+        final.append(dataclasses.replace(last, lost=lost[label]) if label in lost else last)
+        runs = [node.run for _, node in rounds if node.run is not None and not node.lost]
+        rows, trends = burn_in_rows(runs, case_ids)
+        for t in trends:
+            for x in t["trends"]:
+                print(visible(f"burn-in {label} {t['case_id']}: {x['text']}"))
+        states = [{"round": i, "start": node.machine.get("start") or {}, "end": node.machine.get("end") or {}}
+                  for i, node in rounds]
+        burn[label] = {"rounds": len(runs), "seconds": time.monotonic() - t0, "machine": states, "trends": trends,
+                       "cpu_freq_mhz": [s["end"].get("cpu_freq_mhz") for s in states], "rows": rows}
+    return final, paths, burn
 
 
 COMMANDS = {"baseline": Command(cmd_baseline, plugins=False), "compare": Command(cmd_compare, plugins=False),

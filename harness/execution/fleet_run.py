@@ -47,4 +47,4 @@ def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str |
                       golden=golden)
     return [NodeRun(sr.shard.node.label, sr.run,
                     lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
-                    wrong=wrong_findings(sr.run)) for sr in runs]
+                    wrong=wrong_findings(sr.run), machine=sr.machine) for sr in runs]

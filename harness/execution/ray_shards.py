@@ -97,10 +97,21 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
     session.start()
     assert session.run is not None
     yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
+    yield "state", {"start": _machine_state()}
     for case in cases:
         yield "case", session.execute(case).as_dict()
     session.finish(interrupted=False)
+    yield "state", {"end": _machine_state()}  # the node's clocks and temperatures (a burn-in's rounds draw them)
     yield "run", session.run.to_json()
+
+
+def _machine_state() -> dict[str, Any]:
+    from harness.measure.machine_state import machine_state
+
+    try:
+        return machine_state()
+    except Exception as exc:  # noqa: BLE001 - a sensor that cannot be read never costs the shard
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def _machine_defaults() -> dict[str, Callable[[], Any]]:
@@ -139,6 +150,7 @@ class ShardRun:
             **config.as_dict(), "ray_node": shard.node.node_id}, environment={
             "hostname": shard.node.address, "machine": f"ray node {shard.node.label}"})
         self.error: str | None = None
+        self.machine: dict[str, Any] = {}  # the node's machine state at the shard's start and end
 
     def consume(self, events: Iterator[Any], get: Callable[[Any], Any], note: Callable[[str], None]) -> None:
         from harness.report.progress import case_line
@@ -150,6 +162,9 @@ class ShardRun:
                 if kind == "env":
                     self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
                     self.run.started_at = payload["started_at"]
+                elif kind == "state":
+                    self.machine.update(payload)
+                    continue
                 elif kind == "case":
                     result = CaseResult.from_dict(payload)
                     self.run.cases.append(result)

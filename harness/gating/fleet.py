@@ -54,6 +54,7 @@ class NodeRun:
     run: RunResults | None
     lost: str | None = None  # the reason the node is lost (a dead Ray node, a shard that failed)
     wrong: list[str] = field(default_factory=list)  # golden-output findings (harness.gating.golden)
+    machine: dict[str, Any] = field(default_factory=dict)  # the node's machine state at its run's start and end
 
     @property
     def hardware_class(self) -> str:
@@ -346,6 +347,7 @@ class FleetCertificate:
     spec: Any  # harness.gating.qualify.QualifySpec
     node_certificates: dict[str, Any]  # label -> harness.gating.qualify.Certificate | None (nothing came back)
     judgement: FleetJudgement
+    burn_in: dict[str, Any] = field(default_factory=dict)  # label -> the node's burn-in (--burn-in with --ray)
 
     def node_verdict(self, label: str) -> str:
         """QUALIFIED only when the node's certificate passes and its placement is ok; NOT QUALIFIED when either
@@ -378,11 +380,19 @@ class FleetCertificate:
         nodes = {}
         for label, place in self.judgement.nodes.items():
             cert = self.node_certificates.get(label)
-            nodes[label] = {**place.as_dict(), "verdict": self.node_verdict(label),
+            failed = [f"spec: {r.case_id} {r.requirement}: {r.reason}" for r in (cert.requirements if cert else ())
+                      if r.status == "FAIL" and r.requirement not in ("golden_outputs",)]  # wrong results: placed
+            extra = {}
+            if label in self.burn_in:
+                b = self.burn_in[label]
+                extra["burn_in"] = {"rounds": b.get("rounds"), "trends": [
+                    f"{t['case_id']}: {x['text']}" for t in b.get("trends", []) for x in t["trends"] if x["found"]]}
+            nodes[label] = {**place.as_dict(), **extra, "verdict": self.node_verdict(label),
                             "spec_verdict": cert.verdict if cert is not None else None,
                             "spec_passed": sum(r.passed for r in cert.requirements) if cert is not None else 0,
                             "spec_total": len(cert.requirements) if cert is not None else 0,
                             "results_sha256": cert.results_sha256 if cert is not None else None}
+            nodes[label]["reasons"] = [*nodes[label]["reasons"], *failed]
         return {"certificate": "inference-harness fleet qualification", "verdict": self.verdict,
                 "spec": {"name": self.spec.name, "path": str(self.spec.path), "sha256": self.spec.sha256},
                 "nodes": nodes, "fleet": self.judgement.as_dict(), "harness_version": __version__}

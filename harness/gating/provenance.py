@@ -97,8 +97,13 @@ def provenance(cert: Certificate, golden_store: Path | None = None) -> dict[str,
         b = band(by_case.get(r.case_id), r)
         if b is not None:
             bands[f"{i}"] = {"case_id": r.case_id, "requirement": r.requirement, "measured": r.measured, **b}
+    from harness.gating.baseline import case_providers
+
     lock = {"python": env.get("python"), "harness_version": run.harness_version, "git": env.get("git"),
-            "libraries": {k: v for k, v in (env.get("libraries") or {}).items() if v}}
+            "libraries": {k: v for k, v in (env.get("libraries") or {}).items() if v},
+            # the release of each runtime module every case ran with (its own environment's, else the run's):
+            # what --reproduce pins each case to
+            "providers": {c.case.id: case_providers(c.environment, env) for c in run.cases}}
     return {"spec_text": cert.spec.path.read_text(), "artifacts": artifacts, "feeds": feeds, "golden": golden,
             "environment_lock": lock, "bands": bands}
 
@@ -225,5 +230,7 @@ def reproduce_rows(doc: Mapping[str, Any], run: RunResults, cert: Certificate) -
         else:  # contention only slows: it explains a latency over the band or a throughput under it, never the reverse
             slower = value > b["high"] if b["requirement"].endswith("_max") else value < b["low"]
             status = "contended" if contended and slower else "not reproduced"
-        rows.append({**b, "now": value, "status": status, "contended": contended})
+        release = ((result.details or {}).get("release") or {}) if result is not None else {}
+        rows.append({**b, "now": value, "status": status, "contended": contended,
+                     "release": release.get("release") or "this interpreter's release"})
     return rows

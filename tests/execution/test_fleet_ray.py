@@ -40,7 +40,7 @@ def cluster(fakes):
     mp.setenv("HARNESS_PLUGINS", "fakes")
     mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), *sys.path]))
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    c.add_node(num_cpus=1)
+    c.plain = c.add_node(num_cpus=1)
     c.slow = c.add_node(num_cpus=1, env_vars={"FAKE_NODE_FACTOR": "3"})
     c.wrong = c.add_node(num_cpus=1, env_vars={"FAKE_FLIP_K": "3"})  # one element wrong in 1 of 3 calls
     c.wait_for_nodes()
@@ -101,3 +101,56 @@ def test_every_node_certified_the_slow_one_found_the_lost_one_listed(cluster, tm
             assert n["spec_verdict"] in ("PASS", "INCONCLUSIVE") and (out / lb / "certificate.json").is_file()
     assert (out / "fleet-certificate.html").read_text().count("<tr><td><code>") >= 5
     assert "fleet FAIL" in text and "NOT QUALIFIED" in text
+
+
+BURN_SPEC = """name = "fleet-burn"
+[measure]
+min_time = 0.1
+min_iters = 10
+[defaults.require]
+p50_ms_max = 1000
+[[case]]
+model = "fake-linear"
+runtime = "fake-warming"
+batch = 1
+"""
+
+
+@pytest.mark.slow  # the e2e tier (about 90 s: 6 rounds on 3 Ray nodes, one node at a time)
+def test_burn_in_on_every_node_finds_the_node_whose_later_rounds_are_slower(cluster, tmp_path, capsys):
+    """`qualify --ray --burn-in`: rounds on every node, the trend test per node; the node whose every round is 15%
+    slower than the one before (fake-warming counting its rounds in $FAKE_ROUND_FILE, set on that node only) fails
+    its burn_in_stable row and is NOT QUALIFIED, named; its peers run the same rounds flat."""
+    from harness.cli import main
+
+    warming = cluster.add_node(num_cpus=1, env_vars={"FAKE_ROUND_FILE": str(tmp_path / "rounds")})
+    cluster.wait_for_nodes()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(BURN_SPEC)
+    out = tmp_path / "q"
+    picked = ",".join(n.node_id for n in (cluster.head_node, cluster.plain, warming))
+    code = main(["qualify", str(spec), "--ray", cluster.address, "--nodes", picked, "--serial", "--burn-in", "1s",
+                 "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1, text
+    assert "burn-in round 6" in text and sorted(p.name for p in out.glob("round-*")) == [
+        f"round-{i:02d}" for i in range(1, 7)]
+    doc = json.loads((out / "fleet-certificate.json").read_text())
+    assert len(doc["nodes"]) == 3
+    hot = next(lb for lb in doc["nodes"] if lb.endswith(warming.node_id[:8]))
+    node = doc["nodes"][hot]
+    assert node["verdict"] == "NOT QUALIFIED" and node["burn_in"]["rounds"] == 6, node
+    assert any("latency p50 (ms)" in t and "a trend, worse over the burn-in" in t for t in node["burn_in"]["trends"])
+    assert any("burn_in_stable" in r for r in node["reasons"]), node["reasons"]
+    cert = json.loads((out / hot / "certificate.json").read_text())
+    row = next(r for r in cert["requirements"] if r["requirement"] == "burn_in_stable")
+    assert row["status"] == "FAIL" and "latency p50" in row["reason"]
+    assert len(cert["burn_in"]["machine"]) == 6 and "cpu_freq_mhz" in cert["burn_in"]["machine"][0]["start"]
+    assert (out / "round-06" / hot / "results.json").is_file()
+    assert "Burn-in: 6 rounds" in (out / hot / "certificate.html").read_text()
+    for lb, n in doc["nodes"].items():
+        if lb != hot:  # the same rounds, flat: 6 rounds in strict order have p 0.0028 by chance (two-sided 0.003)
+            peer = json.loads((out / lb / "certificate.json").read_text())
+            flat = next(r for r in peer["requirements"] if r["requirement"] == "burn_in_stable")
+            assert flat["status"] == "PASS", (lb, flat)
+            assert n["burn_in"]["rounds"] == 6 and not n["burn_in"]["trends"]

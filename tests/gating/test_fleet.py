@@ -98,8 +98,10 @@ def test_the_fleet_certificate_node_verdicts_and_its_rendering(tmp_path):
     rng = np.random.default_rng(9)
     nodes = fleet(rng, 4, {0: 1.5}) + [NodeRun("gone", None, lost="ray node gone lost: ActorDiedError")]
     spec = SimpleNamespace(name="s", path=tmp_path / "s.toml", sha256="ab" * 32)
-    ok = SimpleNamespace(verdict="PASS", requirements=[SimpleNamespace(passed=True)], results_sha256="cd" * 32)
-    unjudged = SimpleNamespace(verdict="INCONCLUSIVE", requirements=[SimpleNamespace(passed=False)],
+    ok = SimpleNamespace(verdict="PASS", requirements=[SimpleNamespace(passed=True, status="PASS")],
+                         results_sha256="cd" * 32)
+    unjudged = SimpleNamespace(verdict="INCONCLUSIVE", requirements=[SimpleNamespace(passed=False,
+                                                                                     status="INCONCLUSIVE")],
                                results_sha256="ef" * 32)
     certs = {"n0": ok, "n1": ok, "n2": ok, "n3": unjudged, "gone": None}
     cert = FleetCertificate(spec, certs, place_fleet(nodes, CASES))
@@ -113,6 +115,20 @@ def test_the_fleet_certificate_node_verdicts_and_its_rendering(tmp_path):
     assert "ActorDiedError" in html and html.count("<td><code>n0</code>") == 1 + 2 * len(CASES)
     healthy = FleetCertificate(spec, {f"n{i}": ok for i in range(4)}, place_fleet(fleet(rng, 4), CASES))
     assert healthy.verdict == "PASS" and healthy.exit_code == 0
+    # a node whose own certificate fails (a burn-in trend) is NOT QUALIFIED with the failed row as a reason
+    warm = SimpleNamespace(verdict="FAIL", results_sha256="aa" * 32, requirements=[
+        SimpleNamespace(passed=True, status="PASS"),
+        SimpleNamespace(passed=False, status="FAIL", case_id="c", requirement="burn_in_stable",
+                        reason="latency p50 (ms): +40.0% ...: a trend, worse over the burn-in")])
+    trend = {"case_id": "c", "trends": [{"found": True, "text": "latency p50 (ms): +40.0%: a trend, worse"},
+                                        {"found": False, "text": "host memory peak (MB): no trend"}]}
+    burnt = FleetCertificate(spec, {"n0": warm, **{f"n{i}": ok for i in range(1, 4)}},
+                             place_fleet(fleet(rng, 4), CASES), burn_in={"n0": {"rounds": 6, "trends": [trend]}})
+    n0 = burnt.as_dict()["nodes"]["n0"]
+    assert burnt.node_verdict("n0") == "NOT QUALIFIED" and n0["burn_in"] == {
+        "rounds": 6, "trends": ["c: latency p50 (ms): +40.0%: a trend, worse"]}
+    assert n0["reasons"][-1] == "spec: c burn_in_stable: latency p50 (ms): +40.0% ...: a trend, worse over the burn-in"
+    assert "spec: c burn_in_stable" in fleet_text(burnt)
     (tmp_path / "s.toml").write_text("[fleet]\nwithin_pct = 8\n")
     assert fleet_settings(tmp_path / "s.toml") == {"within_pct": 8.0}
     for bad, msg in (("within_pct = 0", "must be above 0"), ("spread = 1", "unknown key 'spread'"),

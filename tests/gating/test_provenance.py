@@ -125,7 +125,7 @@ def test_reproduce_rows_say_contention_apart_only_in_its_direction():
     def rows(p50, tp, contended):
         reqs = [SimpleNamespace(case_id="c", requirement=k, measured=v)
                 for k, v in (("p50_ms_max", p50), ("throughput_sps_min", tp), ("p99_ms_max", 12.0))]
-        run = SimpleNamespace(cases=[SimpleNamespace(case=SimpleNamespace(id="c"),
+        run = SimpleNamespace(cases=[SimpleNamespace(case=SimpleNamespace(id="c"), details={},
                                                      contention={"contended": contended})])
         return [r["status"] for r in reproduce_rows(doc, run, SimpleNamespace(requirements=reqs))]
 
@@ -142,7 +142,8 @@ def test_qualify_refuses_options_that_do_not_go_together(tmp_path, fakes, capsys
                           (["--verify", "c.json", str(spec)], "--verify and --reproduce take a certificate only"),
                           ([], "give a spec file"),
                           ([str(spec), "--burn-in", "zz"], "expected a duration such as 90s"),
-                          ([str(spec), "--burn-in", "1m", "--ray", "auto"], "--burn-in runs the spec here"),
+                          ([str(spec), "--burn-in", "1m", "--results", "r.json"], "--burn-in runs the spec in rounds"),
+                          ([str(spec), "--env-wheels", "w"], "--env-wheels builds the certified releases'"),
                           ([str(spec), "--record-golden", "--ray", "auto"], "--record-golden runs the spec on this"),
                           (["--verify", str(tmp_path / "none.json")], "not a readable certificate")):
         assert main(["qualify", *argv]) == 2, argv
