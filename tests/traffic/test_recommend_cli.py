@@ -130,6 +130,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     # a stored file is re-validated, never believed (#58): a capacity of 1e308 or -5, candidates that are a string
     for mutate, words in ((lambda c: c.update(estimate=1e308, high=1e308), "capacity.estimate: 1e+308 is not a capacity"),
                           (lambda c: c.update(estimate=-5.0, low=-6.0), "capacity.estimate: -5.0 is not a capacity"),
+                          (lambda c: c.update(high=1e12), "capacity.high: 1000000000000.0 is not the upper end"),
                           (lambda c: c.update(low=10.0, estimate=5.0), "does not hold the estimate")):
         doc = json.loads(json.dumps(again))
         mutate(doc["candidates"][0]["searches"][0]["capacity"])

@@ -183,6 +183,7 @@ class Recommendation:
 
 
 MAX_CAPACITY = 1e7  # requests/s: no replay loop sends faster (harness.traffic.spec.MAX_RATE)
+MAX_INTERVAL = 1e9  # requests/s: a capacity's stated upper end, widened by the activations' spread (_check_capacity)
 STATUSES = ("found", "unsure", "below-floor", "probe-budget")
 
 
@@ -215,13 +216,18 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
 
 
 def _check_capacity(cap: Capacity, where: str) -> None:
-    rates = {"estimate": cap.estimate, "low": cap.low, "high": cap.high, "cliff": cap.cliff,
+    rates = {"estimate": cap.estimate, "low": cap.low, "cliff": cap.cliff,
              **({"knee": cap.knee} if cap.knee is not None else {}),
              **{f"activation_cliffs[{k}]": v for k, v in enumerate(cap.activation_cliffs)}}
     for name, v in rates.items():
         if not (math.isfinite(v) and 0.0 <= v <= MAX_CAPACITY):
             raise ValueError(f"{where}.{name}: {v!r} is not a capacity a search can find (a rate in [0, "
                              f"{MAX_CAPACITY:g}] requests/s)")
+    # the interval's upper end is a statement about a new activation, widened by their spread: it may lie above
+    # any rate a replay sends (a fast fake runtime's 13 million), never beyond MAX_INTERVAL or infinite
+    if not (math.isfinite(cap.high) and 0.0 <= cap.high <= MAX_INTERVAL):
+        raise ValueError(f"{where}.high: {cap.high!r} is not the upper end of a capacity's interval (a rate in [0, "
+                         f"{MAX_INTERVAL:g}] requests/s)")
     if not cap.low <= cap.estimate <= cap.high:
         raise ValueError(f"{where}: the interval [{cap.low:g}, {cap.high:g}] does not hold the estimate {cap.estimate:g}")
     if not (math.isfinite(cap.floor_ms) and cap.floor_ms >= 0):
