@@ -205,8 +205,21 @@ def _verdict(name: str, result: str, figure: str, r: object) -> str:
     if result == "INVALID" and reasons:
         text += f" ({reasons[0]})"
     elif error:
-        text += f" ({error.splitlines()[0][:120]})"
+        text += f" ({_clip(error.splitlines()[0], 160)})"
     return text
+
+
+def _clip(text: str, width: int) -> str:
+    """`text` cut at a word boundary within `width` characters, with an ellipsis where it was cut (a reason is
+    never left mid-word: "0.9 cor")."""
+    if len(text) <= width:
+        return text
+    head, sep, hint = text.rpartition("; give ")  # what to do about it is kept whole: "; give --server-latency MS"
+    if sep and len(hint) < width // 2:
+        return f"{_clip(head, width - len(hint) - len(sep))}{sep}{hint}"
+    cut = text[:width].rsplit(" ", 1)[0].rstrip(" ,;:(")
+    return f"{cut} ..."
+
 
 
 def ab_lines(run: RunResults) -> list[str]:

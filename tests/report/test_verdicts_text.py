@@ -46,3 +46,22 @@ def test_markdown_as_text_for_the_gate_check_terminal():
     assert "injected slowdown  power\n5%                 40%\n10%                100%" in text
     for markup in ("###", "**", "`", "|", "---", "&lt;"):
         assert markup not in text, markup
+
+
+def test_a_scenario_reason_on_the_terminal_is_cut_at_a_word_never_mid_word():
+    from types import SimpleNamespace
+
+    from harness.report.terminal import _verdict
+
+    why = ("no default Server latency bound: the 3 single-stream test(s) it would come from were all contended "
+           "(1 thread(s), 0.9 core(s) free: the worker's threads waited 53% of their runnable time); give "
+           "--server-latency MS, or rerun on a quiet machine")
+    line = _verdict("server", "skipped", "", SimpleNamespace(reasons=[], error=why))
+    inner = line[line.index("(") + 1:line.rindex(")")]
+    head, hint = inner.split(" ...; ")
+    assert why.startswith(head) and why[len(head)] == " " and len(inner) <= 160, line
+    assert hint == "give --server-latency MS, or rerun on a quiet machine"  # the remedy is never cut
+    plain = _verdict("x", "error", "", SimpleNamespace(reasons=[], error="word " * 60))
+    assert plain.endswith("word ...)") and len(plain) < 180
+    short = _verdict("server", "skipped", "", SimpleNamespace(reasons=[], error="no bound"))
+    assert short == "server skipped (no bound)"
