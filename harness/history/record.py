@@ -50,5 +50,6 @@ def trend_rows(history: Any, run: RunResults) -> list[dict[str, Any]]:
         rows.append({"case": s.case, "machine": s.machine, "runs": [p.run_id for p in s.points],
                      "p50": [p.value for p in s.points], "p99": [tail.get(p.run_id) for p in s.points],
                      "changes": [(c.index, 100.0 * c.change) for c in s.changes if c.kind == "level"],
+                     "model_changes": [(m.index, m.before[:12], m.after[:12]) for m in s.model_changes],
                      "detectable": detectable(s)[5]})
     return rows

@@ -10,7 +10,8 @@ from harness.report.charts import FONT_SIZE, chart, color, nice_axis
 
 def trend_chart(row: dict[str, Any], width: int = 420, height: int = 210) -> str:
     """A small SVG: p50 and p99 (ms) by run (oldest left); a dashed line before each change point, labelled
-    with its size. `row`: harness.history.record.trend_rows."""
+    with its size, and a dotted one labelled "model changed" before each run whose model fingerprint differs from
+    the run before. `row`: harness.history.record.trend_rows."""
     runs: Sequence[str] = row["runs"]
     lines = {"p50": row["p50"], "p99": row["p99"]}
 
@@ -32,6 +33,14 @@ def trend_chart(row: dict[str, Any], width: int = 420, height: int = 210) -> str
             tips[gid] = f"change point: {pct:+.1f}% p50 from run {runs[index]}"
             ax.annotate(f"{pct:+.1f}%", (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, 2),
                         textcoords="offset points", color="#c00", fontsize=FONT_SIZE, va="bottom")
+        for n, (index, before, after) in enumerate(row.get("model_changes", ())):
+            # the run where the model's fingerprint changed: a step there is the new model's, not a regression
+            x = index - 0.5
+            gid = f"model-{n}"
+            ax.axvline(x, color="#555", ls=":", lw=1.5).set_gid(gid)
+            tips[gid] = f"model changed at run {runs[index]}: fingerprint {before} -> {after}"
+            ax.annotate("model changed", (x, 0.0), xycoords=("data", "axes fraction"), xytext=(3, 2),
+                        textcoords="offset points", color="#555", fontsize=FONT_SIZE, va="bottom")
         ax.set_xlim(-0.5, max(1, len(runs) - 1) + 0.5)
         nice_axis(ax, "x")
         nice_axis(ax, "y")

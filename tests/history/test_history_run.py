@@ -56,3 +56,14 @@ def test_trend_chart_marks_change_points():
     assert svg.startswith("<svg") and "+10.0%" in svg
     assert "change point: +10.0% p50 from run run-3" in svg
     assert len(re.findall(r"<title>run-\d: p(50|99) ", svg)) == 11  # the missing p99 figure is left out
+
+
+def test_trend_chart_marks_where_the_model_changed():
+    row = {"case": "m-r-fp32-b1", "machine": "x", "runs": [f"run-{i}" for i in range(6)],
+           "p50": [1.0, 1.0, 1.0, 1.8, 1.8, 1.8], "p99": [1.5] * 6, "changes": [(3, 80.0)],
+           "model_changes": [(3, "aaaaaaaaaaaa", "bbbbbbbbbbbb")]}
+    svg = trend_chart(row)
+    assert "model changed at run run-3: fingerprint aaaaaaaaaaaa -&gt; bbbbbbbbbbbb" in svg or \
+        "model changed at run run-3: fingerprint aaaaaaaaaaaa -> bbbbbbbbbbbb" in svg
+    assert "model changed" in svg and "change point: +80.0% p50 from run run-3" in svg
+    assert "model changed" not in trend_chart({**row, "model_changes": []})
