@@ -1,6 +1,5 @@
-"""What the command modules share: the registry entry (Command), add_groups (a command's options are option groups
-of harness.options), exit codes, the session driver of `conform` and `ab`, and the size and age cells of the
-listings."""
+"""What the command modules share: the registry entry (Command), add_groups (options are groups of harness.options),
+exit codes, the session driver of `conform` and `ab`, and the size and age cells of the listings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""`harness recommend`: its parser (option groups, harness.options.capacity) and its run
-(harness.execution.recommend_run): recommend.json, recommend.md and recommend.html; exit 0 confirmed, 3 could not
-judge, 2 bad input (docs/recommend.md)."""
+"""`harness recommend`: its parser (option groups, harness.options.capacity) and one call of
+harness.execution.recommend_run; exit 0 confirmed, 3 could not judge, 2 bad input (docs/recommend.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`harness recommend` over the typed configuration and the run session: the model and traffic of
-RunConfig.capacity, every configuration of the matrix's runtimes x precisions x variants x thread counts x batchers
-in its worker, the search under the session's signal rule, then recommend.json (rewritten after every search),
-recommend.md and recommend.html; exit 0 confirmed, 3 could not judge, 128 + a signal (docs/recommend.md)."""
+"""`harness recommend` over RunConfig (its capacity section) and the run session's signal rule: recommend.json after
+every search, recommend.md and recommend.html; exit 0 confirmed, 3 could not judge, 128 + a signal."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`harness recommend`'s options (harness.execution.recommend_run): the model and traffic, the SLO and the limits,
-the axes of its own (thread counts, batchers) and the search's budgets, parsed into RunConfig's CapacityConfig; the
-run's groups composed where they mean the same (runtimes, precisions, variants, threads, isolation, environments,
-the cache, the output folder)."""
+"""`harness recommend`'s options: its own (traffic, SLO, limits, thread counts, batchers, the search's budgets) into
+RunConfig's CapacityConfig, and the run's groups where they mean the same, narrowed where it takes less."""
 
 from __future__ import annotations
 
