@@ -45,6 +45,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # type: ignore[override]
         from harness.errors import did_you_mean
 
+        named = message.split(": ", 1)  # "argument --levels: --levels 'five': ...": the option named once
+        if named[0].startswith("argument ") and len(named) == 2 and named[1].startswith(named[0].split(" ", 1)[1]):
+            message = named[1]
         if message.startswith("unrecognized arguments: "):
             options = self._option_strings_below()
             message = "unrecognized arguments: " + " ".join(

@@ -265,12 +265,39 @@ class FleetConfig:
     placement: tuple[tuple[str, str], ...] = ()  # --placement: (runtime glob, Ray resource) rules
 
 
+@dataclass(frozen=True, kw_only=True)
+class CapacityConfig:
+    """`harness recommend` (harness.execution.recommend_run): the model and traffic, the SLO and the limits a
+    configuration must hold, and the search's budgets. The axes it searches are the matrix's runtimes, precisions
+    and variants, with `thread_counts` and `batchers` of its own."""
+
+    model_ref: str = ""  # --model as given: a zoo or plugin name, an ONNX file or pkg.module:factory
+    traffic: str = ""  # --traffic FILE (a spec or a trace, harness.traffic)
+    traffic_seed: int | None = None  # --traffic-seed (None: the file's)
+    slo_ms: float = 0.0  # the latency bound at slo_percentile
+    slo_percentile: float = 99.0
+    drift_limit: float | None = None  # --drift-tolerance: largest rel_l2 drift against the FP32 reference
+    memory_cap_mb: float | None = None  # largest resident memory growth
+    thread_counts: tuple[int, ...] = (1,)  # intra-op threads, one configuration each
+    batchers: tuple[str, ...] = ("none",)  # `none` or `max=N,wait=MS` each (harness.workloads.capacity.live)
+    search_tolerance: float = 0.03  # the capacity interval's relative width at which a search stops
+    probes: int = 25  # most probed rates per search
+    probe_requests: int = 2000  # requests per probe (doubled while a probe cannot decide)
+    probe_max_requests: int = 16000
+    capacity_ab_pairs: int = 8  # the interleaved A/B of the best two
+    capacity_activations: int = 3  # activations each final capacity is measured over
+    grid: bool = False  # every configuration searched fully instead of successive halving
+    resume: bool = False  # go on with the stopped run in outputs.out_dir
+
+
 SECTIONS: dict[str, type] = {
     "matrix": MatrixConfig, "measure": MeasureConfig, "process": ProcessConfig, "inputs": InputsConfig,
     "artifacts": ArtifactsConfig, "accuracy": AccuracyConfig, "loadgen": LoadgenConfig,
     "generation": GenerationConfig, "conformance": ConformanceConfig, "ab": AbConfig, "gating": GatingConfig,
-    "outputs": OutputsConfig, "fleet": FleetConfig,
+    "outputs": OutputsConfig, "fleet": FleetConfig, "capacity": CapacityConfig,
 }
+# sections a run records in results.json only when it set them (recommend's: no case run holds them)
+RECORDED_WHEN_SET = frozenset({"capacity"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,6 +319,7 @@ class RunConfig:
     gating: GatingConfig = field(default_factory=GatingConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
 
     @classmethod
     def build(cls, workload: str = "forward", **values: Any) -> RunConfig:  # type: ignore[override]
@@ -315,8 +343,9 @@ class RunConfig:
     def as_dict(self) -> dict[str, Any]:
         """The configuration as results.json stores it: one flat object (field names are unique across sections)."""
         d: dict[str, Any] = {"workload": self.workload}
-        for name in SECTIONS:
-            d.update(dataclasses.asdict(getattr(self, name)))
+        for name, cls in SECTIONS.items():
+            if name not in RECORDED_WHEN_SET or getattr(self, name) != cls():
+                d.update(dataclasses.asdict(getattr(self, name)))
         d["precisions"] = [p.value for p in self.matrix.precisions]
         d["out_dir"] = str(self.outputs.out_dir)
         d["cache_dir"] = str(self.artifacts.cache_dir)

@@ -101,9 +101,11 @@ def test_models_runtimes_env(capsys):
     out = capsys.readouterr().out
     assert re.search(r"^opt=  disabled, basic, extended or all\n.*\n    runtimes: ort-cpu, ", out, re.M)
     assert re.search(r"^prune=.*\n.*\n    runtimes: every runtime$", out, re.M)
-    assert main(["env"]) == 0
-    env = json.loads(capsys.readouterr().out)
+    assert main(["snapshot"]) == 0
+    captured = capsys.readouterr()
+    env = json.loads(captured.out)
     assert env["harness_overhead"]["overhead_p50_ns"] > 0 and env["cpu_cores_logical"] >= 1
+    assert captured.err == ""
 
 
 def test_readme_documents_install_main_job_and_tests():
@@ -245,231 +247,21 @@ def _closed_reader(argv: list[str], **kw) -> subprocess.CompletedProcess:
 def test_commands_piped_into_a_reader_that_quits_end_quietly(tmp_path):
     """`harness env | head`, `harness compare A B | head`: no BrokenPipeError, exit 141 (128 + SIGPIPE)."""
     sys.path.insert(0, str(Path(__file__).parent / "gating"))
-    from gating_synth import make_run
-
-    from harness.results import write_results
-
-    write_results(make_run(0), tmp_path / "a")
-    write_results(make_run(1), tmp_path / "b")
-    for argv in (["env"], ["compare", str(tmp_path / "a"), str(tmp_path / "b")], ["models"]):
-        done = _closed_reader(argv)
-        assert done.returncode == 141 and done.stderr == "", (argv, done.returncode, done.stderr)
-    assert _closed_reader(["--help"]).stderr == ""  # argparse's own exit: quiet too
 
 
-def test_an_interrupt_before_the_session_exists_is_one_line_exit_130(monkeypatch, capsys):
-    from harness import cli
-    from harness.commands import conform, run
-
-    def interrupted(*_a, **_k):
-        raise KeyboardInterrupt
-
-    for module in (conform, run):  # Ctrl-C while options are read (imports)
-        monkeypatch.setattr(module, "parse_run_options", interrupted)
-    for argv in (["conform", "--runtimes", "ort-cpu"], ["run", "--models", "mlp"]):
-        assert cli.main(argv) == 130
-        assert capsys.readouterr().err == f"harness {argv[0]}: interrupted\n"
-
-
-@pytest.mark.e2e
-def test_ctrl_c_at_any_moment_of_conform_is_exit_130_without_a_traceback(tmp_path):
-    import signal
-    import time
-
-    for delay in (0.3, 1.5, 4.0):  # while importing, while reading options, while running cases
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "conform", "--runtimes", "ort-cpu",
-                                 "--out", str(tmp_path / f"c{delay}")], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                # a runner started in the background (`cmd &` without job control) ignores
-                                # SIGINT, and an ignored SIGINT is inherited: Python would install no handler
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-        if proc.returncode == 0:  # finished before the signal: nothing to check
-            continue
-        assert proc.returncode == 130, (delay, proc.returncode, out[-2000:], err[-2000:])
-        assert "Traceback" not in err + out, (delay, err[-3000:])
-
-
-@pytest.mark.parametrize("where", ["start", "snapshot", "executor"])
-def test_an_interrupt_while_the_session_starts_is_one_line_exit_130(where, monkeypatch, capsys, tmp_path):
-    """Ctrl-C inside the session's start (the environment snapshot, the worker's launch), before its own
-    signal handlers: one line and 130, never an assertion's traceback (`harness ab` in its first 1.5 s)."""
-    from harness import cli
-    from harness.execution import session as session_module
-
-    def interrupted(*_a, **_k):
-        raise KeyboardInterrupt
-
-    target = {"start": (session_module.HarnessSession, "start"), "snapshot": (session_module, "snapshot"),
-              "executor": (session_module, "IsolatedExecutor")}[where]
-    monkeypatch.setattr(*target, interrupted)
-    for argv in (["ab", "base", "threads=2", "--models", "mlp", "--out", str(tmp_path / "ab")],
-                 ["conform", "--runtimes", "ort-cpu", "--out", str(tmp_path / "c")]):
-        assert cli.main(argv) == 130
-        err = capsys.readouterr().err
-        assert "Traceback" not in err, err
-        if where != "executor":  # else the run exists: written and reported as stopped, as a later Ctrl-C
-            assert err.endswith(f"harness {argv[0]}: interrupted\n"), err
-
-
-def test_ctrl_c_in_the_first_seconds_of_ab_is_exit_130_without_a_traceback(tmp_path):
-    import signal
-    import time
-
-    for delay in (0.2, 0.7, 1.0, 1.3, 1.6, 2.5):
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ab", "base", "opt=basic", "--models", "mlp",
-                                 "--runtimes", "ort-cpu", "--ab-pairs", "4", "--out", str(tmp_path / f"a{delay}")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-        if proc.returncode == 0:
-            continue
-        assert proc.returncode == 130, (delay, proc.returncode, err[-2000:])  # not -2, a death by SIGINT
-        assert "Traceback" not in err + out and err.strip().count("\n") <= 1, (delay, err[-3000:])
-
-
-# ------------------------------------------------------------------ "did you mean" (difflib) on every name
-def _typo(word: str) -> str:
-    """A near miss of `word`: two neighbouring letters swapped in its longest part."""
-    i = max(1, len(word) // 2)
-    return word[:i - 1] + word[i] + word[i - 1] + word[i + 1:]
-
-
-def test_a_mistyped_option_of_every_command_gets_did_you_mean(capsys):
+def test_a_command_option_is_parsed_by_its_group_one_line_naming_it(capsys):
+    """The options commands used to declare by hand are option groups (harness/options/) whose parser is the
+    argparse type: a bad value is one line naming the option once, exit 2."""
+    for argv, words in ((["history", "changes", "--last", "0"], "--last: 0 is below the minimum 1"),
+                        (["history", "show", "--metric", "p5"], "--metric 'p5': valid figures: p50, p99, throughput"),
+                        (["gate-check", "--rounds", "1"], "--rounds: 1 is below the minimum 2"),
+                        (["ceilings", "--threads", "0"], "--threads: 0 is below the minimum 1")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert info.value.code == 2 and err[-1].endswith(f"error: {words}"), (argv, err)
     from harness.cli import _parser
 
-    parser = _parser()
-    sub = next(a for a in parser._actions if a.choices and "run" in a.choices)
-    checked = 0
-    for command, cp in sub.choices.items():
-        longs = [o for a in cp._actions for o in a.option_strings if o.startswith("--") and len(o) > 7]
-        for option in longs[:4]:
-            typo = "--" + _typo(option[2:])
-            if typo == option or any(o.startswith(typo) for o in longs):  # argparse takes unique prefixes
-                continue
-            with pytest.raises(SystemExit) as info:
-                parser.parse_args([command, *(["x", "y"] if command in ("ab",) else []), typo, "1"])
-            assert info.value.code == 2
-            err = capsys.readouterr().err
-            if "unrecognized arguments" in err:
-                assert f"{typo} (did you mean " in err and f"'{option}'" in err, (command, typo, err)
-                checked += 1
-    assert checked >= 20
+    args = _parser().parse_args(["gate-check"])  # a default text parsed as a given one
+    assert args.levels == (0.05, 0.10, 0.15, 0.20, 0.30) and args.rounds == 6
 
-
-@pytest.mark.parametrize("argv, hint", [
-    (["rnu"], "(did you mean 'run'?)"),
-    (["cache", "lss"], "(did you mean 'ls'?)"),
-    (["run", "--bach-sizes", "1"], "--bach-sizes (did you mean '--batch-sizes'"),
-])
-def test_mistyped_commands_and_options(argv, hint, capsys):
-    from harness.cli import main
-
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2 and hint in capsys.readouterr().err
-
-
-def test_mistyped_runtimes_models_precisions_and_variant_kinds_get_did_you_mean():
-    from harness.errors import UsageError
-    from harness.model import get_model, model_names
-    from harness.precision import Precision
-    from harness.runtimes import get_runtime, runtime_names
-    from harness.variants.registry import KINDS, parse_variant
-
-    for name in runtime_names():
-        if len(name) >= 5:
-            with pytest.raises(UsageError, match=f"unknown runtime '{_typo(name)}' \\(did you mean [^)]*'{name}'"):
-                get_runtime(_typo(name))
-    with pytest.raises(UsageError, match=r"unknown runtime 'ort-cup' \(did you mean 'ort-cpu'"):
-        get_runtime("ort-cup")
-    for name in model_names():
-        if len(name) >= 5 and _typo(name) not in model_names():
-            with pytest.raises(UsageError, match=f"did you mean [^)]*'{name}'"):
-                get_model(_typo(name))
-    for kind in KINDS:
-        if len(kind) >= 4 and _typo(kind) not in KINDS:
-            with pytest.raises(UsageError, match=f"unknown kind '{_typo(kind)}' \\(did you mean [^)]*'{kind}'"):
-                parse_variant(f"{_typo(kind)}=1")
-    with pytest.raises(ValueError, match=r"'fp61' \(did you mean 'fp16'"):
-        Precision.parse("fp61")
-    with pytest.raises(UsageError, match=r"valid runtimes") as info:  # nothing near: no guess, the list
-        get_runtime("zzzzzz")
-    assert "did you mean" not in str(info.value)
-
-
-@pytest.mark.parametrize("action", ["ls", "clear"])
-def test_cache_with_an_unknown_kind_is_exit_2_naming_the_kinds(action, tmp_path, capsys):
-    from harness.artifacts.cache import ArtifactCache
-    from harness.cli import main
-
-    (tmp_path / "onnx" / "mlp-0123").mkdir(parents=True)
-    (tmp_path / "plugin-kind").mkdir()
-    assert main(["cache", action, "--kind", "bogus", "--cache-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("harness cache: error: --kind 'bogus': no such kind") and "kinds: onnx, " in err
-    assert main(["cache", action, "--kind", "onxx", "--cache-dir", str(tmp_path)]) == 2
-    assert "(did you mean 'onnx'" in capsys.readouterr().err
-    for kind in ("onnx", "tvm-tuned", "plugin-kind"):  # known, or present in this cache: taken
-        assert main(["cache", "ls", "--kind", kind, "--cache-dir", str(tmp_path)]) == 0
-    assert (tmp_path / "onnx" / "mlp-0123").is_dir() and ArtifactCache(tmp_path).kinds()[-1] == "plugin-kind"
-
-
-def test_the_known_cache_kinds_are_those_the_builds_write():
-    """Every literal kind given to get_or_build in harness/ and models/ is in KNOWN_KINDS (f-string kinds: each
-    of their values), so `cache ls --kind` never refuses a kind the harness writes."""
-    import re
-
-    from harness.artifacts.cache import KNOWN_KINDS
-    from harness.artifacts.transform import TRANSFORMS
-    from harness.profile.ceilings import CEILINGS_KIND
-
-    root = Path(__file__).resolve().parents[1]
-    literal = set()
-    for f in [*root.glob("harness/**/*.py"), *root.glob("models/*.py")]:
-        literal |= set(re.findall(r"get_or_build\(\s*\"([a-z0-9-]+)\"", f.read_text()))
-    assert literal and literal <= set(KNOWN_KINDS), literal - set(KNOWN_KINDS)
-    assert {f"onnx-{t}" for t in TRANSFORMS} | {CEILINGS_KIND} <= set(KNOWN_KINDS)
-
-
-@pytest.mark.parametrize("argv", [["run", "--precision", "int8"], ["run", "--model", "mlp", "--runtime", "ort-cpu"],
-                                  ["gate", "main", "--ab-pair", "4"], ["ab", "base", "opt=basic", "--detec", "5"]])
-def test_an_abbreviated_option_is_refused_not_taken_for_another(argv, capsys):
-    """`--precision int8` was read as `--precisions int8` (argparse's allow_abbrev) and ran a whole matrix."""
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert f"unrecognized arguments: {argv[-2]}" in err or f"unrecognized arguments: {argv[1]}" in err, err
-    assert "did you mean" in err
-
-
-def test_harness_runtimes_columns_line_up(capsys):
-    """`torch-compile-cpu` and `ort-cuda-h2h` pushed their rows' columns out of line."""
-    assert main(["runtimes"]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if " device=" in line]
-    assert len(lines) > 5
-    for word in ("device=", "precisions="):
-        assert len({line.index(word) for line in lines}) == 1, word
-    starts = {re.match(r"\S+\s+device=\S+\s+precisions=\S+\s+", line).end() for line in lines}
-    assert len(starts) == 1  # every state starts in one column
-
-
-def test_a_ctrl_c_an_extension_turned_into_a_case_error_still_exits_130(monkeypatch, capsys):
-    """Under load, a Ctrl-C in the first seconds of `harness ab` landed inside an extension's import, which turned
-    it into an error of its own: the case became an error row and the command exited 1 as if a case had broken.
-    A Ctrl-C seen before the session took over makes the command's exit 130, whatever the command returned."""
-    from harness import cli
-    from harness.commands.common import Command
-
-    def swallowed(args):
-        cli._SIGINTS.append(2)  # what _on_sigint records before raising inside the extension's import
-        return 1  # the command went on: one case errored
-
-    monkeypatch.setitem(cli.COMMANDS, "models", Command(swallowed, plugins=False))
-    assert cli.main(["models"]) == 130
-    assert capsys.readouterr().err.strip() == "harness models: interrupted"

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.common import EXIT_INTERRUPTED, Command, add_groups, allow_unjudged_arg, session_cases
+from harness.commands.common import EXIT_INTERRUPTED, Command, add_groups, session_cases
 from harness.errors import UsageError
 from harness.options import AB, BUILD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options.gating import JUDGING
+from harness.options.workloads.ab import AB_SIDES
 
 # `harness ab A B`: one or a few cases, both sides interleaved in one worker
 AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
@@ -33,12 +35,11 @@ def add_parser(sub: Any) -> None:
                                    "case regressed or could not be measured (error, crash, timeout, out of memory), "
                                    "3 when a case was not judged (inconclusive, or an interval too wide; "
                                    "--allow-unjudged: 0), 0 otherwise, 2 on bad options.")
-    c.add_argument("ab_a", metavar="A", help="side A (the baseline): base, a variant spelling such as opt=basic "
-                                             "(`harness variants`), or an .onnx file")
-    c.add_argument("ab_b", metavar="B", help="side B (the candidate), as A")
-    add_groups(c, AB_GROUPS)
+    add_groups(c, (AB_SIDES, *AB_GROUPS))
     c.add_argument("--detect", dest="ab_detect", metavar="PERCENT", help="the same as --ab-detect")
-    allow_unjudged_arg(c, "a case (inconclusive: contended, too few clean pairs)")
+    add_groups(c, (JUDGING.only("allow_unjudged").narrowed(
+        "allow_unjudged", help="exit 0 although a case (inconclusive: contended, too few clean pairs) was not judged; "
+                               "the last line still names them (default: exit 3)"),))
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -56,7 +57,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     files = [s for s in (args.ab_a, args.ab_b) if is_user_model_ref(s)]
     if files:  # model-file (and factory) sides are user models of the run
         raw["model"] = list(dict.fromkeys([*(raw.get("model") or []), *files]))
-    config = parse_run_options(raw, (*AB_GROUPS, AB.only("ab_a", "ab_b")), out_prefix="ab-", workload="ab")
+    config = parse_run_options(raw, (*AB_GROUPS, AB_SIDES), out_prefix="ab-", workload="ab")
     workload = get_workload("ab")
     cases = workload.cases(config)
     if not cases:

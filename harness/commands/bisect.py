@@ -7,10 +7,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups, allow_unjudged_arg, gate_args
+from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
 from harness.options import AB, BUILD, FORWARD, INPUTS, MODELS, OUTPUTS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options.gating import JUDGING
+from harness.options.process import BISECT
 
 # `harness bisect RUNTIME --versions ...`: one case, measured on each release it needs
 BISECT_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models", "model", "shape", "batch_sizes",
@@ -35,13 +37,11 @@ def add_parser(sub: Any) -> None:
                                    "3 when a step could not be judged (contended, too few samples: the search "
                                    "stops with `could not judge between X and Y`; --allow-unjudged: 0), 2 on bad "
                                    "options (a reversed A..B), 130/143 when stopped by SIGINT/SIGTERM.")
-    b.add_argument("runtime", metavar="RUNTIME", help="a runtime with a package to pin, e.g. ort-cpu")
-    b.add_argument("--versions", required=True, metavar="A..B|V1,V2,...",
-                   help="A..B: every release from A to B that pip can install here (either end may be left out); "
-                        "or the releases, comma-separated")
-    add_groups(b, BISECT_GROUPS)
-    gate_args(b, examples="median:10%%")
-    allow_unjudged_arg(b, "a release")
+    add_groups(b, (BISECT, *BISECT_GROUPS))
+    add_groups(b, (JUDGING.narrowed("gate", help="STAT:PERCENT, e.g. median:10% (repeatable; default median:10%)")
+                   .narrowed("allow_unjudged", help="exit 0 although a release was not judged (contended, too few "
+                                                    "samples or clean pairs, a changed model); the last line still "
+                                                    "names them (default: exit 3)"),))
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""What the command modules share: the registry entry (Command), the flags several commands declare, exit codes,
-the session driver of `conform` and `ab`, and the size and age cells of the listings."""
+"""What the command modules share: the registry entry (Command), add_groups (options are groups of harness.options),
+exit codes, the session driver of `conform` and `ab`, and the size and age cells of the listings."""
 
 from __future__ import annotations
 
@@ -38,38 +38,6 @@ def add_groups(parser: argparse.ArgumentParser, groups: tuple[OptionGroup, ...])
         made[group.name].add_argument(*flags, **kw)
 
     add_options(add, groups)
-
-
-def allow_unjudged_arg(p: argparse.ArgumentParser, what: str = "a gated timing row") -> None:
-    """--allow-unjudged of a command that decides (harness.gating.unjudged)."""
-    p.add_argument("--allow-unjudged", action="store_true",
-                   help=f"exit 0 although {what} was not judged (contended, too few samples or clean pairs, a "
-                        "changed model); the last line still names them (default: exit 3)")
-
-
-def gate_args(p: argparse.ArgumentParser, examples: str = "median:10%% or p99:20%%") -> None:
-    """--gate and --gate-config of a command that judges by compare's gates (harness.gating.load_gate_config)."""
-    p.add_argument("--gate", action="append", metavar="SPEC",
-                   help=f"STAT:PERCENT, e.g. {examples} (repeatable; default median:10%%)")
-    p.add_argument("--gate-config", metavar="FILE", help="TOML file: gates, per-model overrides, confidence")
-
-
-def cache_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache-dir", help="cache folder (default: $HARNESS_CACHE_DIR or ~/.cache/harness)")
-
-
-def baseline_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dir", help="baselines folder (default: $HARNESS_BASELINE_DIR or .harness/baselines)")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def session_cases(config: RunConfig, cases: list[CaseId]) -> tuple[HarnessSession, bool]:

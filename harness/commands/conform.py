@@ -10,6 +10,7 @@ from typing import Any
 from harness.commands.common import EXIT_INTERRUPTED, EXIT_OK, Command, add_groups, session_cases
 from harness.errors import UsageError
 from harness.options import CONFORMANCE, OUTPUTS, PROCESS, RUNTIMES, parse_run_options
+from harness.options.workloads.conform import CONFORM_LIST
 
 # `harness conform`: the conformance workload's groups, with its own defaults (one thread, 60 s per case)
 CONFORM_GROUPS = (RUNTIMES, CONFORMANCE, PROCESS.with_defaults(threads="1", case_timeout="60"), OUTPUTS)
@@ -24,7 +25,7 @@ def add_parser(sub: Any) -> None:
                                    "conformance.html. Exit 0 when the run finished (gate with `harness compare`), 2 "
                                    "on bad options, 130/143 when interrupted (finished cases kept).")
     add_groups(c, CONFORM_GROUPS)
-    c.add_argument("--list", action="store_true", help="list the selected cases (name, operator, opset) only")
+    add_groups(c, (CONFORM_LIST,))
 
 
 def cmd_conform(args: argparse.Namespace) -> int:

@@ -7,22 +7,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, age_text, cache_dir_arg, size_text
+from harness.commands.common import EXIT_FAILED, EXIT_OK, Command, add_groups, age_text, size_text
 from harness.errors import UsageError
+from harness.options.build import CACHE_DIR
+from harness.options.process import ENVS_BUILD, ENVS_CLEAR
 
 
 def add_parser(sub: Any) -> None:
     e = sub.add_parser("envs", help="list, build or remove the runtimes' own environments (harness cache envs/)")
     esub = e.add_subparsers(dest="envs_command", required=True, metavar="ACTION")
-    ls = esub.add_parser("ls", help="list environments: key, requirements, packages, size, last used")
-    build = esub.add_parser("build", help="build the environments these runtimes need (e.g. ort-openvino,"
-                                          "ort-cpu@1.24.4,litert-cpu); those already built are checked and kept")
-    build.add_argument("runtimes", help="comma-separated runtime names, NAME@VERSION for a release")
-    build.add_argument("--env-wheels", metavar="DIR", help="install from this folder of wheels only (offline)")
-    clear = esub.add_parser("clear", help="remove environments (all, or those whose key starts with KEY)")
-    clear.add_argument("keys", nargs="*", metavar="KEY", help="keys or key prefixes (default: every environment)")
-    for a in (ls, build, clear):
-        cache_dir_arg(a)
+    for action, text, groups in (
+            ("ls", "list environments: key, requirements, packages, size, last used", ()),
+            ("build", "build the environments these runtimes need (e.g. ort-openvino,ort-cpu@1.24.4,litert-cpu); "
+                      "those already built are checked and kept", (ENVS_BUILD,)),
+            ("clear", "remove environments (all, or those whose key starts with KEY)", (ENVS_CLEAR,))):
+        add_groups(esub.add_parser(action, help=text), (*groups, CACHE_DIR))
 
 
 def cmd_envs(args: argparse.Namespace) -> int:

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import Command, add_groups, baseline_dir_arg
+from harness.commands.common import Command, add_groups
 from harness.commands.gate_config import GATE_GROUPS, gate_setup
 from harness.display import visible
-from harness.errors import UsageError
+from harness.options.gating import BASELINE_DIR, GATE_JUDGING, NIGHTLY_GATE
 
 
 
@@ -28,18 +28,7 @@ def add_parser(sub: Any) -> None:
                     "fewer cores are free now (both sides run it). Exit 1 when a case regressed or broke, else 3 "
                     "when a gated "
                     "row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
-    c.add_argument("baseline", metavar="BASELINE", help="a stored baseline name (`harness baseline ls`) or a path")
-    baseline_dir_arg(c)
-    c.add_argument("--allow-unjudged", action="store_true",
-                   help="exit 0 even when a gated row was not judged (contended, too few clean pairs, not "
-                        "reproducible); they are still listed")
-    c.add_argument("--gate", action="append", metavar="SPEC",
-                   help="for cases judged on the stored figures: STAT:PERCENT, e.g. median:10%% (repeatable)")
-    c.add_argument("--gate-config", metavar="FILE", help="for cases judged on the stored figures: gate TOML")
-    c.add_argument("--inject", type=float, default=0.0, metavar="PERCENT",
-                   help="TESTING ONLY: slow side B by a busy wait of this percent of its p50 after each call (a "
-                        "planted slowdown, to measure the gate's power); never for real figures")
-    add_groups(c, GATE_GROUPS)
+    add_groups(c, (NIGHTLY_GATE, BASELINE_DIR, GATE_JUDGING, *GATE_GROUPS))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -47,8 +36,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.report.progress import RunProgress
     from harness.results.store import atomic_write_text
 
-    if not 0 <= args.inject < 1000:
-        raise UsageError(f"--inject {args.inject:g}: a percentage between 0 and 1000")
     runs, replay, config, plans, gates = gate_setup(args)
     out = config.outputs.out_dir
     re_measured = sum(not p.fallback for p in plans)

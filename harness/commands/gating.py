@@ -10,17 +10,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.commands.common import (
-    EXIT_OK,
-    Command,
-    add_groups,
-    allow_unjudged_arg,
-    baseline_dir_arg,
-    gate_args,
-)
+from harness.commands.common import EXIT_OK, Command, add_groups
 from harness.display import visible
 from harness.errors import UsageError
 from harness.options import AB, FORWARD, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options.gating import BASELINE_DIR, BASELINE_SAVE, COMPARE, GATE_CHECK, JUDGING, PRINT_JSON
+from harness.options.qualify import QUALIFY
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -39,74 +34,21 @@ GATE_CHECK_GROUPS = (MODELS.with_defaults(models="mlp", batch_sizes="1", seq_len
 def add_parser(sub: Any) -> None:
     base = sub.add_parser("baseline", help="store and list named baselines (for --baseline NAME)")
     bsub = base.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
-    save = bsub.add_parser("save", help="store one or more runs (oldest first) as the baseline NAME")
-    save.add_argument("results", nargs="+", help="results.json files (or the folders holding them), oldest first")
-    save.add_argument("--name", required=True, help="baseline name, e.g. main")
-    baseline_dir_arg(save)
-    save.add_argument("--allow-incomplete", action="store_true", help="accept an interrupted run")
-    save.add_argument("--append", action="store_true",
-                      help="add the runs after those NAME holds (a rolling baseline) instead of replacing it")
-    save.add_argument("--keep", type=int, metavar="K", help="keep only the newest K runs (e.g. --append --keep 5)")
-    ls = bsub.add_parser("ls", help="list stored baselines")
-    baseline_dir_arg(ls)
-    ls.add_argument("--json", action="store_true", help="print JSON")
+    add_groups(bsub.add_parser("save", help="store one or more runs (oldest first) as the baseline NAME"),
+               (BASELINE_SAVE, BASELINE_DIR))
+    add_groups(bsub.add_parser("ls", help="list stored baselines"), (BASELINE_DIR, PRINT_JSON))
 
     cmp = sub.add_parser("compare", help="verdicts of CURRENT against BASELINE (exit 1 on regression, 3 when a "
                                          "gated timing row was not judged)")
-    cmp.add_argument("baseline", help="a stored baseline name or a results.json path")
-    cmp.add_argument("current", help="a results.json (or the folder holding it)")
-    gate_args(cmp)
-    cmp.add_argument("--markdown", metavar="FILE", help="also write the Markdown verdict table here")
-    cmp.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON here")
-    cmp.add_argument("--all", action="store_true", help="print pass rows too")
-    cmp.add_argument("--verbose", action="store_true",
-                     help="print the method paragraph, the gate's measured false-alarm rate and whole reasons")
-    allow_unjudged_arg(cmp)
+    add_groups(cmp, (COMPARE, JUDGING))
 
     gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
                                            "slowdowns (self-test)")
-    add_groups(gc, GATE_CHECK_GROUPS)  # the matrix and timing options of `harness run`, with gate-check's defaults
-    gc.add_argument("--rounds", type=int, default=6, help="simulated runs per case (A/A pairs; default 6)")
-    gc.add_argument("--levels", default="5,10,15,20,30",
-                    help="injected slowdowns in percent of the median (default: 5,10,15,20,30)")
-    gc.add_argument("--out", help="write gatecheck.json and gatecheck.md into this folder")
-    gc.add_argument("--ab", action="store_true",
-                    help="measure `harness ab` instead of compare: per case and round, the case A/B against itself "
-                         "(false alarms) and with B slowed by each level (power), in one worker per round")
-    gc.add_argument("--nightly", metavar="BASELINE",
-                    help="measure `harness gate BASELINE` instead: per round, one whole gate run with nothing changed "
-                         "(false alarms) and one per level with side B slowed (power); the baseline's cases, "
-                         "filtered by --models/--runtimes only when given")
-    gate_args(gc)
+    # the matrix and timing options of `harness run` with gate-check's defaults, then its own and compare's gates
+    add_groups(gc, (*GATE_CHECK_GROUPS, GATE_CHECK, JUDGING.only("gate", "gate_config")))
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
-    q.add_argument("spec", nargs="?", help="the spec file, e.g. specs/cpu-2core.toml (not with --verify, --reproduce)")
-    q.add_argument("--out", help="output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)")
-    q.add_argument("--results", help="judge this results.json instead of running the cases")
-    q.add_argument("--ray", metavar="ADDRESS", help="run the spec on every node of this Ray cluster (auto, HOST:PORT, "
-                                                    "ray://HOST:PORT): a certificate per node and a fleet certificate "
-                                                    "placing each node against its peers (docs/qualification.md)")
-    q.add_argument("--nodes", metavar="GLOBS", help="with --ray: only the nodes these comma-separated globs name "
-                                                    "(matched against ADDRESS-ID8, the address and the node id)")
-    q.add_argument("--record-golden", action="store_true",
-                   help="on a trusted machine: keep each case's outputs on its fixed inputs as golden outputs, in the "
-                        "spec's store ([golden] store, default SPEC_DIR/NAME.golden); later runs (every node of "
-                        "--ray) compare with them")
-    q.add_argument("--verify", metavar="CERT", help="check a certificate.json: its seal (an edited field is named), "
-                                                    "the spec, results, artifact and golden hashes, and its "
-                                                    "requirements re-judged from its results; exit 0 verified, 1 not")
-    q.add_argument("--reproduce", metavar="CERT", help="re-run a certificate's spec (bundled in it) on this machine and "
-                                                       "say per figure whether it falls in its reproducibility band "
-                                                       "(contended misses said apart)")
-    q.add_argument("--burn-in", metavar="DURATION",
-                   help="repeat the spec in rounds for DURATION (90s, 30m, 2h; at least 6 rounds): a trend across "
-                        "rounds (latency, memory) fails the case, named; CPU clocks and temperatures (NVML's on "
-                        "GPUs) recorded per round; the certificate judges the last round")
-    q.add_argument("--env-wheels", metavar="DIR",
-                   help="with --reproduce: build the certified runtime releases' environments from this folder of "
-                        "wheels only (offline machines: pip --no-index --find-links DIR)")
-    q.add_argument("--serial", action="store_true", help="with --ray: one node at a time (nodes sharing one "
-                                                         "machine's cores then do not disturb each other)")
+    add_groups(q, (QUALIFY,))
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -152,8 +94,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(verdicts_text(comparison, only_changes=not args.all, verbose=args.verbose), end="")
     if args.markdown:
         atomic_write_text(args.markdown, md)
-    if args.json:
-        atomic_write_text(args.json, comparison_json(comparison))
+    if args.json_out:
+        atomic_write_text(args.json_out, comparison_json(comparison))
     print(comparison.summary())
     unjudged = comparison.unjudged_line()
     if unjudged:  # the last line: how many gated rows were not judged, and which
@@ -209,14 +151,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     from harness.results.store import atomic_write_text
     from harness.workloads import get_workload
 
-    try:
-        levels = tuple(float(x) / 100.0 for x in args.levels.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"--levels {args.levels!r}: expected percentages like 5,10,20") from None
-    if not levels or any(not 0 < lv < 10 for lv in levels):
-        raise UsageError(f"--levels {args.levels!r}: each level must lie between 0 and 1000 percent")
-    if args.rounds < 2:
-        raise UsageError("--rounds must be at least 2 (A/A pairs need two runs)")
+    levels = args.levels  # fractions, parsed by the option (harness.options.gating.slowdown_levels)
     out = Path(args.out) if args.out else None
     if args.nightly:
         return _gate_check_nightly(args.nightly, args, levels, args.rounds, out)

@@ -1,4 +1,4 @@
-"""`harness models | runtimes | variants | env | ceilings | cache`: what is here (the zoo, runtimes, variant kinds,
+"""`harness models | runtimes | variants | snapshot | ceilings | cache`: what is here (the zoo, runtimes, variant kinds,
 the environment snapshot, the machine's ceilings, the artifact cache)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import EXIT_OK, Command, age_text, cache_dir_arg, positive_int, size_text
+from harness.commands.common import EXIT_OK, Command, add_groups, age_text, size_text
+from harness.options.build import CACHE_DIR, CACHE_KIND
+from harness.options.profile import CEILINGS
 
 
 def add_parser(sub: Any) -> None:
@@ -16,22 +18,17 @@ def add_parser(sub: Any) -> None:
     sub.add_parser("runtimes", help="list runtimes and whether each can run here (with the reason)")
     sub.add_parser("variants", help="list the deployment-variant kinds (--variants KIND=VALUE) and which runtimes "
                                     "take each")
-    sub.add_parser("env", help="print the environment snapshot recorded with every run (JSON)")
-
-    ceil = sub.add_parser("ceilings", help="this machine's measured peak FLOP/s per precision and memory bandwidth "
-                                           "(measured once per machine and thread count, then cached)")
-    ceil.add_argument("--threads", type=positive_int, help="threads (default: the CPUs this process may use)")
-    ceil.add_argument("--remeasure", action="store_true", help="measure again even if this machine's are cached")
-    cache_dir_arg(ceil)
-    ceil.add_argument("--json", action="store_true", help="print the stored record as JSON")
-
+    sub.add_parser("snapshot", help="print the environment snapshot recorded with every run (JSON; `harness envs` "
+                                    "is the runtimes' own environments)")
+    sub.add_parser("env")  # the old name of `snapshot`, one letter from `envs`: works for one release, not listed
+    add_groups(sub.add_parser("ceilings", help="this machine's measured peak FLOP/s per precision and memory "
+                                               "bandwidth (measured once per machine and thread count, then cached)"),
+               (CEILINGS, CACHE_DIR))
     cache = sub.add_parser("cache", help="list or clear the artifact cache (ONNX exports, trained weights)")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
     for action, text in (("ls", "list entries: kind, label, key, size, age, path"),
                          ("clear", "remove entries (safe while another run uses the cache: docs/method.md)")):
-        a = cache_sub.add_parser(action, help=text)
-        cache_dir_arg(a)
-        a.add_argument("--kind", help="only entries of this kind (onnx, weights, ...)")
+        add_groups(cache_sub.add_parser(action, help=text), (CACHE_DIR, CACHE_KIND))
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -79,7 +76,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_env(args: argparse.Namespace) -> int:
+def cmd_snapshot(args: argparse.Namespace) -> int:
     from harness.measure.timer import measure_overhead
     from harness.results.environment import default_threads, snapshot
 
@@ -87,6 +84,14 @@ def cmd_env(args: argparse.Namespace) -> int:
     env["harness_overhead"] = measure_overhead()
     print(json.dumps(env, indent=2, default=str))
     return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """`harness env`: the old name of `harness snapshot` (one letter from `harness envs`), for one release."""
+    from harness.options import deprecated
+
+    deprecated("`harness env`", "use `harness snapshot` (`harness envs` manages the runtimes' environments)")
+    return cmd_snapshot(args)
 
 
 def cmd_ceilings(args: argparse.Namespace) -> int:
@@ -123,5 +128,5 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"models": Command(cmd_models), "runtimes": Command(cmd_runtimes), "variants": Command(cmd_variants),
-            "env": Command(cmd_env, plugins=False), "ceilings": Command(cmd_ceilings, plugins=False),
+            "snapshot": Command(cmd_snapshot, plugins=False), "env": Command(cmd_env, plugins=False), "ceilings": Command(cmd_ceilings, plugins=False),
             "cache": Command(cmd_cache, plugins=False)}

@@ -13,6 +13,7 @@ from harness.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Comm
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
 from harness.options import RUN_GROUPS, parse_run_options
+from harness.options.outputs import REPORT
 
 
 def add_parser(sub: Any) -> None:
@@ -25,16 +26,7 @@ def add_parser(sub: Any) -> None:
                                         "stored results; several runs merge side by side",
                          description="Render from stored results. Several results files (other machines, other "
                                      "thread settings) become columns labelled by machine, never averaged.")
-    rep.add_argument("results", nargs="+", help="results.json files (or folders holding one)")
-    rep.add_argument("-o", "--out", help="output folder (default: the results file's folder; required with "
-                                         "several results files)")
-    rep.add_argument("--baseline", metavar="NAME|PATH", help="show verdicts of each run against this baseline "
-                                                             "(a stored name or a results.json path)")
-    rep.add_argument("--gate", action="append", metavar="SPEC", help="gate for --baseline, e.g. median:10%% "
-                                                                      "(repeatable; default median:10%%)")
-    rep.add_argument("--gate-config", metavar="FILE", help="TOML gate configuration for --baseline")
-    rep.add_argument("--history", metavar="URL", help="add the trend section: each case's p50/p99 over the runs "
-                                                      "recorded in this history database (one results file)")
+    add_groups(rep, (REPORT,))
 
 
 def pytest_args_for(args: argparse.Namespace) -> list[str]:

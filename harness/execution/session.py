@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import io
 import os
 import shutil
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ class HarnessSession:
     runs), `harness conform`, ab, qualify, gate, gate-check, bisect and each Ray shard drive their cases through
     it, so every case gets the same isolation, progress, atomic write of results.json, signal handling, rounds
     and report. A list of cases run start to end is one call: `run_cases`."""
+
+    finishing = False  # signals_watched: set once a signal must wait for the files being written
 
     def __init__(self, config: RunConfig, progress: RunProgress | None = None) -> None:
         self.config = config
@@ -69,18 +72,40 @@ class HarnessSession:
                          else InProcessExecutor(defer_blocks=defer))
         write_results(self.run, out_dir)
         self._cpu = OthersCpu()
-        # SIGINT and SIGTERM: the first stops the run (no new case, no new round), keeps what finished and
-        # writes the report; any further signal during that stop is absorbed.
+        self._watch_signals()
+
+    def _watch_signals(self) -> None:
+        """SIGINT and SIGTERM: the first stops the run (no new case, no new round), keeps what finished and writes
+        the report; any further signal during that stop is absorbed."""
         for signum in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._old_handlers[signum] = signal.signal(signum, self._on_signal)
             except ValueError:  # not the main thread
                 pass
 
+    def _restore_signals(self) -> None:
+        for signum, old in self._old_handlers.items():
+            signal.signal(signum, old)
+        self._old_handlers.clear()
+
+    @contextlib.contextmanager
+    def signals_watched(self) -> Iterator[HarnessSession]:
+        """The session's signal rule around work a command drives itself, without cases (recommend's searches):
+        the first SIGINT or SIGTERM raises SignalStop in the main thread (`stop_signal` set), any further one is
+        absorbed, and once `finishing` is set a signal waits for the files being written (recorded, not raised);
+        the old handlers come back after."""
+        self._watch_signals()
+        try:
+            yield self
+        finally:
+            self._restore_signals()
+
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.stop_signal is not None:
             return  # a second signal during the orderly stop: absorbed
         self.stop_signal = signum
+        if self.finishing:  # the verdict is made: its files are written first, the exit still says the signal
+            return
         self.progress.note(f"{signal.Signals(signum).name}: stopping (no new cases or rounds); writing what "
                            "finished and the report; further signals are ignored")
         raise SignalStop(signum, signal.Signals(signum).name)
@@ -198,8 +223,7 @@ class HarnessSession:
             # clean when they finish, the session's when they were stopped
             shutil.rmtree(self.config.outputs.scratch_dir, ignore_errors=True)
             if not self.stopping:  # a stopped run keeps absorbing signals until the process ends
-                for signum, old in self._old_handlers.items():
-                    signal.signal(signum, old)
+                self._restore_signals()
             self.run.finished_at = _now()
             self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
             if self._cpu is not None:

@@ -4,8 +4,9 @@ module per concern, laid out like the rooms they configure; a workload's own gro
 from __future__ import annotations
 
 from harness.options.accuracy import ACCURACY, tolerances
-from harness.options.base import OptionDef, OptionGroup, Parser, add_options
+from harness.options.base import OldSpelling, OptionDef, OptionGroup, Parser, add_options, deprecated
 from harness.options.build import BUILD
+from harness.options.capacity import CAPACITY, RECOMMEND_GROUPS, SEARCH, parse_capacity_options
 from harness.options.fleet import FLEET, placement_rules
 from harness.options.gating import GATING
 from harness.options.inputs import INPUTS, feeds_file, overrides
@@ -26,13 +27,14 @@ from harness.options.workloads.forward import (FORWARD, MAX_BATCHER_BATCH, MAX_B
 from harness.options.workloads.generate import GENERATION
 
 __all__ = [
-    "AB", "AB_MAX_BLOCK_S", "AB_MAX_PAIRS", "ACCURACY", "BUILD", "CONFORMANCE", "FLEET", "FORWARD", "GATING",
+    "AB", "AB_MAX_BLOCK_S", "AB_MAX_PAIRS", "ACCURACY", "BUILD", "CAPACITY", "CONFORMANCE", "FLEET", "FORWARD", "GATING",
     "GENERATION", "INPUTS", "MAX_BATCHER_BATCH", "MAX_BATCHER_WAIT_MS", "MAX_DIM", "MAX_THREADS", "MODELS",
-    "OPTIONS", "OPTION_NAMES", "OUTPUTS", "PROCESS", "RUNTIMES", "RUN_GROUPS", "SCENARIOS", "SPEC_OPTIONS",
+    "OPTIONS", "OPTION_NAMES", "OUTPUTS", "OldSpelling", "PROCESS", "RECOMMEND_GROUPS", "RUNTIMES", "RUN_GROUPS",
+    "SCENARIOS", "SEARCH", "SPEC_OPTIONS",
     "TIMING", "WORKLOAD", "WORKLOAD_GROUPS", "OptionDef", "OptionGroup", "Parser", "ab_side", "add_options",
-    "at_least", "available_runtimes", "batcher_policy", "check_out_dir", "choice", "feeds_file",
+    "at_least", "available_runtimes", "batcher_policy", "check_out_dir", "choice", "deprecated", "feeds_file",
     "float_at_least", "folder", "fraction", "history_db", "int_at_least", "names", "opset_bounds",
-    "overrides", "owners", "parse_run_options", "pattern_list", "placement_rules", "positive_ints",
+    "overrides", "owners", "parse_capacity_options", "parse_run_options", "pattern_list", "placement_rules", "positive_ints",
     "precisions", "scenario_names", "slowdown", "switch", "spec_measure", "tolerances", "variants",
     "wheel_folder", "workload_name",
 ]

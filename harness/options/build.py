@@ -21,3 +21,10 @@ BUILD = OptionGroup("build", "artifacts and recipes", (
                               "max-autotune or max-autotune-no-cudagraphs (default: default)", "MODE",
               field="compile_mode", parse=choice(COMPILE_MODES, "modes")),
 ))
+
+# the cache's own commands (`harness cache ls | clear`, `harness envs ...`, `harness ceilings`): its folder, parsed
+# by the CLI's parser, and what `cache` lists or clears
+CACHE_DIR = BUILD.only("cache_dir")
+CACHE_KIND = OptionGroup("cache", "cache entries", (
+    OptionDef("kind", "only entries of this kind (onnx, weights, ...)", "KIND"),
+))

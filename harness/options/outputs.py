@@ -55,3 +55,17 @@ def check_out_dir(out_dir: Path) -> None:
         what = "is not writable" if probe == p else f"cannot be created: {probe} is not writable"
         raise UsageError(f"--out {out_dir}: {what}")
 
+
+
+# `harness report`: stored results rendered again (parsed by the CLI's parser; no run configuration)
+REPORT = OptionGroup("report", "report", (
+    OptionDef("results", "results.json files (or folders holding one)", positional=True, nargs="+"),
+    OptionDef("out", "output folder (default: the results file's folder; required with several results files)",
+              "DIR", short="-o"),
+    OptionDef("baseline", "show verdicts of each run against this baseline (a stored name or a results.json path)",
+              "NAME|PATH"),
+    OptionDef("gate", "gate for --baseline, e.g. median:10% (repeatable; default median:10%)", "SPEC", multiple=True),
+    OptionDef("gate-config", "TOML gate configuration for --baseline", "FILE"),
+    OptionDef("history", "add the trend section: each case's p50/p99 over the runs recorded in this history "
+                         "database (one results file)", "URL"),
+))

@@ -35,3 +35,20 @@ PROCESS = OptionGroup("process", "threads, isolation and limits", (
     OptionDef("env-wheels", "build runtime environments from this folder of wheels only (offline machines: pip "
                             "--no-index --find-links DIR)", "DIR", field="env_wheels", parse=wheel_folder),
 ))
+
+# `harness envs build | clear`: what they take (the runtimes' own environments, harness.envs)
+ENVS_BUILD = OptionGroup("envs-build", "envs build", (
+    OptionDef("runtimes", "comma-separated runtime names, NAME@VERSION for a release", positional=True),
+    *PROCESS.only("env_wheels").narrowed("env_wheels", help="install from this folder of wheels only (offline)")
+    .options,
+))
+ENVS_CLEAR = OptionGroup("envs-clear", "envs clear", (
+    OptionDef("keys", "keys or key prefixes (default: every environment)", "KEY", positional=True, nargs="*"),
+))
+
+# `harness bisect RUNTIME --versions A..B`: the runtime whose releases are searched (harness.envs), and which
+BISECT = OptionGroup("bisect", "releases", (
+    OptionDef("runtime", "a runtime with a package to pin, e.g. ort-cpu", "RUNTIME", positional=True),
+    OptionDef("versions", "A..B: every release from A to B that pip can install here (either end may be left out); "
+                          "or the releases, comma-separated", "A..B|V1,V2,...", required=True),
+))

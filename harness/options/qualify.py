@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import UsageError
-from harness.options.base import OptionDef
+from harness.options.base import OptionDef, OptionGroup
 from harness.options.build import BUILD
 from harness.options.inputs import INPUTS
 from harness.options.process import PROCESS
@@ -58,3 +58,32 @@ def _install() -> None:
 
 
 _install()
+
+
+# `harness qualify`'s own options (parsed by the CLI's parser)
+QUALIFY = OptionGroup("qualify", "qualify", (
+    OptionDef("spec", "the spec file, e.g. specs/cpu-2core.toml (not with --verify, --reproduce)", positional=True,
+              nargs="?"),
+    OptionDef("out", "output folder (default: reports/qualify-NAME-YYYYmmdd-HHMMSS)", "DIR"),
+    OptionDef("results", "judge this results.json instead of running the cases", "FILE"),
+    OptionDef("ray", "run the spec on every node of this Ray cluster (auto, HOST:PORT, ray://HOST:PORT): a "
+                     "certificate per node and a fleet certificate placing each node against its peers "
+                     "(docs/qualification.md)", "ADDRESS"),
+    OptionDef("nodes", "with --ray: only the nodes these comma-separated globs name (matched against ADDRESS-ID8, "
+                       "the address and the node id)", "GLOBS"),
+    OptionDef("record-golden", "on a trusted machine: keep each case's outputs on its fixed inputs as golden "
+                               "outputs, in the spec's store ([golden] store, default SPEC_DIR/NAME.golden); later "
+                               "runs (every node of --ray) compare with them", flag=True),
+    OptionDef("verify", "check a certificate.json: its seal (an edited field is named), the spec, results, "
+                        "artifact and golden hashes, and its requirements re-judged from its results; exit 0 "
+                        "verified, 1 not", "CERT"),
+    OptionDef("reproduce", "re-run a certificate's spec (bundled in it) on this machine and say per figure whether "
+                           "it falls in its reproducibility band (contended misses said apart)", "CERT"),
+    OptionDef("burn-in", "repeat the spec in rounds for DURATION (90s, 30m, 2h; at least 6 rounds): a trend across "
+                         "rounds (latency, memory) fails the case, named; CPU clocks and temperatures (NVML's on "
+                         "GPUs) recorded per round; the certificate judges the last round", "DURATION"),
+    OptionDef("env-wheels", "with --reproduce: build the certified runtime releases' environments from this folder "
+                            "of wheels only (offline machines: pip --no-index --find-links DIR)", "DIR"),
+    OptionDef("serial", "with --ray: one node at a time (nodes sharing one machine's cores then do not disturb each "
+                        "other)", flag=True),
+))

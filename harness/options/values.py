@@ -69,6 +69,11 @@ def float_at_least(minimum: float, maximum: float | None = None, why: str = "") 
     return at_least(minimum, float, maximum, why)
 
 
+def integer(text: Any, what: str) -> int:
+    """A whole number, its bounds checked where it is used (baseline save's --keep)."""
+    return at_least(-math.inf, int)(text, what)
+
+
 def fraction(text: Any, what: str) -> float:
     """A number in [0, 1]."""
     v = float_at_least(0.0)(text, what)

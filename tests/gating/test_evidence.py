@@ -154,7 +154,7 @@ def test_a_changed_model_shows_both_figures_and_the_ratio(tmp_path, capsys):
         c.model_fingerprint = "fp-changed"
     a, b = write_results(base, tmp_path / "a"), write_results(cur, tmp_path / "b")
     js, md = tmp_path / "v.json", tmp_path / "v.md"
-    assert main(["compare", str(a), str(b), "--json", str(js), "--markdown", str(md)]) == EXIT_UNJUDGED
+    assert main(["compare", str(a), str(b), "--json-out", str(js), "--markdown", str(md)]) == EXIT_UNJUDGED
     out = capsys.readouterr().out
     rows = json.loads(js.read_text())["records"]
     assert rows and all(r["unjudged"] == "model changed" and r["verdict"] == "not_comparable" for r in rows)

@@ -31,7 +31,7 @@ def test_compare_exit_status_and_outputs(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--verbose"]) == 0
     assert "Method: the gated latency statistic" in capsys.readouterr().out
     md, js = tmp_path / "v.md", tmp_path / "v.json"
-    assert main(["compare", str(a), str(slow), "--markdown", str(md), "--json", str(js)]) == 1
+    assert main(["compare", str(a), str(slow), "--markdown", str(md), "--json-out", str(js)]) == 1
     out = capsys.readouterr().out
     assert len([line for line in out.splitlines() if line.startswith("regressed  ")]) == 4 and "gate FAIL: " in out
     assert "❌" not in out and "|" not in out  # plain text on the terminal; Markdown in --markdown
@@ -44,6 +44,20 @@ def test_compare_exit_status_and_outputs(tmp_path, capsys):
     assert main(["compare", str(a), str(slow), "--gate", "median:10"]) == 2
     assert "as a percentage" in capsys.readouterr().err
 
+
+
+def test_compare_json_file_is_json_out_and_the_old_spelling_says_so(tmp_path, capsys):
+    """--json prints JSON in every other command; compare's FILE is --json-out (#56). `--json FILE` still writes the
+    same file for one release, saying --json-out in one line on stderr; the new spelling says nothing."""
+    a = write_results(make_run(1), tmp_path / "a")
+    b = write_results(make_run(2), tmp_path / "b")
+    assert main(["compare", str(a), str(b), "--json", str(tmp_path / "old.json")]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "harness: --json is deprecated and goes in the next release: use --json-out"]
+    assert main(["compare", str(a), str(b), "--json-out", str(tmp_path / "new.json")]) == 0
+    assert capsys.readouterr().err == ""
+    old, new = (json.loads((tmp_path / f).read_text()) for f in ("old.json", "new.json"))
+    assert old["records"] == new["records"] and old["exit_code"] == new["exit_code"] == 0
 
 def test_runs_with_no_case_in_common_are_refused_not_ok(tmp_path, capsys):
     run = make_run(1)

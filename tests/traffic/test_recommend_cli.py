@@ -26,7 +26,7 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     out = tmp_path / "rec"
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
                  "--runtimes", "fake-ok", "--batchers", "none;max=4,wait=1", "--slo-ms", "50",
-                 "--requests", "200", "--max-requests", "400", "--probes", "5", "--tolerance", "0.3",
+                 "--requests", "200", "--max-requests", "400", "--probes", "5", "--search-tolerance", "0.3",
                  "--ab-pairs", "5", "--out", str(out)])
     assert code in (EXIT_CLEAN, EXIT_UNJUDGED)
     data = json.loads((out / "recommend.json").read_text())
@@ -59,13 +59,13 @@ def test_recommend_on_the_fake_runtime_writes_json_markdown_and_html(tmp_path: P
     (["--slo-ms", "5", "--threads", "0"], "--threads: 0 is below the minimum 1"),
     (["--slo-ms", "5", "--threads", "1,-1"], "--threads: -1 is below the minimum 1"),
     (["--slo-ms", "5", "--threads", "5000"], "--threads: 5000 is above the maximum 4096"),
-    (["--slo-ms", "5", "--memory-cap-mb", "nan"], "--memory-cap-mb: nan is not a finite number"),
+    (["--slo-ms", "5", "--memory-cap-mb", "nan"], "--memory-cap-mb: 'nan' is not a finite number"),
     (["--slo-ms", "5", "--memory-cap-mb", "-1"], "--memory-cap-mb: -1.0 is below the minimum"),
     (["--slo-ms", "5", "--drift-tolerance", "-0.5"], "--drift-tolerance: -0.5 is below the minimum 0"),
     (["--slo-ms", "5", "--ab-pairs", "1000000000"], "--ab-pairs: 1000000000 is above the maximum 10000"),
     (["--slo-ms", "5", "--requests", "1000000000000", "--max-requests", "1000000000000"],
      "--requests: 1000000000000 is above the maximum"),
-    (["--slo-ms", "5", "--seed", "-1"], "--seed: -1 is below the minimum 0"),
+    (["--slo-ms", "5", "--traffic-seed", "-1"], "--traffic-seed: -1 is below the minimum 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, fakes, capsys, argv: list[str], words: str) -> None:
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear",
@@ -106,7 +106,8 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
     out = tmp_path / "rec"
     argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
             "--batchers", "none;max=4,wait=1", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
-            "--probes", "5", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
+            "--probes", "5", "--search-tolerance", "0.3", "--ab-pairs", "5", "--grid", "--no-isolation",
+            "--out", str(out)]
     assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
     first = json.loads((out / "recommend.json").read_text())
     assert first["schema_version"] == 2 and first["resumed_searches"] == 0 and first["method"] == "grid"
@@ -154,7 +155,8 @@ def test_resume_needs_a_run_to_go_on_with(tmp_path: Path, fakes, capsys) -> None
 def test_resume_refuses_a_run_of_another_machine_or_library_versions(tmp_path: Path, fakes, capsys) -> None:
     out = tmp_path / "rec"
     argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
-            "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4", "--tolerance", "0.3",
+            "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4",
+            "--search-tolerance", "0.3",
             "--ab-pairs", "5", "--grid", "--no-isolation", "--out", str(out)]
     main(argv)
     data = json.loads((out / "recommend.json").read_text())
@@ -168,7 +170,8 @@ def test_resume_refuses_a_run_of_another_machine_or_library_versions(tmp_path: P
 def _recommend(tmp_path: Path, *extra: str, runtimes: str = "fake-ok") -> tuple[int, dict]:
     out = tmp_path / "rec"
     code = main(["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", runtimes,
-                 "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4", "--tolerance", "0.3",
+                 "--slo-ms", "50", "--requests", "200", "--max-requests", "400", "--probes", "4",
+                 "--search-tolerance", "0.3",
                  "--ab-pairs", "5", "--grid", "--out", str(out), *extra])
     return code, json.loads((out / "recommend.json").read_text())
 
@@ -280,7 +283,7 @@ def test_an_unjudged_run_holds_no_deploy_line_and_no_star_anywhere(tmp_path: Pat
 
 def test_an_ab_that_cannot_tell_the_two_apart_is_no_recommendation(tmp_path: Path, fakes, capsys) -> None:
     """Two configurations of one cost: the A/B cannot tell them apart, exit 3, the best estimate provisional."""
-    code, data = _recommend(tmp_path, "--no-isolation", "--threads", "1,2")
+    code, data = _recommend(tmp_path, "--no-isolation", "--thread-counts", "1,2")
     out = capsys.readouterr().out
     if data["ab"]["confirmed"]:  # a fake of one cost confirmed by chance (p < 0.05): nothing to check here
         pytest.skip("the A/B of two equal configurations confirmed by chance")
@@ -323,7 +326,7 @@ def test_a_runtime_this_interpreter_lacks_runs_in_its_own_environment(tmp_path: 
     monkeypatch.setenv("HARNESS_PLUGINS", "fakes,env_fakes")  # what the workers load
     argv = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "mlp",
             "--runtimes", "fakert-cpu", "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
-            "--probes", "4", "--tolerance", "0.3", "--ab-pairs", "5", "--grid", "--env-wheels", str(wheels),
+            "--probes", "4", "--search-tolerance", "0.3", "--ab-pairs", "5", "--grid", "--env-wheels", str(wheels),
             "--cache-dir", str(tmp_path / "cache")]
     main([*argv, "--out", str(tmp_path / "rec")])
     data = json.loads((tmp_path / "rec" / "recommend.json").read_text())
@@ -382,7 +385,7 @@ def test_a_named_free_axis_is_sized_by_the_traffic_never_by_an_option_recommend_
     model = tmp_path / "hm.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
     argv = ["recommend", "--model", str(model), "--slo-ms", "50", "--requests", "100", "--max-requests", "200",
-            "--probes", "4", "--tolerance", "0.3", "--ab-pairs", "5", "--no-isolation"]
+            "--probes", "4", "--search-tolerance", "0.3", "--ab-pairs", "5", "--no-isolation"]
     none = _traffic(tmp_path, "")
     assert main([*argv, "--traffic", str(none), "--out", str(tmp_path / "a")]) == EXIT_USAGE
     err = capsys.readouterr().err
@@ -418,7 +421,8 @@ def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path
     env = dict(fake_env, TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recommend", "--traffic", str(_traffic(tmp_path)),
                              "--model", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--slo-ms", "50",
-                             "--requests", "2000", "--max-requests", "16000", "--probes", "25", "--tolerance", "0.001",
+                             "--requests", "2000", "--max-requests", "16000", "--probes", "25",
+                             "--search-tolerance", "0.001",
                              "--ab-pairs", "5", "--grid", "--out", str(out)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -435,3 +439,42 @@ def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path
     assert f"recommend: interrupted by {sig}" in stdout
     assert not [f for f in os.listdir(tmp) if f.startswith("harness-recommend-")], os.listdir(tmp)
     assert not (out / ".scratch").exists()  # the workers' logs, removed whatever stopped the command
+
+
+def test_the_options_become_a_typed_configuration(tmp_path: Path, fakes, capsys) -> None:
+    """recommend composes the run's option groups and its own (harness.options.capacity) into one RunConfig: the
+    matrix's runtimes, precisions and variants, the process's isolation, the cache, the output folder and the
+    capacity section; its old spellings (--tolerance, --seed, --threads LIST: a name that means another thing in
+    `harness run`) still give the same configuration for one release, one line each on stderr."""
+    from harness.cli import _parser
+    from harness.options import parse_capacity_options
+
+    base = ["recommend", "--traffic", str(_traffic(tmp_path)), "--model", "fake-linear", "--runtimes", "fake-ok",
+            "--slo-ms", "5", "--variants", "base,opt=basic", "--no-isolation", "--cache-dir", str(tmp_path / "c"),
+            "--out", str(tmp_path / "o")]
+
+    def config(*extra: str):
+        return parse_capacity_options(vars(_parser().parse_args([*base, *extra])))
+
+    new = config("--search-tolerance", "0.2", "--traffic-seed", "7", "--thread-counts", "1,2")
+    assert capsys.readouterr().err == ""
+    cap = new.capacity
+    assert (cap.model_ref, cap.slo_ms, cap.slo_percentile, cap.thread_counts, cap.search_tolerance,
+            cap.traffic_seed, cap.capacity_ab_pairs, cap.batchers) == ("fake-linear", 5.0, 99.0, (1, 2), 0.2, 7, 8,
+                                                                       ("none",))
+    assert new.matrix.runtimes == ("fake-ok",) and new.matrix.variants == (None, "opt=basic")
+    assert not new.process.isolation and new.artifacts.cache_dir == tmp_path / "c"
+    assert new.outputs.out_dir == tmp_path / "o" and not (tmp_path / "o").exists()  # nothing made by parsing
+    old = config("--tolerance", "0.2", "--seed", "7", "--threads", "1,2")
+    err = capsys.readouterr().err.splitlines()
+    assert old.capacity == new.capacity and len(err) == 3, err
+    assert all(line.startswith("harness: ") and " is deprecated and goes in the next release: " in line
+               for line in err)
+    assert "use --search-tolerance" in err[0] and "use --traffic-seed" in err[1] and "--thread-counts 1,2" in err[2]
+    assert config("--threads", "2").capacity.thread_counts == (2,)  # one count: run's meaning, no line
+    assert capsys.readouterr().err == "" and config().capacity.thread_counts == (1,)
+    assert "recommend-" in str(parse_capacity_options(vars(_parser().parse_args(base[:-2]))).outputs.out_dir)
+    from harness.errors import UsageError
+
+    with pytest.raises(UsageError, match="--threads and --thread-counts both given"):
+        config("--threads", "2", "--thread-counts", "1,2")

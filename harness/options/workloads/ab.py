@@ -3,6 +3,7 @@ test's effect and confidence."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -64,4 +65,12 @@ AB = OptionGroup("ab", "A/B workload", (
                            "slowdown of this size (5% or 0.05) is judged regressed with 95% power, from the spread "
                            "of a 10-pair pilot, at most 200 pairs (replaces --ab-pairs; `harness ab --detect`)",
               "PERCENT", field="ab_detect", parse=detectable),
+))
+
+# `harness ab A B`: the two sides as positional arguments (the same fields as --ab-a / --ab-b)
+AB_SIDES = OptionGroup("ab-sides", "sides", (
+    dataclasses.replace(AB.only("ab_a").options[0], positional=True, metavar="A",
+                        help="side A (the baseline): base, a variant spelling such as opt=basic (`harness "
+                             "variants`), or an .onnx file"),
+    dataclasses.replace(AB.only("ab_b").options[0], positional=True, metavar="B", help="side B (the candidate), as A"),
 ))

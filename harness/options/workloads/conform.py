@@ -39,3 +39,8 @@ def opset_bounds(text: str | None) -> tuple[int | None, int | None]:
         raise UsageError(f"--opset {text!r}: the lower bound is over the upper one")
     return a, b
 
+
+# `harness conform --list`: the command's own switch (the cases the filters select, none run)
+CONFORM_LIST = OptionGroup("conform-list", "listing", (
+    OptionDef("list", "list the selected cases (name, operator, opset) only", flag=True),
+))
