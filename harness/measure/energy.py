@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.measure.tracker import Window
 from harness.results.schema import EnergyRecord, EnergySource
 
 POWERCAP = Path("/sys/class/powercap")
@@ -232,7 +231,7 @@ class EnergyTracker:
     prepare = idle  # the step before the first block
 
     @contextmanager
-    def track(self, window: Window) -> Iterator[None]:
+    def track(self, window: Any) -> Iterator[None]:
         """Around one timed block (harness.measure.tracker): the idle draw before the first, the counters read at
         the block's ends, its calls (warm-up ones too: `window.calls`) counted."""
         if not self._prepared:
@@ -242,7 +241,7 @@ class EnergyTracker:
         yield
         self.stop(window.calls)
 
-    def fields(self, window: Window) -> dict[str, EnergyRecord]:
+    def fields(self, window: Any) -> dict[str, EnergyRecord]:
         return {"energy": self.record(window.batch)}
 
     def start(self) -> None:

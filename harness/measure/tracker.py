@@ -1,10 +1,5 @@
-"""The measurements beside a case's timed loop, by registry (docs/extending.md#a-tracker): each is made for one case,
-entered through one context stack around its scope, and gives the CaseResult fields it fills.
-
-Two scopes: "case" trackers are entered before the case's activation and left after its last timed block of the
-case's own call (memory); "block" trackers around every timed block the case measures: its own, the blocks of
-later --repeats rounds, --confirm blocks and --settle's re-measured ones (energy, contention).
-"""
+"""The measurements beside a case's timed loop, by registry (docs/extending.md#a-tracker): made for one case, entered
+through one context stack around their scope (a case, or every block of every round), giving CaseResult fields."""
 
 from __future__ import annotations
 

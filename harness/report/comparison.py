@@ -1,6 +1,5 @@
-"""The report's comparison sections: the tables per model (with their conclusions and latency distributions), p50
-over batch size, speed-up against drift, the drift tables and the "All cases" rows, each from the ReportData's
-one case table."""
+"""The report's comparison sections (tables per model with conclusions and latency box plots, p50 over batch size,
+speed-up vs drift, drift tables, the "All cases" rows), each from the ReportData's one case table."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Write a run's derived outputs: results.csv, report.html, summary.md, benchmark.json (pytest-benchmark). The
-sections of report.html and summary.md come from the registry (harness.report.sections), built from one
-ReportData per report (its case table built once)."""
+"""Write a run's derived outputs: results.csv, report.html, summary.md, benchmark.json (pytest-benchmark); the
+sections come from the registry (harness.report.sections), built from one ReportData per report."""
 
 from __future__ import annotations
 

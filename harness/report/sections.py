@@ -1,6 +1,5 @@
-"""The sections of report.html and summary.md by registry: each is a function of the report's data (ReportData,
-built once per report with its one case table) and one line here; render.py renders what the registry gives
-(docs/extending.md#a-report-section)."""
+"""The sections of report.html and summary.md by registry: each a function of the report's data (ReportData, with
+its one case table) and one line here; render.py renders what it gives (docs/extending.md#a-report-section)."""
 
 from __future__ import annotations
 
