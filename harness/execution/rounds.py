@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from harness.config import RunConfig
 from harness.measure.contention import case_contention
+from harness.measure.tracker import merge_tracked, split_fields
 from harness.results.schema import Block, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
 
@@ -116,6 +118,7 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
     if contention is not None:
         result.contention = contention
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
+    merge_tracked_into(result, block.get("tracked") or {})
     stats = latency_stats(result.samples_ns, noise_cv)
     result.latency = stats.as_dict()
     result.throughput_sps = throughput_sps(result.case.batch, stats.p50_ms)
@@ -123,3 +126,16 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
     if device and result.device_samples_ns:
         result.device_samples_ns = list(result.device_samples_ns) + device
         result.details["device_latency"] = latency_stats(result.device_samples_ns, noise_cv).as_dict()
+
+
+_DECLARED = {f.name for f in dataclasses.fields(CaseResult)}
+
+
+def merge_tracked_into(result: CaseResult, tracked: dict[str, dict[str, Any]]) -> None:
+    """What the block trackers of a later block filled (by tracker name: its fields), merged into the case by each
+    tracker's merge (harness.measure.tracker): a declared field of CaseResult, else the case's details."""
+    current = {**result.details, **{k: getattr(result, k) for k in _DECLARED}}
+    declared, undeclared = split_fields(merge_tracked(current, tracked), _DECLARED)
+    for key, value in declared.items():
+        setattr(result, key, value)
+    result.details.update(undeclared)

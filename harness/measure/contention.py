@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +212,26 @@ class ContentionProbe:
         if cause:
             out["cause"] = cause
         return out
+
+
+class ContentionTracker:
+    """The contention tracker (harness.measure.tracker): a probe around the timed calls of every block, started
+    after the block's warm-up; each block's figures in `window.records["contention"]` (the Block record's
+    field). The case's own figure is `case_contention` over the blocks it keeps (a block --settle measured
+    again is replaced), so this tracker fills no CaseResult field itself."""
+
+    def __init__(self, threads: int, limit: float = WAIT_FRACTION_LIMIT) -> None:
+        self.threads, self.limit = threads, limit
+
+    @contextmanager
+    def track(self, window: Any) -> Iterator[None]:
+        probe = ContentionProbe(self.threads, self.limit)
+        window.on_timed(probe.start)
+        yield
+        window.records["contention"] = probe.stop()
+
+    def fields(self, window: Any) -> dict[str, Any]:
+        return {}
 
 
 NEIGHBOUR_CORES = 0.25  # other processes' CPU use over a block (cores) below which its wait is its own doing

@@ -3,8 +3,10 @@ block's ends, idle draw subtracted, short windows refused (docs/method.md#energy
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -183,6 +185,7 @@ class EnergyTracker:
         self._window: _Window | None = None
         self._calls = 0
         self._broken: str | None = None
+        self._prepared = False
 
     @classmethod
     def for_device(cls, device: str) -> EnergyTracker:
@@ -225,7 +228,21 @@ class EnergyTracker:
                 # one update's worth at each end, over the idle window
                 self._idle_unc_w[i] = 2 * max(d / (t1 - t0) * c.update_s, 0.0) / (t1 - t0)
 
-    prepare = idle  # a block tracker's step before the first block (harness.measure.tracker)
+    prepare = idle  # the step before the first block
+
+    @contextmanager
+    def track(self, window: Any) -> Iterator[None]:
+        """Around one timed block (harness.measure.tracker): the idle draw before the first, the counters read at
+        the block's ends, its calls (warm-up ones too: `window.calls`) counted."""
+        if not self._prepared:
+            self._prepared = True
+            self.idle()
+        self.start()
+        yield
+        self.stop(window.calls)
+
+    def fields(self, window: Any) -> dict[str, EnergyRecord]:
+        return {"energy": self.record(window.batch)}
 
     def start(self) -> None:
         if self.available:
@@ -289,3 +306,39 @@ class EnergyTracker:
             method=f"counters read at each timed block's ends; idle draw over {self.idle_s:g} s before the first "
                    "block subtracted; uncertainty: a counter step at each end of each window plus the idle "
                    "estimate's")
+
+
+def merge_energy(a: EnergyRecord, b: EnergyRecord) -> EnergyRecord:
+    """A case's energy after a later block (a --repeats round, a --confirm block): the windows of `a` and `b`
+    together, the sources of one counter summed (its idle draw weighted by window), the per-inference figures
+    derived again from the sums. A record that is `unavailable` stays so (a counter that stopped answering in
+    a later block ends the case's record: its figure would cover only some blocks)."""
+    if a.status == "unavailable":
+        return a
+    if b.status == "unavailable":
+        return dataclasses.replace(b, reason=f"in a later block: {b.reason}")
+    by_name: dict[str, EnergySource] = {}
+    for s in [*a.sources, *b.sources]:
+        o = by_name.get(s.name)
+        if o is None:
+            by_name[s.name] = s
+            continue
+        window = o.window_s + s.window_s
+        idle = [(w, t) for w, t in ((o.idle_w, o.window_s), (s.idle_w, s.window_s)) if w is not None]
+        idle_w = sum(w * t for w, t in idle) / sum(t for _, t in idle) if idle and sum(t for _, t in idle) else (
+            idle[0][0] if idle else None)
+        by_name[s.name] = dataclasses.replace(o, joules=o.joules + s.joules, window_s=window, idle_w=idle_w,
+                                              net_joules=o.net_joules + s.net_joules,
+                                              uncertainty_j=o.uncertainty_j + s.uncertainty_j)
+    calls = a.calls + b.calls
+    reason = "; ".join(dict.fromkeys(r for r in (a.reason, b.reason) if r))
+    if not by_name:
+        return EnergyRecord(status="refused", reason=reason, calls=calls)
+    sources = list(by_name.values())
+    net = sum(s.net_joules for s in sources)
+    per = net / calls if calls and net > 0 else None
+    batch = a.batch if a.status == "measured" else b.batch
+    return EnergyRecord(status="measured", reason=reason, calls=calls, batch=batch, sources=sources,
+                        net_joules=net, uncertainty_j=sum(s.uncertainty_j for s in sources),
+                        joules_per_inference=per, joules_per_sample=per / batch if per else None,
+                        inferences_per_joule=1.0 / per if per else None, method=a.method or b.method)

@@ -6,7 +6,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,43 @@ class MemorySampler:
             "busy_fraction": round(self._sample_ns / 1e9 / max(self._duration_s, 1e-9), 5),
         }
         return MemoryReport(host_peak_mb=fig["host_rss_peak_mb"], gpu_peak_mb=gpu_peak, figures=fig)
+
+
+# what a case's memory figures cover, by whether its activation was reused from the previous case
+MEMORY_COVERS = {
+    False: "activation and first inference sampled; warm-up and timed loop by their start and end (peaks "
+           "that the kernel and the allocators keep)",
+    True: "first inference, warm-up and timed loop; the activation was reused from the previous case (same "
+          "model x runtime x precision), so its memory is in host_rss_before_mb, not in host_delta_mb",
+}
+
+
+class MemoryTracker:
+    """The memory tracker of a case (harness.measure.tracker, case scope): the sampler started before the
+    activation, its thread held before the first timed block (MemorySampler.hold), stopped when the case's
+    timed part ends; fills host_peak_mb, gpu_peak_mb and memory."""
+
+    def __init__(self, gpu: bool = False, torch_allocator: bool = False, sampler: MemorySampler | None = None
+                 ) -> None:
+        self.sampler = sampler or MemorySampler(gpu=gpu, torch_allocator=torch_allocator)
+        self.report: MemoryReport | None = None
+
+    @contextmanager
+    def track(self, window: Any) -> Iterator[None]:
+        self.sampler.start()
+        window.on_timed(self.sampler.hold)
+        try:
+            yield
+        except BaseException:
+            self.sampler.close()
+            raise
+        self.report = self.sampler.stop(MEMORY_COVERS[bool(window.reused)])
+
+    def fields(self, window: Any) -> dict[str, Any]:
+        r = self.report
+        if r is None:
+            return {}
+        return {"host_peak_mb": r.host_peak_mb, "gpu_peak_mb": r.gpu_peak_mb, "memory": r.figures}
 
 
 def _mb(value: int | float | None) -> float | None:

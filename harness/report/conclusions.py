@@ -48,13 +48,13 @@ def _interval(row: Any) -> str:
     return f" [{'-inf' if lo is None else f'{lo:.4g}'}, {'inf' if hi is None else f'{hi:.4g}'}]"
 
 
-def conclusions(runs: RunResults | Sequence[RunResults]) -> list[Conclusion]:
+def conclusions(runs: RunResults | Sequence[RunResults], frame: pd.DataFrame | None = None) -> list[Conclusion]:
     """Per (source, model, precision, batch, seq) of the measured forward cases: the fastest configuration (a
     runtime, with its variant) whose drift is within the model's tolerance (status passed), against the next
     fastest. A contended figure only overstates latency, so the fastest may be contended (quiet it could only be
     faster) but the next one may not (quiet it might be the faster); intervals that overlap do not rank."""
     runs = as_runs(runs)
-    df = cases_frame(runs)
+    df = cases_frame(runs) if frame is None else frame  # `frame`: cases_frame(runs), already built by the caller
     df = df[df["status"].isin(["passed", "failed"]) & df["gen"].isna()]
     out: list[Conclusion] = []
     for key, g in df.groupby(["source", "model", "precision", "batch", "seq"], dropna=False, sort=False):

@@ -286,8 +286,8 @@ def _cached_rows(runs: list[RunResults]) -> list[bool]:
     return [setup_cached(c) for r in runs for c in r.cases]
 
 
-def comparison_tables(runs: RunResults | Sequence[RunResults],
-                      reference_runtime: dict[str, str]) -> list[dict[str, Any]]:
+def comparison_tables(runs: RunResults | Sequence[RunResults], reference_runtime: dict[str, str],
+                      frame: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Per (model, precision, batch, seq): metric rows x runtime columns, with the change against the FP32
     reference.
 
@@ -301,7 +301,7 @@ def comparison_tables(runs: RunResults | Sequence[RunResults],
     """
     runs = as_runs(runs)
     multi = len(runs) > 1
-    df = cases_frame(runs)
+    df = cases_frame(runs) if frame is None else frame  # `frame`: cases_frame(runs), already built by the caller
     df = df.assign(cached_setup=_cached_rows(runs), caveat=case_caveats(runs))
     df = df[df["status"].isin(MEASURED)]
     if df.empty:
@@ -446,7 +446,8 @@ def runtime_label(row: Any) -> str:
         else f"{row['runtime']}~{v}"
 
 
-def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
+def variant_tables(runs: RunResults | Sequence[RunResults], frame: pd.DataFrame | None = None
+                   ) -> list[dict[str, Any]]:
     """The deployment-variants view: per (model, runtime, batch, seq, source) that ran any variant, one row per
     (precision, variant) with latency, throughput, setup time (`setup_cached`: a cache hit, not a setup time),
     drift and task accuracy, fastest first within each precision. `best` is the fastest row whose drift is
@@ -454,7 +455,7 @@ def variant_tables(runs: RunResults | Sequence[RunResults]) -> list[dict[str, An
     `unranked` says in words why no row is, when none can be; `vs_base` is each row's p50 speed-up over the
     base row of its precision."""
     runs = as_runs(runs)
-    df = cases_frame(runs).assign(cached_setup=_cached_rows(runs))
+    df = (cases_frame(runs) if frame is None else frame).assign(cached_setup=_cached_rows(runs))
     df = df[df["status"].isin(MEASURED)]
     out: list[dict[str, Any]] = []
     if df.empty or df["variant"].isna().all():
@@ -523,13 +524,14 @@ def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
     return out
 
 
-def drift_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, pd.DataFrame]:
+def drift_tables(runs: RunResults | Sequence[RunResults], frame: pd.DataFrame | None = None
+                 ) -> dict[str, pd.DataFrame]:
     """Per model: one row per measured case (runtime with its variant, precision, shape, source) with the
     drift metrics, the pass/fail verdict, and the speed-up over an FP32 case named in `speedup_against`: the
     same runtime and variant's FP32 case at the same shape and source, or, for a variant with no FP32 case of
     its own and for a variant's FP32 row, the base (no variant) FP32 case ("vs base fp32")."""
     runs = as_runs(runs)
-    df = cases_frame(runs)
+    df = cases_frame(runs) if frame is None else frame
     df = df[df["status"].isin(MEASURED)].copy()
     out: dict[str, pd.DataFrame] = {}
     if df.empty:

@@ -10,7 +10,7 @@ import pytest
 
 from harness.measure import energy as en
 from harness.measure.energy import EnergyTracker, NvmlCounter, counters_for, rapl_counters
-from harness.measure.tracker import BLOCK_TRACKERS, BlockTracker, Tracker
+from harness.measure.tracker import TRACKERS, Tracker
 
 
 class FakeTime:
@@ -186,12 +186,11 @@ def test_a_counter_that_stops_answering_ends_the_record_not_the_case():
 
 
 def test_the_trackers_share_one_protocol():
-    from harness.measure.contention import ContentionProbe
-    from harness.measure.memory import MemorySampler
+    from harness.measure.contention import ContentionTracker
+    from harness.measure.memory import MemoryTracker
 
-    assert isinstance(ContentionProbe(1), Tracker) and isinstance(MemorySampler(), Tracker)
-    assert isinstance(EnergyTracker([]), BlockTracker)
-    assert set(BLOCK_TRACKERS) == {"energy"}
+    assert all(isinstance(t, Tracker) for t in (EnergyTracker([]), ContentionTracker(1), MemoryTracker()))
+    assert {n: k.scope for n, k in TRACKERS.items()} == {"memory": "case", "energy": "block", "contention": "block"}
 
 
 def test_a_forward_case_records_energy_unavailable_here_with_its_reason(tmp_path, fakes, monkeypatch):

@@ -58,7 +58,7 @@ def _planted(monkeypatch, contended_call: int):
             return {"contended": False, "wait_fraction": 0.0}
 
     waits: list[float] = []
-    monkeypatch.setattr(fw, "ContentionProbe", Probe)
+    monkeypatch.setattr("harness.measure.contention.ContentionProbe", Probe)  # the contention tracker's probe
     monkeypatch.setattr(fw, "wait_quiet", lambda threads, s: waits.append(s) or {"quiet": True, "waited_s": 0.1})
     return waits
 

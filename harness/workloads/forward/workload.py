@@ -19,8 +19,8 @@ from harness.data import case_feed, feed_digest, inputs_fed
 from harness.errors import HarnessError
 from harness.matrix import case_ids
 from harness.measure.contention import ContentionProbe, case_contention, wait_quiet
-from harness.measure.memory import MemorySampler
-from harness.measure.tracker import BLOCK_TRACKERS, BlockTracker
+from harness.measure.tracker import (Tracker, TrackerContext, Window, make_trackers, split_fields, tracked_fields,
+                                     tracking)
 from harness.measure.timer import TimedRun, Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
@@ -31,15 +31,6 @@ from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
 from harness.workloads.forward.profiling import CaseProfiler
 from harness.workloads.forward.steps import CaseContext, run_steps
-
-
-def _started(probe: ContentionProbe, then: Callable[[], None] | None) -> Callable[[], None]:
-    """The timer's on_measure (after the warm-up, before the first clock read): the probe's first snapshot."""
-    def start() -> None:
-        if then is not None:
-            then()
-        probe.start()
-    return start
 
 
 class ForwardWorkload(Workload):
@@ -105,17 +96,13 @@ class ForwardState(WorkerState):
         refused = check_case(case, spec, cls, config, self._availability) or refuse_variant(case, spec, cls)
         if refused is not None:
             return refused
-        sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources)
-        try:
-            return self._measure(case, spec, cls, config, on_phase, sampler)
-        finally:
-            sampler.close()
+        return self._measure(case, spec, cls, config, on_phase)
 
     def _measure(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
-                 on_phase: PhaseCallback, sampler: MemorySampler) -> CaseResult:
-        """The case: its timed part (activation, warm-up, timed blocks with their trackers, memory), its drift
+                 on_phase: PhaseCallback) -> CaseResult:
+        """The case: its timed part (activation, warm-up, timed blocks, with the trackers around them), its drift
         judged against the FP32 reference, then the steps after the loop (steps.STEPS) on the same runtime."""
-        ctx, timed, measured = self._timed(case, spec, cls, config, on_phase, sampler)
+        ctx, timed, measured = self._timed(case, spec, cls, config, on_phase)
         on_phase("accuracy")
         judged = self._judge(ctx, spec, measured.pop("outputs"))
         ctx.p50_ms = measured["stats"].p50_ms
@@ -153,9 +140,9 @@ class ForwardState(WorkerState):
         return out
 
     def _timed(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], config: RunConfig,
-               on_phase: PhaseCallback, sampler: MemorySampler) -> tuple[CaseContext, TimedRun, dict[str, Any]]:
+               on_phase: PhaseCallback) -> tuple[CaseContext, TimedRun, dict[str, Any]]:
         """Feed, activation (the variant's model and options), first inference, warm-up and the timed blocks,
-        with the memory sampler and the block trackers around them."""
+        with the case's trackers around them all (memory) and the block trackers around each block."""
         run_spec, options = with_variant(case, spec, runtime_options(spec, config))
         on_phase("load")
         feed, fed = case_feed(spec, case.dims, config.inputs)
@@ -163,10 +150,26 @@ class ForwardState(WorkerState):
         if config.measure.settle_s > 0:  # --settle: a quiet machine before the case, within the bound
             on_phase("settle")
             self._settle["before_case"] = wait_quiet(options.threads, config.measure.settle_s)
-        # memory over activation (or, reused, from here), first inference, warm-up and timed loop
+        # the case's trackers over activation (or, reused, from here), first inference, warm-up and timed loop
         self._release_other(case, options)
-        sampler.start()
+        made = tracker_context(case, cls, config, options)
+        case_trackers, block_trackers = make_trackers("case", made), make_trackers("block", made)
+        window = Window(batch=case.batch)
+        with tracking(case_trackers, window):
+            ctx, timed, measured = self._activated(case, spec, run_spec, cls, config, options, feed, on_phase,
+                                                   window, block_trackers)
+        measured["fed"] = fed
+        measured["tracked"] = {k: v for fields in tracked_fields({**case_trackers, **block_trackers}, window).values()
+                               for k, v in fields.items()}
+        return ctx, timed, measured
+
+    def _activated(self, case: CaseId, spec: ModelSpec, run_spec: ModelSpec, cls: type[Runtime], config: RunConfig,
+                   options: RuntimeOptions, feed: dict[str, Any], on_phase: PhaseCallback, window: Window,
+                   block_trackers: dict[str, Tracker]) -> tuple[CaseContext, TimedRun, dict[str, Any]]:
+        """Inside the case's trackers: activation, first inference, warm-up, then the timed blocks (the case's
+        trackers told when the timed part starts: memory holds its sampling thread there)."""
         runtime, reused = self._activate(case, run_spec, cls, case.precision, options)
+        window.reused = reused
         on_phase("warmup")
         outputs = runtime.infer(feed)
         call = runtime.bind(feed)
@@ -182,18 +185,15 @@ class ForwardState(WorkerState):
         else:
             self._wrap = _same
         setup_s = runtime.setup_s
-        sampler.hold()  # no sampling thread beside the timed loop (MemorySampler.hold)
-        trackers = {name: make(cls.device) for name, make in BLOCK_TRACKERS.items()}
+        window.timing()  # e.g. no memory sampling thread beside the timed loop (MemorySampler.hold)
         timed, blocks, runtime = self._measure_blocks(case, run_spec, cls, case.precision, options, runtime, feed,
                                                       call, policy, config.measure.repeats,
-                                                      lambda: on_phase("run"), config.measure.contention_limit,
-                                                      config.measure.settle_s, trackers)
+                                                      lambda: on_phase("run"), config.measure.settle_s,
+                                                      block_trackers)
         ctx = CaseContext(case, spec, runtime, feed, config, options, policy, self.timer, self.profiler, on_phase)
-        measured = {"outputs": outputs, "last_timed": last[0], "fed": fed, "reused": reused, "setup_s": setup_s,
-                    "blocks": blocks,
-                    "fingerprint": run_spec.fingerprint(),
-                    "tracked": {name: t.record(case.batch) for name, t in trackers.items()},
-                    "device_timer": runtime.device_timer(), "memory": sampler.stop(MEMORY_COVERS[reused]),
+        measured = {"outputs": outputs, "last_timed": last[0], "reused": reused, "setup_s": setup_s,
+                    "blocks": blocks, "fingerprint": run_spec.fingerprint(),
+                    "device_timer": runtime.device_timer(),
                     "stats": latency_stats(timed.samples_ns, config.measure.noise_cv)}
         return ctx, timed, measured
 
@@ -224,7 +224,8 @@ class ForwardState(WorkerState):
 
     def _result(self, ctx: CaseContext, timed: TimedRun, m: dict[str, Any], judged: dict[str, Any],
                 steps: dict[str, Any]) -> CaseResult:
-        case, runtime, stats, memory = ctx.case, ctx.runtime, m["stats"], m["memory"]
+        case, runtime, stats = ctx.case, ctx.runtime, m["stats"]
+        tracked, undeclared = split_fields(m["tracked"], _DECLARED)
         ref_check, noise_cv = judged["ref_check"], ctx.config.measure.noise_cv
         caveat = runtime.caveat()  # e.g. an untuned compiler: said wherever the case's figures are
         checks = m["checks"]
@@ -249,12 +250,11 @@ class ForwardState(WorkerState):
                      "model_has_torch_module": ctx.spec.build is not None,
                      "reference_repeat_max_abs": ref_check["repeat_max_abs"]
                      if math.isfinite(ref_check["repeat_max_abs"]) else None,
-                     **device_timing_details(timed.device_samples_ns, m["device_timer"], noise_cv)},
-            host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
+                     **device_timing_details(timed.device_samples_ns, m["device_timer"], noise_cv), **undeclared},
             device_samples_ns=list(timed.device_samples_ns),
             precision_recipe=runtime.recipe or str(case.precision),
             is_reference=ref_check["own"], reference_deterministic=ref_check["deterministic"],
-            **steps, **m["tracked"],
+            **steps, **tracked,
         )
 
     @staticmethod
@@ -282,9 +282,8 @@ class ForwardState(WorkerState):
 
     def _measure_blocks(self, case: CaseId, spec: ModelSpec, cls: type[Runtime], precision: Precision,
                         options: RuntimeOptions, runtime: Runtime, feed: dict[str, Any], call: Callable[[], object],
-                        policy: TimingPolicy, repeats: int, on_measure: Callable[[], None],
-                        contention_limit: float, settle_s: float = 0.0,
-                        trackers: dict[str, BlockTracker] | None = None) -> tuple[TimedRun, dict[str, Any], Runtime]:
+                        policy: TimingPolicy, repeats: int, on_measure: Callable[[], None], settle_s: float,
+                        trackers: dict[str, Tracker]) -> tuple[TimedRun, dict[str, Any], Runtime]:
         """The timed loop in `repeats` blocks, each after a fresh activation where the runtime allows it.
 
         Interference on a shared machine comes in episodes of seconds (measured here: a 29 us case runs at
@@ -303,9 +302,6 @@ class ForwardState(WorkerState):
         measured: list[Block] = []
         warm = 0
         first_setup, first_artifact = runtime.setup_s, runtime.artifact
-        trackers = trackers or {}
-        for tracker in trackers.values():
-            tracker.prepare()  # e.g. the energy counters' idle draw, before the first block
         for i in range(repeats - deferred):
             if i > 0 and cls.reactivate_between_repeats:
                 self._drop_active()
@@ -315,51 +311,48 @@ class ForwardState(WorkerState):
                 # the case (and the shapes that reuse this activation) report the group's first activation:
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
-            t, contention = self._block(runtime, call, block, options.threads, contention_limit,
-                                        on_measure if i == 0 else None, trackers)
-            if settle_s > 0 and (contention or {}).get("contended"):
-                t, contention = self._resettled(i, t, contention, call, block, runtime, options.threads,
-                                                contention_limit, settle_s)
+            t, records = self._block(runtime, call, block, case.batch, trackers, on_measure if i == 0 else None)
+            if settle_s > 0 and (records.get("contention") or {}).get("contended"):
+                t, records = self._resettled(i, t, records, call, block, runtime, options.threads, settle_s,
+                                             case.batch, trackers)
             samples += t.samples_ns
             device += t.device_samples_ns
             measured.append(Block.measured(t.samples_ns, "case", i > 0 and cls.reactivate_between_repeats,
-                                           contention))
+                                           **records))
             warm += t.warmup_iters
         # CaseResult fields: the blocks measured here and those left to later rounds, the contention over them
         info: dict[str, Any] = {"blocks": measured, "blocks_pending": deferred} if repeats > 1 else {}
         info["contention"] = case_contention([b.contention for b in measured])
         return TimedRun(tuple(samples), warm, tuple(device)), info, runtime
 
-    def _block(self, runtime: Runtime, call: Callable[[], object], block: TimingPolicy, threads: int,
-               contention_limit: float, on_measure: Callable[[], None] | None = None,
-               trackers: dict[str, BlockTracker] | None = None) -> tuple[TimedRun, dict[str, Any] | None]:
-        """One timed block (warm-up, then the timed calls) with the contention probe and the block trackers
-        around it: the one sequence of every block a case measures, now or in a later round."""
-        probe = ContentionProbe(threads, contention_limit)
-        for tracker in (trackers or {}).values():
-            tracker.start()
-        t = self.timer.run(call, block, runtime.synchronize, on_measure=_started(probe, on_measure),
-                           device_timer=runtime.device_timer())
-        contention = probe.stop()
-        for tracker in (trackers or {}).values():
-            tracker.stop(len(t.samples_ns) + t.warmup_iters)  # every call of the block: warm-up ones too
-        return t, contention
-
-    def _resettled(self, i: int, t: TimedRun, contention: dict[str, Any], call: Callable[[], object],
-                   block: TimingPolicy, runtime: Runtime, threads: int, limit: float, settle_s: float
-                   ) -> tuple[TimedRun, dict[str, Any] | None]:
-        """--settle: block `i` was contended; wait (within `settle_s`) for a quiet machine and measure it again on
-        the same activation. The new block counts for the case; the contended one is kept in details["settle"]
-        with its raw samples (never lost, never in the case's percentiles)."""
-        waited = wait_quiet(threads, settle_s)
-        probe = ContentionProbe(threads, limit)
-        again = self.timer.run(call, block, runtime.synchronize, on_measure=probe.start,
+    def _block(self, runtime: Runtime, call: Callable[[], object], block: TimingPolicy, batch: int,
+               trackers: dict[str, Tracker], on_measure: Callable[[], None] | None = None
+               ) -> tuple[TimedRun, dict[str, Any]]:
+        """One timed block (warm-up, then the timed calls) with the block trackers around it, entered through one
+        context stack (harness.measure.tracker): the one sequence of every block a case measures, now, in a later
+        round or again after --settle. Returns the timings and the block's own records (name -> record, e.g.
+        its contention)."""
+        window = Window(batch=batch)
+        if on_measure is not None:
+            window.on_timed(on_measure, first=True)
+        with tracking(trackers, window):
+            t = self.timer.run(call, block, runtime.synchronize, on_measure=window.timing,
                                device_timer=runtime.device_timer())
-        after = probe.stop()
+            window.calls = len(t.samples_ns) + t.warmup_iters  # every call of the block: warm-up ones too
+        return t, window.records
+
+    def _resettled(self, i: int, t: TimedRun, records: dict[str, Any], call: Callable[[], object],
+                   block: TimingPolicy, runtime: Runtime, threads: int, settle_s: float, batch: int,
+                   trackers: dict[str, Tracker]) -> tuple[TimedRun, dict[str, Any]]:
+        """--settle: block `i` was contended; wait (within `settle_s`) for a quiet machine and measure it again on
+        the same activation, with the same trackers. The new block counts for the case; the contended one is
+        kept in details["settle"] with its raw samples (never lost, never in the case's percentiles)."""
+        waited = wait_quiet(threads, settle_s)
+        again, after = self._block(runtime, call, block, batch, trackers)
         self._settle.setdefault("remeasured", []).append(
             {"block": i, "samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
-             "contention": contention, "wait": waited,
-             "contended_again": bool((after or {}).get("contended"))})
+             "contention": records.get("contention"), "wait": waited,
+             "contended_again": bool((after.get("contention") or {}).get("contended"))})
         return again, after
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
@@ -384,20 +377,24 @@ class ForwardState(WorkerState):
             if runtime.warmup_floor_s > policy.warmup_time_s:
                 policy = dataclasses.replace(policy, warmup_time_s=runtime.warmup_floor_s)
             block = block_policy(policy, config.measure.repeats)
-            t, contention = self._block(runtime, call, block, options.threads, config.measure.contention_limit)
+            # the block trackers of this round: what they fill is merged into the case by the parent
+            # (harness.execution.rounds.merge_block, each field by its tracker's merge)
+            trackers = make_trackers("block", tracker_context(case, cls, config, options))
+            t, records = self._block(runtime, call, block, case.batch, trackers)
             settled: dict[str, Any] = {}
-            if config.measure.settle_s > 0 and (contention or {}).get("contended"):
+            if config.measure.settle_s > 0 and (records.get("contention") or {}).get("contended"):
                 # --settle holds in later rounds too: a contended block is waited out and measured once more
                 self._settle = {}
-                t, contention = self._resettled(0, t, contention, call, block, runtime, options.threads,
-                                                config.measure.contention_limit, config.measure.settle_s)
+                t, records = self._resettled(0, t, records, call, block, runtime, options.threads,
+                                             config.measure.settle_s, case.batch, trackers)
                 settled = self._settle["remeasured"][0]
+            tracked = tracked_fields(trackers, Window(batch=case.batch))
         except BaseException:
             self._drop_active()
             raise
         return {"samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
-                "warmup_iters": t.warmup_iters, "reactivated": not reused, "contention": contention,
-                **({"settle": settled} if settled else {})}
+                "warmup_iters": t.warmup_iters, "reactivated": not reused, "contention": records.get("contention"),
+                "tracked": tracked, **({"settle": settled} if settled else {})}
 
     def _task_accuracy(self, spec: ModelSpec, case: CaseId, options: RuntimeOptions, runtime: Runtime,
                        min_ratio: float | None, split: Any) -> Any:
@@ -509,12 +506,13 @@ def variant_details(case: CaseId) -> dict[str, Any]:
                         "knobs": [{"kind": k.kind.key, "value": k.value, "what": k.kind.title} for k in knobs]}}
 
 
-MEMORY_COVERS = {
-    False: "activation and first inference sampled; warm-up and timed loop by their start and end (peaks "
-           "that the kernel and the allocators keep)",
-    True: "first inference, warm-up and timed loop; the activation was reused from the previous case (same "
-          "model x runtime x precision), so its memory is in host_rss_before_mb, not in host_delta_mb",
-}
+_DECLARED = {f.name for f in dataclasses.fields(CaseResult)}  # the fields a tracker may fill by name
+
+
+def tracker_context(case: CaseId, cls: type[Runtime], config: RunConfig, options: RuntimeOptions) -> TrackerContext:
+    """What the case's trackers are made from (harness.measure.tracker)."""
+    return TrackerContext(device=cls.device, batch=case.batch, memory_sources=frozenset(cls.memory_sources),
+                          threads=options.threads, contention_limit=config.measure.contention_limit)
 
 
 def repeat_max_abs(first: dict[str, Any], second: dict[str, Any]) -> float:
