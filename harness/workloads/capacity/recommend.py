@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.traffic.replay import ReplayRun, percentile
-from harness.workloads.capacity.search import (CONTENDED_RETRIES, Capacity, ProbeError, ProbeFn, SearchSettings,
-                                               find_capacity, over_activations)
+from harness.workloads.capacity.search import (CONTENDED_RETRIES, SPREAD_TRIALS, Capacity, ProbeError, ProbeFn,
+                                               SearchSettings, find_capacity, over_activations)
 
 ETA = 3
 RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
@@ -189,7 +189,9 @@ STATUSES = ("found", "unsure", "below-floor", "probe-budget")
 def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[SearchKey, Capacity]:
     """The searches an earlier run's recommend.json recorded (its "candidates"), by what a resumed run matches;
     each re-validated as what a search can produce (a ValueError naming the place: a capacity that is not a finite
-    rate in [0, 1e7] requests/s, an interval that does not hold its estimate, an unknown status), never believed."""
+    rate in [0, 1e7] requests/s, an interval that does not hold its estimate, an unknown status), never believed.
+    A search recorded before the search spread (its interval always the bisection's bracket, no `bracket_low`) is
+    left out: the resumed run measures it again rather than compare intervals of two meanings."""
     if not isinstance(candidates, list):
         raise ValueError(f"candidates: a list of configurations, not {type(candidates).__name__}")
     out: dict[SearchKey, Capacity] = {}
@@ -210,6 +212,8 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
             key = (str(c["name"]), rung, seed, SearchSettings(**s["settings"]))
             cap = Capacity.from_json(s["capacity"])
             _check_capacity(cap, f"{where}.capacity")
+            if isinstance(s["capacity"], Mapping) and "bracket_low" not in s["capacity"]:
+                continue  # recorded when its interval was always the bracket: measured again, never mixed in
             out[key] = cap
     return out
 
@@ -217,6 +221,7 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
 def _check_capacity(cap: Capacity, where: str) -> None:
     rates = {"estimate": cap.estimate, "low": cap.low, "high": cap.high, "cliff": cap.cliff,
              **({"knee": cap.knee} if cap.knee is not None else {}),
+             **{k: v for k, v in (("bracket_low", cap.bracket_low), ("bracket_high", cap.bracket_high)) if v is not None},
              **{f"activation_cliffs[{k}]": v for k, v in enumerate(cap.activation_cliffs)}}
     for name, v in rates.items():
         if not (math.isfinite(v) and 0.0 <= v <= MAX_CAPACITY):
@@ -269,7 +274,8 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
         log(f"{label}: {e.name}")
         probe = probe or e.candidate.probe
         try:
-            cap = find_capacity(probe, settings, seed)
+            # a capacity for any activation (activations > 1): its search's own spread, then the activations'
+            cap = find_capacity(probe, settings, seed, spread_trials=SPREAD_TRIALS if activations > 1 else 0)
             cap = over_activations(cap, *_activation_cliffs(e, cap, probe, seed, activations))
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
