@@ -368,3 +368,40 @@ def test_a_batchers_search_has_no_spread_and_says_why() -> None:
                         spread_trials=5)
     assert cap.spread is None and "a batcher's calls" in cap.reason
     assert (cap.low, cap.high) == (cap.bracket_low, cap.bracket_high)
+
+
+def test_the_spread_of_a_side_by_side_search_is_simulated_in_its_turn(monkeypatch) -> None:
+    """The simulated searches run in this process: side by side, in the search's turn, so no other configuration's
+    probe is measured while this process keeps a core busy."""
+    import time
+
+    from harness.workloads.capacity import recommend as rec
+    from harness.workloads.capacity import search as sr
+    from harness.workloads.capacity.recommend import Evaluated, _side_by_side
+
+    inside, overlaps, spreads = [False], [], []
+    real = sr.search_spread
+
+    def spread(*args, **kwargs):
+        inside[0] = True
+        try:
+            time.sleep(0.05)
+            spreads.append(1)
+            return real(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(sr, "search_spread", spread)
+    monkeypatch.setattr(rec, "SPREAD_TRIALS", 4)
+
+    def candidate(name: str, ms: float) -> Candidate:
+        def probe(rate: float, n: int, seed: int):
+            overlaps.append(inside[0])
+            return _probe(CostModel(ms, 0.0))(rate, n, seed)
+        return Candidate(name, {}, probe, reactivate=lambda: None)
+
+    group = [Evaluated(candidate("a", 1.0)), Evaluated(candidate("b", 1.1))]
+    settings = SearchSettings(bound_ms=10.0, requests=500, max_requests=1000, max_probes=6)
+    _side_by_side(group, settings, 0, 0, {}, lambda s: None, "x", lambda: None, activations=3)
+    assert len(spreads) == 2 and overlaps and not any(overlaps)
+    assert all(e.capacity.spread is not None for e in group)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,7 +259,8 @@ def _activation_cliffs(e: Evaluated, cap: Capacity, probe: ProbeFn, seed: int, a
 
 def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
             done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
-            probe: ProbeFn | None = None, activations: int = 1) -> None:
+            probe: ProbeFn | None = None, activations: int = 1,
+            turn: Callable[[], AbstractContextManager[object]] | None = None) -> None:
     key = (e.name, rung, seed, settings)
     cap = done.get(key)
     if cap is not None:
@@ -275,7 +277,8 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
         probe = probe or e.candidate.probe
         try:
             # a capacity for any activation (activations > 1): its search's own spread, then the activations'
-            cap = find_capacity(probe, settings, seed, spread_trials=SPREAD_TRIALS if activations > 1 else 0)
+            cap = find_capacity(probe, settings, seed, spread_trials=SPREAD_TRIALS if activations > 1 else 0,
+                                spread_turn=turn)
             cap = over_activations(cap, *_activation_cliffs(e, cap, probe, seed, activations))
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
@@ -298,17 +301,23 @@ class _Turns:
         self.broken = False
         self.cv = threading.Condition()
 
+    @contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        """`name`'s turn, held through the block: nothing else of the group runs meanwhile."""
+        with self.cv:  # held through the block: one replay (or one search's simulation) at a time
+            self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
+            if self.broken:
+                raise _Aborted
+            try:
+                yield
+            finally:
+                self.at = (self.at + 1) % len(self.order)
+                self.cv.notify_all()
+
     def wrap(self, name: str, probe: ProbeFn) -> ProbeFn:
         def taken_in_turn(rate: float, n: int, seed: int) -> ReplayRun:
-            with self.cv:  # held through the probe: one replay at a time
-                self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
-                if self.broken:
-                    raise _Aborted
-                try:
-                    return probe(rate, n, seed)
-                finally:
-                    self.at = (self.at + 1) % len(self.order)
-                    self.cv.notify_all()
+            with self.turn(name):
+                return probe(rate, n, seed)
         return taken_in_turn
 
     def leave(self, name: str, broken: bool = False) -> None:
@@ -339,7 +348,7 @@ def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: in
     def one(e: Evaluated) -> None:
         try:
             _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe),
-                    activations=activations)
+                    activations=activations, turn=lambda: turns.turn(e.name))
         except _Aborted:
             turns.leave(e.name)
             return

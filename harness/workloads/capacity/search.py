@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
@@ -188,10 +189,13 @@ def _result(step: int, kind: str, rate: float, run: ReplayRun, settings: SearchS
                        run.contended)
 
 
-def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0, spread_trials: int = 0) -> Capacity:
+def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0, spread_trials: int = 0,
+                  spread_turn: Callable[[], AbstractContextManager[object]] | None = None) -> Capacity:
     """Saturate (the cliff), probe the floor (5% of it), then bisect between them to the tolerance. The interval is
-    the bisection's bracket; with `spread_trials`, widened to where a new search's capacity falls (search_spread)."""
-    return _Search(probe, settings, seed, spread_trials).capacity()
+    the bisection's bracket; with `spread_trials`, widened to where a new search's capacity falls (search_spread),
+    simulated inside `spread_turn()` (searches side by side: no other configuration's probe runs meanwhile, so
+    this process's CPU does not load the machine a probe is measured on)."""
+    return _Search(probe, settings, seed, spread_trials, spread_turn).capacity()
 
 
 def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, seed: int = 0,
@@ -224,8 +228,10 @@ def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, se
 class _Search:
     """One capacity search: its probes so far and the rates probed, in named steps."""
 
-    def __init__(self, probe: ProbeFn, settings: SearchSettings, seed: int, spread_trials: int = 0) -> None:
+    def __init__(self, probe: ProbeFn, settings: SearchSettings, seed: int, spread_trials: int = 0,
+                 spread_turn: Callable[[], AbstractContextManager[object]] | None = None) -> None:
         self.probe, self.settings, self.seed, self.spread_trials = probe, settings, seed, spread_trials
+        self.spread_turn = spread_turn or nullcontext
         self.saturated: ReplayRun | None = None  # the saturation replay: its calls are the service times
         self.probes: list[ProbeResult] = []
         self.points = 2  # rates probed (saturation, floor, then one per rate; a longer rerun is the same probe)
@@ -331,7 +337,8 @@ class _Search:
             if max(sat.batch_sizes, default=1) > 1:
                 why = "; no search spread: a batcher's calls are no single requests' service times"
             else:
-                spread = search_spread(np.array(sat.call_ns), settings, self.spread_trials, self.seed)
+                with self.spread_turn():
+                    spread = search_spread(np.array(sat.call_ns), settings, self.spread_trials, self.seed)
                 if spread is None:
                     why = "; no search spread: the simulated searches found no capacity"
                 else:
