@@ -22,7 +22,7 @@ SATURATION_S = 10.0  # the saturation probe: at most this many seconds' worth of
 SATURATION_PILOT = 50  # this many (a 0.5 s call would make 2,000 requests a 17-minute probe)
 UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
 CONTENDED_RETRIES = 2  # a replay the machine inflated (its contention probe said so) is run again this many times
-SPREAD_TRIALS = 40  # simulated searches that give a search's spread (spread_interval)
+SPREAD_TRIALS = 40  # simulated searches that give a search's spread (search_spread)
 SPREAD_LEVEL = 0.95  # the share of a new search's capacities its interval is to hold (on the simulated queue)
 
 
@@ -200,12 +200,13 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0, sprea
 
 def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, seed: int = 0,
                   level: float | None = None) -> float | None:
-    """How far a new search's capacity falls from this one's: the `level` quantile of |log(E_j / E_i)| over the
-    ordered pairs of `trials` searches (level default SPREAD_LEVEL), with the same settings, of a simulated server (Poisson arrivals, FIFO,
-    call times drawn from `call_ns`, the saturation probe's own calls). A search's probes judge a percentile from
-    a few hundred or thousand requests, whose slowest come in one or two busy periods, so a search moves with
-    its arrivals far more than its bracket says; the simulated searches show how far at this service-time
-    distribution, these request counts and this bound. None: fewer than half of them found a capacity."""
+    """How far a new search's capacity falls from this one's: the `level` (default SPREAD_LEVEL) quantile of
+    |log(E_j / E_i)| over the ordered pairs of `trials` searches, with the same settings, of a simulated server
+    (Poisson arrivals, FIFO, call times drawn from `call_ns`, the saturation probe's own calls). A search's probes
+    judge a percentile from a few hundred or thousand requests, whose slowest come in one or two busy periods, so
+    a search moves with its arrivals far more than its bracket says; the simulated searches show how far at this
+    service-time distribution, these request counts and this bound. None: fewer than half of them found a
+    capacity."""
     from harness.workloads.capacity.simulated import fifo_service
 
     calls = np.asarray(call_ns, dtype=np.int64)
