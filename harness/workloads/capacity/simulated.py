@@ -1,6 +1,5 @@
-"""A simulated runtime for checking the capacity search without timing: one FIFO server whose call times are drawn
-from a fixed distribution (log-normal around a mean, rare hiccups), each activation with a bias of its own,
-replayed in closed form on simulated time (docs/recommend.md, tools/recommend_coverage.py --simulate)."""
+"""A simulated FIFO server for checking the capacity search without timing: call times from a fixed distribution,
+each activation with a bias of its own, replayed in closed form (docs/recommend.md)."""
 
 from __future__ import annotations
 
