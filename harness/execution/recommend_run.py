@@ -18,9 +18,11 @@ from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 if TYPE_CHECKING:
     from harness.config import RunConfig
 
-SCHEMA_VERSION = 2  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it; 2 adds
-#                    the verdict and each final capacity's further activations (a file of 1 is read and resumed)
-READABLE = (1, 2)
+SCHEMA_VERSION = 3  # recommend.json: 1 records every search (rung, seed, settings) so --resume can take it; 2 adds
+#                    the verdict and each final capacity's further activations; 3: a capacity's low/high are the
+#                    interval a new search would give (the search spread), the bisection's bracket kept apart as
+#                    bracket_low/high (files of 1 and 2 are read; their searches without a bracket are re-measured)
+READABLE = (1, 2, 3)
 
 
 def recommend_run(config: RunConfig) -> int:

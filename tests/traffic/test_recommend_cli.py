@@ -110,7 +110,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
             "--out", str(out)]
     assert main(argv) in (EXIT_CLEAN, EXIT_UNJUDGED)
     first = json.loads((out / "recommend.json").read_text())
-    assert first["schema_version"] == 2 and first["resumed_searches"] == 0 and first["method"] == "grid"
+    assert first["schema_version"] == 3 and first["resumed_searches"] == 0 and first["method"] == "grid"
     capsys.readouterr()
     assert main([*argv, "--resume"]) in (EXIT_CLEAN, EXIT_UNJUDGED)
     assert capsys.readouterr().out.count("(resumed:") == 4  # 2 in the grid, the 2 again side by side
@@ -125,7 +125,7 @@ def test_resume_takes_the_searches_of_the_run_in_out_and_refuses_another_run(tmp
         assert words in err and str(out / "recommend.json") in err
     (out / "recommend.json").write_text('{"model": "fake-linear", "candidates": []}')
     assert main([*argv, "--resume"]) == EXIT_USAGE
-    assert "is not a recommend.json of schema version 1 or 2" in capsys.readouterr().err
+    assert "is not a recommend.json of schema version 1 or 2 or 3" in capsys.readouterr().err
     (out / "recommend.json").write_text("{")
     assert main([*argv, "--resume"]) == EXIT_USAGE and "cannot be read" in capsys.readouterr().err
     # a stored file is re-validated, never believed (#58): a capacity of 1e308 or -5, candidates that are a string

@@ -6,14 +6,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.traffic.replay import ReplayRun, percentile
-from harness.workloads.capacity.search import (CONTENDED_RETRIES, Capacity, ProbeError, ProbeFn, SearchSettings,
-                                               find_capacity, over_activations)
+from harness.workloads.capacity.search import (CONTENDED_RETRIES, SPREAD_TRIALS, Capacity, ProbeError, ProbeFn,
+                                               SearchSettings, find_capacity, over_activations)
 
 ETA = 3
 RUNGS = ((0.2, 8, 6), (0.08, 4, 10))  # (tolerance, requests divisor, max probes) before the full rung
@@ -190,7 +191,9 @@ STATUSES = ("found", "unsure", "below-floor", "probe-budget")
 def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[SearchKey, Capacity]:
     """The searches an earlier run's recommend.json recorded (its "candidates"), by what a resumed run matches;
     each re-validated as what a search can produce (a ValueError naming the place: a capacity that is not a finite
-    rate in [0, 1e7] requests/s, an interval that does not hold its estimate, an unknown status), never believed."""
+    rate in [0, 1e7] requests/s, an interval that does not hold its estimate, an unknown status), never believed.
+    A search recorded before the search spread (its interval always the bisection's bracket, no `bracket_low`) is
+    left out: the resumed run measures it again rather than compare intervals of two meanings."""
     if not isinstance(candidates, list):
         raise ValueError(f"candidates: a list of configurations, not {type(candidates).__name__}")
     out: dict[SearchKey, Capacity] = {}
@@ -211,6 +214,8 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
             key = (str(c["name"]), rung, seed, SearchSettings(**s["settings"]))
             cap = Capacity.from_json(s["capacity"])
             _check_capacity(cap, f"{where}.capacity")
+            if isinstance(s["capacity"], Mapping) and "bracket_low" not in s["capacity"]:
+                continue  # recorded when its interval was always the bracket: measured again, never mixed in
             out[key] = cap
     return out
 
@@ -218,6 +223,7 @@ def searches_from_json(candidates: Sequence[Mapping[str, object]]) -> dict[Searc
 def _check_capacity(cap: Capacity, where: str) -> None:
     rates = {"estimate": cap.estimate, "low": cap.low, "cliff": cap.cliff,
              **({"knee": cap.knee} if cap.knee is not None else {}),
+             **{k: v for k, v in (("bracket_low", cap.bracket_low), ("bracket_high", cap.bracket_high)) if v is not None},
              **{f"activation_cliffs[{k}]": v for k, v in enumerate(cap.activation_cliffs)}}
     for name, v in rates.items():
         if not (math.isfinite(v) and 0.0 <= v <= MAX_CAPACITY):
@@ -259,7 +265,8 @@ def _activation_cliffs(e: Evaluated, cap: Capacity, probe: ProbeFn, seed: int, a
 
 def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
             done: Mapping[SearchKey, Capacity], log: Callable[[str], None], label: str,
-            probe: ProbeFn | None = None, activations: int = 1) -> None:
+            probe: ProbeFn | None = None, activations: int = 1,
+            turn: Callable[[], AbstractContextManager[object]] | None = None) -> None:
     key = (e.name, rung, seed, settings)
     cap = done.get(key)
     if cap is not None:
@@ -275,7 +282,9 @@ def _search(e: Evaluated, settings: SearchSettings, seed: int, rung: int,
         log(f"{label}: {e.name}")
         probe = probe or e.candidate.probe
         try:
-            cap = find_capacity(probe, settings, seed)
+            # a capacity for any activation (activations > 1): its search's own spread, then the activations'
+            cap = find_capacity(probe, settings, seed, spread_trials=SPREAD_TRIALS if activations > 1 else 0,
+                                spread_turn=turn)
             cap = over_activations(cap, *_activation_cliffs(e, cap, probe, seed, activations))
         except ProbeError as exc:
             e.refusal = f"failed under load: {exc}"
@@ -298,17 +307,23 @@ class _Turns:
         self.broken = False
         self.cv = threading.Condition()
 
+    @contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        """`name`'s turn, held through the block: nothing else of the group runs meanwhile."""
+        with self.cv:  # held through the block: one replay (or one search's simulation) at a time
+            self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
+            if self.broken:
+                raise _Aborted
+            try:
+                yield
+            finally:
+                self.at = (self.at + 1) % len(self.order)
+                self.cv.notify_all()
+
     def wrap(self, name: str, probe: ProbeFn) -> ProbeFn:
         def taken_in_turn(rate: float, n: int, seed: int) -> ReplayRun:
-            with self.cv:  # held through the probe: one replay at a time
-                self.cv.wait_for(lambda: self.broken or self.order[self.at] == name)
-                if self.broken:
-                    raise _Aborted
-                try:
-                    return probe(rate, n, seed)
-                finally:
-                    self.at = (self.at + 1) % len(self.order)
-                    self.cv.notify_all()
+            with self.turn(name):
+                return probe(rate, n, seed)
         return taken_in_turn
 
     def leave(self, name: str, broken: bool = False) -> None:
@@ -339,7 +354,7 @@ def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: in
     def one(e: Evaluated) -> None:
         try:
             _search(e, settings, seed, rung, done, log, label, probe=turns.wrap(e.name, e.candidate.probe),
-                    activations=activations)
+                    activations=activations, turn=lambda: turns.turn(e.name))
         except _Aborted:
             turns.leave(e.name)
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
@@ -21,6 +22,8 @@ SATURATION_S = 10.0  # the saturation probe: at most this many seconds' worth of
 SATURATION_PILOT = 50  # this many (a 0.5 s call would make 2,000 requests a 17-minute probe)
 UNSTABLE = 0.95  # completed / offered below this: the queue grew during the probe
 CONTENDED_RETRIES = 2  # a replay the machine inflated (its contention probe said so) is run again this many times
+SPREAD_TRIALS = 40  # simulated searches that give a search's spread (search_spread)
+SPREAD_LEVEL = 0.95  # the share of a new search's capacities its interval is to hold (on the simulated queue)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class Capacity:
     activation_s: float = 0.0  # their replays' time
     search_low: float | None = None  # the search's own interval, on its one activation, before over_activations
     search_high: float | None = None
+    bracket_low: float | None = None  # the bisection's bracket [highest pass, lowest fail] (None: recorded before
+    bracket_high: float | None = None  # the search spread, when [low, high] was always the bracket)
+    spread: float | None = None  # search_spread: how far (log) a new search's capacity falls (None: not simulated)
 
     @property
     def activations(self) -> int:
@@ -115,7 +121,8 @@ class Capacity:
                 "cost_s": self.cost_s, "rates_probed": self.rates_probed, "activations": self.activations,
                 "activation_cliffs": list(self.activation_cliffs), "activation_s": self.activation_s,
                 "activation_spread": self.activation_spread, "search_low": self.search_low,
-                "search_high": self.search_high, "probes": [p.to_json() for p in self.probes]}
+                "search_high": self.search_high, "bracket_low": self.bracket_low,
+                "bracket_high": self.bracket_high, "spread": self.spread, "probes": [p.to_json() for p in self.probes]}
 
     @classmethod
     def from_json(cls, d: Mapping[str, object]) -> Capacity:
@@ -128,7 +135,8 @@ class Capacity:
                    None if d["knee"] is None else float(d["knee"]), float(d["floor_ms"]),
                    str(d["status"]), str(d["reason"]), probes, int(d["rates_probed"]),
                    tuple(float(c) for c in d.get("activation_cliffs") or ()),  # type: ignore[union-attr]
-                   float(d.get("activation_s") or 0.0), opt("search_low"), opt("search_high"))  # type: ignore[arg-type]
+                   float(d.get("activation_s") or 0.0), opt("search_low"), opt("search_high"),  # type: ignore[arg-type]
+                   opt("bracket_low"), opt("bracket_high"), opt("spread"))
 
 
 def over_activations(cap: Capacity, cliffs: tuple[float, ...], wall_s: float = 0.0) -> Capacity:
@@ -136,19 +144,22 @@ def over_activations(cap: Capacity, cliffs: tuple[float, ...], wall_s: float = 0
     a bias of their own (the same ORT configuration read 495 and 731 requests/s in two quiet runs), which the
     search's probes, all on one activation, cannot show. `cliffs`: the saturated throughput of further fresh
     activations (the same saturation replay). The estimate moves by the mean log-cliff's offset from this
-    activation's; the interval's log half-width is the search's and a 95% prediction interval for a new
-    activation, t(0.975, A-1) x sd(log cliff) x sqrt(1 + 1/A), added in quadrature (capacity taken to move as the
-    service rate does: near saturation, where an SLO far above the service time puts it)."""
+    activation's; each side of the interval (its log distance from the estimate) is the search's and a 95%
+    prediction interval for a new activation, t(0.975, A-1) x sd(log cliff) x sqrt(1 + 1/A), added in quadrature
+    (capacity taken to move as the service rate does: near saturation, where an SLO far above the service time
+    puts it), the top no higher than the highest cliff measured. A low end of 0 stays 0."""
     from scipy.stats import t
 
-    if not cliffs or cap.estimate <= 0 or cap.low <= 0 or not all(c > 0 for c in cliffs):
+    if not cliffs or cap.estimate <= 0 or not all(c > 0 for c in cliffs):
         return Capacity(**{**cap.__dict__, "activation_cliffs": tuple(cliffs), "activation_s": wall_s})
     logs = np.log([cap.cliff, *cliffs])
     a = len(logs)
     sd = float(np.std(logs, ddof=1))
     centre = math.log(cap.estimate) + float(logs.mean() - logs[0])
-    half = math.hypot(math.log(cap.high / cap.low) / 2, float(t.ppf(0.975, a - 1)) * sd * math.sqrt(1 + 1 / a))
-    low, high = math.exp(centre - half), math.exp(centre + half)
+    act = float(t.ppf(0.975, a - 1)) * sd * math.sqrt(1 + 1 / a)
+    low = math.exp(centre - math.hypot(math.log(cap.estimate / cap.low), act)) if cap.low > 0 else 0.0
+    top = float(logs.max())  # no higher than the highest cliff measured (log): a capacity is under its cliff
+    high = math.exp(max(centre, min(centre + math.hypot(math.log(cap.high / cap.estimate), act), top)))
     reason = (f"{cap.reason}; over {a} activations (their cliffs' spread {sd:.1%}): [{low:.4g}, {high:.4g}] "
               f"requests/s")
     return Capacity(**{**cap.__dict__, "estimate": math.exp(centre), "low": low, "high": high, "reason": reason,
@@ -178,16 +189,51 @@ def _result(step: int, kind: str, rate: float, run: ReplayRun, settings: SearchS
                        run.contended)
 
 
-def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0) -> Capacity:
-    """Saturate (the cliff), probe the floor (5% of it), then bisect between them to the tolerance."""
-    return _Search(probe, settings, seed).capacity()
+def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0, spread_trials: int = 0,
+                  spread_turn: Callable[[], AbstractContextManager[object]] | None = None) -> Capacity:
+    """Saturate (the cliff), probe the floor (5% of it), then bisect between them to the tolerance. The interval is
+    the bisection's bracket; with `spread_trials`, widened to where a new search's capacity falls (search_spread),
+    simulated inside `spread_turn()` (searches side by side: no other configuration's probe runs meanwhile, so
+    this process's CPU does not load the machine a probe is measured on)."""
+    return _Search(probe, settings, seed, spread_trials, spread_turn).capacity()
+
+
+def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, seed: int = 0,
+                  level: float | None = None) -> float | None:
+    """How far a new search's capacity falls from this one's: the `level` (default SPREAD_LEVEL) quantile of
+    |log(E_j / E_i)| over the ordered pairs of `trials` searches, with the same settings, of a simulated server
+    (Poisson arrivals, FIFO, call times drawn from `call_ns`, the saturation probe's own calls). A search's probes
+    judge a percentile from a few hundred or thousand requests, whose slowest come in one or two busy periods, so
+    a search moves with its arrivals far more than its bracket says; the simulated searches show how far at this
+    service-time distribution, these request counts and this bound. None: fewer than half of them found a
+    capacity."""
+    from harness.workloads.capacity.simulated import fifo_service
+
+    calls = np.asarray(call_ns, dtype=np.int64)
+
+    def probe(rate: float, n: int, s: int) -> ReplayRun:
+        rng = np.random.default_rng([seed, s])
+        gaps = rng.exponential(1.0, n)
+        times = np.zeros(n) if math.isinf(rate) else np.concatenate(([0.0], np.cumsum(gaps[1:]))) / rate
+        return fifo_service(np.round(times * 1e9).astype(np.int64), rng.choice(calls, n))
+
+    level = SPREAD_LEVEL if level is None else level
+    found = [c.estimate for c in (_Search(probe, settings, k).capacity() for k in range(trials)) if c.estimate > 0]
+    if len(found) < max(2, trials / 2):
+        return None
+    logs = np.log(found)
+    diffs = np.abs(logs[:, None] - logs[None, :])[~np.eye(len(logs), dtype=bool)]
+    return float(np.quantile(diffs, level))
 
 
 class _Search:
     """One capacity search: its probes so far and the rates probed, in named steps."""
 
-    def __init__(self, probe: ProbeFn, settings: SearchSettings, seed: int) -> None:
-        self.probe, self.settings, self.seed = probe, settings, seed
+    def __init__(self, probe: ProbeFn, settings: SearchSettings, seed: int, spread_trials: int = 0,
+                 spread_turn: Callable[[], AbstractContextManager[object]] | None = None) -> None:
+        self.probe, self.settings, self.seed, self.spread_trials = probe, settings, seed, spread_trials
+        self.spread_turn = spread_turn or nullcontext
+        self.saturated: ReplayRun | None = None  # the saturation replay: its calls are the service times
         self.probes: list[ProbeResult] = []
         self.points = 2  # rates probed (saturation, floor, then one per rate; a longer rerun is the same probe)
 
@@ -217,6 +263,7 @@ class _Search:
             self.probes.append(_result(step, "saturation", math.inf, sat, self.settings, "info"))
             sat, step = self.run("saturation", math.inf, most if worth >= most else round(worth))
         self.probes.append(_result(step, "saturation", math.inf, sat, self.settings, "info"))
+        self.saturated = sat
         return sat.throughput
 
     def floor(self, floor_rate: float) -> ProbeResult:
@@ -280,16 +327,32 @@ class _Search:
             self.keep(floor, "fail")
             return Capacity(0.0, 0.0, floor_rate, cliff, None, floor.value_ms, "below-floor",
                             f"p{settings.percentile:g} is {floor.value_ms:.3g} ms at {floor_rate:.3g} requests/s "
-                            f"(5% of the cliff), over the {bound:g} ms bound: no rate holds it", tuple(self.probes), 2)
+                            f"(5% of the cliff), over the {bound:g} ms bound: no rate holds it", tuple(self.probes), 2,
+                            bracket_low=0.0, bracket_high=floor_rate)
         self.keep(floor, "pass")
         lo, hi = self.bisect(floor_rate, cliff)
         status = "found" if (hi - lo) / hi <= settings.tolerance else "probe-budget"
+        low, high, spread, why = lo, hi, None, ""
+        sat = self.saturated
+        if self.spread_trials and sat is not None and sat.call_ns:
+            if max(sat.batch_sizes, default=1) > 1:
+                why = "; no search spread: a batcher's calls are no single requests' service times"
+            else:
+                with self.spread_turn():
+                    spread = search_spread(np.array(sat.call_ns), settings, self.spread_trials, self.seed)
+                if spread is None:
+                    why = "; no search spread: the simulated searches found no capacity"
+                else:
+                    mid = (lo + hi) / 2
+                    low, high = min(lo, mid * math.exp(-spread)), min(max(hi, mid * math.exp(spread)), max(cliff, hi))
+                    why = (f"; a new search falls within {spread:.1%} (log) of it in {SPREAD_LEVEL:.0%} of "
+                           f"{self.spread_trials} simulated searches: [{low:.4g}, {high:.4g}]")
         reason = (f"[{lo:.4g}, {hi:.4g}] requests/s after {self.points} probes" if status == "found" else
-                  f"{settings.max_probes} probes spent: [{lo:.4g}, {hi:.4g}] requests/s")
+                  f"{settings.max_probes} probes spent: [{lo:.4g}, {hi:.4g}] requests/s") + why
         passing = [p for p in self.probes if p.kind != "saturation" and p.verdict == "pass"]
         knee = max((p.rate for p in passing if p.p50_ms <= KNEE_FACTOR * floor.p50_ms), default=None)
-        return Capacity((lo + hi) / 2, lo, hi, cliff, knee, floor.value_ms, status, reason, tuple(self.probes),
-                        self.points)
+        return Capacity((lo + hi) / 2, low, high, cliff, knee, floor.value_ms, status, reason, tuple(self.probes),
+                        self.points, bracket_low=lo, bracket_high=hi, spread=spread)
 
 
 class ProbeError(RuntimeError):
