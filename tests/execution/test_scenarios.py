@@ -460,3 +460,28 @@ def test_loadgens_scratch_folder_is_under_the_run_folder_and_the_session_removes
     session.start()
     session.finish(interrupted=True)
     assert not cfg.outputs.scratch_dir.exists()
+
+
+@pytest.mark.parametrize("others_cores, contended", [(0.0, False), (1.5, True)])
+def test_a_server_tests_own_threads_waiting_is_not_a_neighbour(config, monkeypatch, others_cores, contended):
+    """Quiet (PSI 0-7%), every no-op loop test read `contended`: LoadGen's issue thread and the serving thread
+    outnumber a 2-core machine's cores and wait for each other ("2.0 core(s) free: the worker's threads waited
+    42%"). A Server test's threads sleep between arrivals, as recommend's replays do: a wait while no other
+    process used the machine is its own (`own_wait`), a wait beside a neighbour stays contended."""
+    pytest.importorskip("mlperf_loadgen")
+    import harness.workloads.forward.scenarios as scenarios
+
+    class Probe:
+        def __init__(self, *a, **k):
+            pass
+
+        def start(self):
+            pass
+
+        def stop(self):
+            return {"contended": True, "cause": "run-queue wait", "others_cores": others_cores, "steal_fraction": 0.0}
+
+    monkeypatch.setattr(scenarios, "ContentionProbe", Probe)
+    sut = RuntimeSut(lambda: None, lambda: None, batch=1)
+    r = sut.issuing_loop(config.replace(scenario_duration_s=0.1), 2000.0)
+    assert r.contended is contended
