@@ -33,6 +33,7 @@ from harness.measure.contention import wait_quiet
 from harness.workloads.ab.pairs import PairLoop, Stop
 from harness.workloads.common import ensure_user_models
 from harness.workloads.gate.workload import SidePayload, baseline_model_name
+from harness.runtimes.pinned import canonical_dist, same_release
 
 # rows that were not judged: never a pass; the gate exits 3 for them unless --allow-unjudged (each row names its
 # cause: harness.gating.unjudged; a stored-figure row of these verdicts without one gets the verdict's)
@@ -255,24 +256,6 @@ def _short(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def _canon(name: str) -> str:
-    from packaging.utils import canonicalize_name
-
-    return str(canonicalize_name(name))
-
-
-def _same_release(a: dict[str, str], b: dict[str, str]) -> bool:
-    """The same distribution at the same version (1.30 == 1.30.0)."""
-    from packaging.version import InvalidVersion, Version
-
-    if _canon(a["distribution"]) != _canon(b["distribution"]):
-        return False
-    try:
-        return Version(a["version"]) == Version(b["version"])
-    except InvalidVersion:
-        return a["version"] == b["version"]
-
-
 class GateDriver:
     """Drives the gate's cases through one HarnessSession (its supervised executor, progress, atomic results and
     report): per re-measured case, side B then side A activated (each in the worker of its environment), then the
@@ -359,9 +342,9 @@ class GateDriver:
                 if stored else ""
         a_runtime = case.runtime
         base = split_pin(case.runtime)[0]
-        if stored and tonight and not _same_release(stored, tonight):
-            same_dist = _canon(stored["distribution"]) == _canon(tonight["distribution"])
-            pinned = stored["version"] if _canon(stored["distribution"]) == _canon(cls.distribution or "") else \
+        if stored and tonight and not same_release(stored, tonight):
+            same_dist = canonical_dist(stored["distribution"]) == canonical_dist(tonight["distribution"])
+            pinned = stored["version"] if canonical_dist(stored["distribution"]) == canonical_dist(cls.distribution or "") else \
                 f"{stored['distribution']}=={stored['version']}"
             a_runtime = f"{base}@{pinned}"
             notes.append(f"side A runs {stored['distribution']} {stored['version']} (the baseline's release{how}) in "

@@ -18,6 +18,7 @@ from harness.measure.timer import TimingPolicy
 from harness.precision import Precision
 from harness.report.progress import RunProgress
 from harness.results.schema import CaseId
+from harness.runtimes.pinned import canonical_dist, same_release
 
 
 def spec_case(model: str, runtime: str, precision: Precision, batch: int, seq: int | None) -> CaseId:
@@ -71,23 +72,6 @@ class ReleasePlan:
     release: str
     pinned: bool = False
     fallback: str = ""  # why the certified release could not run here ("" when it did, or was not needed)
-
-
-def _canon(name: str) -> str:
-    from packaging.utils import canonicalize_name
-
-    return str(canonicalize_name(name))
-
-
-def _same_release(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    if _canon(a["distribution"]) != _canon(b["distribution"]):
-        return False
-    try:
-        return Version(a["version"]) == Version(b["version"])
-    except InvalidVersion:
-        return a["version"] == b["version"]
 
 
 def _label(release: Mapping[str, str] | None) -> str:
@@ -146,11 +130,11 @@ def release_plans(cases: Sequence[CaseId], certified: Mapping[str, Mapping[str, 
             plans.append(ReleasePlan(case, case, f"{here_text}, this interpreter's (the certificate records no "
                                                  f"release of {module})"))
             continue
-        if here is not None and _same_release(was, here):
+        if here is not None and same_release(was, here):
             plans.append(ReleasePlan(case, case, f"{_label(was)}, as certified"))
             continue
         base = split_pin(case.runtime)[0]
-        pin = was["version"] if _canon(was["distribution"]) == _canon(cls.distribution) else \
+        pin = was["version"] if canonical_dist(was["distribution"]) == canonical_dist(cls.distribution) else \
             f"{was['distribution']}=={was['version']}"
         pinned = dataclasses.replace(case, runtime=f"{base}@{pin}")
         try:

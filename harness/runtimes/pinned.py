@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -11,6 +12,26 @@ from harness.runtimes.base import Availability, Runtime
 
 _NAME = re.compile(r"^(?P<base>[^@]+)@(?P<version>[^@]+)$")
 _DIST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
+
+
+def canonical_dist(name: str) -> str:
+    """A distribution's canonical name (PEP 503: onnxruntime_gpu == onnxruntime-gpu)."""
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def same_release(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """The same distribution at the same version (1.30 == 1.30.0): `{"distribution": ..., "version": ...}`, as
+    results record a runtime's provider (harness.results.environment)."""
+    from packaging.version import InvalidVersion, Version
+
+    if canonical_dist(a["distribution"]) != canonical_dist(b["distribution"]):
+        return False
+    try:
+        return Version(a["version"]) == Version(b["version"])
+    except InvalidVersion:
+        return a["version"] == b["version"]
 
 
 def split_pin(name: str) -> tuple[str, str | None]:
