@@ -17,54 +17,75 @@ def history_command(history: History, args: argparse.Namespace, guard: SignalGua
     --confirm` reads to keep what finished when a SIGINT or SIGTERM stops it (exit 130 / 143)."""
     action = args.history_command
     if action == "add":
-        from harness.results.schema import load_results
-
-        runs = [(str(p), load_results(p)) for p in args.results]  # every file checked before any is recorded
-        for path, run in runs:
-            n = history.add(run, path)
-            print(f"recorded run {visible(run.run_id)} ({n} cases, machine "
-                  f"{visible(str(run.environment.get('machine', '?')))}) in {masked(history.url)}")
-        return 0
+        return _add(history, args)
     if action == "ls":
-        rows = history.runs()
-        if args.json:
-            print(json.dumps(rows, indent=1))
-        elif not rows:
-            print(f"{masked(history.url)}: no runs recorded")
-        else:
-            print(f"{'run':<20} {'started':<26} {'commit':<10} {'measured':>9} machine")
-        for r in rows if not args.json else ():
-            print(f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
-                  f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
-                  f"{visible(r['machine'])}")
-        return 0
+        return _ls(history, args)
     if action == "cases" or (action == "show" and not args.case):
-        keys = history.case_keys()
-        if args.json:
-            print(json.dumps(keys, indent=1))
-        elif not keys:
-            print(f"{masked(history.url)}: no cases recorded")
-        else:
-            print(f"{len(keys)} cases recorded in {masked(history.url)} (`harness history show CASE`):")
-            for k in keys:
-                print(f"  {visible(k)}")
-        return 0
+        return _cases(history, args)
     if action == "show":
-        series = history.series([args.case], args.metric)
-        if not series:
-            raise HistoryError(f"history {masked(history.url)}: no measured figures of case {args.case!r} "
-                               "(`harness history ls` lists the runs)")
-        if args.json:
-            print(json.dumps([{"case": s.case, "machine": s.machine, "metric": s.metric, "unit": s.unit,
-                               "points": [p.__dict__ for p in s.points],
-                               "model_changes": [{"run": s.points[m.index].run_id, "before": m.before,
-                                                  "after": m.after} for m in s.model_changes],
-                               "changes": [describe_change(s, c) for c in s.changes]} for s in series], indent=1))
-            return 0
-        for s in series:
-            print("\n".join(show_lines(s)))
+        return _show(history, args)
+    return _changes(history, args, guard or SignalGuard())
+
+
+def _add(history: History, args: argparse.Namespace) -> int:
+    from harness.results.schema import load_results
+
+    runs = [(str(p), load_results(p)) for p in args.results]  # every file checked before any is recorded
+    for path, run in runs:
+        n = history.add(run, path)
+        print(f"recorded run {visible(run.run_id)} ({n} cases, machine "
+              f"{visible(str(run.environment.get('machine', '?')))}) in {masked(history.url)}")
+    return 0
+
+
+def _ls(history: History, args: argparse.Namespace) -> int:
+    rows = history.runs()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    elif not rows:
+        print(f"{masked(history.url)}: no runs recorded")
+    else:
+        print(f"{'run':<20} {'started':<26} {'commit':<10} {'measured':>9} machine")
+    for r in rows if not args.json else ():
+        print(f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
+              f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
+              f"{visible(r['machine'])}")
+    return 0
+
+
+def _cases(history: History, args: argparse.Namespace) -> int:
+    keys = history.case_keys()
+    if args.json:
+        print(json.dumps(keys, indent=1))
+    elif not keys:
+        print(f"{masked(history.url)}: no cases recorded")
+    else:
+        print(f"{len(keys)} cases recorded in {masked(history.url)} (`harness history show CASE`):")
+        for k in keys:
+            print(f"  {visible(k)}")
+    return 0
+
+
+def _show(history: History, args: argparse.Namespace) -> int:
+    series = history.series([args.case], args.metric)
+    if not series:
+        raise HistoryError(f"history {masked(history.url)}: no measured figures of case {args.case!r} "
+                           "(`harness history ls` lists the runs)")
+    if args.json:
+        print(json.dumps([{"case": s.case, "machine": s.machine, "metric": s.metric, "unit": s.unit,
+                           "points": [p.__dict__ for p in s.points],
+                           "model_changes": [{"run": s.points[m.index].run_id, "before": m.before,
+                                              "after": m.after} for m in s.model_changes],
+                           "changes": [describe_change(s, c) for c in s.changes]} for s in series], indent=1))
         return 0
-    stop = guard or SignalGuard()
+    for s in series:
+        print("\n".join(show_lines(s)))
+    return 0
+
+
+def _changes(history: History, args: argparse.Namespace, stop: SignalGuard) -> int:
+    """`history changes`: the change points, findings and drifts, printed and written; the exit status (a
+    signal's, or --fail-on's)."""
     series = history.series(None, args.metric, settings=case_settings(args))
     rows = changes_rows(history, args, series=series, stop=stop)
     stop.finishing = True  # a signal from here on waits for what finished to be printed and written
@@ -86,16 +107,21 @@ def history_command(history: History, args: argparse.Namespace, guard: SignalGua
         print(f"history changes: interrupted by {stop.name}: {len(asked) - cut} of {len(asked)} regression(s) "
               f"re-measured, the rest listed unconfirmed; no --fail-on verdict", file=sys.stderr)
         return 128 + stop.signum
+    return _fail_on(found, args)
+
+
+def _fail_on(found: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """1 when a finding holds what --fail-on names (said on stderr), else 0."""
     failing = [f for f in found if args.fail_on == "any" or args.fail_on in f["reported"]] if args.fail_on else []
-    if failing:
-        window = f"the newest {args.last} runs" if args.last is not None else "the history"
-        what = "change point" if args.fail_on == "any" else args.fail_on
-        points = sum(len(f["cases"]) for f in failing)
-        print(f"history changes: {len(failing)} finding{'s' if len(failing) != 1 else ''} with a{'n' if what[0] in 'aeiou' else ''} "
-              f"{what} in {window} ({points} change point{'s' if points != 1 else ''}, --fail-on {args.fail_on})",
-              file=sys.stderr)
-        return 1
-    return 0
+    if not failing:
+        return 0
+    window = f"the newest {args.last} runs" if args.last is not None else "the history"
+    what = "change point" if args.fail_on == "any" else args.fail_on
+    points = sum(len(f["cases"]) for f in failing)
+    print(f"history changes: {len(failing)} finding{'s' if len(failing) != 1 else ''} with a{'n' if what[0] in 'aeiou' else ''} "
+          f"{what} in {window} ({points} change point{'s' if points != 1 else ''}, --fail-on {args.fail_on})",
+          file=sys.stderr)
+    return 1
 
 
 def show_lines(s: Series) -> list[str]:
