@@ -559,18 +559,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             + "; ".join(f"{d}: {versions.get(d, '?')}" for d in shown) + "\n\n")
     table = (group_markdown(results, shown) + "\nPer pattern (P / R / F1 in %; no change points: false change "
              "points per series and series with any; mean ms per series):\n\n" + markdown(results, shown))
-    print(head + table, end="")
-    for d, why in unavailable.items():
+    return _emit(args, head + table, unavailable, lambda: {
+        "command": command, "otava_test_data": otava_test_data.__version__, "seeds": [seeds[0], seeds[-1]],
+        "length": args.length, "margin": args.margin, "versions": versions, "unavailable": unavailable,
+        "settings": {d: COMPETITORS[d]["setting"] for d in shown if d in COMPETITORS}
+        | {"harness": "harness.history.changes.detect defaults"},
+        "results": results})
+
+
+def _emit(args: argparse.Namespace, text: str, unavailable: dict[str, str], doc) -> int:
+    """The benchmark's table on stdout (then what did not run), in --markdown, and `doc()` in --json."""
+    print(text, end="")
+    for why in unavailable.values():
         print(f"not run: {why}")
     if args.markdown:
-        args.markdown.write_text(head + table)
+        args.markdown.write_text(text)
     if args.json:
-        args.json.write_text(json.dumps({
-            "command": command, "otava_test_data": otava_test_data.__version__, "seeds": [seeds[0], seeds[-1]],
-            "length": args.length, "margin": args.margin, "versions": versions, "unavailable": unavailable,
-            "settings": {d: COMPETITORS[d]["setting"] for d in shown if d in COMPETITORS}
-            | {"harness": "harness.history.changes.detect defaults"},
-            "results": results}, indent=1))
+        args.json.write_text(json.dumps(doc(), indent=1))
     return 0
 
 
@@ -632,22 +637,15 @@ def corpus_main(args: argparse.Namespace, detectors_given: bool) -> int:
              "the annotated segments:\n\n" + tcpd.summary_markdown(series, scores, shown)
              + "\nPer series (k: change points reported; annotators: the fewest and most one of them marked; "
                "* missing values interpolated):\n\n" + tcpd.series_markdown(series, scores, shown))
-    print(head + table, end="")
-    for d, why in unavailable.items():
-        print(f"not run: {why}")
-    if args.markdown:
-        args.markdown.write_text(head + table)
-    if args.json:
-        args.json.write_text(json.dumps({
-            "command": command, "corpus_dir": str(args.corpus_dir), "margin": args.margin, "versions": versions,
-            "skipped": skipped, "unavailable": unavailable,
-            "settings": {d: (tcpd.DEFAULTS.get(d) or COMPETITORS.get(d) or {}).get("setting") for d in shown}
-            | {"harness": "harness.history.changes.detect defaults, on changepoints_tcpd.for_ours(values)",
-               "zero": "no change point"},
-            "series": {s.name: {"n": len(s.values), "missing": s.missing, "annotations": s.annotations,
-                                "residual_lag1": tcpd.residual_lag1(s.values, s.annotations)} for s in series},
-            "results": {d: {n: sc.as_dict() for n, sc in scores[d].items()} for d in shown}}, indent=1))
-    return 0
+    return _emit(args, head + table, unavailable, lambda: {
+        "command": command, "corpus_dir": str(args.corpus_dir), "margin": args.margin, "versions": versions,
+        "skipped": skipped, "unavailable": unavailable,
+        "settings": {d: (tcpd.DEFAULTS.get(d) or COMPETITORS.get(d) or {}).get("setting") for d in shown}
+        | {"harness": "harness.history.changes.detect defaults, on changepoints_tcpd.for_ours(values)",
+           "zero": "no change point"},
+        "series": {s.name: {"n": len(s.values), "missing": s.missing, "annotations": s.annotations,
+                            "residual_lag1": tcpd.residual_lag1(s.values, s.annotations)} for s in series},
+        "results": {d: {n: sc.as_dict() for n, sc in scores[d].items()} for d in shown}})
 
 
 if __name__ == "__main__":
