@@ -36,7 +36,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.report.progress import RunProgress
     from harness.results.store import atomic_write_text
 
-    runs, replay, config, plans, gates = gate_setup(args)
+    runs, replay, config, plans, gates = gate_setup(vars(args))
     out = config.outputs.out_dir
     re_measured = sum(not p.fallback for p in plans)
     ab = config.ab

@@ -3,10 +3,9 @@ baseline read, checked and turned into the run configuration and plans before an
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from harness.errors import UsageError
 from harness.options import (
@@ -102,18 +101,22 @@ def check_stored_config(run: Any, file: Path, index: int) -> None:
                                f"({', '.join(sorted(names)) or 'none'})")
 
 
-def gate_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
-    """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`)."""
+def gate_setup(options: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`), from
+    the gate's option values by name (`vars(args)` of `harness gate`; gate-check --nightly passes its own): the
+    baseline and its --dir, --models/--runtimes (a filter of the baseline's cases), --gate/--gate-config,
+    --inject, and the run options of GATE_GROUPS (absent ones take their defaults)."""
     from harness.execution.gate_run import plan_gate
     from harness.gating import load_gate_config
     from harness.gating.baseline import load_baseline_runs, load_replay, resolve_baseline
 
-    runs = load_baseline_runs(args.baseline, args.dir)
-    replay = load_replay(args.baseline, args.dir)
+    baseline, folder = options["baseline"], options.get("dir")
+    runs = load_baseline_runs(baseline, folder)
+    replay = load_replay(baseline, folder)
     newest = runs[-1]
-    check_stored_config(newest, resolve_baseline(args.baseline, args.dir), len(runs) - 1)
-    gates = load_gate_config(args.gate_config, args.gate or ())
-    raw = dict(vars(args))
+    check_stored_config(newest, resolve_baseline(baseline, folder), len(runs) - 1)
+    gates = load_gate_config(options.get("gate_config"), options.get("gate") or ())
+    raw = dict(options)
     raw.pop("models", None)  # a filter of the baseline's cases here, not a matrix
     raw.pop("runtimes", None)
     stored = newest.config
@@ -126,10 +129,11 @@ def gate_setup(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
         raw["threads"] = str(auto_threads(int(stored.get("threads") or os.cpu_count() or 1)))
     config = parse_run_options(raw, GATE_GROUPS, out_prefix="gate-", workload="gate")
     seed = stored.get("seed")
-    config = config.replace(repeats=1, ab_inject=args.inject / 100.0,
+    config = config.replace(repeats=1, ab_inject=float(options.get("inject") or 0.0) / 100.0,
                             **({"seed": int(seed)} if isinstance(seed, int) else {}))
-    plans = plan_gate(newest, replay, _names(args.models), _names(args.runtimes))
+    models, runtimes = options.get("models"), options.get("runtimes")
+    plans = plan_gate(newest, replay, _names(models), _names(runtimes))
     if not plans:
-        raise UsageError(f"{resolve_baseline(args.baseline, args.dir)}: no measured case of the baseline matches "
-                         f"--models {args.models or '(all)'} --runtimes {args.runtimes or '(all)'}: nothing to gate")
+        raise UsageError(f"{resolve_baseline(baseline, folder)}: no measured case of the baseline matches "
+                         f"--models {models or '(all)'} --runtimes {runtimes or '(all)'}: nothing to gate")
     return runs, replay, config, plans, gates

@@ -117,12 +117,12 @@ def _gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tupl
     from harness.report.gatecheck import nightly_markdown
     from harness.results.store import atomic_write_text
 
-    args = argparse.Namespace(
-        baseline=baseline, dir=None, models=gc_args.models, runtimes=gc_args.runtimes, model=None, inject=0.0,
-        gate=gc_args.gate, gate_config=gc_args.gate_config, allow_unjudged=False,
-        **{k: getattr(gc_args, k, None) for k in ("threads", "ab_pairs", "ab_block_time", "ab_min_effect",
-                                                   "ab_confidence", "ab_activations", "ab_budget")})
-    runs, replay, config, plans, gates = gate_setup(args)
+    # the gate's options by name, as `harness gate BASELINE` would parse them: gate-check's matrix filter, gates
+    # and A/B settings (the rest at their defaults); no planted --inject (the trials plant their own slowdowns)
+    shared = ("models", "runtimes", "gate", "gate_config", "threads", "ab_pairs", "ab_block_time", "ab_min_effect",
+              "ab_confidence", "ab_activations", "ab_budget")
+    options = {"baseline": baseline, **{k: getattr(gc_args, k, None) for k in shared}}
+    runs, replay, config, plans, gates = gate_setup(options)
     root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
     print(f"gate-check --nightly {baseline}: {len(plans)} case(s) x {rounds} rounds x (A/A + {len(levels)} "
           f"levels), each trial a whole `harness gate` run; {sum(not p.fallback for p in plans)} re-measured A/B")
