@@ -233,8 +233,9 @@ def fit_noise(y: np.ndarray, model: str = "auto") -> NoiseModel:
         return iid
     phi, rho = _GRID[i]
     best = NoiseModel(math.sqrt(scale[i]), float(phi), math.sqrt(rho * scale[i]))
-    if best.short < NOISE_FLOOR:  # as flat as the floor: independent noise at the floor
-        return NoiseModel(NOISE_FLOOR)
+    if best.short < NOISE_FLOOR:  # flatter than the floor: the same shape (phi, tau / sigma) scaled up to it
+        k = NOISE_FLOOR / best.short
+        return NoiseModel(best.sigma * k, best.phi, best.tau * k)
     return best
 
 
