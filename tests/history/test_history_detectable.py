@@ -87,3 +87,21 @@ def test_under_autocorrelated_noise_it_counts_effective_runs() -> None:
         y[60:] *= 1 + ten
         hits += any(c.kind == "level" and abs(c.index - 60) <= 3 for c in detect(y))
     assert hits >= 7, f"a step of the size it said found in {hits} of 8 histories"
+
+
+def test_the_detectable_benchmark_says_and_counts(tmp_path, capsys) -> None:
+    """harness_suites.benchmarks.detectable (docs/history.md's table): per runs-after the median step said and the
+    trials that found it; bad options exit 2."""
+    import json
+
+    from harness_suites.benchmarks import detectable
+
+    out = tmp_path / "d.json"
+    assert detectable.main(["--phi", "0", "--history", "20", "--after", "5", "--trials", "2", "--json",
+                            str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["after"], r["trials"]) for r in rows] == [(5, 2)] and 0 <= rows[0]["found"] <= 2
+    assert rows[0]["median_step"] > 0 and "found in" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        detectable.main(["--after", "2"])
+    assert e.value.code == 2
