@@ -233,8 +233,9 @@ def fit_noise(y: np.ndarray, model: str = "auto") -> NoiseModel:
         return iid
     phi, rho = _GRID[i]
     best = NoiseModel(math.sqrt(scale[i]), float(phi), math.sqrt(rho * scale[i]))
-    if best.short < NOISE_FLOOR:  # as flat as the floor: independent noise at the floor
-        return NoiseModel(NOISE_FLOOR)
+    if best.short < NOISE_FLOOR:  # flatter than the floor: the same shape (phi, tau / sigma) scaled up to it
+        k = NOISE_FLOOR / best.short
+        return NoiseModel(best.sigma * k, best.phi, best.tau * k)
     return best
 
 
@@ -764,6 +765,18 @@ def spread_changes(values: Sequence[float], level: Sequence[ChangePoint] = (), *
     return []
 
 
+def _dependent_step(nm: NoiseModel, n1: int, n2: int, z: float, z_power: float) -> float:
+    """min_detectable_step under the dependent model `nm`: the step whose least noisy windows' difference is `z`
+    of its sigmas, or whose difference of the whole segments' means passes the search's penalty with the same
+    power (`z_power` sigmas of that difference above the penalty's threshold), whichever is larger."""
+    var, _, _ = nm.window_variance(n1, n2, MIN_SEGMENT)
+    whole, _, _ = nm.window_variance(n1, n2, max(n1, n2))
+    k = max(MIN_SEGMENT, min(SEARCH_SCALE, (n1 + n2) // 4))
+    scale = max(nm.short**2, nm.window_variance(k, k, k)[0] * k / 2)
+    search = math.sqrt(3 * math.log(n1 + n2) * scale * (1 / n1 + 1 / n2)) + z_power * math.sqrt(whole)
+    return max(z * math.sqrt(var), search)
+
+
 def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue: float = DEFAULT_MAX_PVALUE,
                         power: float = 0.9) -> float | None:
     """The smallest relative step (e.g. 0.05 for 5%) this history would show as a change point about `power` of
@@ -774,8 +787,11 @@ def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue:
     noise: Welch's t-test (the noncentral t's power, Welch-Satterthwaite degrees of freedom for equal spreads),
     s the run-to-run noise. A dependent model (AR(1) noise, a wander): the difference of the least noisy windows'
     means against its variance under the model (`NoiseModel.window_variance`, as `_cut_test` tests a step: an
-    effective sample size, not a count of runs), s the noise of a mean over SEARCH_SCALE runs per run. None below
-    MIN_SEGMENT runs on either side, or without a positive median."""
+    effective sample size, not a count of runs), s the noise of a mean over SEARCH_SCALE runs per run, and the
+    search's stage with the same power (the whole segments' difference that much above its threshold); sized
+    under the history's model and again under the model fitted on the history with the step in it (what the
+    detector fits), the larger (`_dependent_step`). None below MIN_SEGMENT runs on either side, or without a
+    positive median."""
     from scipy.optimize import brentq
     from scipy.stats import nct, norm
     from scipy.stats import t as student
@@ -786,16 +802,20 @@ def min_detectable_step(values: Sequence[float], runs_after: int, *, max_pvalue:
     med = float(np.median(x))
     if med <= 0:
         return None
-    nm = fit_noise(x / med)
+    y = x / med
+    nm = fit_noise(y)
     n1, n2 = x.size, runs_after
     se = math.sqrt(1 / n1 + 1 / n2)
     if nm.dependent:
-        var, _, _ = nm.window_variance(n1, n2, MIN_SEGMENT)
-        test = float(norm.ppf(1 - max_pvalue / 2) + norm.ppf(power)) * math.sqrt(var)
-        k = max(MIN_SEGMENT, min(SEARCH_SCALE, (n1 + n2) // 4))
-        scale = max(nm.short**2, nm.window_variance(k, k, k)[0] * k / 2)
-        return max(test, math.sqrt(3 * math.log(n1 + n2) * scale) * se)
-    sigma = noise(x / med)
+        z_power = float(norm.ppf(power))
+        z = float(norm.ppf(1 - max_pvalue / 2)) + z_power
+        step = _dependent_step(nm, n1, n2, z, z_power)
+        # The detector fits its model on the series with the step in it, where a step looks partly like wander
+        # (a larger tau or phi): the step is sized again under the model fitted on the history followed by its
+        # last runs moved by that step (once: docs/history.md, the rates measured with none, one and two refits).
+        refit = fit_noise(np.concatenate([y, np.resize(y[-n2:], n2) + step]))
+        return max(step, _dependent_step(refit, n1, n2, z, z_power)) if refit.dependent else step
+    sigma = noise(y)
     df = se**4 / (1 / (n1**2 * (n1 - 1)) + 1 / (n2**2 * (n2 - 1)))
     crit = float(student.ppf(1 - max_pvalue / 2, df))
     # the noncentrality at which the t statistic passes `crit` with probability `power`

@@ -17,7 +17,9 @@ anomaly, not a change point).
 Our own corpora (#53, generated here with numpy from the seed, nothing downloaded; `SYNTHETIC`): flat AR(1)
 noise at phi 0.5, 0.8 and 0.9 (2% marginal sigma), AR(1) noise with a 10% step, a random walk with and without a
 15% step, a seasonal pattern with and without a step, two alternating levels (modes) with and without a step of
-both. Ground truth: the steps (a wander, a season and modes are not change points).
+both; and quiet histories (#53c: flatter than the 0.2% noise floor, 0.05% noise) with a smooth trend, a slow
+drift or a slow wave, each with and without a +3% step. Ground truth: the steps (a wander, a season, a trend
+and modes are not change points).
 
 A labelled real-world corpus (`--corpus-dir DIR`, changepoints_tcpd): the Turing Change Point Dataset's format
 (github.com/alan-turing-institute/TCPD: clone it, run its `make` for the series it cannot redistribute, pass the
@@ -88,6 +90,8 @@ GROUPS = {
     "wander step": ("random_walk_step",),
     "seasonal": ("seasonal", "seasonal_step"),
     "bimodal": ("bimodal", "bimodal_step"),
+    "quiet": ("quiet_trend", "quiet_drift", "quiet_season"),
+    "quiet step": ("quiet_trend_step", "quiet_drift_step", "quiet_season_step"),
 }
 
 
@@ -131,6 +135,22 @@ def _synthetic(name: str, seed: int, length: int) -> tuple[list[float], list[int
             step[at:] = 10.0
             return list(x + step), [at]
         return list(x), []
+    if name.startswith("quiet_"):  # flatter than the detector's 0.2% noise floor: a smooth level, 0.05% noise
+        t = np.arange(n) / n
+        if name.startswith("quiet_trend"):  # a smooth growth or decline curve: 10-40% over the series, bent
+            total = rng.uniform(0.1, 0.4) * rng.choice([-1.0, 1.0])
+            bend = rng.uniform(-0.5, 0.5)
+            level = total * (t + bend * t * (t - 1))
+        elif name.startswith("quiet_drift"):  # a slow drift with momentum: its per-run change an AR(1) (phi 0.95)
+            level = np.cumsum(_ar1(rng, n, 0.95, 0.001))
+        else:  # quiet_season: a slow wave (period 40-80 runs, amplitude 1-3%)
+            period, amp = rng.uniform(40, 80), rng.uniform(0.01, 0.03)
+            level = amp * np.sin(2 * np.pi * (np.arange(n) / period + rng.random()))
+        x = 100 * (1 + level + 0.0005 * rng.standard_normal(n))
+        if name.endswith("_step"):
+            x[at:] *= 1 + QUIET_STEP
+            return list(x), [at]
+        return list(x), []
     if name.startswith("bimodal"):  # two levels 20% apart, 35% of runs at the high one, 1% noise
         high = rng.random(n) < 0.35
         x = np.where(high, 120.0, 100.0) * (1 + 0.01 * rng.standard_normal(n))
@@ -153,7 +173,14 @@ SYNTHETIC: dict[str, str] = {
     "seasonal_step": "the same season, a +10% step at 60%",
     "bimodal": "two levels 20% apart (35% of runs at the high one), 1% noise",
     "bimodal_step": "the same modes, both +8% from 60%",
+    "quiet_trend": "a smooth bent curve, 10-40% up or down over the series, 0.05% noise (under the 0.2% floor)",
+    "quiet_trend_step": "the same curve, a +3% step at 60%",
+    "quiet_drift": "a slow drift with momentum (its per-run change AR(1), phi 0.95, 0.1%), 0.05% noise",
+    "quiet_drift_step": "the same drift, a +3% step at 60%",
+    "quiet_season": "a slow wave (period 40-80 runs, amplitude 1-3%), 0.05% noise",
+    "quiet_season_step": "the same wave, a +3% step at 60%",
 }
+QUIET_STEP = 0.03  # the quiet corpora's planted step: 15 times the detector's noise floor
 
 
 @dataclass(frozen=True)

@@ -68,5 +68,6 @@ def test_our_corpora_are_seeded_and_labelled(bench) -> None:
         assert a.truth == ([72] if name.endswith("_step") else [])
         assert bench.generate(name, 4, 120).values != a.values
     assert set(bench.SYNTHETIC) == {p for g in ("autocorrelated", "autocorrelated step", "wander", "wander step",
-                                                "seasonal", "bimodal") for p in bench.GROUPS[g]}
+                                                "seasonal", "bimodal", "quiet", "quiet step")
+                                       for p in bench.GROUPS[g]}
     assert "binseg" in bench.COMPETITORS and "Binseg(model='l2')" in bench.COMPETITORS["binseg"]["code"]
