@@ -328,7 +328,7 @@ def tabulate(trials: list[dict[str, Any]], levels: list[float]) -> list[dict[str
     fast, noisy, lost, wrong results, or the trial timed out), its p50 and p99 distance from its peers (medians over
     trials), and the other nodes' placements (flagged slow/fast/noisy: false flags; not judged; lost)."""
     rows = []
-    for level in levels:
+    for level in sorted(set(levels)):  # ascending: the smallest level found is the first row found
         got = [t for t in trials if t["level"] == level]
         if not got:
             continue
