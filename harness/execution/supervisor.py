@@ -49,7 +49,9 @@ def stop_forkserver(server: Any = None, grace_s: float = STOP_GRACE_S) -> bool:
     The server is asked to stop (its "alive" pipe closed) and given `grace_s` to end; past that it is killed.
     CPython's own stop waits for it without a limit, and a server that did not end hung a whole Ray shard in
     `harness qualify --ray` (seen on a node starved of CPU by a busy neighbour: the shard's last step, its
-    session's close, waited in os.waitpid for minutes). Returns True when the server had to be killed.
+    session's close, waited in os.waitpid for minutes), and once a server was not reapable even after SIGKILL
+    (the wait after the kill hung too): so after the kill it is waited for `grace_s` more at most, then left to
+    end by itself. Returns True when the server had to be killed.
     `server`: a multiprocessing.forkserver.ForkServer (default: this process's)."""
     from multiprocessing import forkserver, util
 
@@ -72,11 +74,12 @@ def stop_forkserver(server: Any = None, grace_s: float = STOP_GRACE_S) -> bool:
         deadline = time.monotonic() + grace_s
         try:
             while os.waitpid(pid, os.WNOHANG)[0] == 0:
-                if time.monotonic() >= deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    killed = True
+                now = time.monotonic()
+                if now >= deadline + grace_s:  # not reapable even after SIGKILL: never wait on it any longer
                     break
+                if now >= deadline and not killed:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
                 time.sleep(0.01)
         except (OSError, ChildProcessError):  # already reaped, or not our child
             pass
