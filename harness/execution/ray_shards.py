@@ -6,6 +6,7 @@ import errno
 
 import fnmatch
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -167,12 +168,11 @@ class ShardDeadline:
                     "the longest a shard may run")
         if not finished:
             return cap, cap_text
-        times = sorted(finished)
-        median = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+        median = statistics.median(finished)
         peer = max(self.FLOOR_S, self.FACTOR * median)
         if peer >= cap:
             return cap, cap_text
-        return peer, (f"{self.FACTOR:g} x the median {median:.1f} s of {len(times)} finished node(s), at least "
+        return peer, (f"{self.FACTOR:g} x the median {median:.1f} s of {len(finished)} finished node(s), at least "
                       f"{self.FLOOR_S:g} s")
 
 
