@@ -25,7 +25,8 @@ It cannot hang: each node's shard has `harness qualify --node-deadline` (a hung 
 stacks of its processes written to the trial's folder when py-spy is installed); each trial has --trial-timeout (the
 trial is recorded as timed out, the cluster's every process is killed by pid and a fresh cluster started); past
 --trial-timeout + 60 s the tool kills the cluster and exits 3. OUT/fleet-real.json is rewritten after every trial
-("complete": false until the end), so a killed run keeps its trials.
+("complete": false until the end), so a killed run keeps its trials; Ctrl-C ends the cluster and prints the table
+of the trials that finished (exit 130).
 
 It needs the [ray] extra and onnxruntime (the zoo's mlp on ort-cpu); it writes OUT/trial-LEVEL-NN/ (each
 qualification's folders) and OUT/fleet-real.json, and prints the table (docs/measurements.md has the measurement).
@@ -441,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     write_partial(out, doc, trials, levels, complete=False)
+    stopped = ""
     try:
         fleet.start()
         for level in levels:
@@ -472,14 +474,17 @@ def main(argv: list[str] | None = None) -> int:
                       f"{got['placements'][got['slowed']]} ({got['slowed_deviation_pct']}%), others "
                       + ", ".join(p for lb, p in got["placements"].items() if lb != got["slowed"])
                       + f"; {got['seconds']} s", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C: the table of the trials that finished, marked incomplete
+        stopped = f"interrupted after {len(trials)} trial(s): the table below is of those"
     finally:
         with contextlib.suppress(Exception):
             slower.close()
         fleet.kill()
-    text = table_text(tabulate(trials, levels), means)
-    print(text)
-    write_partial(out, doc, trials, levels, complete=True)
-    return 0
+    if stopped:
+        print(stopped)
+    print(table_text(tabulate(trials, levels), means))
+    write_partial(out, doc, trials, levels, complete=not stopped)
+    return 130 if stopped else 0
 
 
 if __name__ == "__main__":
