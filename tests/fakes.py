@@ -226,11 +226,16 @@ class _Warming(FakeOk):
 
 
 class _NodeSpeed(FakeOk):
-    """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable)."""
+    """4 ms a call times $FAKE_NODE_FACTOR (a node made slower: a Ray node started with that variable); a node
+    started with $FAKE_NODE_HANG set never returns from its first call (a hung node)."""
 
     @property
     def delay_s(self) -> float:  # type: ignore[override]
         return 0.004 * float(os.environ.get("FAKE_NODE_FACTOR", "1"))
+
+    def on_call(self, n: int) -> None:
+        while os.environ.get("FAKE_NODE_HANG"):
+            time.sleep(3600)
 
 
 for _n in ("fake-ok", "fake-ok-b", "fake-ok-c", "fake-ok-d"):

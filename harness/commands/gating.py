@@ -235,8 +235,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     if not args.spec:
         raise UsageError("give a spec file (or --verify CERT, --reproduce CERT)")
     spec = load_spec(args.spec, spec_case)
-    if (args.nodes or args.serial) and not args.ray:
-        raise UsageError("--nodes and --serial qualify a fleet: give --ray ADDRESS too")
+    if (args.nodes or args.serial or args.node_deadline) and not args.ray:
+        raise UsageError("--nodes, --serial and --node-deadline qualify a fleet: give --ray ADDRESS too")
     if args.burn_in and (args.results or args.record_golden):
         raise UsageError("--burn-in runs the spec in rounds (here, or on every node with --ray): without --results "
                          "or --record-golden")
@@ -280,8 +280,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return cert.exit_code
 
 
-def _duration(text: str) -> float:
-    """--burn-in DURATION: seconds from 90, 90s, 30m, 2h."""
+def _duration(text: str, option: str = "--burn-in") -> float:
+    """--burn-in (or `option`) DURATION: seconds from 90, 90s, 30m, 2h."""
     t = text.strip().lower()
     scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], 1)
     try:
@@ -289,7 +289,7 @@ def _duration(text: str) -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise UsageError(f"--burn-in {text!r}: expected a duration such as 90s, 30m or 2h")
+        raise UsageError(f"{option} {text!r}: expected a duration such as 90s, 30m or 2h")
     return value
 
 
@@ -441,6 +441,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     from harness.report.fleet_certificate import fleet_text, write_fleet_certificate
 
     settings = fleet_settings(spec.path)
+    deadline = _duration(args.node_deadline, "--node-deadline") if args.node_deadline else None
     out.mkdir(parents=True, exist_ok=True)
     store = golden_store(spec)
     index = read_index(store)
@@ -450,7 +451,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     def one_round(where: Path) -> list[Any]:
         return run_fleet(spec, where, args.ray, selector=args.nodes, serial=args.serial,
                          note=lambda line: print(visible(line), flush=True),
-                         golden=store_files(store, index) if index else None)
+                         golden=store_files(store, index) if index else None, node_deadline_s=deadline)
 
     burn: dict[str, dict[str, Any]] = {}
     if args.burn_in:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.execution.qualify_run import spec_run_config
-from harness.execution.ray_shards import Node, Shard, ShardRun, connect, run_shards
+from harness.execution.ray_shards import Node, Shard, ShardDeadline, ShardRun, connect, run_shards
 from harness.gating.fleet import NodeRun
 from harness.gating.qualify import QualifySpec
 
@@ -31,11 +31,13 @@ def select_nodes(nodes: Sequence[Node], selector: str | None) -> list[Node]:
 def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str | None = None,
               serial: bool = False, note: Callable[[str], None] = print,
               before: Callable[[ShardRun], None] | None = None,
-              golden: dict[str, bytes] | None = None) -> list[NodeRun]:
+              golden: dict[str, bytes] | None = None, node_deadline_s: float | None = None) -> list[NodeRun]:
     """Every case of the spec on every selected node, one Ray task per node holding all of its CPUs and GPUs,
     under the harness's own session there (supervised workers, rounds); `serial` runs one node at a time. A node
     lost mid-run keeps its finished cases and is returned with the reason; `golden`: the golden store's files
-    (harness.gating.golden.store_files), compared on every node; its findings are the node's wrong results."""
+    (harness.gating.golden.store_files), compared on every node; its findings are the node's wrong results.
+    A shard still running at its deadline (`node_deadline_s`, else ShardDeadline's rule from its peers' times)
+    is cancelled and its node lost: "no result within N s"."""
     from harness.gating.golden import wrong_findings
 
     nodes = select_nodes(connect(address), selector)
@@ -43,8 +45,10 @@ def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str |
     cases = [sc.case for sc in spec.cases]
     note(f"qualify {spec.name}: {len(cases)} case(s) on each of {len(nodes)} node(s)"
          + (", one node at a time" if serial else "") + ": " + ", ".join(n.label for n in nodes))
+    deadline = ShardDeadline(blocks=len(cases) * config.measure.repeats,
+                             case_timeout_s=config.process.case_timeout_s, fixed_s=node_deadline_s)
     runs = run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=before,
-                      golden=golden)
+                      golden=golden, deadline=deadline)
     return [NodeRun(sr.shard.node.label, sr.run,
                     lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
                     wrong=wrong_findings(sr.run), machine=sr.machine) for sr in runs]

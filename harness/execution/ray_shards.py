@@ -6,6 +6,7 @@ import errno
 
 import fnmatch
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -139,6 +140,42 @@ def cluster_nodes() -> list[Node]:
             for n in ray.nodes() if n.get("Alive")]
 
 
+@dataclass(frozen=True)
+class ShardDeadline:
+    """How long a node's shard may run before it is cancelled and the node reported lost (`harness qualify
+    --ray`: every node runs the same cases, so its peers' times say what a shard needs).
+
+    `fixed_s` (--node-deadline): that many seconds, for every node. Otherwise FACTOR x the median time of the
+    shards that finished so far (never under FLOOR_S, which leaves room for a runtime environment or artifact a
+    node builds that its peers had cached), capped by what the harness's own limits allow a shard: `blocks`
+    measurement blocks (cases x --repeats) of at most --case-timeout each, plus START_S; before any peer has
+    finished, that cap alone."""
+
+    blocks: int
+    case_timeout_s: float
+    fixed_s: float | None = None
+
+    FACTOR = 10.0
+    FLOOR_S = 300.0
+    START_S = 60.0
+
+    def seconds(self, finished: Sequence[float]) -> tuple[float, str]:
+        """The deadline now, with its basis in words, from the finished peers' shard times (s)."""
+        if self.fixed_s is not None:
+            return self.fixed_s, "--node-deadline"
+        cap = self.blocks * self.case_timeout_s + self.START_S
+        cap_text = (f"{self.blocks} block(s) x --case-timeout {self.case_timeout_s:g} s + {self.START_S:g} s, "
+                    "the longest a shard may run")
+        if not finished:
+            return cap, cap_text
+        median = statistics.median(finished)
+        peer = max(self.FLOOR_S, self.FACTOR * median)
+        if peer >= cap:
+            return cap, cap_text
+        return peer, (f"{self.FACTOR:g} x the median {median:.1f} s of {len(finished)} finished node(s), at least "
+                      f"{self.FLOOR_S:g} s")
+
+
 class ShardRun:
     """One node's shard as it arrives: its run (environment from the node), finished cases, and what a dead
     node costs (the cases it had not finished, status crashed with the reason)."""
@@ -151,36 +188,32 @@ class ShardRun:
             "hostname": shard.node.address, "machine": f"ray node {shard.node.label}"})
         self.error: str | None = None
         self.machine: dict[str, Any] = {}  # the node's machine state at the shard's start and end
+        self.started: float | None = None  # time.monotonic() when its task was sent
+        self.seconds: float | None = None  # how long the shard took, once its complete run arrived
+        self.closed = False  # cut at its deadline: events arriving after that are dropped
+        self._lock = threading.Lock()
 
     def consume(self, events: Iterator[Any], get: Callable[[Any], Any], note: Callable[[str], None]) -> None:
-        from harness.report.progress import case_line
-        from harness.results.schema import load_results
-
         try:
             for ref in events:
-                kind, payload = get(ref)
-                if kind == "env":
-                    self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
-                    self.run.started_at = payload["started_at"]
-                elif kind == "state":
-                    self.machine.update(payload)
-                    continue
-                elif kind == "case":
-                    result = CaseResult.from_dict(payload)
-                    self.run.cases.append(result)
-                    note(f"[{self.shard.node.label}] {case_line(result)}")
-                else:
-                    write = self.out_dir / "results.json"
-                    self.out_dir.mkdir(parents=True, exist_ok=True)
-                    atomic_write_text(write, payload)  # a killed driver never leaves half a file
-                    final = load_results(write)  # through the one strict reader, like any stored run
-                    final.environment["ray_node"] = self.shard.node.node_id
-                    self.run = final
-                self._save()
+                event = get(ref)
+                with self._lock:
+                    if self.closed:
+                        return
+                    self._apply(*event, note)
         except Exception as exc:  # noqa: BLE001 - a dead node, a lost worker, a failed task, a refused results
             # file: whatever it is, it costs this shard's unfinished cases only, never the run
             text = str(exc).strip().splitlines()
-            self.error = f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+            self.lose(f"{type(exc).__name__}: {text[0] if text else ''}"[:500], note)
+
+    def lose(self, error: str, note: Callable[[str], None]) -> None:
+        """The node's shard ends here (its node died, or it was cut at its deadline): the cases it had not
+        finished become crashed with `error`, its run incomplete; nothing that arrives later is taken."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.error = error
             done = {c.case for c in self.run.cases}
             for case in self.shard.cases:
                 if case not in done:
@@ -188,8 +221,33 @@ class ShardRun:
                         f"ray node {self.shard.node.label} lost before this case finished: {self.error}")))
             self.run.complete = False
             self._save()
-            note(f"[{self.shard.node.label}] shard lost ({self.error}): "
-                 f"{len(self.shard.cases) - len(done)} case(s) marked crashed")
+        note(f"[{self.shard.node.label}] shard lost ({self.error}): "
+             f"{len(self.shard.cases) - len(done)} case(s) marked crashed")
+
+    def _apply(self, kind: str, payload: Any, note: Callable[[str], None]) -> None:
+        from harness.report.progress import case_line
+        from harness.results.schema import load_results
+
+        if kind == "env":
+            self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
+            self.run.started_at = payload["started_at"]
+        elif kind == "state":
+            self.machine.update(payload)
+            return
+        elif kind == "case":
+            result = CaseResult.from_dict(payload)
+            self.run.cases.append(result)
+            note(f"[{self.shard.node.label}] {case_line(result)}")
+        else:
+            write = self.out_dir / "results.json"
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(write, payload)  # a killed driver never leaves half a file
+            final = load_results(write)  # through the one strict reader, like any stored run
+            final.environment["ray_node"] = self.shard.node.node_id
+            self.run = final
+            if self.started is not None:
+                self.seconds = time.monotonic() - self.started
+        self._save()
 
     def _save(self) -> None:
         write_results(self.run, self.out_dir)
@@ -324,11 +382,12 @@ def connect(address: str | None) -> list[Node]:
 
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
                serial: bool = False, before: Callable[[ShardRun], None] | None = None,
-               golden: dict[str, bytes] | None = None) -> list[ShardRun]:
+               golden: dict[str, bytes] | None = None, deadline: ShardDeadline | None = None) -> list[ShardRun]:
     """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
     streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
     a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts;
-    `golden`: a golden-output store's files, sent to every node."""
+    `golden`: a golden-output store's files, sent to every node; `deadline`: a shard still running past it is
+    cancelled (its Ray worker killed) and its node lost with the reason ("no result within N s")."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -342,7 +401,7 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
 
     current = {"threads": config.measure.threads, "case_memory_gb": config.process.case_memory_gb}
     node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
-    threads = []
+    running: list[tuple[ShardRun, threading.Thread, Any]] = []
     for sr in runs:
         if before is not None:
             before(sr)
@@ -354,14 +413,51 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
             ).remote(sr.config, sr.shard.cases, node_defaults, golden)
         except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
             events = _failing(exc)
+        sr.started = time.monotonic()
         t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
         t.start()
-        threads.append(t)
+        running.append((sr, t, events))
         if serial:
-            t.join()
-    for t in threads:
-        t.join()
+            _wait(running[-1:], runs, deadline, locked_note)
+    _wait(running, runs, deadline, locked_note)
     return runs
+
+
+POLL_S = 0.5
+
+
+def _wait(running: Sequence[tuple[ShardRun, threading.Thread, Any]], runs: Sequence[ShardRun],
+          deadline: ShardDeadline | None, note: Callable[[str], None]) -> None:
+    """Until every shard of `running` has ended or been cut at the deadline (recomputed as peers finish): a cut
+    shard's node is lost with the reason and its Ray task cancelled (force: the worker process is killed, and
+    the harness's workers under it die with it); its consuming thread is left behind (a daemon that takes
+    nothing more)."""
+    while True:
+        alive = [(sr, t, ev) for sr, t, ev in running if t.is_alive() and not sr.closed]
+        if not alive:
+            return
+        if deadline is None:
+            alive[0][1].join()
+            continue
+        limit, basis = deadline.seconds([r.seconds for r in runs if r.seconds is not None and r.error is None])
+        now = time.monotonic()
+        for sr, _t, events in alive:
+            if sr.started is not None and now - sr.started > limit:
+                sr.lose(f"no result within {limit:.0f} s (node deadline: {basis}); its task was cancelled", note)
+                _cancel(events)
+        alive[0][1].join(POLL_S)
+
+
+def _cancel(events: Any) -> None:
+    """Cancel a shard's Ray task, its worker process killed (a hung shard never ends by itself)."""
+    import ray
+
+    if not isinstance(events, ray.ObjectRefGenerator):
+        return
+    try:
+        ray.cancel(events, force=True)
+    except Exception:  # noqa: BLE001 - the task finished or its node died meanwhile: nothing left to cancel
+        pass
 
 
 def _failing(exc: Exception) -> Iterator[Any]:

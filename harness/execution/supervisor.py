@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import multiprocessing as mp
@@ -38,17 +39,57 @@ def worker_context() -> Any:
     return ctx
 
 
-def stop_forkserver() -> None:
-    """End the forkserver (it would end with this process): a finished run leaves no worker or server behind.
-    multiprocessing's resource tracker is left to end with this process, as it does within milliseconds."""
-    from multiprocessing import forkserver
+STOP_GRACE_S = 5.0
 
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython 3.8+
-    if stop is not None:
+
+def stop_forkserver(server: Any = None, grace_s: float = STOP_GRACE_S) -> bool:
+    """End the forkserver (it would end with this process): a finished run leaves no worker or server behind.
+    multiprocessing's resource tracker is left to end with this process, as it does within milliseconds.
+
+    The server is asked to stop (its "alive" pipe closed) and given `grace_s` to end; past that it is killed.
+    CPython's own stop waits for it without a limit, and a server that did not end hung a whole Ray shard in
+    `harness qualify --ray` (seen on a node starved of CPU by a busy neighbour: the shard's last step, its
+    session's close, waited in os.waitpid for minutes), and once a server was not reapable even after SIGKILL
+    (the wait after the kill hung too): so after the kill it is waited for `grace_s` more at most, then left to
+    end by itself. Returns True when the server had to be killed.
+    `server`: a multiprocessing.forkserver.ForkServer (default: this process's)."""
+    from multiprocessing import forkserver, util
+
+    server = server if server is not None else getattr(forkserver, "_forkserver", None)
+    lock = getattr(server, "_lock", None)
+    if lock is None or not hasattr(server, "_forkserver_pid"):  # not CPython's layout: its own stop
+        stop = getattr(server, "_stop", None)
+        if stop is not None:
+            with contextlib.suppress(OSError, ChildProcessError):
+                stop()
+        return False
+    killed = False
+    with lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return False
+        with contextlib.suppress(OSError):
+            os.close(server._forkserver_alive_fd)  # asks the server to stop
+        server._forkserver_alive_fd = None
+        deadline = time.monotonic() + grace_s
         try:
-            stop()
-        except (OSError, ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                now = time.monotonic()
+                if now >= deadline + grace_s:  # not reapable even after SIGKILL: never wait on it any longer
+                    break
+                if now >= deadline and not killed:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+                time.sleep(0.01)
+        except (OSError, ChildProcessError):  # already reaped, or not our child
             pass
+        server._forkserver_pid = None
+        address = server._forkserver_address
+        if address and not util.is_abstract_socket_namespace(address):
+            with contextlib.suppress(OSError):
+                os.unlink(address)
+        server._forkserver_address = None
+    return killed
 
 
 def _to_stderr(line: str) -> None:
@@ -206,7 +247,8 @@ class IsolatedExecutor:
         for parked in self._parked.values():
             self._reap_one(*parked)
         self._parked.clear()
-        stop_forkserver()
+        if stop_forkserver():
+            self.say(f"the workers' forkserver did not end within {STOP_GRACE_S:g} s of its stop: killed")
 
     # ------------------------------------------------------------------ one case
     def run(self, case: CaseId, config: RunConfig, payload: Any = None) -> CaseResult:

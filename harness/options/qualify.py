@@ -86,4 +86,8 @@ QUALIFY = OptionGroup("qualify", "qualify", (
                             "of wheels only (offline machines: pip --no-index --find-links DIR)", "DIR"),
     OptionDef("serial", "with --ray: one node at a time (nodes sharing one machine's cores then do not disturb each "
                         "other)", flag=True),
+    OptionDef("node-deadline", "with --ray: a node whose shard has not finished within DURATION (90, 90s, 5m) is "
+                               "cancelled and reported lost, the others qualified (default: 10x the median time "
+                               "of the nodes that finished, at least 300 s, at most cases x repeats x "
+                               "--case-timeout + 60 s)", "DURATION"),
 ))

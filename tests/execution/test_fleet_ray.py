@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,67 @@ def test_every_node_certified_the_slow_one_found_the_lost_one_listed(cluster, tm
             assert n["spec_verdict"] in ("PASS", "INCONCLUSIVE") and (out / lb / "certificate.json").is_file()
     assert (out / "fleet-certificate.html").read_text().count("<tr><td><code>") >= 5
     assert "fleet FAIL" in text and "NOT QUALIFIED" in text
+
+
+HANG_SPEC = """name = "fleet-hang"
+[measure]
+min_time = 0.05
+min_iters = 10
+[defaults.require]
+p50_ms_max = 200
+[[case]]
+model = "fake-linear"
+runtime = "fake-node"
+batch = 1
+"""
+
+
+@pytest.mark.slow  # the e2e tier (about 30 s: three Ray nodes side by side, one hung until its deadline)
+def test_a_hung_node_is_cut_at_its_deadline_lost_with_the_reason_the_others_certified(cluster, tmp_path, capsys):
+    """A node whose runtime never returns (fake-node with $FAKE_NODE_HANG on that node): its shard is cancelled
+    at --node-deadline, the node is `lost` with "no result within N s", its peers are certified, and the hung
+    shard's processes (the Ray worker, the harness's worker under it) are gone."""
+    import psutil
+
+    from harness.cli import main
+
+    hung = cluster.add_node(num_cpus=1, env_vars={"FAKE_NODE_HANG": "1"})
+    cluster.wait_for_nodes()
+    try:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(HANG_SPEC)
+        out = tmp_path / "q"
+        picked = ",".join(n.node_id for n in (cluster.head_node, cluster.plain, hung))
+        code = main(["qualify", str(spec), "--ray", cluster.address, "--nodes", picked, "--node-deadline", "25s",
+                     "--out", str(out)])
+        text = capsys.readouterr().out
+        assert code == 1, text  # a lost node: the fleet is not qualified
+        nodes = json.loads((out / "fleet-certificate.json").read_text())["nodes"]
+        assert len(nodes) == 3
+        lost = next(lb for lb in nodes if lb.endswith(hung.node_id[:8]))
+        assert nodes[lost]["placement"] == "lost" and nodes[lost]["verdict"] == "NOT QUALIFIED"
+        assert "no result within 25 s (node deadline: --node-deadline)" in nodes[lost]["reasons"][0], nodes[lost]
+        for lb, n in nodes.items():
+            if lb != lost:  # the peers ran to the end: certified (their timing placement is not asserted here)
+                assert n["placement"] != "lost" and (out / lb / "certificate.json").is_file(), (lb, n)
+        deadline = time.monotonic() + 30
+
+        def left() -> list[int]:  # the hung node's worker processes still alive (its raylet has the variable too)
+            out = []
+            for p in psutil.process_iter(["cmdline"]):
+                try:
+                    if "forkserver" in " ".join(p.info["cmdline"] or ()) and \
+                            p.environ().get("FAKE_NODE_HANG") == "1":
+                        out.append(p.pid)
+                except psutil.Error:
+                    pass
+            return out
+
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left()
+    finally:
+        cluster.remove_node(hung, allow_graceful=False)
 
 
 BURN_SPEC = """name = "fleet-burn"

@@ -234,3 +234,30 @@ def test_the_forkserver_ignores_ctrl_c_from_its_first_moment():
                            capture_output=True, text=True, timeout=60, check=True)
     assert probe.stdout.strip() == "True"
     assert ctx is not None
+
+
+def test_a_forkserver_that_does_not_end_is_killed_within_the_grace(tmp_path):
+    """stop_forkserver never waits without a limit (a server that did not end hung a Ray shard for minutes): a
+    'server' that ignores its closed alive pipe is killed after the grace; one that ends is reaped as before."""
+    from multiprocessing.forkserver import ForkServer
+
+    from harness.execution.supervisor import stop_forkserver
+
+    def server(code: str) -> tuple[ForkServer, subprocess.Popen]:
+        alive_r, alive_w = os.pipe()
+        proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(alive_r,))
+        os.close(alive_r)
+        fs = ForkServer()
+        address = tmp_path / f"fs-{proc.pid}"
+        address.write_text("")
+        fs._forkserver_pid, fs._forkserver_alive_fd, fs._forkserver_address = proc.pid, alive_w, str(address)
+        return fs, proc
+
+    stuck, proc = server("import time; time.sleep(60)")
+    t0 = time.monotonic()
+    assert stop_forkserver(stuck, grace_s=0.5) is True
+    assert 0.5 <= time.monotonic() - t0 < 10 and not psutil.pid_exists(proc.pid)  # killed and reaped
+    assert stuck._forkserver_pid is None and not Path(f"{tmp_path}/fs-{proc.pid}").exists()
+    polite, proc = server("import time; time.sleep(0.1)")  # ends by itself within the grace
+    assert stop_forkserver(polite, grace_s=10) is False and not psutil.pid_exists(proc.pid)
+    assert stop_forkserver(polite) is False  # stopped already: nothing to do

@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from harness.execution.ray_shards import Node, plan_shards
+from harness.config import RunConfig
+from harness.execution.ray_shards import Node, Shard, ShardDeadline, ShardRun, _wait, plan_shards
 from harness.options import placement_rules
 from harness.results import load_results
-from harness.results.schema import CaseId
+from harness.results.schema import CaseId, CaseResult
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -39,6 +41,49 @@ def test_plan_shards_by_resources_and_activation():
     assert "no node in the Ray cluster has the resource 'GPU'" in unplaced[0].reason
     with pytest.raises(Exception, match="expected RUNTIME-GLOB=RESOURCE"):
         placement_rules("ort-cuda*", "placement")
+
+
+def test_the_node_deadline_follows_what_the_peers_needed():
+    d = ShardDeadline(blocks=2, case_timeout_s=600.0)  # one case, --repeats 2
+    limit, basis = d.seconds([])
+    assert limit == 2 * 600 + 60 and "the longest a shard may run" in basis  # no peer finished yet: the cap
+    assert d.seconds([4.0, 5.0, 100.0])[0] == 300.0  # 10 x 5 s is under the floor
+    limit, basis = d.seconds([40.0, 50.0, 60.0, 70.0])
+    assert limit == 550.0 and basis == "10 x the median 55.0 s of 4 finished node(s), at least 300 s"
+    assert d.seconds([200.0])[0] == 1260.0  # never past what the harness's own limits allow a shard
+    assert ShardDeadline(2, 600.0, fixed_s=30.0).seconds([1.0]) == (30.0, "--node-deadline")
+
+
+def test_a_shard_past_its_deadline_is_lost_with_the_reason_its_peer_kept(tmp_path):
+    """No Ray here: one shard's events never come (a hung node), its peer's finish; the hung one is cut at the
+    deadline, its case crashed with the reason, and an event arriving after that is dropped."""
+    config = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), out_dir=tmp_path)
+    case = CaseId("fake-linear", "fake-ok", "fp32", 1, None, "cpu")
+    hung, done = (ShardRun(config, Shard(Node(c * 16, "10.0.0.1", {"CPU": 1}), [case]), tmp_path) for c in "ab")
+    release = threading.Event()
+
+    def never():  # the hung node's stream: nothing until released, long after its deadline
+        release.wait(30)
+        yield ("case", CaseResult(case, "passed").as_dict())
+
+    lines: list[str] = []
+    running = []
+    for sr, events in ((hung, never()), (done, iter([]))):
+        sr.started = time.monotonic()
+        t = threading.Thread(target=sr.consume, args=(events, lambda e: e, lines.append), daemon=True)
+        t.start()
+        running.append((sr, t, events))
+    t0 = time.monotonic()
+    _wait(running, [hung, done], ShardDeadline(1, 600.0, fixed_s=1.0), lines.append)
+    assert 1.0 <= time.monotonic() - t0 < 20
+    assert hung.closed and hung.error.startswith("no result within 1 s (node deadline: --node-deadline)")
+    assert [c.status for c in hung.run.cases] == ["crashed"] and not hung.run.complete
+    assert "lost before this case finished: no result within 1 s" in hung.run.cases[0].reason
+    assert done.error is None and not done.closed
+    assert any("shard lost (no result within 1 s" in line for line in lines)
+    release.set()
+    running[0][1].join(10)
+    assert [c.status for c in hung.run.cases] == ["crashed"]  # the late result is not taken
 
 
 @pytest.fixture(scope="module")

@@ -138,10 +138,13 @@ def test_reproduce_rows_say_contention_apart_only_in_its_direction():
 def test_qualify_refuses_options_that_do_not_go_together(tmp_path, fakes, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
-    for argv, message in (([str(spec), "--serial"], "--nodes and --serial qualify a fleet"),
+    for argv, message in (([str(spec), "--serial"], "--nodes, --serial and --node-deadline qualify a fleet"),
                           (["--verify", "c.json", str(spec)], "--verify and --reproduce take a certificate only"),
                           ([], "give a spec file"),
                           ([str(spec), "--burn-in", "zz"], "expected a duration such as 90s"),
+                          ([str(spec), "--node-deadline", "60"], "--node-deadline qualify a fleet: give --ray"),
+                          ([str(spec), "--ray", "auto", "--node-deadline", "0"],
+                           "--node-deadline '0': expected a duration such as 90s"),
                           ([str(spec), "--burn-in", "1m", "--results", "r.json"], "--burn-in runs the spec in rounds"),
                           ([str(spec), "--env-wheels", "w"], "--env-wheels builds the certified releases'"),
                           ([str(spec), "--record-golden", "--ray", "auto"], "--record-golden runs the spec on this"),
