@@ -36,6 +36,26 @@ def test_nodes_of_another_hardware_class_are_left_out_with_the_reason():
     assert len(used) == 3 and not left
 
 
+def test_a_cluster_without_a_node_of_the_baselines_class_is_one_line_exit_2_before_anything_runs(monkeypatch,
+                                                                                                 tmp_path):
+    pytest.importorskip("ray", reason="Ray is the [ray] extra")
+    from harness.config import RunConfig
+    from harness.errors import UsageError
+    from harness.execution import gate_ray
+
+    nodes = [Node("a" * 16, "10.0.0.1", {"CPU": 2})]
+    monkeypatch.setattr(gate_ray, "connect", lambda address: nodes)
+    monkeypatch.setattr(gate_ray, "node_classes", lambda ns: {"a" * 16: "k2"})
+    monkeypatch.setattr(gate_ray, "run_shards", lambda *a, **kw: pytest.fail("nothing may run"))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    config = RunConfig.build(workload="gate", ray="auto", out_dir=tmp_path / "g")
+    baseline = RunResults(run_id="b", started_at="", environment={"machine_fingerprint": "k1"})
+    with pytest.raises(UsageError, match=r"--ray auto: no node of the cluster is of the baseline's hardware class "
+                                         r"k1 \(1 node\(s\): 10.0.0.1-aaaaaaaa: not used: hardware class k2"):
+        gate_ray.ray_gate(config, [baseline], None, None, [], note=lambda line: None)
+    assert not (tmp_path / "g").exists()
+
+
 def test_a_blob_that_does_not_hash_to_its_digest_is_never_replayed(tmp_path, monkeypatch):
     import hashlib
     import types
