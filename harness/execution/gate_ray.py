@@ -1,6 +1,5 @@
-"""`harness gate BASELINE --ray`: the gate's cases sharded over the Ray nodes of the baseline's hardware class (the
-placement, streaming, lost-node and merged-folder path of `harness run --ray`), both sides of a case on one node,
-judged as one gate (docs/fleet.md)."""
+"""`harness gate BASELINE --ray`: the gate's cases over the Ray nodes of the baseline's hardware class through `harness
+run --ray`'s shards, both sides of a case on one node, judged as one gate (docs/fleet.md)."""
 
 from __future__ import annotations
 
