@@ -10,6 +10,7 @@ from typing import Any
 from harness.commands.common import Command, add_groups
 from harness.commands.gate_config import GATE_GROUPS, gate_setup
 from harness.display import visible
+from harness.options import FLEET
 from harness.options.gating import BASELINE_DIR, GATE_JUDGING, NIGHTLY_GATE
 
 
@@ -27,8 +28,10 @@ def add_parser(sub: Any) -> None:
                     "the stored figures, labelled so. --threads auto: the baseline's thread count, or fewer when "
                     "fewer cores are free now (both sides run it). Exit 1 when a case regressed or broke, else 3 "
                     "when a gated "
-                    "row was not judged (unless --allow-unjudged), else 0; 2 on bad input.")
-    add_groups(c, (NIGHTLY_GATE, BASELINE_DIR, GATE_JUDGING, *GATE_GROUPS))
+                    "row was not judged (unless --allow-unjudged), else 0; 2 on bad input. --ray: the cases "
+                    "sharded over the cluster's nodes of the baseline's hardware class, both sides of a case on "
+                    "one node; a case whose node is lost is not judged (docs/fleet.md).")
+    add_groups(c, (NIGHTLY_GATE, BASELINE_DIR, GATE_JUDGING, *GATE_GROUPS, FLEET))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -36,7 +39,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.report.progress import RunProgress
     from harness.results.store import atomic_write_text
 
-    runs, replay, config, plans, gates = gate_setup(vars(args))
+    if args.ray:  # an address where no cluster answers: one line before the baseline is read
+        from harness.execution.ray_shards import probe_address
+
+        probe_address(args.ray)
+    runs, replay, config, plans, gates = gate_setup(vars(args), (*GATE_GROUPS, FLEET))
     out = config.outputs.out_dir
     re_measured = sum(not p.fallback for p in plans)
     ab = config.ab
@@ -52,7 +59,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
         elif p.rebuilt:
             print(visible(f"  {p.case.id}: side A rebuilt from the model's definition (unchanged since the baseline; "
                           "its runtime runs the torch module)"))
-    outcome = run_gate(config, runs, replay, gates, plans, RunProgress())
+    if config.fleet.ray:
+        from harness.execution.gate_ray import ray_gate
+
+        outcome = ray_gate(config, runs, replay, gates, plans)
+    else:
+        outcome = run_gate(config, runs, replay, gates, plans, RunProgress())
     if outcome.interrupted:
         print(f"gate: interrupted: no verdict (finished cases kept in {config.outputs.out_dir / 'results.json'})")
         return outcome.exit_status or 130  # 128 + the signal, as every interrupted command

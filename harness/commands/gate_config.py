@@ -101,11 +101,12 @@ def check_stored_config(run: Any, file: Path, index: int) -> None:
                                f"({', '.join(sorted(names)) or 'none'})")
 
 
-def gate_setup(options: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+def gate_setup(options: Mapping[str, Any], groups: tuple[Any, ...] = GATE_GROUPS) -> tuple[Any, Any, Any, Any, Any]:
     """(baseline runs, replay, gate config, plans, gates) of `harness gate` (and of `gate-check --nightly`), from
     the gate's option values by name (`vars(args)` of `harness gate`; gate-check --nightly passes its own): the
     baseline and its --dir, --models/--runtimes (a filter of the baseline's cases), --gate/--gate-config,
-    --inject, and the run options of GATE_GROUPS (absent ones take their defaults)."""
+    --inject, and the run options of `groups` (GATE_GROUPS, and `harness gate`'s --ray group; absent ones take their
+    defaults)."""
     from harness.execution.gate_run import plan_gate
     from harness.gating import load_gate_config
     from harness.gating.baseline import load_baseline_runs, load_replay, resolve_baseline
@@ -127,7 +128,7 @@ def gate_setup(options: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
         raw["threads"] = str(stored["threads"])  # side A as the baseline ran it: its thread count
     elif str(raw.get("threads") or "").strip().lower() == "auto":
         raw["threads"] = str(auto_threads(int(stored.get("threads") or os.cpu_count() or 1)))
-    config = parse_run_options(raw, GATE_GROUPS, out_prefix="gate-", workload="gate")
+    config = parse_run_options(raw, groups, out_prefix="gate-", workload="gate")
     seed = stored.get("seed")
     config = config.replace(repeats=1, ab_inject=float(options.get("inject") or 0.0) / 100.0,
                             **({"seed": int(seed)} if isinstance(seed, int) else {}))

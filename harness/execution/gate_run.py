@@ -4,7 +4,7 @@ stored release, side B tonight's build, interleaved, judged by the A/B test (doc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,9 @@ from harness.gating.baseline import Replay, ReplayCase
 from harness.gating.compare import VerdictRecord, compare_runs
 from harness.gating.ab import ab_cause
 from harness.gating.unjudged import (
+    NODE_LOST,
     NOT_COMPARABLE,
+    NOT_PLACED,
     TOO_WIDE,
     decide_exit,
     gate_headline,
@@ -183,7 +185,9 @@ class GateOutcome:
     fallbacks: dict[str, str] = field(default_factory=dict)  # case id -> why not re-measured
     run: RunResults | None = None
     interrupted: bool = False
-    workers_started: int = 0  # supervised workers the gate started (two sides in two environments: two)
+    workers_started: int | None = 0  # supervised workers the gate started (two sides in two environments: two);
+    # None on a Ray cluster (each node starts its own)
+    nodes: dict[str, str] = field(default_factory=dict)  # case id -> the Ray node that measured it (--ray)
     exit_status: int | None = None  # 128 + the signal that stopped the gate (130 SIGINT, 143 SIGTERM)
 
     def unjudged(self) -> list[VerdictRecord]:
@@ -212,18 +216,21 @@ class GateOutcome:
     def lines(self, allow_unjudged: bool) -> list[str]:
         out = []
         for r in sorted(self.records, key=_order):
-            out.append(f"{verdict_text(r):<15} {r.case_id}  {r.metric}{_figures(r)}  {r.reason}")
+            on = f"  [node {self.nodes[r.case_id]}]" if r.case_id in self.nodes else ""
+            out.append(f"{verdict_text(r):<15} {r.case_id}{on}  {r.metric}{_figures(r)}  {r.reason}")
         return [*out, self.summary(allow_unjudged), self.unjudged_line(allow_unjudged)]
 
     def markdown(self, allow_unjudged: bool) -> str:
         """gate.md: its first line is the gate's summary (a CI job's summary reads it first)."""
-        rows = ["| verdict | case | metric | A | B | B/A | interval | how | reason |",
-                "| --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+        node = "| node " if self.nodes else ""
+        rows = [f"| verdict | case {node}| metric | A | B | B/A | interval | how | reason |",
+                f"| --- | --- {'| --- ' if node else ''}| --- | ---: | ---: | ---: | --- | --- | --- |"]
         for r in sorted(self.records, key=_order):
             how = f"{STORED} (not re-measured)" if r.case_id in self.fallbacks else "re-measured A/B"
             interval = f"[{_cell(r.ci_low)}, {_cell(r.ci_high)}]" if r.ci_low is not None else ""
             reason = r.reason.replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {verdict_text(r)} | {r.case_id} | {r.metric} | {_cell(r.baseline)} | {_cell(r.current)} | "
+            on = f"| {self.nodes.get(r.case_id, '')} " if node else ""
+            rows.append(f"| {verdict_text(r)} | {r.case_id} {on}| {r.metric} | {_cell(r.baseline)} | {_cell(r.current)} | "
                         f"{_cell(r.ratio)} | {interval} | {how} | {reason} |")
         return "\n".join([f"**{self.summary(allow_unjudged)}**", "", self.unjudged_line(allow_unjudged), "",
                           *rows, ""])
@@ -234,7 +241,8 @@ class GateOutcome:
                 "unjudged": [{"row": f"{r.case_id} {r.metric}", "cause": unjudged_cause(r), "ratio": r.ratio,
                               "ci_low": r.ci_low, "ci_high": r.ci_high} for r in self.unjudged()],
                 "unjudged_line": unjudged_line(self.records, allow_unjudged),
-                "fallbacks": self.fallbacks, "records": [r.as_dict() for r in self.records]}
+                "fallbacks": self.fallbacks, **({"nodes": self.nodes} if self.nodes else {}),
+                "records": [r.as_dict() for r in self.records]}
 
 
 def _order(r: VerdictRecord) -> tuple[bool, bool, str]:
@@ -444,32 +452,40 @@ class GateDriver:
             details={"gate": {"mode": "re-measured", "side_a": side_a, "side_b": side_b, "notes": notes}})
 
     # ------------------------------------------------------------------ the whole matrix
+    def rows(self, plans: Sequence[GateCase]) -> Iterator[CaseResult]:
+        """Each plan's row as it is recorded in the session (started here if it is not): the A/B row of a
+        re-measured case, or tonight's forward row of a case judged on the stored figures (`details.gate` says
+        which and why). What a node of `harness gate --ray` runs on its shard (harness.execution.gate_ray)."""
+        session = self.session
+        if not session.started:
+            session.start()
+        forward = fallback_config(self.config, self.baseline_runs[-1].config)
+        for g in plans:
+            if session.stopping:
+                break
+            if not g.fallback:
+                session.progress.begin(g.case.id)
+                got = self.ab_case(g)
+                if not isinstance(got, str):
+                    yield session.record(got, begun=True)
+                    continue
+                g.fallback = got
+                session.progress.end(f"{g.case.id}: side A not reproduced: {got}; measuring tonight's for the "
+                                     "stored figures")
+            result = session.execute(g.case, forward)
+            result.details["gate"] = {"mode": STORED, "why": g.fallback}
+            session._save()
+            yield result
+
     def run(self, plans: list[GateCase]) -> GateOutcome:
         out = GateOutcome()
         session = self.session
         if not session.started:
             session.start()
         session.progress.start("case", len(plans))
-        forward = fallback_config(self.config, self.baseline_runs[-1].config)
-        rows: dict[str, CaseResult] = {}
         try:
-            for g in plans:
-                if session.stopping:
-                    break
-                if not g.fallback:
-                    session.progress.begin(g.case.id)
-                    got = self.ab_case(g)
-                    if isinstance(got, str):
-                        g.fallback = got
-                        session.progress.end(f"{g.case.id}: side A not reproduced: {got}; measuring tonight's for "
-                                             "the stored figures")
-                    else:
-                        rows[g.case.id] = session.record(got, begun=True)
-                        continue
-                result = session.execute(g.case, forward)
-                result.details["gate"] = {"mode": STORED, "why": g.fallback}
-                session._save()
-                out.fallbacks[g.case.id] = g.fallback
+            for _ in self.rows(plans):
+                pass
         except KeyboardInterrupt:
             out.interrupted = True
         finally:
@@ -480,42 +496,73 @@ class GateDriver:
         out.interrupted = out.interrupted or out.exit_status is not None
         if out.interrupted or session.run is None:
             return out
-        for g in plans:
-            row = rows.get(g.case.id)
-            if row is not None:
-                out.records.append(self._ab_record(g, row))
-        self._stored_records(out, plans)
+        judge_rows(out, plans, session.run, self.baseline_runs, self.gates)
         return out
 
-    def _ab_record(self, g: GateCase, row: CaseResult) -> VerdictRecord:
-        if row.ab is None:  # side B (tonight's) could not run
-            verdict = Verdict.BROKE if row.status in BROKEN else Verdict.NOT_COMPARABLE
-            return VerdictRecord(g.case, "case", verdict, reason=f"re-measured A/B: tonight's side {row.status}: "
-                                 f"{row.reason}", unjudged=NOT_COMPARABLE if verdict is Verdict.NOT_COMPARABLE else "")
-        a = (row.details.get("gate", {}).get("side_a", {}).get("latency") or {}).get("p50_ms")
-        note = f" ({g.note})" if g.note else ""
-        return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
-                             current=(row.latency or {}).get("p50_ms"), ratio=row.ab.ratio, ci_low=row.ab.ci_low,
-                             ci_high=row.ab.ci_high, threshold=row.ab.min_effect, unit="ms",
-                             reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True,
-                             unjudged=ab_cause(row.ab))
 
-    def _stored_records(self, out: GateOutcome, plans: list[GateCase]) -> None:
-        assert out.run is not None
-        ids = set(out.fallbacks)
-        if not ids:
-            return
-        current = dataclasses.replace(out.run, complete=True,
-                                      cases=[c for c in out.run.cases if c.case.id in ids])
-        cmp = compare_runs(self.baseline_runs, current, self.gates, baseline_label="baseline",
-                           current_label="tonight")
-        for r in cmp.records:
-            if r.case_id in ids:
-                why = out.fallbacks[r.case_id]
-                cause = r.unjudged or (_STORED_CAUSE.get(r.verdict, "") if r.metric != "drift" and r.verdict in
-                                       UNJUDGED else "")
-                out.records.append(dataclasses.replace(r, reason=f"{STORED} (not re-measured: {why}): {r.reason}",
-                                                       unjudged=cause))
+def judge_rows(out: GateOutcome, plans: Sequence[GateCase], run: RunResults, baseline_runs: list[RunResults],
+               gates: Any) -> None:
+    """The gate's verdicts from its rows in `run` (one per plan, measured on this machine or on the nodes of a Ray
+    cluster), appended to out.records: a re-measured case's paired verdict, a stored-figure case's verdicts
+    against the baseline (out.fallbacks says why it was not re-measured), a case whose Ray node was lost before it
+    finished unjudged (never a pass), and a case no node could take unjudged."""
+    rows = {c.case.id: c for c in run.cases}
+    for g in plans:
+        row = rows.get(g.case.id)
+        if row is None:
+            continue
+        gate = row.details.get("gate") if isinstance(row.details.get("gate"), dict) else {}
+        if row.details.get("ray_node"):
+            out.nodes[g.case.id] = str(row.details["ray_node"])
+        lost = _not_run(row)
+        if lost:
+            out.records.append(VerdictRecord(g.case, "case", Verdict.INCONCLUSIVE, reason=f"{lost[1]}: {row.reason}",
+                                             unjudged=lost[0]))
+        elif gate.get("mode") == STORED:
+            out.fallbacks[g.case.id] = str(gate.get("why") or g.fallback)
+        else:
+            out.records.append(_ab_record(g, row))
+    _stored_records(out, run, baseline_runs, gates)
+
+
+def _not_run(row: CaseResult) -> tuple[str, str] | None:
+    """(cause, what happened) for a row a Ray node never measured: its node lost before the case finished
+    (harness.execution.ray_shards.ShardRun), or no node able to take it; None for a row that ran."""
+    if row.status == "crashed" and row.phase == "shard":
+        return NODE_LOST, "not measured: its Ray node was lost"
+    if row.status == "skipped" and (row.details or {}).get("ray_unplaced"):
+        return NOT_PLACED, "not measured: no node of the Ray cluster could take it"
+    return None
+
+
+def _ab_record(g: GateCase, row: CaseResult) -> VerdictRecord:
+    if row.ab is None:  # side B (tonight's) could not run
+        verdict = Verdict.BROKE if row.status in BROKEN else Verdict.NOT_COMPARABLE
+        return VerdictRecord(g.case, "case", verdict, reason=f"re-measured A/B: tonight's side {row.status}: "
+                             f"{row.reason}", unjudged=NOT_COMPARABLE if verdict is Verdict.NOT_COMPARABLE else "")
+    a = (row.details.get("gate", {}).get("side_a", {}).get("latency") or {}).get("p50_ms")
+    notes = "; ".join(str(n) for n in row.details.get("gate", {}).get("notes") or ())
+    note = f" ({notes})" if notes else ""
+    return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
+                         current=(row.latency or {}).get("p50_ms"), ratio=row.ab.ratio, ci_low=row.ab.ci_low,
+                         ci_high=row.ab.ci_high, threshold=row.ab.min_effect, unit="ms",
+                         reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True,
+                         unjudged=ab_cause(row.ab))
+
+
+def _stored_records(out: GateOutcome, run: RunResults, baseline_runs: list[RunResults], gates: Any) -> None:
+    ids = set(out.fallbacks)
+    if not ids:
+        return
+    current = dataclasses.replace(run, complete=True, cases=[c for c in run.cases if c.case.id in ids])
+    cmp = compare_runs(baseline_runs, current, gates, baseline_label="baseline", current_label="tonight")
+    for r in cmp.records:
+        if r.case_id in ids:
+            why = out.fallbacks[r.case_id]
+            cause = r.unjudged or (_STORED_CAUSE.get(r.verdict, "") if r.metric != "drift" and r.verdict in
+                                   UNJUDGED else "")
+            out.records.append(dataclasses.replace(r, reason=f"{STORED} (not re-measured: {why}): {r.reason}",
+                                                   unjudged=cause))
 
 
 def fallback_config(config: RunConfig, stored: dict[str, Any]) -> RunConfig:

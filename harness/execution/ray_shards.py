@@ -48,6 +48,11 @@ class Node:
         return f"{self.address}-{self.node_id[:8]}"
 
 
+# What runs a shard's cases on its node: (the node's session, the cases) -> each case's row as it finishes. A
+# picklable callable (it travels to the node with the task); None runs each case through the session.
+ShardWork = Callable[[Any, Sequence[CaseId]], Iterator[CaseResult]]
+
+
 @dataclass
 class Shard:
     node: Node
@@ -76,12 +81,14 @@ def plan_shards(cases: Sequence[CaseId], nodes: Sequence[Node], rules: Sequence[
 
 
 def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = (),
-                 golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
+                 golden: dict[str, bytes] | None = None, work: ShardWork | None = None,
+                 ) -> Iterator[tuple[str, Any]]:
     """On a node: the shard under the harness's own session (supervised workers, rounds), yielding
     ("env", snapshot) first, ("case", CaseResult dict) as each case finishes, then ("run", results JSON).
     `node_defaults`: fields the driver left at its own machine's default (threads, case_memory_gb), taken
     from this node's instead. `golden`: the files of a golden-output store (harness qualify), written on the node
-    and compared there."""
+    and compared there. `work`: what runs the cases on the node (default: each through the session, as `harness
+    run` does; `harness gate --ray` gives its A/B driver)."""
     import tempfile
 
     from harness.execution.session import HarnessSession
@@ -99,8 +106,9 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
     assert session.run is not None
     yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
     yield "state", {"start": _machine_state()}
-    for case in cases:
-        yield "case", session.execute(case).as_dict()
+    rows = work(session, cases) if work is not None else (session.execute(case) for case in cases)
+    for result in rows:
+        yield "case", result.as_dict()
     session.finish(interrupted=False)
     yield "state", {"end": _machine_state()}  # the node's clocks and temperatures (a burn-in's rounds draw them)
     yield "run", session.run.to_json()
@@ -123,8 +131,9 @@ def _machine_defaults() -> dict[str, Callable[[], Any]]:
 
 
 def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str],
-                golden: dict[str, bytes] | None = None) -> Iterator[tuple[str, Any]]:
-    yield from shard_events(config, cases, node_defaults, golden)
+                golden: dict[str, bytes] | None = None, work: ShardWork | None = None,
+                ) -> Iterator[tuple[str, Any]]:
+    yield from shard_events(config, cases, node_defaults, golden, work)
 
 
 def _ray_task() -> Any:
@@ -203,8 +212,11 @@ class ShardRun:
                     self._apply(*event, note)
         except Exception as exc:  # noqa: BLE001 - a dead node, a lost worker, a failed task, a refused results
             # file: whatever it is, it costs this shard's unfinished cases only, never the run
-            text = str(exc).strip().splitlines()
-            self.lose(f"{type(exc).__name__}: {text[0] if text else ''}"[:500], note)
+            cause = getattr(exc, "cause", None)  # a RayTaskError: what the task raised on the node
+            text = str(cause if isinstance(cause, BaseException) else exc).strip().splitlines()
+            what = f"{type(exc).__name__}({type(cause).__name__})" if isinstance(cause, BaseException) else \
+                type(exc).__name__
+            self.lose(f"{what}: {text[0] if text else ''}"[:500], note)
 
     def lose(self, error: str, note: Callable[[str], None]) -> None:
         """The node's shard ends here (its node died, or it was cut at its deadline): the cases it had not
@@ -382,12 +394,15 @@ def connect(address: str | None) -> list[Node]:
 
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
                serial: bool = False, before: Callable[[ShardRun], None] | None = None,
-               golden: dict[str, bytes] | None = None, deadline: ShardDeadline | None = None) -> list[ShardRun]:
+               golden: dict[str, bytes] | None = None, deadline: ShardDeadline | None = None,
+               work: ShardWork | None = None, node_defaults: Sequence[str] | None = None) -> list[ShardRun]:
     """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
     streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
     a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts;
     `golden`: a golden-output store's files, sent to every node; `deadline`: a shard still running past it is
-    cancelled (its Ray worker killed) and its node lost with the reason ("no result within N s")."""
+    cancelled (its Ray worker killed) and its node lost with the reason ("no result within N s"); `work`: what
+    runs a shard's cases on its node (shard_events); `node_defaults`: the fields each node takes from its own
+    machine (default: threads and case_memory_gb where the driver left them at its own machine's default)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -400,7 +415,8 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
             note(line)
 
     current = {"threads": config.measure.threads, "case_memory_gb": config.process.case_memory_gb}
-    node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
+    if node_defaults is None:
+        node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
     running: list[tuple[ShardRun, threading.Thread, Any]] = []
     for sr in runs:
         if before is not None:
@@ -410,7 +426,7 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
             events = task.options(
                 num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-            ).remote(sr.config, sr.shard.cases, node_defaults, golden)
+            ).remote(sr.config, sr.shard.cases, node_defaults, golden, work)
         except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
             events = _failing(exc)
         sr.started = time.monotonic()

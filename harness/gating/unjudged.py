@@ -18,6 +18,8 @@ OTHER_MACHINE = "different machine"  # stored figures from another machine: not 
 TOO_WIDE = "interval too wide"  # an A/B's interval could not rule out a change of twice the minimum effect
 INCONCLUSIVE = "inconclusive"  # an inconclusive verdict that named no cause of its own
 NOT_COMPARABLE = "not comparable"  # `harness gate`: a stored-figure row the figures could not compare
+NODE_LOST = "node lost"  # `harness gate --ray`: the case's Ray node died before the case finished
+NOT_PLACED = "no node"  # `harness gate --ray`: no node of the baseline's hardware class has the resource it needs
 
 ALLOW_OPTION = "--allow-unjudged"
 MAX_NAMED = 6  # rows named per cause in the line; the rest are counted
