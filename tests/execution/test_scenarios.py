@@ -115,10 +115,16 @@ def test_server_search_bisects_below_the_offline_throughput_and_keeps_every_try(
     assert [t.search_step for t in tries] == [1, 2, 3, 4]
     assert [t.result for t in tries] == ["VALID", "VALID", "INVALID", "INVALID"]
     assert peak_server(tries).target_qps == 300.0
-    # without an Offline figure the search starts from batch / timed-loop p50
+    # without an Offline figure the search starts from batch / timed-loop p50; with no VALID try after
+    # --server-tries it goes on halving, SERVER_EXTRA_TRIES more at most
     sut = _Verdicts(peak=0.0)
     tries = server_search(sut, cfg.replace(server_tries=2), p50_s=0.01, offline_sps=None, logs=None)
-    assert sut.asked == [50.0, 25.0] and peak_server(tries).result == "INVALID"
+    assert sut.asked == [50.0, 25.0, 12.5, 6.25, 3.12] and peak_server(tries).result == "INVALID"
+    # ... and stops at the first VALID one (the mlp: the Offline figure 10 x what its Server path serves)
+    sut = _Verdicts(peak=2500.0)
+    tries = server_search(sut, cfg, p50_s=0.01, offline_sps=47600.0, logs=None)
+    assert sut.asked == [23800.0, 11900.0, 5950.0, 2975.0, 1488.0] and [t.search_step for t in tries] == [1, 2, 3, 4, 5]
+    assert peak_server(tries).target_qps == 1488.0
 
 
 def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(config):

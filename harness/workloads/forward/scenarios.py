@@ -49,6 +49,10 @@ LOOP_KEEPS_UP = 0.9
 # it) is run once more at the same rate for this many times --scenario-duration: a 1 s test at 3,000 QPS leaves
 # LoadGen's early stopping short whenever a few queries pass the bound
 EARLY_STOPPING_RETRY = 4.0
+# a Server search with no VALID try after --server-tries goes on halving its rate up to this many more tries, until
+# one is VALID: from the Offline throughput (47,600 samples/s for mlp, whose Server path serves 5,000-10,000) four
+# tries reach capacity / 16 only, and the search ended with no answer where the first VALID rate was lower
+SERVER_EXTRA_TRIES = 3
 # no-op tests of the loop, the lowest p99 taken: the loop's own cost is what the quietest test shows, and one spike
 # of the machine (measured here under other jobs: 4-17 ms p99 beside quiet tests' 0.2-0.3 ms, not all of them
 # flagged contended) would otherwise widen the bound of every try of the case
@@ -125,14 +129,19 @@ def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps:
                   logs: Path | None) -> list[ScenarioRun]:
     """--server-qps: one Server try at that rate. Otherwise a bisection of (0, capacity] over
     config.loadgen.server_tries tries, capacity being the Offline samples/s (else batch / call time): each try's
-    VALID raises the floor, INVALID lowers the ceiling; every test is kept, numbered by search_step (a try's
-    longer re-run for early stopping has its number: server_try)."""
+    VALID raises the floor, INVALID lowers the ceiling; with no VALID try by then, up to SERVER_EXTRA_TRIES more
+    halve the rate until one is (not when --scenario-queries made the tests short on purpose). Every test is kept, numbered by search_step (a try's longer re-run for early
+    stopping has its number: server_try)."""
     fixed = config.loadgen.server_qps
     if fixed:
         return server_try(sut, config, p50_s, float(fixed), logs / "server" if logs else None, None, retry=False)
     lo, hi = 0.0, _capacity(sut, p50_s, offline_sps)
     tries: list[ScenarioRun] = []
-    for step in range(1, max(1, int(config.loadgen.server_tries)) + 1):
+    planned = max(1, int(config.loadgen.server_tries))
+    extra = 0 if _short_on_purpose(config) else SERVER_EXTRA_TRIES
+    for step in range(1, planned + extra + 1):
+        if step > planned and lo > 0:  # the extra tries only look for a first VALID rate
+            break
         qps = _round(hi / 2 if step == 1 else (lo + hi) / 2)
         runs = server_try(sut, config, p50_s, qps, logs / f"server-try{step}" if logs else None, step)
         tries += runs
@@ -156,13 +165,19 @@ def server_try(sut: RuntimeSut, config: RunConfig, p50_s: float, qps: float, log
                             target_latency_basis=sut.bound_basis)]
     r = sut.test("server", config, p50_s, log_dir, qps=qps)
     r.search_step = step
-    few = config.loadgen.scenario_queries and config.loadgen.scenario_queries < EARLY_STOPPING_QUERIES["server"]
-    if not retry or few or not _early_stopping_only(r):
+    if not retry or _short_on_purpose(config) or not _early_stopping_only(r):
         return [r]
     longer = sut.test("server", config, p50_s, log_dir.with_name(log_dir.name + "-longer") if log_dir else None,
                       qps=qps, duration_s=EARLY_STOPPING_RETRY * float(config.loadgen.scenario_duration_s))
     longer.search_step = step
     return [r, longer]
+
+
+def _short_on_purpose(config: RunConfig) -> bool:
+    """--scenario-queries under what LoadGen's early stopping needs of a Server test: quick tests, INVALID by choice,
+    that neither a longer re-run nor extra tries of a search would be asked for."""
+    queries = config.loadgen.scenario_queries
+    return bool(queries) and int(queries) < EARLY_STOPPING_QUERIES["server"]
 
 
 def _early_stopping_only(r: ScenarioRun) -> bool:
