@@ -130,8 +130,8 @@ def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps:
     """--server-qps: one Server try at that rate. Otherwise a bisection of (0, capacity] over
     config.loadgen.server_tries tries, capacity being the Offline samples/s (else batch / call time): each try's
     VALID raises the floor, INVALID lowers the ceiling; with no VALID try by then, up to SERVER_EXTRA_TRIES more
-    halve the rate until one is (not when --scenario-queries made the tests short on purpose). Every test is kept, numbered by search_step (a try's longer re-run for early
-    stopping has its number: server_try)."""
+    halve the rate until one is (not when --scenario-queries made the tests short on purpose). Every test is
+    kept, numbered by search_step (a try's longer re-run for early stopping has its number: server_try)."""
     fixed = config.loadgen.server_qps
     if fixed:
         return server_try(sut, config, p50_s, float(fixed), logs / "server" if logs else None, None, retry=False)
@@ -183,7 +183,8 @@ def _short_on_purpose(config: RunConfig) -> bool:
 def _early_stopping_only(r: ScenarioRun) -> bool:
     """An INVALID Server test whose only unmet check was LoadGen's early stopping (its p99 was under the bound)."""
     return (r.result == "INVALID" and r.checks.get("early_stopping") is False
-            and r.checks.get("performance_constraints") is True and all(ok for name, ok in r.checks.items() if name != "early_stopping"))
+            and r.checks.get("performance_constraints") is True
+            and all(ok for name, ok in r.checks.items() if name != "early_stopping"))
 
 
 def _capacity(sut: RuntimeSut, p50_s: float, offline_sps: float | None) -> float:
@@ -323,9 +324,9 @@ class RuntimeSut:
                      qps: float | None = None) -> None:
         """The base of the Server tests' p99 bound and what it came from (`bound_basis`, stored with each try):
         --server-latency, else SERVER_SINGLE_STREAM_FACTOR x the p99 of this case's single-stream test (run here,
-        unrecorded, when --scenarios has none), at least SERVER_LATENCY_FACTOR x the calibrated call (plus the
-        batcher's max wait). Each try then adds the issuing loop's p99 at its own rate (bound_at; here at `qps`
-        when given). The single-stream figure comes from an uncontended test; when every try of it was contended
+        unrecorded, when --scenarios has none), at least SERVER_LATENCY_FACTOR x the calibrated call. Each try
+        then adds the issuing loop's p99 at its own rate and the batcher's max wait (bound_at; here at `qps` when
+        given). The single-stream figure comes from an uncontended test; when every try of it was contended
         the bound is unusable."""
         if config.loadgen.server_latency_ms:
             self.bound_basis = "--server-latency"
