@@ -319,13 +319,13 @@ def test_the_default_server_bound_comes_from_the_single_stream_p99_and_says_so(c
     assert sut.loop_rates == [3408.0, 3408.0] and sut.loop_p99_ms == LOOP_P99_MS
     given = ScenarioRun("single-stream", "VALID", latency_ms={"p99": 1.0})
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=None)
-    sut.server_bound(config, 5e-5, given, 20.0)  # a slow rate: the no-op test runs at LOOP_MIN_QPS
+    sut.server_bound(config, 5e-5, given, 20.0)  # a slow rate: the no-op test runs at 459 queries / 0.25 s
     assert sut.tests == [] and sut.default_bound_ms == pytest.approx(5.0 + LOOP_P99_MS)
-    assert sut.loop_rates == [1000.0] * 2 and "at 1000 QPS" in sut.bound_basis
+    assert sut.loop_rates == [1836.0] * 2 and "at 1836 QPS" in sut.bound_basis
     sut = _PacedSut(pace_ms=2.0, single_p99_ms=None)  # no p99 at all: the calls' bound
     sut.server_bound(config, 2e-3, None, 10.0)
     assert sut.default_bound_ms == pytest.approx(20.0 + LOOP_P99_MS)
-    assert sut.bound_basis.startswith("10 x the median call of 2 ms + the issuing loop's p99 at 1000 QPS of 0.25 ms")
+    assert sut.bound_basis.startswith("10 x the median call of 2 ms + the issuing loop's p99 at 1836 QPS of 0.25 ms")
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=4.0)
     sut.server_bound(config.replace(server_latency_ms=3.0), 5e-5, None)
     assert sut.tests == [] and sut.loop_rates == [] and sut.bound_basis == "--server-latency"
@@ -474,7 +474,7 @@ def test_each_server_try_is_judged_with_the_issuing_loops_p99_at_its_own_rate(co
     its own rate (measured once per rate); the base stays 5 x the single-stream p99."""
     # the model adds 0.4 ms to the loop's p99 at 2000 QPS (its queue), 0.25 ms below
     sut = _LoopSearchSut({2000.0: 0.17, 1000.0: 0.3, 1500.0: 0.25}, extra_ms={2000.0: 0.4, 1000.0: 0.25, 1500.0: 0.25})
-    cfg = config.replace(server_tries=3)
+    cfg = config.replace(server_tries=3, scenario_duration_s=1.0)  # the loop's lowest rate: 459 QPS
     sut.server_bound(cfg, 5e-5, None, 2000.0)
     tries = server_search(sut, cfg, p50_s=5e-5, offline_sps=4000.0, logs=None)
     assert [t.target_qps for t in tries] == [2000.0, 1000.0, 1500.0]
@@ -534,7 +534,7 @@ def test_a_later_try_whose_issuing_loop_was_all_contended_ends_the_search_skippe
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=0.06, loop=[quiet, quiet] + [busy] * (scenarios.SERVER_BOUND_RETRIES + 1))
     sut.test = lambda scenario, config, p50_s, log_dir, qps=None, probe=None, duration_s=None: ScenarioRun(
         scenario, "INVALID", target_qps=qps, latency_ms={"p99": 0.6}, checks={"performance_constraints": False})
-    cfg = config.replace(server_tries=3)
+    cfg = config.replace(server_tries=3, scenario_duration_s=1.0)
     sut.server_bound(cfg, 5e-5, None, 2000.0)
     tries = server_search(sut, cfg, p50_s=5e-5, offline_sps=4000.0, logs=None)
     assert [(t.search_step, t.result) for t in tries] == [(1, "INVALID"), (2, "skipped")]

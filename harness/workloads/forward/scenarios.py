@@ -38,9 +38,9 @@ SERVER_SINGLE_STREAM_FACTOR = 5.0
 # a call that does nothing, at that try's rate. A single-stream test never queues, so its p99 leaves out what
 # Poisson arrivals cost that loop: mlp (0.05 ms calls) had 0 of 4 tries VALID under 5 x its single-stream p99 even
 # quiet. Measured once at the search's first rate only, the loop's p99 was not the one at the lower rates where
-# the search ends (1 of 3 quiet runs VALID). The no-op test runs at no less than LOOP_MIN_QPS, so that it lasts
-# about --scenario-duration whatever the model (459 queries at a slow model's 25 QPS would take 18 s).
-LOOP_MIN_QPS = 1000.0
+# the search ends (1 of 3 quiet runs VALID). The no-op test runs at no less than its min queries per
+# --scenario-duration (loop_floor: 459 QPS at the defaults), so that it lasts about that long whatever the model
+# (459 queries at a slow model's 25 QPS would take 18 s).
 # the no-op loop kept up with a rate when it completed at least this share of it (LoadGen's completed samples/s);
 # below, the rate is past what the harness's own loop serves, and its p99 (a growing queue) is not added: a bound
 # widened by a saturated loop would call a saturated model VALID
@@ -171,6 +171,13 @@ def server_try(sut: RuntimeSut, config: RunConfig, p50_s: float, qps: float, log
                       qps=qps, duration_s=EARLY_STOPPING_RETRY * float(config.loadgen.scenario_duration_s))
     longer.search_step = step
     return [r, longer]
+
+
+def loop_floor(config: RunConfig) -> float:
+    """The lowest rate of the issuing loop's no-op test: its min queries (--scenario-queries, else 459) in
+    --scenario-duration, so that it lasts about that long at a slow model's low rates too."""
+    queries = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES["server"])
+    return _round(queries / max(float(config.loadgen.scenario_duration_s), 1e-3))
 
 
 def _short_on_purpose(config: RunConfig) -> bool:
@@ -360,7 +367,7 @@ class RuntimeSut:
         server_bound; every figure of the loop contended: the bound is unusable."""
         if config.loadgen.server_latency_ms or self.base_bound_ms is None or self.bound_unusable:
             return
-        rate = max(float(qps), LOOP_MIN_QPS)
+        rate = max(float(qps), loop_floor(config))
         if rate not in self._loops:
             self._loops[rate] = self._measure_loop(config, rate)
         loop = self._loops[rate]
