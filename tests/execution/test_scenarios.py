@@ -85,7 +85,7 @@ class _Verdicts:
 
     batch = 1
 
-    bound_unusable = None
+    bound_unusable = loop_p99_ms = None
 
     def __init__(self, peak: float) -> None:
         self.peak, self.asked = peak, []
@@ -482,6 +482,7 @@ def test_each_server_try_is_judged_with_the_issuing_loops_p99_at_its_own_rate(co
     # 0.57 > 0.47; at 1000 QPS 0.55 ms: INVALID under the first rate's 0.47 ms bound, VALID under its own 0.6 ms
     assert [t.result for t in tries] == ["INVALID", "VALID", "VALID"]
     assert sut.loop_rates == [2000.0] * 2 + [1000.0] * 2 + [1500.0] * 2  # the first rate's loop is not re-measured
+    assert [t.loop_p99_ms for t in tries] == [0.17, 0.3, 0.25]  # stored with each try
     assert tries[2].target_latency_basis == ("5 x the single-stream p99 of 0.06 ms + the issuing loop's p99 at 1500 QPS "
                                              "of 0.25 ms (the lower of 2 no-op Server tests through the same path)")
 

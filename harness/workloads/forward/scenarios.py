@@ -164,12 +164,12 @@ def server_try(sut: RuntimeSut, config: RunConfig, p50_s: float, qps: float, log
         return [ScenarioRun("server", "skipped", error=sut.bound_unusable, target_qps=qps, search_step=step,
                             target_latency_basis=sut.bound_basis)]
     r = sut.test("server", config, p50_s, log_dir, qps=qps)
-    r.search_step = step
+    r.search_step, r.loop_p99_ms = step, sut.loop_p99_ms
     if not retry or _short_on_purpose(config) or not _early_stopping_only(r):
         return [r]
     longer = sut.test("server", config, p50_s, log_dir.with_name(log_dir.name + "-longer") if log_dir else None,
                       qps=qps, duration_s=EARLY_STOPPING_RETRY * float(config.loadgen.scenario_duration_s))
-    longer.search_step = step
+    longer.search_step, longer.loop_p99_ms = step, sut.loop_p99_ms
     return [r, longer]
 
 
