@@ -603,3 +603,34 @@ def test_a_server_tests_own_threads_waiting_is_not_a_neighbour(config, monkeypat
     sut = RuntimeSut(lambda: None, lambda: None, batch=1)
     r = sut.issuing_loop(config.replace(scenario_duration_s=0.1), 2000.0)
     assert r.contended is contended
+
+
+def test_the_server_tries_tool_shows_the_share_of_the_allowance_each_test_used(tmp_path):
+    """tools/server_tries.py, what the default bound is judged on: (p99 - loop p99) / (bound - loop p99) per test,
+    a try's longer re-run marked, and how many searches had a VALID try; a missing file is one line, exit 2."""
+    import subprocess
+    import sys
+
+    from harness.results.schema import CaseResult
+    from harness.results.store import write_results
+
+    runs = [ScenarioRun("server", "INVALID", target_qps=3000.0, search_step=1, latency_ms={"p99": 0.7},
+                        target_latency_ms=0.5, loop_p99_ms=0.2, reasons=["performance constraints not satisfied"]),
+            ScenarioRun("server", "INVALID", target_qps=1500.0, search_step=2, latency_ms={"p99": 0.45},
+                        target_latency_ms=0.55, loop_p99_ms=0.25, reasons=["early stopping not satisfied"]),
+            ScenarioRun("server", "VALID", target_qps=1500.0, search_step=2, latency_ms={"p99": 0.4},
+                        target_latency_ms=0.55, loop_p99_ms=0.25)]
+    c = CaseResult(case(1), "passed", samples_ns=[1000, 1100, 1200], scenarios=runs)
+    write_results(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]), tmp_path)
+    tool = Path(__file__).resolve().parents[2] / "tools" / "server_tries.py"
+    done = subprocess.run([sys.executable, str(tool), str(tmp_path / "results.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0].endswith("try 1: 3000 QPS INVALID p99 0.7 ms, bound 0.5 ms, loop p99 0.2 ms, used 1.67 "
+                           "(performance constraints not satisfied)")
+    assert out[1].endswith("try 2: 1500 QPS INVALID p99 0.45 ms, bound 0.55 ms, loop p99 0.25 ms, used 0.67 "
+                           "(early stopping not satisfied)")
+    assert "try 2+: 1500 QPS VALID" in out[2] and out[2].endswith("used 0.50")
+    assert out[3].endswith(": 1 of 1 Server search(es) VALID")
+    done = subprocess.run([sys.executable, str(tool), str(tmp_path / "none.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("server_tries: ") and "Traceback" not in done.stderr
