@@ -50,8 +50,9 @@ LOOP_KEEPS_UP = 0.9
 # LoadGen's early stopping short whenever a few queries pass the bound
 EARLY_STOPPING_RETRY = 4.0
 # a Server search with no VALID try after --server-tries goes on halving its rate up to this many more tries, until
-# one is VALID: from the Offline throughput (47,600 samples/s for mlp, whose Server path serves 5,000-10,000) four
-# tries reach capacity / 16 only, and the search ended with no answer where the first VALID rate was lower
+# one is VALID: from the Offline throughput (47,600 samples/s for mlp, whose Server path saturated at 6,000-7,200
+# loaded) four tries reach capacity / 16 only, and the search ended with no answer where the first VALID rate was
+# lower
 SERVER_EXTRA_TRIES = 3
 # no-op tests of the loop, the lowest p99 taken: the loop's own cost is what the quietest test shows, and one spike
 # of the machine (measured here under other jobs: 4-17 ms p99 beside quiet tests' 0.2-0.3 ms, not all of them
