@@ -256,6 +256,9 @@ class ScenarioRun:
     target_latency_percentile: NonNegative | None = None
     # server: what the bound came from ("--server-latency", "5 x the single-stream p99 (...)")
     target_latency_basis: Text | None = None
+    # server, default bound: the p99 the harness's issuing loop gave a no-op call at this try's rate, the part of
+    # target_latency_ms that is not the model's allowance (None: not added, or --server-latency)
+    loop_p99_ms: NonNegative | None = None
     # single-stream: whether the machine held the worker's threads off a CPU during the test (harness.measure.
     # contention) and why; a contended figure is never a Server bound's basis
     contended: Flag | None = None

@@ -293,8 +293,8 @@ def test_the_default_server_bound_adds_the_batchers_wait_and_the_terminal_names_
     sut.issuing_loop = lambda config, qps: ScenarioRun("server", "INVALID", latency_ms={"p99": 0.5})  # its own test
     sut.server_bound(config, 2e-3, ScenarioRun("single-stream", "VALID", latency_ms={"p99": 1.0}), 1000.0)
     assert sut.default_bound_ms == pytest.approx(23.5)
-    assert sut.bound_basis == ("10 x the median call of 2 ms + the issuing loop's p99 of 0.5 ms (the lower of 2 no-op "
-                               "Server tests through the same path at 1000 QPS), plus the batcher's max wait of 3 ms")
+    assert sut.bound_basis == ("10 x the median call of 2 ms + the issuing loop's p99 at 2295 QPS of 0.5 ms (the lower "
+                               "of 2 no-op Server tests through the same path), plus the batcher's max wait of 3 ms")
     assert sut.per_call("server") == sut.per_call("offline") == 8 and sut.per_call("single-stream") == 1
     # LoadGen expects the batcher's full call (timed before the tests), not the case's call, in Offline
     sut.batched_ns = [4 * MS, 5 * MS, 6 * MS]

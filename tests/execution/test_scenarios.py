@@ -85,8 +85,13 @@ class _Verdicts:
 
     batch = 1
 
+    bound_unusable = loop_p99_ms = None
+
     def __init__(self, peak: float) -> None:
         self.peak, self.asked = peak, []
+
+    def bound_at(self, config, qps):  # the default bound's per-try part: tested on _PacedSut
+        pass
 
     def pace_s(self, fallback_s):
         return fallback_s
@@ -110,10 +115,16 @@ def test_server_search_bisects_below_the_offline_throughput_and_keeps_every_try(
     assert [t.search_step for t in tries] == [1, 2, 3, 4]
     assert [t.result for t in tries] == ["VALID", "VALID", "INVALID", "INVALID"]
     assert peak_server(tries).target_qps == 300.0
-    # without an Offline figure the search starts from batch / timed-loop p50
+    # without an Offline figure the search starts from batch / timed-loop p50; with no VALID try after
+    # --server-tries it goes on halving, SERVER_EXTRA_TRIES more at most
     sut = _Verdicts(peak=0.0)
     tries = server_search(sut, cfg.replace(server_tries=2), p50_s=0.01, offline_sps=None, logs=None)
-    assert sut.asked == [50.0, 25.0] and peak_server(tries).result == "INVALID"
+    assert sut.asked == [50.0, 25.0, 12.5, 6.25, 3.12] and peak_server(tries).result == "INVALID"
+    # ... and stops at the first VALID one (the issue's mlp: the Offline figure 10 x what its Server path serves)
+    sut = _Verdicts(peak=2500.0)
+    tries = server_search(sut, cfg, p50_s=0.01, offline_sps=47600.0, logs=None)
+    assert sut.asked == [23800.0, 11900.0, 5950.0, 2975.0, 1488.0] and [t.search_step for t in tries] == [1, 2, 3, 4, 5]
+    assert peak_server(tries).target_qps == 1488.0
 
 
 def test_a_runtime_that_raises_under_load_is_an_error_record_not_a_broken_case(config):
@@ -303,18 +314,18 @@ def test_the_default_server_bound_comes_from_the_single_stream_p99_and_says_so(c
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=4.0)
     sut.server_bound(config, 5e-5, None, 3408.0)
     assert sut.tests == ["single-stream"] and sut.default_bound_ms == pytest.approx(20.0 + LOOP_P99_MS)
-    assert sut.bound_basis == ("5 x the single-stream p99 of 4 ms + the issuing loop's p99 of 0.25 ms (the lower of 2 "
-                               "no-op Server tests through the same path at 3408 QPS)")
+    assert sut.bound_basis == ("5 x the single-stream p99 of 4 ms + the issuing loop's p99 at 3408 QPS of 0.25 ms (the "
+                               "lower of 2 no-op Server tests through the same path)")
     assert sut.loop_rates == [3408.0, 3408.0] and sut.loop_p99_ms == LOOP_P99_MS
     given = ScenarioRun("single-stream", "VALID", latency_ms={"p99": 1.0})
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=None)
-    sut.server_bound(config, 5e-5, given, 20.0)  # a slow rate: the no-op test runs at LOOP_MIN_QPS
+    sut.server_bound(config, 5e-5, given, 20.0)  # a slow rate: the no-op test runs at 459 queries / 0.25 s
     assert sut.tests == [] and sut.default_bound_ms == pytest.approx(5.0 + LOOP_P99_MS)
-    assert sut.loop_rates == [1000.0] * 2 and "at 1000 QPS" in sut.bound_basis
+    assert sut.loop_rates == [1836.0] * 2 and "at 1836 QPS" in sut.bound_basis
     sut = _PacedSut(pace_ms=2.0, single_p99_ms=None)  # no p99 at all: the calls' bound
-    sut.server_bound(config, 2e-3, None)
+    sut.server_bound(config, 2e-3, None, 10.0)
     assert sut.default_bound_ms == pytest.approx(20.0 + LOOP_P99_MS)
-    assert sut.bound_basis.startswith("10 x the median call of 2 ms + the issuing loop's p99 of 0.25 ms")
+    assert sut.bound_basis.startswith("10 x the median call of 2 ms + the issuing loop's p99 at 1836 QPS of 0.25 ms")
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=4.0)
     sut.server_bound(config.replace(server_latency_ms=3.0), 5e-5, None)
     assert sut.tests == [] and sut.loop_rates == [] and sut.bound_basis == "--server-latency"
@@ -376,7 +387,7 @@ def test_the_default_server_bound_comes_from_an_uncontended_single_stream_figure
     given = None if given_busy is None else ScenarioRun("single-stream", "VALID", latency_ms={"p99": 4.0},
                                                            contended=given_busy)
     sut = _ContendedSut(later, [1.0] * len(later))
-    sut.server_bound(config, 5e-5, given)
+    sut.server_bound(config, 5e-5, given, 2000.0)
     assert sut.default_bound_ms == pytest.approx(bound + LOOP_P99_MS) and sut.bound_unusable is None
     assert len(sut.tests) == len(later)
 
@@ -415,14 +426,121 @@ def test_the_issuing_loops_own_p99_is_measured_uncontended_or_the_bound_is_unusa
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=1.0, loop=[busy] * (scenarios.SERVER_BOUND_RETRIES + 1))
     sut.server_bound(config, 5e-5, None, 2000.0)
     assert sut.default_bound_ms is None and sut.bound_unusable.startswith(
-        "no default Server latency bound: the 3 no-op Server test(s) that measure the issuing loop's own p99 were all "
-        "contended (1 thread(s): waited 40% for a CPU)")
+        "no default Server latency bound: the 3 no-op Server test(s) at 2000 QPS that measure the issuing loop's own "
+        "p99 were all contended (1 thread(s): waited 40% for a CPU)")
     failed = ScenarioRun("server", "error", error="RuntimeError: no LoadGen")
     sut = _PacedSut(pace_ms=0.05, single_p99_ms=1.0, loop=[quiet, failed])
     sut.server_bound(config, 5e-5, None, 2000.0)
     assert sut.default_bound_ms == pytest.approx(5.0)
     assert sut.bound_basis.endswith("; the issuing loop's p99 not included (its no-op Server test: RuntimeError: no "
                                     "LoadGen)")
+
+
+class _LoopSearchSut(_PacedSut):
+    """A Server search on fakes: the no-op loop's p99 (and completed samples/s) per rate as given; each try's p99 is
+    the loop's at its rate plus `extra_ms`, VALID when under the try's bound, as LoadGen would judge it. `short`:
+    a test of --scenario-duration has its p99 under the bound but too few queries (early stopping), a longer one
+    not."""
+
+    def __init__(self, loop_p99: dict[float, float], extra_ms: float | dict[float, float],
+                 done: dict[float, float] | None = None,
+                 short: bool = False) -> None:
+        super().__init__(pace_ms=0.02, single_p99_ms=0.06)  # base bound 5 x 0.06 = 0.3 ms (over 10 x 0.02)
+        self.loop_p99, self.extra_ms, self.done, self.short = loop_p99, extra_ms, done or {}, short
+        self.server: list[tuple[float, float, float | None]] = []  # (qps, its bound, its duration)
+
+    def issuing_loop(self, config, qps):
+        self.loop_rates.append(qps)
+        return ScenarioRun("server", "INVALID", latency_ms={"p99": self.loop_p99[qps]}, target_qps=qps,
+                           samples_per_s=self.done.get(qps, qps))
+
+    def test(self, scenario, config, p50_s, log_dir, qps=None, probe=None, duration_s=None):
+        if scenario != "server":
+            return super().test(scenario, config, p50_s, log_dir, qps, probe)
+        self.server.append((qps, self.default_bound_ms, duration_s))
+        p99 = self.loop_p99[qps] + (self.extra_ms[qps] if isinstance(self.extra_ms, dict) else self.extra_ms)
+        met = p99 <= self.default_bound_ms
+        early = not (self.short and duration_s is None)
+        return ScenarioRun("server", "VALID" if met and early else "INVALID", target_qps=qps,
+                           latency_ms={"p99": p99}, target_latency_ms=self.default_bound_ms,
+                           target_latency_basis=self.bound_basis,
+                           checks={"min_duration": True, "min_queries": True, "early_stopping": early,
+                                   "performance_constraints": met})
+
+
+def test_each_server_try_is_judged_with_the_issuing_loops_p99_at_its_own_rate(config):
+    """The issue's quiet runs: the loop measured once at the search's first rate (0.17 ms) was not its p99 at the
+    lower rates where the search ends, so tries there were INVALID by a hair. Now each try adds the loop's p99 at
+    its own rate (measured once per rate); the base stays 5 x the single-stream p99."""
+    # the model adds 0.4 ms to the loop's p99 at 2000 QPS (its queue), 0.25 ms below
+    sut = _LoopSearchSut({2000.0: 0.17, 1000.0: 0.3, 1500.0: 0.25}, extra_ms={2000.0: 0.4, 1000.0: 0.25, 1500.0: 0.25})
+    cfg = config.replace(server_tries=3, scenario_duration_s=1.0)  # the loop's lowest rate: 459 QPS
+    sut.server_bound(cfg, 5e-5, None, 2000.0)
+    tries = server_search(sut, cfg, p50_s=5e-5, offline_sps=4000.0, logs=None)
+    assert [t.target_qps for t in tries] == [2000.0, 1000.0, 1500.0]
+    assert [b for _, b, _ in sut.server] == pytest.approx([0.3 + 0.17, 0.3 + 0.3, 0.3 + 0.25])
+    # 0.57 > 0.47; at 1000 QPS 0.55 ms: INVALID under the first rate's 0.47 ms bound, VALID under its own 0.6 ms
+    assert [t.result for t in tries] == ["INVALID", "VALID", "VALID"]
+    assert sut.loop_rates == [2000.0] * 2 + [1000.0] * 2 + [1500.0] * 2  # the first rate's loop is not re-measured
+    assert [t.loop_p99_ms for t in tries] == [0.17, 0.3, 0.25]  # stored with each try
+    assert tries[2].target_latency_basis == ("5 x the single-stream p99 of 0.06 ms + the issuing loop's p99 at 1500 QPS "
+                                             "of 0.25 ms (the lower of 2 no-op Server tests through the same path)")
+
+
+def test_a_rate_the_issuing_loop_cannot_keep_up_with_adds_nothing_to_the_bound(config):
+    """Past what the harness's own loop serves, its p99 is a growing queue: added, it would call a saturated model
+    VALID. Such a rate is judged on the base alone, and the basis says why."""
+    sut = _LoopSearchSut({8000.0: 40.0}, extra_ms=0.5, done={8000.0: 6100.0})
+    sut.server_bound(config, 5e-5, None, 8000.0)
+    assert sut.default_bound_ms == pytest.approx(0.3) and sut.loop_p99_ms is None
+    assert sut.bound_basis == ("5 x the single-stream p99 of 0.06 ms; the issuing loop's p99 not included: at 8000 QPS "
+                               "its no-op Server test completed 6100 samples/s, so the rate is past what the harness's "
+                               "own loop serves")
+    sut.done[8000.0] = 7300.0  # within LOOP_KEEPS_UP of the rate: it kept up
+    sut._loops.clear()
+    sut.bound_at(config, 8000.0)
+    assert sut.default_bound_ms == pytest.approx(40.3) and sut.loop_p99_ms == 40.0
+
+
+def test_a_try_short_only_of_early_stopping_is_run_again_longer(config):
+    """A 1 s try whose p99 met the bound but gave LoadGen's early stopping too few queries is run once more,
+    EARLY_STOPPING_RETRY x --scenario-duration long; both tests are kept under the try's number and the longer
+    one's verdict steers the search. A try over the bound is not re-run; nor are fixed --server-qps tests or
+    tests made short on purpose with --scenario-queries."""
+    from harness.workloads.forward import scenarios
+
+    # the first try is over its bound (0.7 > 0.5 ms): no re-run
+    sut = _LoopSearchSut({1000.0: 0.2, 2000.0: 0.2, 1500.0: 0.2}, extra_ms={2000.0: 0.5, 1000.0: 0.05, 1500.0: 0.05},
+                         short=True)
+    cfg = config.replace(server_tries=2, scenario_duration_s=1.0)
+    sut.server_bound(cfg, 5e-5, None)
+    tries = server_search(sut, cfg, p50_s=5e-5, offline_sps=4000.0, logs=None)
+    assert [(t.search_step, t.result) for t in tries] == [(1, "INVALID"), (2, "INVALID"), (2, "VALID")]
+    assert [d for _, _, d in sut.server] == [None, None, scenarios.EARLY_STOPPING_RETRY * 1.0]
+    assert peak_server(tries).target_qps == 1000.0
+    sut.server.clear()
+    assert len(server_search(sut, cfg.replace(server_qps=1500.0), 5e-5, 4000.0, None)) == 1
+    tries = server_search(sut, cfg.replace(scenario_queries=100), 5e-5, 4000.0, None)
+    assert [t.search_step for t in tries] == [1, 2] and all(d is None for _, _, d in sut.server)
+
+
+def test_a_later_try_whose_issuing_loop_was_all_contended_ends_the_search_skipped(config):
+    """The loop is measured at each try's rate; where every test of it was contended that try is one skipped record
+    naming --server-latency, and the search stops (no try judged against a bound from an inflated figure)."""
+    from harness.workloads.forward import scenarios
+
+    busy = ScenarioRun("server", "INVALID", latency_ms={"p99": 9.0}, contended=True,
+                       contention_cause="1 thread(s): waited 40% for a CPU")
+    quiet = ScenarioRun("server", "INVALID", latency_ms={"p99": 0.2}, samples_per_s=2000.0)
+    sut = _PacedSut(pace_ms=0.05, single_p99_ms=0.06, loop=[quiet, quiet] + [busy] * (scenarios.SERVER_BOUND_RETRIES + 1))
+    sut.test = lambda scenario, config, p50_s, log_dir, qps=None, probe=None, duration_s=None: ScenarioRun(
+        scenario, "INVALID", target_qps=qps, latency_ms={"p99": 0.6}, checks={"performance_constraints": False})
+    cfg = config.replace(server_tries=3, scenario_duration_s=1.0)
+    sut.server_bound(cfg, 5e-5, None, 2000.0)
+    tries = server_search(sut, cfg, p50_s=5e-5, offline_sps=4000.0, logs=None)
+    assert [(t.search_step, t.result) for t in tries] == [(1, "INVALID"), (2, "skipped")]
+    assert tries[1].target_qps == 1000.0 and "--server-latency MS" in tries[1].error
+    assert "no-op Server test(s) at 1000 QPS" in tries[1].error
 
 
 def test_the_issuing_loop_runs_a_no_op_call_through_the_server_path(config):
@@ -485,3 +603,34 @@ def test_a_server_tests_own_threads_waiting_is_not_a_neighbour(config, monkeypat
     sut = RuntimeSut(lambda: None, lambda: None, batch=1)
     r = sut.issuing_loop(config.replace(scenario_duration_s=0.1), 2000.0)
     assert r.contended is contended
+
+
+def test_the_server_tries_tool_shows_the_share_of_the_allowance_each_test_used(tmp_path):
+    """tools/server_tries.py, what the default bound is judged on: (p99 - loop p99) / (bound - loop p99) per test,
+    a try's longer re-run marked, and how many searches had a VALID try; a missing file is one line, exit 2."""
+    import subprocess
+    import sys
+
+    from harness.results.schema import CaseResult
+    from harness.results.store import write_results
+
+    runs = [ScenarioRun("server", "INVALID", target_qps=3000.0, search_step=1, latency_ms={"p99": 0.7},
+                        target_latency_ms=0.5, loop_p99_ms=0.2, reasons=["performance constraints not satisfied"]),
+            ScenarioRun("server", "INVALID", target_qps=1500.0, search_step=2, latency_ms={"p99": 0.45},
+                        target_latency_ms=0.55, loop_p99_ms=0.25, reasons=["early stopping not satisfied"]),
+            ScenarioRun("server", "VALID", target_qps=1500.0, search_step=2, latency_ms={"p99": 0.4},
+                        target_latency_ms=0.55, loop_p99_ms=0.25)]
+    c = CaseResult(case(1), "passed", samples_ns=[1000, 1100, 1200], scenarios=runs)
+    write_results(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]), tmp_path)
+    tool = Path(__file__).resolve().parents[2] / "tools" / "server_tries.py"
+    done = subprocess.run([sys.executable, str(tool), str(tmp_path / "results.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0].endswith("try 1: 3000 QPS INVALID p99 0.7 ms, bound 0.5 ms, loop p99 0.2 ms, used 1.67 "
+                           "(performance constraints not satisfied)")
+    assert out[1].endswith("try 2: 1500 QPS INVALID p99 0.45 ms, bound 0.55 ms, loop p99 0.25 ms, used 0.67 "
+                           "(early stopping not satisfied)")
+    assert "try 2+: 1500 QPS VALID" in out[2] and out[2].endswith("used 0.50")
+    assert out[3].endswith(": 1 of 1 Server search(es) VALID")
+    done = subprocess.run([sys.executable, str(tool), str(tmp_path / "none.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("server_tries: ") and "Traceback" not in done.stderr

@@ -114,11 +114,12 @@ SCENARIOS = OptionGroup("scenarios", "LoadGen scenarios", (
                             "--scenario-duration is at most 1e7 queries (LoadGen schedules them all up front)", "QPS",
               field="server_qps", parse=float_at_least(1e-3)),
     OptionDef("server-latency", "the Server p99 latency bound in ms (default: 5 x the p99 of the case's "
-                                "single-stream test, at least 10 x its median call; the bound's basis is stored "
+                                "single-stream test, at least 10 x its median call, plus the p99 the harness's "
+                                "issuing loop gives a no-op call at each try's rate; the bound's basis is stored "
                                 "and printed)", "MS",
               field="server_latency_ms", parse=float_at_least(1e-3)),
-    OptionDef("server-tries", "LoadGen tests of the Server search, bisecting below the case's throughput "
-                              "(default: 4)", "N", field="server_tries", parse=int_at_least(1)),
+    OptionDef("server-tries", "tries of the Server search, bisecting below the case's throughput (default: 4; "
+                              "with no VALID try by then, up to 3 more halve the rate)", "N", field="server_tries", parse=int_at_least(1)),
     OptionDef("batcher", "serve the Server and Offline scenarios through a dynamic batcher: queued samples go to "
                          "the runtime as one call of a batch-N feed when max are waiting or the oldest has waited "
                          "wait ms, whichever is first; its batch sizes and queue waits are stored with each test "

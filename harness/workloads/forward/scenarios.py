@@ -33,13 +33,27 @@ SERVER_LATENCY_FACTOR = 10.0  # default Server p99 bound: at least this many cal
 # the call) with no queueing. 10 calls alone was 0.08-0.44 ms for a sub-millisecond model, under the SUT's own
 # hand-off and the machine's jitter: every try INVALID.
 SERVER_SINGLE_STREAM_FACTOR = 5.0
-# ... plus the p99 of the harness's own issuing loop, measured before the Server tests: a Server test through the
-# same path (LoadGen's issue callback, the queue, the serving thread, the completion) with a call that does
-# nothing, at the search's first rate. A single-stream test never queues, so its p99 leaves out what Poisson
-# arrivals cost that loop: mlp (0.05 ms calls) had 0 of 4 tries VALID under 5 x its single-stream p99 even quiet.
-# The no-op test runs at no less than LOOP_MIN_QPS, so that it lasts about --scenario-duration whatever the model
-# (459 queries at a slow model's 25 QPS would take 18 s); the loop's tail does not shrink at a higher rate.
-LOOP_MIN_QPS = 1000.0
+# ... plus the p99 of the harness's own issuing loop at the rate being tried, measured before each Server try: a
+# Server test through the same path (LoadGen's issue callback, the queue, the serving thread, the completion) with
+# a call that does nothing, at that try's rate. A single-stream test never queues, so its p99 leaves out what
+# Poisson arrivals cost that loop: mlp (0.05 ms calls) had 0 of 4 tries VALID under 5 x its single-stream p99 even
+# quiet. Measured once at the search's first rate only, the loop's p99 was not the one at the lower rates where
+# the search ends (1 of 3 quiet runs VALID). The no-op test runs at no less than its min queries per
+# --scenario-duration (loop_floor: 459 QPS at the defaults), so that it lasts about that long whatever the model
+# (459 queries at a slow model's 25 QPS would take 18 s).
+# the no-op loop kept up with a rate when it completed at least this share of it (LoadGen's completed samples/s);
+# below, the rate is past what the harness's own loop serves, and its p99 (a growing queue) is not added: a bound
+# widened by a saturated loop would call a saturated model VALID
+LOOP_KEEPS_UP = 0.9
+# a Server try INVALID only for early stopping (its p99 under the bound, too few queries for LoadGen to be sure of
+# it) is run once more at the same rate for this many times --scenario-duration: a 1 s test at 3,000 QPS leaves
+# LoadGen's early stopping short whenever a few queries pass the bound
+EARLY_STOPPING_RETRY = 4.0
+# a Server search with no VALID try after --server-tries goes on halving its rate up to this many more tries, until
+# one is VALID: from the Offline throughput (47,600 samples/s for mlp, whose Server path saturated at 6,000-7,200
+# loaded) four tries reach capacity / 16 only, and the search ended with no answer where the first VALID rate was
+# lower
+SERVER_EXTRA_TRIES = 3
 # no-op tests of the loop, the lowest p99 taken: the loop's own cost is what the quietest test shows, and one spike
 # of the machine (measured here under other jobs: 4-17 ms p99 beside quiet tests' 0.2-0.3 ms, not all of them
 # flagged contended) would otherwise widen the bound of every try of the case
@@ -114,23 +128,71 @@ def run_scenarios(runtime: Any, feed: dict[str, Any], case: CaseId, config: RunC
 
 def server_search(sut: RuntimeSut, config: RunConfig, p50_s: float, offline_sps: float | None,
                   logs: Path | None) -> list[ScenarioRun]:
-    """--server-qps: one Server test at that rate. Otherwise a bisection of (0, capacity] over
-    config.loadgen.server_tries tests, capacity being the Offline samples/s (else batch / call time): each test's
-    VALID raises the floor, INVALID lowers the ceiling; every try is kept, numbered by search_step."""
+    """--server-qps: one Server try at that rate. Otherwise a bisection of (0, capacity] over
+    config.loadgen.server_tries tries, capacity being the Offline samples/s (else batch / call time): each try's
+    VALID raises the floor, INVALID lowers the ceiling; with no VALID try by then, up to SERVER_EXTRA_TRIES more
+    halve the rate until one is (not when --scenario-queries made the tests short on purpose). Every test is
+    kept, numbered by search_step (a try's longer re-run for early stopping has its number: server_try)."""
     fixed = config.loadgen.server_qps
     if fixed:
-        return [sut.test("server", config, p50_s, logs / "server" if logs else None, qps=fixed)]
+        return server_try(sut, config, p50_s, float(fixed), logs / "server" if logs else None, None, retry=False)
     lo, hi = 0.0, _capacity(sut, p50_s, offline_sps)
     tries: list[ScenarioRun] = []
-    for step in range(1, max(1, int(config.loadgen.server_tries)) + 1):
+    planned = max(1, int(config.loadgen.server_tries))
+    extra = 0 if _short_on_purpose(config) else SERVER_EXTRA_TRIES
+    for step in range(1, planned + extra + 1):
+        if step > planned and lo > 0:  # the extra tries only look for a first VALID rate
+            break
         qps = _round(hi / 2 if step == 1 else (lo + hi) / 2)
-        r = sut.test("server", config, p50_s, logs / f"server-try{step}" if logs else None, qps=qps)
-        r.search_step = step
-        tries.append(r)
+        runs = server_try(sut, config, p50_s, qps, logs / f"server-try{step}" if logs else None, step)
+        tries += runs
+        r = runs[-1]
         if r.result in ("error", "skipped"):
             break
         lo, hi = (qps, hi) if r.valid else (lo, qps)
     return tries
+
+
+def server_try(sut: RuntimeSut, config: RunConfig, p50_s: float, qps: float, log_dir: Path | None,
+               step: int | None, retry: bool = True) -> list[ScenarioRun]:
+    """One Server try at `qps`: under the default bound, the issuing loop measured at this rate first (the try's
+    bound). With `retry` (a search's try) a test INVALID only for early stopping is run once more,
+    EARLY_STOPPING_RETRY x --scenario-duration long, and both tests are kept (the longer one's verdict is the
+    try's), unless --scenario-queries asked for fewer queries than early stopping needs (quick tests, INVALID by
+    choice). A loop whose figures were all contended makes the try one skipped record saying so."""
+    sut.bound_at(config, qps)
+    if sut.bound_unusable:
+        return [ScenarioRun("server", "skipped", error=sut.bound_unusable, target_qps=qps, search_step=step,
+                            target_latency_basis=sut.bound_basis)]
+    r = sut.test("server", config, p50_s, log_dir, qps=qps)
+    r.search_step, r.loop_p99_ms = step, sut.loop_p99_ms
+    if not retry or _short_on_purpose(config) or not _early_stopping_only(r):
+        return [r]
+    longer = sut.test("server", config, p50_s, log_dir.with_name(log_dir.name + "-longer") if log_dir else None,
+                      qps=qps, duration_s=EARLY_STOPPING_RETRY * float(config.loadgen.scenario_duration_s))
+    longer.search_step, longer.loop_p99_ms = step, sut.loop_p99_ms
+    return [r, longer]
+
+
+def loop_floor(config: RunConfig) -> float:
+    """The lowest rate of the issuing loop's no-op test: its min queries (--scenario-queries, else 459) in
+    --scenario-duration, so that it lasts about that long at a slow model's low rates too."""
+    queries = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES["server"])
+    return _round(queries / max(float(config.loadgen.scenario_duration_s), 1e-3))
+
+
+def _short_on_purpose(config: RunConfig) -> bool:
+    """--scenario-queries under what LoadGen's early stopping needs of a Server test: quick tests, INVALID by choice,
+    that neither a longer re-run nor extra tries of a search would be asked for."""
+    queries = config.loadgen.scenario_queries
+    return bool(queries) and int(queries) < EARLY_STOPPING_QUERIES["server"]
+
+
+def _early_stopping_only(r: ScenarioRun) -> bool:
+    """An INVALID Server test whose only unmet check was LoadGen's early stopping (its p99 was under the bound)."""
+    return (r.result == "INVALID" and r.checks.get("early_stopping") is False
+            and r.checks.get("performance_constraints") is True
+            and all(ok for name, ok in r.checks.items() if name != "early_stopping"))
 
 
 def _capacity(sut: RuntimeSut, p50_s: float, offline_sps: float | None) -> float:
@@ -160,7 +222,10 @@ class RuntimeSut:
         self.default_bound_ms: float | None = None  # the Server p99 bound without --server-latency (server_bound)
         self.bound_basis: str | None = None  # what the Server bound came from, in words
         self.bound_unusable: str | None = None  # why no default bound could be taken (only contended figures)
-        self.loop_p99_ms: float | None = None  # the issuing loop's own p99 in the default bound (issuing_loop)
+        self.base_bound_ms: float | None = None  # the default bound before the issuing loop's p99 (server_bound)
+        self.base_basis: str | None = None
+        self.loop_p99_ms: float | None = None  # the issuing loop's own p99 in the latest try's bound (bound_at)
+        self._loops: dict[float, ScenarioRun | str | None] = {}  # the issuing loop's test at each rate (bound_at)
         self.error: str | None = None
         self.batcher: Batcher | None = None  # --batcher: serves the Server and Offline tests
         self.batcher_refusal: str | None = None  # --batcher asked, and why this case cannot batch
@@ -265,12 +330,12 @@ class RuntimeSut:
 
     def server_bound(self, config: RunConfig, p50_s: float, single: ScenarioRun | None,
                      qps: float | None = None) -> None:
-        """The Server tests' p99 bound and what it came from (`bound_basis`, stored with each try): --server-latency,
-        else SERVER_SINGLE_STREAM_FACTOR x the p99 of this case's single-stream test (run here, unrecorded,
-        when --scenarios has none), at least SERVER_LATENCY_FACTOR x the calibrated call, plus the p99 the
-        issuing loop itself gives a no-op call at `qps` (the search's first rate; the lowest of LOOP_TESTS
-        issuing_loop tests). Each figure comes from an uncontended test; when every try of one was contended the
-        bound is unusable."""
+        """The base of the Server tests' p99 bound and what it came from (`bound_basis`, stored with each try):
+        --server-latency, else SERVER_SINGLE_STREAM_FACTOR x the p99 of this case's single-stream test (run here,
+        unrecorded, when --scenarios has none), at least SERVER_LATENCY_FACTOR x the calibrated call. Each try
+        then adds the issuing loop's p99 at its own rate and the batcher's max wait (bound_at; here at `qps` when
+        given). The single-stream figure comes from an uncontended test; when every try of it was contended
+        the bound is unusable."""
         if config.loadgen.server_latency_ms:
             self.bound_basis = "--server-latency"
             return
@@ -286,35 +351,63 @@ class RuntimeSut:
             return
         p99 = single.latency_ms.get("p99") or 0.0
         if SERVER_SINGLE_STREAM_FACTOR * p99 >= calls_ms:
-            self.default_bound_ms = SERVER_SINGLE_STREAM_FACTOR * p99
-            self.bound_basis = f"{SERVER_SINGLE_STREAM_FACTOR:g} x the single-stream p99 of {p99:.3g} ms"
+            self.base_bound_ms = SERVER_SINGLE_STREAM_FACTOR * p99
+            self.base_basis = f"{SERVER_SINGLE_STREAM_FACTOR:g} x the single-stream p99 of {p99:.3g} ms"
         else:
-            self.default_bound_ms = calls_ms
-            self.bound_basis = f"{SERVER_LATENCY_FACTOR:g} x the median call of {calls_ms / SERVER_LATENCY_FACTOR:.3g} ms"
-        rate = max(float(qps or 0.0), LOOP_MIN_QPS)
+            self.base_bound_ms = calls_ms
+            self.base_basis = f"{SERVER_LATENCY_FACTOR:g} x the median call of {calls_ms / SERVER_LATENCY_FACTOR:.3g} ms"
+        self.default_bound_ms, self.bound_basis = self.base_bound_ms, self.base_basis
+        if qps is not None:
+            self.bound_at(config, qps)
+
+    def bound_at(self, config: RunConfig, qps: float) -> None:
+        """The default bound of a Server try at `qps`: the base (server_bound) plus the p99 the issuing loop itself
+        gives a no-op call at that rate (the lowest of LOOP_TESTS issuing_loop tests, each uncontended or run again;
+        measured once per rate), plus the batcher's max wait. A loop that did not keep up with the rate
+        (LOOP_KEEPS_UP) adds nothing, and the basis says so. Nothing to do under --server-latency or before
+        server_bound; every figure of the loop contended: the bound is unusable."""
+        if config.loadgen.server_latency_ms or self.base_bound_ms is None or self.bound_unusable:
+            return
+        rate = max(float(qps), loop_floor(config))
+        if rate not in self._loops:
+            self._loops[rate] = self._measure_loop(config, rate)
+        loop = self._loops[rate]
+        if isinstance(loop, str):  # every no-op test at this rate was contended
+            self._unusable(loop, "every no-op Server test of the issuing loop was contended")
+            return
+        bound, basis = self.base_bound_ms, self.base_basis
+        self.loop_p99_ms = None
+        p99 = loop.latency_ms.get("p99") if loop is not None else None
+        done = loop.samples_per_s if loop is not None else None
+        if loop is None or p99 is None:
+            why = (loop.error or "; ".join(loop.reasons) or f"LoadGen gave {loop.result}") if loop else "no test"
+            basis += f"; the issuing loop's p99 not included (its no-op Server test: {why})"
+        elif done is not None and done < LOOP_KEEPS_UP * rate:
+            basis += (f"; the issuing loop's p99 not included: at {rate:g} QPS its no-op Server test completed "
+                      f"{done:.4g} samples/s, so the rate is past what the harness's own loop serves")
+        else:
+            self.loop_p99_ms = p99
+            bound += p99
+            basis += (f" + the issuing loop's p99 at {rate:g} QPS of {p99:.3g} ms (the lower of {LOOP_TESTS} no-op "
+                      "Server tests through the same path)")
+        if self.batcher is not None and self.batcher.policy.max_wait_ms:  # the wait the batcher adds by design
+            bound += self.batcher.policy.max_wait_ms
+            basis += f", plus the batcher's max wait of {self.batcher.policy.max_wait_ms:g} ms"
+        self.default_bound_ms, self.bound_basis = bound, basis
+
+    def _measure_loop(self, config: RunConfig, rate: float) -> ScenarioRun | str | None:
+        """The no-op test of the issuing loop at `rate` with the lowest p99 of LOOP_TESTS uncontended ones; a test
+        LoadGen could not run (no p99) is returned as it is; why, when every figure was contended; None: no test."""
         loops: list[ScenarioRun] = []
         for _ in range(LOOP_TESTS):
             loop, causes = _uncontended(lambda: self.issuing_loop(config, rate), None)
             if loop.contended:
-                self._unusable(f"the {len(causes)} no-op Server test(s) that measure the issuing loop's own p99 were "
-                               f"all contended ({causes[-1] if causes else 'no figure'})",
-                               "every no-op Server test of the issuing loop was contended")
-                return
+                return (f"the {len(causes)} no-op Server test(s) at {rate:g} QPS that measure the issuing loop's own "
+                        f"p99 were all contended ({causes[-1] if causes else 'no figure'})")
             if loop.latency_ms.get("p99") is None:  # LoadGen failed on a call that does nothing
-                break
+                return loop
             loops.append(loop)
-        if len(loops) < LOOP_TESTS:  # the bound goes without the loop's figure, and says so
-            why = loop.error or "; ".join(loop.reasons) or f"LoadGen gave {loop.result}"
-            self.bound_basis += f"; the issuing loop's p99 not included (its no-op Server test: {why})"
-        else:
-            loop_p99 = min(r.latency_ms["p99"] for r in loops)
-            self.loop_p99_ms = loop_p99
-            self.default_bound_ms += loop_p99
-            self.bound_basis += (f" + the issuing loop's p99 of {loop_p99:.3g} ms (the lower of {LOOP_TESTS} no-op "
-                                 f"Server tests through the same path at {_round(rate):g} QPS)")
-        if self.batcher is not None and self.batcher.policy.max_wait_ms:  # the wait the batcher adds by design
-            self.default_bound_ms += self.batcher.policy.max_wait_ms
-            self.bound_basis += f", plus the batcher's max wait of {self.batcher.policy.max_wait_ms:g} ms"
+        return min(loops, key=lambda r: r.latency_ms["p99"]) if loops else None
 
     def _unusable(self, why: str, basis: str) -> None:
         self.default_bound_ms = None
@@ -344,16 +437,17 @@ class RuntimeSut:
         return max(recent[len(recent) // 2] / 1e9, 1e-6) if recent else fallback_s
 
     def test(self, scenario: str, config: RunConfig, p50_s: float, log_dir: Path | None,
-             qps: float | None = None, probe: bool | None = None) -> ScenarioRun:
+             qps: float | None = None, probe: bool | None = None, duration_s: float | None = None) -> ScenarioRun:
         """One LoadGen performance test; its verdict and figures as LoadGen's detail log gives them. `probe`:
-        whether its contention is probed (default: single-stream tests only, where a Server bound comes from)."""
+        whether its contention is probed (default: single-stream tests only, where a Server bound comes from);
+        `duration_s`: its min duration (default --scenario-duration)."""
         import mlperf_loadgen as lg
 
         t0 = time.perf_counter()
         if self.batcher_refusal and scenario in BATCHED:
             return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
                                error=self.batcher_refusal)
-        expected = self.expected_s(scenario, config, p50_s, qps)
+        expected = self.expected_s(scenario, config, p50_s, qps, duration_s)
         if t0 + expected > self.deadline:
             return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
                                error=f"would take about {expected:.0f} s, past the case's budget for scenarios "
@@ -368,7 +462,7 @@ class RuntimeSut:
         record: ScenarioRun
         try:
             where.mkdir(parents=True, exist_ok=True)
-            settings = self.settings(scenario, config, p50_s, qps)
+            settings = self.settings(scenario, config, p50_s, qps, duration_s)
             log = lg.LogSettings()
             log.log_output.outdir = str(where)
             log.log_output.copy_summary_to_stdout = False
@@ -419,16 +513,18 @@ class RuntimeSut:
                 record.log_dir = str(log_dir)
         return record
 
-    def expected_s(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None) -> float:
+    def expected_s(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None,
+                   duration_s: float | None = None) -> float:
         """About how long a test takes: its min duration, or its min queries at the timed loop's pace."""
-        duration = float(config.loadgen.scenario_duration_s)
+        duration = float(duration_s or config.loadgen.scenario_duration_s)
         queries = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES[scenario])
         pace = self.pace_s(p50_s)
         per_query = {"single-stream": pace, "multi-stream": math.ceil(MULTI_STREAM_SAMPLES / self.batch) * pace,
                      "offline": 0.0, "server": 1.0 / qps if qps else pace}[scenario]
         return max(duration * (1.1 if scenario == "offline" else 1.0), queries * per_query)
 
-    def settings(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None) -> Any:
+    def settings(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None,
+                 duration_s: float | None = None) -> Any:
         """LoadGen TestSettings: performance mode, the run's min duration and query count; expected latencies
         and throughput from the runtime's present pace (latencies halved and throughput doubled, so that
         LoadGen generates enough queries to fill the min duration); the Server p99 bound is
@@ -439,7 +535,7 @@ class RuntimeSut:
         s = lg.TestSettings()
         s.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
         s.mode = lg.TestMode.PerformanceOnly
-        s.min_duration_ms = max(1, round(float(config.loadgen.scenario_duration_s) * 1000))
+        s.min_duration_ms = max(1, round(float(duration_s or config.loadgen.scenario_duration_s) * 1000))
         s.min_query_count = int(config.loadgen.scenario_queries or EARLY_STOPPING_QUERIES[scenario])
         calls_per_query = math.ceil(MULTI_STREAM_SAMPLES / self.batch)
         pace = self.pace_s(p50_s)
