@@ -1,5 +1,5 @@
-"""Typed records of a case's parts built as dicts (memory, end to end, generation, localisation): read by
-attribute, written back key for key (the same keys, order and values as the dict they were made from)."""
+"""Typed records of a case's parts (memory, end to end, generation, localisation): built field by field by what
+measures them, read by attribute, written as the keys they were given (or read from), in order."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pydantic import AfterValidator, Strict, WrapValidator
 
 from harness.results.stored import MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Samples, Share, Text, Texts
 
-# How these records are stored: a part of a case is built as a dict by what measures it (the memory sampler, the
-# end-to-end loop, the generation summary, the localiser) and stored as that dict. The record declares the keys it reads (their
-# types are what the strict reader accepts) and remembers the keys it was made from, in order, with any it does
-# not declare (a newer harness may add some): `as_dict()` gives that dict back, so results.json does not change
-# by a byte. A record made field by field (no dict) writes every declared field.
+# How these records are stored: what measures a part of a case (the memory sampler, the end-to-end loop, the
+# generation summary, the localiser) builds its record field by field, and the record is stored as the fields it
+# was given, in declared order (a CPU case's memory has no GPU keys; a field given as None is written as null).
+# The record declares the keys it reads (their types are what the strict reader accepts); one read from a stored
+# dict remembers that dict's keys, in order, with any it does not declare (a newer harness may add some):
+# `as_dict()` gives that dict back, so results.json does not change by a byte.
 
 
 def _default(f: Any) -> Any:
@@ -24,10 +25,18 @@ def _default(f: Any) -> Any:
 
 
 class DictRecord:
-    """Mixin of a record stored as the dict it was made from (see above). `_nested`: field -> the record type
-    its dict value is read as."""
+    """Mixin of a record stored as the fields it was made with, or as the dict it was read from (see above).
+    `_nested`: field -> the record type its dict value is read as."""
 
     _nested: ClassVar[dict[str, type[DictRecord]]] = {}
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """The record, remembering which fields its maker gave (positionally or by name): those are its keys."""
+        rec = super().__new__(cls)
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        given = set(names[:len(args)]) | set(kwargs)
+        rec.__dict__["_keys"] = tuple(n for n in names if n in given)
+        return rec
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
@@ -54,8 +63,8 @@ class DictRecord:
         self.__dict__["_extra"] = {k: v for k, v in d.items() if k not in names}
 
     def as_dict(self) -> dict[str, Any]:
-        """The stored dict: the keys it was made from, in their order, then any declared field set since away
-        from its default (a record made field by field: every field)."""
+        """The stored dict: the keys it was made from (a stored dict's, in their order, or the fields its maker
+        gave), then any declared field set since away from its default (a record without either: every field)."""
         declared = fields(self)  # type: ignore[arg-type]
         keys: tuple[str, ...] | None = self.__dict__.get("_keys")
         extra: dict[str, Any] = self.__dict__.get("_extra", {})

@@ -559,11 +559,6 @@ class CaseResult:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; valid: {STATUSES}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, dict) and name in _DICT_RECORDS:  # a part built as a dict is kept as its typed record
-            value = _DICT_RECORDS[name].from_dict(value)
-        super().__setattr__(name, value)
-
     @property
     def measured(self) -> bool:
         return self.status in MEASURED
@@ -603,6 +598,9 @@ class CaseResult:
             kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
         if d.get("traffic") is not None and not isinstance(d["traffic"], TrafficReplayRecord):
             kwargs["traffic"] = TrafficReplayRecord.from_dict(d["traffic"])
+        for name, record in _DICT_RECORDS.items():
+            if isinstance(d.get(name), dict):
+                kwargs[name] = record.from_dict(d[name])
         return cls(case=CaseId.from_dict(d["case"]), **kwargs)
 
 
