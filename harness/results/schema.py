@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -22,13 +21,10 @@ from harness.precision import Precision
 from harness.results.records import (
     DictRecord,
     EndToEnd,
-    EndToEndRecord,
     Generation,
     GenerationRecord,
     Localization,
-    LocalizationRecord,
     Memory,
-    MemoryRecord,
 )
 from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
@@ -46,12 +42,14 @@ from harness.results.stored import (
     NonNegative,
     Object,
     Profile,
+    Record,
     RunEnvironmentRecord,
     Samples,
     Shape,
     Share,
     Text,
     Texts,
+    adapter,
     check_ab,
     read_json_object,
     short,
@@ -469,7 +467,7 @@ class EnergyRecord:
 
 
 @dataclass
-class CaseResult:
+class CaseResult(Record):
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -577,40 +575,17 @@ class CaseResult:
         d = asdict(self)
         d["case"] = self.case.as_dict()
         d["id"] = self.case.id
-        for name in _DICT_RECORDS:  # each as the dict it was made from (harness.results.records)
-            value = getattr(self, name)
+        for f in fields(self):  # memory, end_to_end ...: each as its keys (harness.results.records)
+            value = getattr(self, f.name)
             if isinstance(value, DictRecord):
-                d[name] = value.as_dict()
+                d[f.name] = value.as_dict()
         if self.ab is not None:
             d["ab"]["b_case"] = self.ab.b_case.as_dict()
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CaseResult":
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in known and k != "case"}
-        kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
-        kwargs["scenarios"] = [s if isinstance(s, ScenarioRun) else ScenarioRun.from_dict(s)
-                               for s in d.get("scenarios") or ()]
-        if d.get("ab") is not None and not isinstance(d["ab"], AbResult):
-            kwargs["ab"] = AbResult.from_dict(d["ab"])
-        if d.get("energy") is not None and not isinstance(d["energy"], EnergyRecord):
-            kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
-        if d.get("traffic") is not None and not isinstance(d["traffic"], TrafficReplayRecord):
-            kwargs["traffic"] = TrafficReplayRecord.from_dict(d["traffic"])
-        for name, record in _DICT_RECORDS.items():
-            if isinstance(d.get(name), dict):
-                kwargs[name] = record.from_dict(d[name])
-        return cls(case=CaseId.from_dict(d["case"]), **kwargs)
-
-
-# CaseResult's parts stored as the dicts they were built as, read as typed records (harness.results.records)
-_DICT_RECORDS: dict[str, type[DictRecord]] = {"memory": MemoryRecord, "end_to_end": EndToEndRecord,
-                                              "generation": GenerationRecord, "localization": LocalizationRecord}
-
 
 @dataclass
-class RunResults:
+class RunResults(Record):
     """One run: environment snapshot, configuration, and every case's result."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -634,14 +609,6 @@ class RunResults:
 
     def to_json(self) -> str:
         return json.dumps(_finite(self.as_dict()), indent=1, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResults":
-        return cls(run_id=d["run_id"], started_at=d["started_at"], environment=d.get("environment", {}),
-                   config=d.get("config", {}), cases=[CaseResult.from_dict(c) for c in d.get("cases", [])],
-                   finished_at=d.get("finished_at"), complete=bool(d.get("complete")),
-                   interrupted=bool(d.get("interrupted")), harness_version=d.get("harness_version", ""),
-                   schema_version=int(d["schema_version"]))
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUSES}
@@ -740,11 +707,10 @@ def results_from_doc(doc: dict[str, Any], source: str = "<results>", prefix: str
     return check_results_doc(doc, source, prefix)
 
 
-@functools.cache
 def reader() -> TypeAdapter[RunResults]:
-    """The strict reader of a (migrated) results document: a pydantic TypeAdapter over RunResults and the records
-    it holds, their constraints read from the fields' types. Built on first use."""
-    return TypeAdapter(RunResults)
+    """The strict reader of a (migrated) results document: the TypeAdapter over RunResults and the records it
+    holds, their constraints read from the fields' types (harness.results.stored.adapter). Built on first use."""
+    return adapter(RunResults)
 
 
 def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> RunResults:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -342,6 +343,29 @@ def validate(model: type[BaseModel] | TypeAdapter[Any], doc: dict[str, Any], sou
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         got = "" if e["type"] == "missing" else f"; found {short(e.get('input'))}"
         raise ResultsError(f"{source}: {place(e['loc'], prefix)}: {e['msg'].lower()}{got}{more}") from None
+
+
+@functools.cache
+def adapter(record: type) -> TypeAdapter[Any]:
+    """The strict reader of one record type (a pydantic TypeAdapter over its declared field types, nested records
+    included), built on first use."""
+    return TypeAdapter(record.schema_type() if issubclass(record, Record) else record)
+
+
+class Record:
+    """Mixin of a stored record (a dataclass whose field types are the constrained types above). Every record is
+    read by one reader: `from_dict` goes through its TypeAdapter, the same that reads a results file, so a dict
+    the harness passes between processes is read exactly as a stored one (strict, keys it does not declare
+    ignored, a missing key its default); ResultsError naming `source` and the place otherwise."""
+
+    @classmethod
+    def schema_type(cls) -> Any:
+        """What the reader reads this record as (a record that remembers its layout wraps itself)."""
+        return cls
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "<record>") -> Any:
+        return validate(adapter(cls), d, source)
 
 
 def short(v: Any) -> str:
