@@ -135,7 +135,7 @@ BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
 
 @dataclass
-class Block:
+class Block(Record):
     """One measurement block of a case (--repeats), in order: the next `samples` of the case's samples_ns.
 
     kind: "case" (measured when the case ran), "round" (a later round over the matrix) or "confirm" (--confirm).
@@ -171,18 +171,6 @@ class Block:
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
         return cls(0, None, kind, bool(reactivated), str(error))
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Block:
-        return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
-                   kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"),
-                   p50_ci_low_ms=_float_or_none(d.get("p50_ci_low_ms")),
-                   p50_ci_high_ms=_float_or_none(d.get("p50_ci_high_ms")))
-
-
-def _float_or_none(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def block_p50_ms(samples_ns: Any) -> float:
