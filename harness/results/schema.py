@@ -214,7 +214,7 @@ class BatcherRun:
 
 
 @dataclass
-class ScenarioRun:
+class ScenarioRun(Record):
     """One MLPerf LoadGen test of a case (--scenarios; harness.execution.scenarios), as LoadGen's log says it.
 
     result: LoadGen's verdict, VALID or INVALID; "error" (the test did not finish) or "skipped" (it would not fit
@@ -260,8 +260,6 @@ class ScenarioRun:
     batcher: BatcherRun | None = None  # --batcher: the server and offline tests' batches and queue waits
 
     def __post_init__(self) -> None:
-        if isinstance(self.batcher, dict):
-            self.batcher = BatcherRun(**self.batcher)
         if self.scenario not in SCENARIO_NAMES:
             raise ValueError(f"unknown scenario {self.scenario!r}; valid: {SCENARIO_NAMES}")
         if self.result not in SCENARIO_RESULTS:
@@ -270,11 +268,6 @@ class ScenarioRun:
     @property
     def valid(self) -> bool:
         return self.result == "VALID"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ScenarioRun:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
