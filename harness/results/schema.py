@@ -281,7 +281,7 @@ AbSideName = Literal["a", "b"]
 
 
 @dataclass
-class AbBlock:
+class AbBlock(Record):
     """One block of an interleaved A/B measurement (`harness ab`): which side, which pair, its raw samples and
     what the kernel said about it (harness.measure.contention)."""
 
@@ -297,14 +297,9 @@ class AbBlock:
     def p50_ms(self) -> float:
         return median_ms(self.samples_ns)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AbBlock:
-        return cls(side=d["side"], pair=int(d["pair"]), samples_ns=[int(x) for x in d["samples_ns"]],
-                   contention=d.get("contention"), activation=int(d.get("activation") or 0))
-
 
 @dataclass
-class AbResult:
+class AbResult(Record):
     """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated once
     in the same worker, measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
     judged by a paired test on the block medians (harness.gating.ab): `ratio` is B over A (>1: B slower),
@@ -331,14 +326,6 @@ class AbResult:
     extra_pairs: Count = 0  # --ab-budget: pairs measured beyond the planned ones because the verdict was unjudged
     # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
     b_vs_a: Object | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AbResult:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["b_case"] = d["b_case"] if isinstance(d["b_case"], CaseId) else CaseId.from_dict(d["b_case"])
-        kw["blocks"] = [b if isinstance(b, AbBlock) else AbBlock.from_dict(b) for b in d.get("blocks") or ()]
-        return cls(**kw)
 
 
 @dataclass
