@@ -346,7 +346,7 @@ class EnergySource:
 
 
 @dataclass
-class TrafficReplayRecord:
+class TrafficReplayRecord(Record):
     """`harness run --traffic FILE`: the case's runtime replaying that traffic open-loop after its timed loop
     (harness.traffic.replay, as `harness recommend` replays it). Latency runs from each request's intended send
     time to its completion (no coordinated omission); the send-time error is how late the replay loop sent a
@@ -371,17 +371,12 @@ class TrafficReplayRecord:
     wall_s: NonNegative | None = None
     error: Text | None = None  # a call failed: the replay ended there, its figures so far kept
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrafficReplayRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
 
 MIN_JOULES_PER_INFERENCE = 1e-15  # a femtojoule: far below any inference's energy (a multiply-add costs ~1e-12 J)
 
 
 @dataclass
-class EnergyRecord:
+class EnergyRecord(Record):
     """Energy of a case (harness.measure.energy): `measured` (the counters' sources), `unavailable` (no counter
     here: the reason, never 0) or `refused` (windows too short for the counter's update rate, or a wrap that
     cannot be undone). An inference is one call at the case's batch size."""
@@ -425,13 +420,6 @@ class EnergyRecord:
             raise ValueError("inferences_per_joule is not 1 / joules_per_inference")
         if self.joules_per_sample is not None and not near(self.joules_per_sample, per / max(self.batch, 1)):
             raise ValueError("joules_per_sample is not joules_per_inference / batch")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EnergyRecord:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["sources"] = [s if isinstance(s, EnergySource) else EnergySource(**s) for s in d.get("sources") or ()]
-        return cls(**kw)
 
 
 @dataclass
