@@ -70,7 +70,7 @@ BROKEN = ("error", "crashed", "timeout", "oom")
 
 
 @dataclass(frozen=True, order=True)
-class CaseId:
+class CaseId(Record):
     """One cell of the matrix: the pytest id, the results key and the report layout."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -121,13 +121,6 @@ class CaseId:
         if self.variant is None:  # and cases without a variant as before the variant axis
             del d["variant"]
         return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CaseId":
-        return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
-                   batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
-                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]),
-                   variant=None if d.get("variant") is None else str(d["variant"]))
 
 
 BlockKind = Literal["case", "round", "confirm"]
