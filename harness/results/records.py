@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Strict, WrapValidator
 
-from harness.results.stored import MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Samples, Share, Text, Texts
+from harness.results.stored import (MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Record, Samples, Share,
+                                    Text, Texts)
 
 # How these records are stored: what measures a part of a case (the memory sampler, the end-to-end loop, the
 # generation summary, the localiser) builds its record field by field, and the record is stored as the fields it
@@ -24,11 +25,9 @@ def _default(f: Any) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
-class DictRecord:
-    """Mixin of a record stored as the fields it was made with, or as the dict it was read from (see above).
-    `_nested`: field -> the record type its dict value is read as."""
-
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {}
+class DictRecord(Record):
+    """Mixin of a record stored as the fields it was made with, or as the dict it was read from (see above); read,
+    like every record, by the one reader (`from_dict`: harness.results.stored.Record)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         """The record, remembering which fields its maker gave (positionally or by name): those are its keys."""
@@ -39,22 +38,8 @@ class DictRecord:
         return rec
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Any:
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        kw = {k: cls._read(k, v) for k, v in d.items() if k in names}
-        rec = cls(**kw)
-        rec._remember(d)
-        return rec
-
-    @classmethod
-    def _read(cls, key: str, v: Any) -> Any:
-        """A stored value as the field holds it: a dict (or each dict of a list) of a nested record as that record."""
-        record = cls._nested.get(key)
-        if record is None:
-            return v
-        if isinstance(v, list):
-            return [record.from_dict(x) if isinstance(x, dict) else x for x in v]
-        return record.from_dict(v) if isinstance(v, dict) else v
+    def schema_type(cls) -> Any:
+        return Annotated[cls, Read]  # read from a dict, it remembers that dict's layout
 
     def _remember(self, d: dict[str, Any]) -> None:
         """Keep the layout of the dict this record was read from: its keys in order and the undeclared ones."""
@@ -201,8 +186,6 @@ class GenerationRecord(DictRecord):
     (schema._check_generation), so they are declared as stored."""
 
     __pydantic_config__ = RECORD_CONFIG
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {"ttft": GenerationStats, "tpot": GenerationStats,
-                                                      "e2e": GenerationStats, "conformance": TokenAgreement}
 
     batch: Count | None = None
     prompt_len: Count | None = None
@@ -283,7 +266,6 @@ class LocalizationRecord(DictRecord):
     why it stopped early (`truncated`) or could not run (`error`)."""
 
     __pydantic_config__ = RECORD_CONFIG
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {"first_bad": LocalizationFinding}
 
     trigger: Text | None = None  # "failure" (the drift failed) or "request" (--localize)
     tolerance: Object | None = None  # max_rel_l2, min_cosine
