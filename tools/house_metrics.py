@@ -41,16 +41,23 @@ def long_functions(pkg: Path, limit: int = 50) -> list[tuple[str, int]]:
 
 
 def record_idioms(pkg: Path) -> dict[str, int]:
-    """How harness/results/ types its records, by ast: hand `from_dict` methods, `DictRecord` classes (a record
-    that remembers the dict it came from), `TypedDict` classes, pydantic `BaseModel` classes (and their
-    subclasses) and `__setattr__` overrides (a record converting what is assigned to it)."""
-    out = {"from_dict": 0, "DictRecord": 0, "TypedDict": 0, "BaseModel": 0, "__setattr__": 0}
+    """How harness/results/ types its records, by ast: hand `from_dict` methods (the one reader's own,
+    `Record.from_dict`, left out), `DictRecord` classes (a record that remembers the dict it came from),
+    `TypedDict` classes, pydantic `BaseModel` classes (and their subclasses), `__setattr__` overrides (a record
+    converting what is assigned to it), and the dataclass records read by the one reader (`Record`'s direct
+    subclasses; the DictRecords are counted as such)."""
+    out = {"from_dict": 0, "DictRecord": 0, "TypedDict": 0, "BaseModel": 0, "__setattr__": 0, "Record": 0}
     models = {"BaseModel"}
     for p in sorted((pkg / "results").glob("*.py")):
-        for node in ast.walk(ast.parse(p.read_text())):
+        tree = ast.parse(p.read_text())
+        one_reader = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == "Record"
+                      for n in c.body}
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and node.name in ("from_dict", "__setattr__"):
-                out[node.name] += 1
+                out[node.name] += id(node) not in one_reader
             elif isinstance(node, ast.ClassDef):
+                bases_ = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                out["Record"] += "Record" in bases_
                 bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
                 if bases & models:
                     models.add(node.name)
@@ -76,7 +83,7 @@ def main(argv: list[str]) -> int:
     print(f"hand add_argument calls in harness/commands/: {hand_add_arguments(pkg)}")
     print(f"rooms imported by harness/commands/: {len(rooms)} ({', '.join(rooms)})")
     idioms = record_idioms(pkg)
-    kinds = sum(1 for k in ("from_dict", "DictRecord", "TypedDict", "BaseModel") if idioms[k])
+    kinds = sum(1 for k in ("from_dict", "DictRecord", "TypedDict", "BaseModel", "Record") if idioms[k])
     print(f"record idioms in harness/results/: {kinds} ({', '.join(f'{k} {n}' for k, n in idioms.items())})")
     print(f"reads of a case's latency dict by key in harness/: {latency_by_key(pkg)}")
     print(f"functions over 50 lines in harness/: {len(long)}")
