@@ -1,10 +1,12 @@
 """The house's size figures for the before/after tables of the house issues (#56): hand add_argument calls in
 harness/commands/, rooms (top-level packages and modules of harness/) the command modules import, and functions
-over 50 lines in harness/. `python tools/house_metrics.py [ROOT]` (ROOT: a checkout, default this one)."""
+over 50 lines in harness/, the record idioms of harness/results/ and the places that read a case's latency dict by
+key. `python tools/house_metrics.py [ROOT]` (ROOT: a checkout, default this one)."""
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +40,41 @@ def long_functions(pkg: Path, limit: int = 50) -> list[tuple[str, int]]:
     return sorted(out, key=lambda x: -x[1])
 
 
+def record_idioms(pkg: Path) -> dict[str, int]:
+    """How harness/results/ types its records, by ast: hand `from_dict` methods (the one reader's own,
+    `Record.from_dict`, left out), `DictRecord` classes (a record that remembers the dict it came from),
+    `TypedDict` classes, pydantic `BaseModel` classes (and their subclasses), `__setattr__` overrides (a record
+    converting what is assigned to it), and the dataclass records read by the one reader (`Record`'s direct
+    subclasses; the DictRecords are counted as such)."""
+    out = {"from_dict": 0, "DictRecord": 0, "TypedDict": 0, "BaseModel": 0, "__setattr__": 0, "Record": 0}
+    models = {"BaseModel"}
+    for p in sorted((pkg / "results").glob("*.py")):
+        tree = ast.parse(p.read_text())
+        one_reader = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == "Record"
+                      for n in c.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name in ("from_dict", "__setattr__"):
+                out[node.name] += id(node) not in one_reader
+            elif isinstance(node, ast.ClassDef):
+                bases_ = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                out["Record"] += "Record" in bases_
+                bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                if bases & models:
+                    models.add(node.name)
+                    out["BaseModel"] += 1
+                out["DictRecord"] += "DictRecord" in bases
+                out["TypedDict"] += "TypedDict" in bases
+    return out
+
+
+_LATENCY_BY_KEY = re.compile(r"""latency(?:\)|\s*or \{\})?\["|latency(?:\s*or \{\})?\)?\.get\(""")
+
+
+def latency_by_key(pkg: Path) -> int:
+    """Lines of harness/ that read a case's `latency` dict by key (`latency["p50_ms"]`, `(c.latency or {}).get(`)."""
+    return sum(len(_LATENCY_BY_KEY.findall(p.read_text())) for p in sorted(pkg.rglob("*.py")))
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path(__file__).resolve().parents[1]
     pkg = root / "harness"
@@ -45,6 +82,10 @@ def main(argv: list[str]) -> int:
     long = long_functions(pkg)
     print(f"hand add_argument calls in harness/commands/: {hand_add_arguments(pkg)}")
     print(f"rooms imported by harness/commands/: {len(rooms)} ({', '.join(rooms)})")
+    idioms = record_idioms(pkg)
+    kinds = sum(1 for k in ("from_dict", "DictRecord", "TypedDict", "BaseModel", "Record") if idioms[k])
+    print(f"record idioms in harness/results/: {kinds} ({', '.join(f'{k} {n}' for k, n in idioms.items())})")
+    print(f"reads of a case's latency dict by key in harness/: {latency_by_key(pkg)}")
     print(f"functions over 50 lines in harness/: {len(long)}")
     for name, n in long:
         print(f"  {n:4d} {name}")

@@ -12,6 +12,7 @@ import numpy as np
 
 from harness.accuracy.drift import drift_metrics, relative_verdicts
 from harness.precision import Tolerance
+from harness.results.records import LocalizationFinding, LocalizationRecord
 
 CHUNK = 64  # intermediate tensors added as outputs per session run: bounds the memory held at once
 MAX_FINDINGS = 5  # stop after this many nodes over tolerance (the first one is the one that matters)
@@ -20,7 +21,7 @@ BUDGET_S = 120.0  # stop starting new chunks after this long (each chunk reruns 
 
 def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np.ndarray], tolerance: Tolerance,
              *, trigger: str = "failure", threads: int = 1, chunk: int = CHUNK,
-             max_findings: int = MAX_FINDINGS, budget_s: float = BUDGET_S) -> dict[str, Any]:
+             max_findings: int = MAX_FINDINGS, budget_s: float = BUDGET_S) -> LocalizationRecord:
     """Run the FP32 and the low-precision graph on `feed` with intermediate tensors as outputs, `chunk` at a
     time (ORT CPU), and report the first nodes in topological order whose output is over `tolerance`.
 
@@ -28,8 +29,8 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
     low-precision graph has it too (QDQ and Cast insertion add tensors but keep the original ones); others are
     skipped. A tensor is over tolerance when rel_l2 > max_rel_l2, cosine < min_cosine (each over the tolerance's
     absolute floor, accuracy.drift.relative_verdicts), or it holds NaN/Inf.
-    Returns {"trigger", "tolerance", "checked", "skipped", "first_bad": [{"node", "op_type", "tensor",
-    "max_abs", "p99_abs", "rel_l2", "cosine", "nonfinite"}, ...]}, plus "truncated" (why) when the time
+    Returns a LocalizationRecord: trigger, tolerance, checked, skipped, first_bad (LocalizationFindings: node,
+    op_type, tensor, max_abs, p99_abs, rel_l2, cosine, nonfinite), plus truncated (why) when the time
     budget ran out before every tensor was checked. Marking a tensor as an output stops ORT
     from fusing across it, so a QDQ graph is measured as simulated quantisation (DequantizeLinear + FP32 op).
     """
@@ -53,7 +54,7 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
             else:
                 skipped += 1
     feed = {k: np.ascontiguousarray(v) for k, v in feed.items()}
-    first_bad: list[dict[str, Any]] = []
+    first_bad: list[LocalizationFinding] = []
     checked = 0
     truncated = None
     t0 = time.monotonic()
@@ -72,19 +73,16 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
             d = drift_metrics(tensor, b, a)
             over = d.nonfinite > 0 or bool(relative_verdicts(d, tolerance)[0])
             if over:
-                first_bad.append({"node": node, "op_type": op_type, "tensor": tensor, "max_abs": _num(d.max_abs),
-                                  "p99_abs": _num(d.p99_abs), "rel_l2": _num(d.rel_l2),
-                                  "cosine": _num(d.cosine), "nonfinite": d.nonfinite})
+                first_bad.append(LocalizationFinding(
+                    node=node, op_type=op_type, tensor=tensor, max_abs=_num(d.max_abs), p99_abs=_num(d.p99_abs),
+                    rel_l2=_num(d.rel_l2), cosine=_num(d.cosine), nonfinite=d.nonfinite))
                 if len(first_bad) >= max_findings:
                     break
         del ref, out
         if len(first_bad) >= max_findings:
             break
-    result = {"trigger": trigger, "tolerance": bounds, "checked": checked, "skipped": skipped,
-              "first_bad": first_bad}
-    if truncated:
-        result["truncated"] = truncated
-    return result
+    return LocalizationRecord(trigger=trigger, tolerance=bounds, checked=checked, skipped=skipped,
+                              first_bad=first_bad, **({"truncated": truncated} if truncated else {}))
 
 
 def _counterparts(lowp: Any) -> Any:

@@ -247,7 +247,7 @@ class ShardRun:
             self.machine.update(payload)
             return
         elif kind == "case":
-            result = CaseResult.from_dict(payload)
+            result = CaseResult.from_dict(payload, f"{self.shard.node.label}: a case's result")
             self.run.cases.append(result)
             note(f"[{self.shard.node.label}] {case_line(result)}")
         else:

@@ -261,7 +261,7 @@ class IsolatedExecutor:
         if isinstance(reply, CaseResult):
             reply.environment = env.record() if env is not None else None
             return reply
-        result = CaseResult.from_dict(reply)
+        result = CaseResult.from_dict(reply, f"{case.id}: the worker's result")
         if env is not None:
             result.environment = env.record()
         if result.status == "oom":  # the worker's heap may be unusable: replace it

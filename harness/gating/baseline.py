@@ -15,7 +15,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
-from harness.results.stored import BundleDoc, ReplayDoc, read_json_object, validate
+from harness.results.stored import BundleDoc, ReplayDoc, adapter, read_json_object, validate
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
 BASELINE_SCHEMA = 2  # 2: + "replay" (stored artifacts, releases, feeds); 1 is still read (nothing to replay)
@@ -517,9 +517,9 @@ def load_replay(name_or_path: str | Path, directory: str | Path | None = None) -
     doc = read_json_object(file)
     if doc.get("baseline_schema") not in READABLE_SCHEMAS or not doc.get("replay"):
         return None
-    replay = validate(ReplayDoc, doc["replay"], str(file), "replay")
+    replay = validate(adapter(ReplayDoc), doc["replay"], str(file), "replay")
     assert isinstance(replay, ReplayDoc)
-    cases = {k: ReplayCase(**v.model_dump()) for k, v in replay.cases.items()}
+    cases = {k: ReplayCase(**asdict(v)) for k, v in replay.cases.items()}
     return Replay(replay.run_id, dict(replay.config), cases, file.parent / BLOBS, file)
 
 
@@ -563,7 +563,7 @@ def load_baseline_runs(name_or_path: str | Path, directory: str | Path | None = 
         raise ResultsError(f"{file}: baseline_schema: {version!r} is not one this harness reads "
                            f"({', '.join(map(str, READABLE_SCHEMAS))}); upgrade the harness or save the baseline "
                            "again")
-    bundle = validate(BundleDoc, doc, str(file))
+    bundle = validate(adapter(BundleDoc), doc, str(file))
     assert isinstance(bundle, BundleDoc)
     return [_measured_somewhere(results_from_doc(d, str(file), f"runs[{i}]"), f"{file}: runs[{i}]")
             for i, d in enumerate(bundle.runs)]

@@ -82,12 +82,13 @@ def case_artifact(source: str | None, case: str) -> tuple[str | None, str]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         return None, f"its results.json {source} cannot be read ({type(exc).__name__})"
+    from harness.errors import ResultsError
     from harness.results.schema import CaseId
 
     for c in data.get("cases", []) if isinstance(data, dict) else ():
         try:
             cid = CaseId.from_dict(c["case"]).id
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, ResultsError):  # a case id the reader refuses: not this case
             continue
         if cid == case:
             art = c.get("artifact")

@@ -10,12 +10,13 @@ import numpy as np
 
 from harness.errors import ModelError
 from harness.measure.timer import Timer, TimingPolicy
+from harness.results.records import EndToEndRecord
 from harness.results.stats import latency_stats, median_ci_ms, median_ms, throughput_sps
 
 
 def measure_end_to_end(pipeline: Any, infer: Callable[[Mapping[str, np.ndarray]], Any], inputs: Any,
                        dims: Mapping[str, int], seed: int, timer: Timer, policy: TimingPolicy,
-                       synchronize: Callable[[], None], noise_cv: float) -> dict[str, Any]:
+                       synchronize: Callable[[], None], noise_cv: float) -> EndToEndRecord:
     """Time `post(infer(pre(raw)))` with the case's timing policy; also each step's median.
 
     `infer` is the runtime's full inference path (host inputs in, host outputs out), not the bound call of the
@@ -52,11 +53,19 @@ def measure_end_to_end(pipeline: Any, infer: Callable[[Mapping[str, np.ndarray]]
     timed = timer.run(call, policy, synchronize)
     stats = latency_stats(timed.samples_ns, noise_cv)
     n = len(timed.samples_ns)  # the step lists also hold the warm-up calls: keep the timed ones
-    medians: dict[str, float | None] = {}
-    for k, v in steps.items():  # each step's median and its 95% interval (None: not measured, or unbounded)
-        lo, hi = median_ci_ms(v[-n:]) if v else (None, None)
-        medians.update({f"{k}_p50_ms": median_ms(v[-n:]) if v else None, f"{k}_p50_ci_low_ms": lo,
-                        f"{k}_p50_ci_high_ms": hi})
-    return {"steps": pipeline.steps, "samples_ns": list(timed.samples_ns), "warmup_iters": timed.warmup_iters,
-            "latency": stats.as_dict(), "throughput_sps": throughput_sps(int(dims.get("batch", 1)), stats.p50_ms),
-            **medians}
+    (pre, pre_lo, pre_hi), (model, model_lo, model_hi), (post, post_lo, post_hi) = (
+        _median_ci(steps[k][-n:]) for k in ("pre", "model", "post"))
+    return EndToEndRecord(
+        steps=pipeline.steps, samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
+        latency=stats.as_dict(), throughput_sps=throughput_sps(int(dims.get("batch", 1)), stats.p50_ms),
+        pre_p50_ms=pre, pre_p50_ci_low_ms=pre_lo, pre_p50_ci_high_ms=pre_hi,
+        model_p50_ms=model, model_p50_ci_low_ms=model_lo, model_p50_ci_high_ms=model_hi,
+        post_p50_ms=post, post_p50_ci_low_ms=post_lo, post_p50_ci_high_ms=post_hi)
+
+
+def _median_ci(samples_ns: list[int]) -> tuple[float | None, float | None, float | None]:
+    """A step's median and its 95% interval, ms (None: not measured, or a side its samples cannot bound)."""
+    if not samples_ns:
+        return None, None, None
+    lo, hi = median_ci_ms(samples_ns)
+    return median_ms(samples_ns), lo, hi

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.results.records import MemoryRecord
+
 MB = 2**20
 DEFAULT_PERIOD_S = 0.01
 
@@ -45,7 +47,7 @@ class MemoryReport:
 
     host_peak_mb: float | None
     gpu_peak_mb: float | None
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: MemoryRecord = field(default_factory=MemoryRecord)
 
 
 class MemorySampler:
@@ -222,42 +224,41 @@ class MemorySampler:
             hwm = self._hwm[1]()
             if hwm is not None:  # the kernel's exact peak since the reset (sampled RSS can only lag it)
                 peak, hwm_used = max(peak, hwm), True
-        fig: dict[str, Any] = {
-            "covers": covers or "activation, first inference, warm-up and timed loop",
-            "host_rss_before_mb": _mb(self._rss_before),
-            "host_rss_peak_mb": _mb(peak),
-            "host_delta_mb": _mb(peak - self._rss_before),
-            "host_peak_source": "vmhwm" if hwm_used else "sampled_rss",
-        }
-        gpu_peak: float | None = None
+        gpu: dict[str, Any] = {}  # the GPU's fields, given only where the GPU was sampled (a CPU case has none)
         if self.gpu:
-            fig["gpu_process_peak_mb"] = _mb(self._gpu_proc_peak)
-            fig["gpu_device_used_peak_mb"] = _mb(self._gpu_dev_peak)
-            fig["gpu_device_used_before_mb"] = _mb(self._gpu_dev_before)
-            if self._gpu_problem:
-                fig["gpu_problem"] = self._gpu_problem
-        if self.torch_allocator:
-            torch = self._torch_cuda()
-            if torch is not None:
-                fig["torch_max_allocated_mb"] = _mb(torch.cuda.max_memory_allocated())
-                fig["torch_max_reserved_mb"] = _mb(torch.cuda.max_memory_reserved())
-        if self.gpu:
-            if fig.get("gpu_process_peak_mb") is not None:
-                gpu_peak, fig["gpu_source"] = fig["gpu_process_peak_mb"], "nvml_process"
-            elif fig.get("torch_max_reserved_mb") is not None:
-                gpu_peak, fig["gpu_source"] = fig["torch_max_reserved_mb"], "torch_max_reserved"
-            elif self._gpu_dev_peak is not None and self._gpu_dev_before is not None:
-                gpu_peak = _mb(self._gpu_dev_peak - self._gpu_dev_before)
-                fig["gpu_source"] = "nvml_device_delta"
-            else:
-                fig["gpu_source"] = None
-        fig["sampler"] = {
-            "thread": self._thread is not None, "period_ms": self.period_s * 1e3, "samples": self._samples,
-            "mean_sample_us": round(self._sample_ns / max(1, self._samples) / 1e3, 2),
-            # CPU time the sampler spent reading memory, as a share of the case's wall time
-            "busy_fraction": round(self._sample_ns / 1e9 / max(self._duration_s, 1e-9), 5),
-        }
-        return MemoryReport(host_peak_mb=fig["host_rss_peak_mb"], gpu_peak_mb=gpu_peak, figures=fig)
+            gpu = {"gpu_process_peak_mb": _mb(self._gpu_proc_peak), "gpu_device_used_peak_mb": _mb(self._gpu_dev_peak),
+                   "gpu_device_used_before_mb": _mb(self._gpu_dev_before),
+                   **({"gpu_problem": self._gpu_problem} if self._gpu_problem else {})}
+        allocator: dict[str, Any] = {}
+        torch = self._torch_cuda() if self.torch_allocator else None
+        if torch is not None:
+            allocator = {"torch_max_allocated_mb": _mb(torch.cuda.max_memory_allocated()),
+                         "torch_max_reserved_mb": _mb(torch.cuda.max_memory_reserved())}
+        gpu_peak, source = (self._gpu_peak(gpu.get("gpu_process_peak_mb"), allocator.get("torch_max_reserved_mb"))
+                            if self.gpu else (None, None))
+        record = MemoryRecord(
+            covers=covers or "activation, first inference, warm-up and timed loop",
+            host_rss_before_mb=_mb(self._rss_before), host_rss_peak_mb=_mb(peak),
+            host_delta_mb=_mb(peak - self._rss_before), host_peak_source="vmhwm" if hwm_used else "sampled_rss",
+            **gpu, **allocator, **({"gpu_source": source} if self.gpu else {}),
+            sampler={
+                "thread": self._thread is not None, "period_ms": self.period_s * 1e3, "samples": self._samples,
+                "mean_sample_us": round(self._sample_ns / max(1, self._samples) / 1e3, 2),
+                # CPU time the sampler spent reading memory, as a share of the case's wall time
+                "busy_fraction": round(self._sample_ns / 1e9 / max(self._duration_s, 1e-9), 5),
+            })
+        return MemoryReport(host_peak_mb=record.host_rss_peak_mb, gpu_peak_mb=gpu_peak, figures=record)
+
+    def _gpu_peak(self, process_mb: float | None, reserved_mb: float | None) -> tuple[float | None, str | None]:
+        """The case's GPU peak and where it came from: NVML's process figure, else torch's reserved memory, else
+        the device's use over its use before the case; (None, None) where none was read."""
+        if process_mb is not None:
+            return process_mb, "nvml_process"
+        if reserved_mb is not None:
+            return reserved_mb, "torch_max_reserved"
+        if self._gpu_dev_peak is not None and self._gpu_dev_before is not None:
+            return _mb(self._gpu_dev_peak - self._gpu_dev_before), "nvml_device_delta"
+        return None, None
 
 
 # what a case's memory figures cover, by whether its activation was reused from the previous case

@@ -1,51 +1,45 @@
-"""Typed records of a case's parts built as dicts (memory, end to end, generation, localisation): read by
-attribute, written back key for key (the same keys, order and values as the dict they were made from)."""
+"""Typed records of a case's parts (memory, end to end, generation, localisation): built field by field by what
+measures them, read by attribute, written as the keys they were given (or read from), in order."""
 
 from __future__ import annotations
 
 import copy
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Strict, WrapValidator
 
-from harness.results.stored import MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Samples, Share, Text, Texts
+from harness.results.stored import (MAX_FIGURE, RECORD_CONFIG, Amount, Count, Number, Object, Record, Samples, Share,
+                                    Text, Texts)
 
-# How these records are stored: a part of a case is built as a dict by what measures it (the memory sampler, the
-# end-to-end loop, the generation summary, the localiser) and stored as that dict. The record declares the keys it reads (their
-# types are what the strict reader accepts) and remembers the keys it was made from, in order, with any it does
-# not declare (a newer harness may add some): `as_dict()` gives that dict back, so results.json does not change
-# by a byte. A record made field by field (no dict) writes every declared field.
+# How these records are stored: what measures a part of a case (the memory sampler, the end-to-end loop, the
+# generation summary, the localiser) builds its record field by field, and the record is stored as the fields it
+# was given, in declared order (a CPU case's memory has no GPU keys; a field given as None is written as null).
+# The record declares the keys it reads (their types are what the strict reader accepts); one read from a stored
+# dict remembers that dict's keys, in order, with any it does not declare (a newer harness may add some):
+# `as_dict()` gives that dict back, so results.json does not change by a byte.
 
 
 def _default(f: Any) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
-class DictRecord:
-    """Mixin of a record stored as the dict it was made from (see above). `_nested`: field -> the record type
-    its dict value is read as."""
+class DictRecord(Record):
+    """Mixin of a record stored as the fields it was made with, or as the dict it was read from (see above); read,
+    like every record, by the one reader (`from_dict`: harness.results.stored.Record)."""
 
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Any:
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        kw = {k: cls._read(k, v) for k, v in d.items() if k in names}
-        rec = cls(**kw)
-        rec._remember(d)
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """The record, remembering which fields its maker gave (positionally or by name): those are its keys."""
+        rec = super().__new__(cls)
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        given = set(names[:len(args)]) | set(kwargs)
+        rec.__dict__["_keys"] = tuple(n for n in names if n in given)
         return rec
 
     @classmethod
-    def _read(cls, key: str, v: Any) -> Any:
-        """A stored value as the field holds it: a dict (or each dict of a list) of a nested record as that record."""
-        record = cls._nested.get(key)
-        if record is None:
-            return v
-        if isinstance(v, list):
-            return [record.from_dict(x) if isinstance(x, dict) else x for x in v]
-        return record.from_dict(v) if isinstance(v, dict) else v
+    def schema_type(cls) -> Any:
+        return Annotated[cls, Read]  # read from a dict, it remembers that dict's layout
 
     def _remember(self, d: dict[str, Any]) -> None:
         """Keep the layout of the dict this record was read from: its keys in order and the undeclared ones."""
@@ -54,8 +48,8 @@ class DictRecord:
         self.__dict__["_extra"] = {k: v for k, v in d.items() if k not in names}
 
     def as_dict(self) -> dict[str, Any]:
-        """The stored dict: the keys it was made from, in their order, then any declared field set since away
-        from its default (a record made field by field: every field)."""
+        """The stored dict: the keys it was made from (a stored dict's, in their order, or the fields its maker
+        gave), then any declared field set since away from its default (a record without either: every field)."""
         declared = fields(self)  # type: ignore[arg-type]
         keys: tuple[str, ...] | None = self.__dict__.get("_keys")
         extra: dict[str, Any] = self.__dict__.get("_extra", {})
@@ -192,8 +186,6 @@ class GenerationRecord(DictRecord):
     (schema._check_generation), so they are declared as stored."""
 
     __pydantic_config__ = RECORD_CONFIG
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {"ttft": GenerationStats, "tpot": GenerationStats,
-                                                      "e2e": GenerationStats, "conformance": TokenAgreement}
 
     batch: Count | None = None
     prompt_len: Count | None = None
@@ -274,7 +266,6 @@ class LocalizationRecord(DictRecord):
     why it stopped early (`truncated`) or could not run (`error`)."""
 
     __pydantic_config__ = RECORD_CONFIG
-    _nested: ClassVar[dict[str, type[DictRecord]]] = {"first_bad": LocalizationFinding}
 
     trigger: Text | None = None  # "failure" (the drift failed) or "request" (--localize)
     tolerance: Object | None = None  # max_rel_l2, min_cosine

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -22,13 +21,10 @@ from harness.precision import Precision
 from harness.results.records import (
     DictRecord,
     EndToEnd,
-    EndToEndRecord,
     Generation,
     GenerationRecord,
     Localization,
-    LocalizationRecord,
     Memory,
-    MemoryRecord,
 )
 from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
@@ -46,12 +42,14 @@ from harness.results.stored import (
     NonNegative,
     Object,
     Profile,
+    Record,
     RunEnvironmentRecord,
     Samples,
     Shape,
     Share,
     Text,
     Texts,
+    adapter,
     check_ab,
     read_json_object,
     short,
@@ -72,7 +70,7 @@ BROKEN = ("error", "crashed", "timeout", "oom")
 
 
 @dataclass(frozen=True, order=True)
-class CaseId:
+class CaseId(Record):
     """One cell of the matrix: the pytest id, the results key and the report layout."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -124,20 +122,13 @@ class CaseId:
             del d["variant"]
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CaseId":
-        return cls(model=str(d["model"]), runtime=str(d["runtime"]), precision=Precision(d["precision"]),
-                   batch=int(d["batch"]), seq=None if d.get("seq") is None else int(d["seq"]),
-                   device=str(d["device"]), gen=None if d.get("gen") is None else int(d["gen"]),
-                   variant=None if d.get("variant") is None else str(d["variant"]))
-
 
 BlockKind = Literal["case", "round", "confirm"]
 BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
 
 @dataclass
-class Block:
+class Block(Record):
     """One measurement block of a case (--repeats), in order: the next `samples` of the case's samples_ns.
 
     kind: "case" (measured when the case ran), "round" (a later round over the matrix) or "confirm" (--confirm).
@@ -173,18 +164,6 @@ class Block:
     @classmethod
     def failed(cls, error: str, kind: str, reactivated: bool = False) -> Block:
         return cls(0, None, kind, bool(reactivated), str(error))
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Block:
-        return cls(samples=int(d["samples"]), p50_ms=None if d.get("p50_ms") is None else float(d["p50_ms"]),
-                   kind=str(d.get("kind", "case")), reactivated=bool(d.get("reactivated")),
-                   error=None if d.get("error") is None else str(d["error"]), contention=d.get("contention"),
-                   p50_ci_low_ms=_float_or_none(d.get("p50_ci_low_ms")),
-                   p50_ci_high_ms=_float_or_none(d.get("p50_ci_high_ms")))
-
-
-def _float_or_none(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def block_p50_ms(samples_ns: Any) -> float:
@@ -228,7 +207,7 @@ class BatcherRun:
 
 
 @dataclass
-class ScenarioRun:
+class ScenarioRun(Record):
     """One MLPerf LoadGen test of a case (--scenarios; harness.execution.scenarios), as LoadGen's log says it.
 
     result: LoadGen's verdict, VALID or INVALID; "error" (the test did not finish) or "skipped" (it would not fit
@@ -277,8 +256,6 @@ class ScenarioRun:
     batcher: BatcherRun | None = None  # --batcher: the server and offline tests' batches and queue waits
 
     def __post_init__(self) -> None:
-        if isinstance(self.batcher, dict):
-            self.batcher = BatcherRun(**self.batcher)
         if self.scenario not in SCENARIO_NAMES:
             raise ValueError(f"unknown scenario {self.scenario!r}; valid: {SCENARIO_NAMES}")
         if self.result not in SCENARIO_RESULTS:
@@ -287,11 +264,6 @@ class ScenarioRun:
     @property
     def valid(self) -> bool:
         return self.result == "VALID"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ScenarioRun:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def peak_server(runs: list[ScenarioRun]) -> ScenarioRun | None:
@@ -305,7 +277,7 @@ AbSideName = Literal["a", "b"]
 
 
 @dataclass
-class AbBlock:
+class AbBlock(Record):
     """One block of an interleaved A/B measurement (`harness ab`): which side, which pair, its raw samples and
     what the kernel said about it (harness.measure.contention)."""
 
@@ -321,14 +293,9 @@ class AbBlock:
     def p50_ms(self) -> float:
         return median_ms(self.samples_ns)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AbBlock:
-        return cls(side=d["side"], pair=int(d["pair"]), samples_ns=[int(x) for x in d["samples_ns"]],
-                   contention=d.get("contention"), activation=int(d.get("activation") or 0))
-
 
 @dataclass
-class AbResult:
+class AbResult(Record):
     """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated once
     in the same worker, measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
     judged by a paired test on the block medians (harness.gating.ab): `ratio` is B over A (>1: B slower),
@@ -356,14 +323,6 @@ class AbResult:
     # B's outputs against A's on the same feed (accuracy.compare at the model's FP32 tolerance)
     b_vs_a: Object | None = None
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AbResult:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["b_case"] = d["b_case"] if isinstance(d["b_case"], CaseId) else CaseId.from_dict(d["b_case"])
-        kw["blocks"] = [b if isinstance(b, AbBlock) else AbBlock.from_dict(b) for b in d.get("blocks") or ()]
-        return cls(**kw)
-
 
 @dataclass
 class EnergySource:
@@ -383,7 +342,7 @@ class EnergySource:
 
 
 @dataclass
-class TrafficReplayRecord:
+class TrafficReplayRecord(Record):
     """`harness run --traffic FILE`: the case's runtime replaying that traffic open-loop after its timed loop
     (harness.traffic.replay, as `harness recommend` replays it). Latency runs from each request's intended send
     time to its completion (no coordinated omission); the send-time error is how late the replay loop sent a
@@ -408,17 +367,12 @@ class TrafficReplayRecord:
     wall_s: NonNegative | None = None
     error: Text | None = None  # a call failed: the replay ended there, its figures so far kept
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrafficReplayRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
 
 MIN_JOULES_PER_INFERENCE = 1e-15  # a femtojoule: far below any inference's energy (a multiply-add costs ~1e-12 J)
 
 
 @dataclass
-class EnergyRecord:
+class EnergyRecord(Record):
     """Energy of a case (harness.measure.energy): `measured` (the counters' sources), `unavailable` (no counter
     here: the reason, never 0) or `refused` (windows too short for the counter's update rate, or a wrap that
     cannot be undone). An inference is one call at the case's batch size."""
@@ -463,16 +417,9 @@ class EnergyRecord:
         if self.joules_per_sample is not None and not near(self.joules_per_sample, per / max(self.batch, 1)):
             raise ValueError("joules_per_sample is not joules_per_inference / batch")
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EnergyRecord:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["sources"] = [s if isinstance(s, EnergySource) else EnergySource(**s) for s in d.get("sources") or ()]
-        return cls(**kw)
-
 
 @dataclass
-class CaseResult:
+class CaseResult(Record):
     """What happened to one case. Raw samples are kept; statistics are derived from them."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -562,11 +509,6 @@ class CaseResult:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; valid: {STATUSES}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, dict) and name in _DICT_RECORDS:  # a part built as a dict is kept as its typed record
-            value = _DICT_RECORDS[name].from_dict(value)
-        super().__setattr__(name, value)
-
     @property
     def measured(self) -> bool:
         return self.status in MEASURED
@@ -585,37 +527,17 @@ class CaseResult:
         d = asdict(self)
         d["case"] = self.case.as_dict()
         d["id"] = self.case.id
-        for name in _DICT_RECORDS:  # each as the dict it was made from (harness.results.records)
-            value = getattr(self, name)
+        for f in fields(self):  # memory, end_to_end ...: each as its keys (harness.results.records)
+            value = getattr(self, f.name)
             if isinstance(value, DictRecord):
-                d[name] = value.as_dict()
+                d[f.name] = value.as_dict()
         if self.ab is not None:
             d["ab"]["b_case"] = self.ab.b_case.as_dict()
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CaseResult":
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in known and k != "case"}
-        kwargs["blocks"] = [b if isinstance(b, Block) else Block.from_dict(b) for b in d.get("blocks") or ()]
-        kwargs["scenarios"] = [s if isinstance(s, ScenarioRun) else ScenarioRun.from_dict(s)
-                               for s in d.get("scenarios") or ()]
-        if d.get("ab") is not None and not isinstance(d["ab"], AbResult):
-            kwargs["ab"] = AbResult.from_dict(d["ab"])
-        if d.get("energy") is not None and not isinstance(d["energy"], EnergyRecord):
-            kwargs["energy"] = EnergyRecord.from_dict(d["energy"])
-        if d.get("traffic") is not None and not isinstance(d["traffic"], TrafficReplayRecord):
-            kwargs["traffic"] = TrafficReplayRecord.from_dict(d["traffic"])
-        return cls(case=CaseId.from_dict(d["case"]), **kwargs)
-
-
-# CaseResult's parts stored as the dicts they were built as, read as typed records (harness.results.records)
-_DICT_RECORDS: dict[str, type[DictRecord]] = {"memory": MemoryRecord, "end_to_end": EndToEndRecord,
-                                              "generation": GenerationRecord, "localization": LocalizationRecord}
-
 
 @dataclass
-class RunResults:
+class RunResults(Record):
     """One run: environment snapshot, configuration, and every case's result."""
 
     __pydantic_config__ = RECORD_CONFIG
@@ -639,14 +561,6 @@ class RunResults:
 
     def to_json(self) -> str:
         return json.dumps(_finite(self.as_dict()), indent=1, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResults":
-        return cls(run_id=d["run_id"], started_at=d["started_at"], environment=d.get("environment", {}),
-                   config=d.get("config", {}), cases=[CaseResult.from_dict(c) for c in d.get("cases", [])],
-                   finished_at=d.get("finished_at"), complete=bool(d.get("complete")),
-                   interrupted=bool(d.get("interrupted")), harness_version=d.get("harness_version", ""),
-                   schema_version=int(d["schema_version"]))
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUSES}
@@ -745,11 +659,10 @@ def results_from_doc(doc: dict[str, Any], source: str = "<results>", prefix: str
     return check_results_doc(doc, source, prefix)
 
 
-@functools.cache
 def reader() -> TypeAdapter[RunResults]:
-    """The strict reader of a (migrated) results document: a pydantic TypeAdapter over RunResults and the records
-    it holds, their constraints read from the fields' types. Built on first use."""
-    return TypeAdapter(RunResults)
+    """The strict reader of a (migrated) results document: the TypeAdapter over RunResults and the records it
+    holds, their constraints read from the fields' types (harness.results.stored.adapter). Built on first use."""
+    return adapter(RunResults)
 
 
 def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> RunResults:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from harness.errors import HarnessError, ResultsError
@@ -222,20 +224,44 @@ Object = Annotated[dict[Text, Any], Strict()]
 Flags = Annotated[dict[Text, Flag], Strict()]
 Figures = Annotated[dict[Text, NonNegative], Strict()]
 
+@functools.cache
+def adapter(record: type) -> TypeAdapter[Any]:
+    """The strict reader of one record type (a pydantic TypeAdapter over its declared field types, nested records
+    included), built on first use."""
+    return TypeAdapter(record.schema_type() if issubclass(record, Record) else record)
+
+
+class Record:
+    """Mixin of a stored record (a dataclass whose field types are the constrained types above). Every record is
+    read by one reader: `from_dict` goes through its TypeAdapter, the same that reads a results file, so a dict
+    the harness passes between processes is read exactly as a stored one (strict, keys it does not declare
+    ignored, a missing key its default); ResultsError naming `source` and the place otherwise."""
+
+    @classmethod
+    def schema_type(cls) -> Any:
+        """What the reader reads this record as (a record that remembers its layout wraps itself)."""
+        return cls
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "<record>") -> Any:
+        return validate(adapter(cls), d, source)
+
+
 # How a record reads: unknown keys ignored (forward compatibility), strictness on each field's type above (a
 # dataclass record cannot be strict as a whole: pydantic would then want an instance, not a dict).
 RECORD_CONFIG = ConfigDict(extra="ignore")
 
 
-class _Doc(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+@dataclass(kw_only=True)
+class BundleDoc(Record):
+    """A baseline bundle (harness.gating.baseline): its runs, each a results document read by the results reader."""
 
+    __pydantic_config__ = RECORD_CONFIG
 
-class BundleDoc(_Doc):
-    baseline_schema: int
+    baseline_schema: Annotated[int, Strict()]
     name: Text = ""
-    runs: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    replay: dict[str, Any] | None = None  # baseline_schema 2: what side A of `harness gate` re-runs (ReplayDoc)
+    runs: Annotated[list[Object], Strict(), Field(min_length=1)]
+    replay: Object | None = None  # baseline_schema 2: what side A of `harness gate` re-runs (ReplayDoc)
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -285,36 +311,48 @@ Distribution = Annotated[Text, AfterValidator(_distribution)]
 Release = Annotated[Text | None, AfterValidator(_version)]
 
 
-class ReleaseDoc(_Doc):
+@dataclass
+class ReleaseDoc(Record):
     """The distribution that provided a runtime's module when the case ran, and its release (onnxruntime-gpu
     1.30.0 on the default install, onnxruntime 1.29.0 in an `ort-cpu@1.29.0` environment)."""
+
+    __pydantic_config__ = RECORD_CONFIG
 
     distribution: Distribution
     version: Annotated[Text, AfterValidator(_version)]
 
 
-class ReplayCaseDoc(_Doc):
+@dataclass
+class ReplayCaseDoc(Record):
     """What makes one case of a baseline reproducible (harness.gating.baseline.ReplayCase)."""
 
+    __pydantic_config__ = RECORD_CONFIG
+
     artifact_sha256: Digest | None = None
-    artifact_bytes: Annotated[int, Field(ge=0)] | None = None
+    artifact_bytes: Annotated[int, Strict(), Field(ge=0)] | None = None
     not_kept: Text = ""  # why no artifact is stored ("" when one is)
-    packages: dict[Distribution, Release] = Field(default_factory=dict)
+    packages: Annotated[dict[Distribution, Release], Strict()] = field(default_factory=dict)
     # runtime module -> the distribution that provided it and its release, as the case ran (empty: saved before)
-    providers: dict[Annotated[Text, AfterValidator(_module)], ReleaseDoc] = Field(default_factory=dict)
+    providers: Annotated[dict[Annotated[Text, AfterValidator(_module)], ReleaseDoc], Strict()] = field(
+        default_factory=dict)
     environment_key: Text | None = None
     feed_sha256: Text | None = None
     model_fingerprint: Text | None = None
     precision_recipe: Text | None = None
     timing_scope: Text | None = None
     # a case of a runtime that runs the torch module itself: what builds the module (ModelSpec.definition())
-    model_definition: dict[Text, Any] | None = None
+    model_definition: Object | None = None
 
 
-class ReplayDoc(_Doc):
+@dataclass
+class ReplayDoc(Record):
+    """What a baseline stores to re-run its newest run (harness.gating.baseline.Replay)."""
+
+    __pydantic_config__ = RECORD_CONFIG
+
     run_id: Text
-    config: dict[str, Any] = Field(default_factory=dict)
-    cases: dict[Text, ReplayCaseDoc] = Field(default_factory=dict)
+    config: Object = field(default_factory=dict)
+    cases: Annotated[dict[Text, ReplayCaseDoc], Strict()] = field(default_factory=dict)
 
 
 def place(loc: tuple[Any, ...] | list[Any], prefix: str = "") -> str:
@@ -325,13 +363,11 @@ def place(loc: tuple[Any, ...] | list[Any], prefix: str = "") -> str:
     return out or "the document"
 
 
-def validate(model: type[BaseModel] | TypeAdapter[Any], doc: dict[str, Any], source: str, prefix: str = "") -> Any:
-    """`doc` checked against `model` (a pydantic model, or a TypeAdapter over a record); ResultsError naming
-    `source`, the place and the first problem."""
+def validate(model: TypeAdapter[Any], doc: dict[str, Any], source: str, prefix: str = "") -> Any:
+    """`doc` checked against `model` (the TypeAdapter of a record: `adapter`); ResultsError naming `source`, the
+    place and the first problem."""
     try:
-        if isinstance(model, TypeAdapter):
-            return model.validate_python(doc)
-        return model.model_validate(doc)
+        return model.validate_python(doc)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         e = errors[0]

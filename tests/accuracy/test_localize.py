@@ -82,12 +82,12 @@ def test_localisation_checks_in_chunks_and_agrees_with_one_chunk(tmp_path, monke
     sizes.clear()
     whole = localize(fp32, artifact.path, feed, tol, chunk=64, max_findings=10)
     assert sizes == [5, 5]
-    assert small["first_bad"] == whole["first_bad"] and small["checked"] == whole["checked"] == 5
-    assert [f["node"] for f in whole["first_bad"]] == [consumer.name, "node_relu_1", "node_linear_2"]
-    assert localize(fp32, artifact.path, feed, tol, max_findings=1)["first_bad"][0]["node"] == consumer.name
+    assert small.first_bad == whole.first_bad and small.checked == whole.checked == 5
+    assert [f.node for f in whole.first_bad] == [consumer.name, "node_relu_1", "node_linear_2"]
+    assert localize(fp32, artifact.path, feed, tol, max_findings=1).first_bad[0].node == consumer.name
     sizes.clear()
     cut = localize(fp32, artifact.path, feed, tol, chunk=2, budget_s=0.0)  # one chunk, then out of time
-    assert sizes == [2, 2] and cut["checked"] == 2 and cut["truncated"].startswith("time budget of 0 s reached")
+    assert sizes == [2, 2] and cut.checked == 2 and cut.truncated.startswith("time budget of 0 s reached")
 
 
 def test_int8_localisation_on_request_compares_dequantised_values(tmp_path):

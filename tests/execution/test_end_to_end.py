@@ -66,7 +66,8 @@ def test_end_to_end_timing_with_a_fake_clock_is_exact():
     out = measure_end_to_end(pipe, lambda f: {"y": f["x"]}, (TensorSpec("x", (BATCH, 8)),), {"batch": 1}, 0,
                              timer, TimingPolicy(min_time_s=0.0, min_iters=7, warmup_iters=2, warmup_time_s=0.0),
                              lambda: None, 0.1)
-    assert out["samples_ns"] == [5] * 7 and out["warmup_iters"] == 2
+    assert out.samples_ns == [5] * 7 and out.warmup_iters == 2
+    assert list(out.as_dict())[:5] == ["steps", "samples_ns", "warmup_iters", "latency", "throughput_sps"]
 
 
 def test_a_pre_step_that_makes_the_wrong_feed_is_an_error_naming_it(config):

@@ -30,15 +30,15 @@ def test_metrics_come_out_of_a_known_cost_per_step():
     g = summarize(runs, batch=2, prompt_len=10)
     # prefill: 1000 ns x 20 prompt tokens; step i (0-based) sees 10 + i tokens in the cache
     steps = [50_000 + 100 * (10 + i) for i in range(4)]
-    assert g["ttft_ns"] == [20_000] * 3 and g["decode_ns"] == [steps] * 3
-    assert g["e2e_ns"] == [20_000 + sum(steps)] * 3
-    assert g["ttft"]["p50_ms"] == pytest.approx(0.02)
-    assert g["tpot"]["p50_ms"] == pytest.approx(np.percentile(steps * 3, 50) / 1e6)
-    assert g["tpot"]["p99_ms"] == pytest.approx(np.percentile(steps * 3, 99) / 1e6) and g["tpot"]["n"] == 12
-    assert g["tokens_per_s"] == pytest.approx(2 * 5 / ((20_000 + sum(steps)) / 1e9))
-    assert g["decode_tokens_per_s"] == pytest.approx(2 * 4 / (sum(steps) / 1e9))
-    assert g["context_p50_ms"] == [[11 + i, s / 1e6] for i, s in enumerate(steps)]
-    assert sum(g["itl"]["counts"]) == 12 and g["new_tokens"] == 5
+    assert g.ttft_ns == [20_000] * 3 and g.decode_ns == [steps] * 3
+    assert g.e2e_ns == [20_000 + sum(steps)] * 3
+    assert g.ttft.p50_ms == pytest.approx(0.02)
+    assert g.tpot.p50_ms == pytest.approx(np.percentile(steps * 3, 50) / 1e6)
+    assert g.tpot.p99_ms == pytest.approx(np.percentile(steps * 3, 99) / 1e6) and g.tpot.n == 12
+    assert g.tokens_per_s == pytest.approx(2 * 5 / ((20_000 + sum(steps)) / 1e9))
+    assert g.decode_tokens_per_s == pytest.approx(2 * 4 / (sum(steps) / 1e9))
+    assert g.context_p50_ms == [[11 + i, s / 1e6] for i, s in enumerate(steps)]
+    assert sum(g.itl["counts"]) == 12 and g.new_tokens == 5
 
 
 def test_timed_generations_run_at_least_three_and_until_the_minimum_time():
@@ -53,9 +53,9 @@ def test_first_divergence_and_match_rate():
     ref = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
     got = np.array([[1, 2, 9, 9], [5, 6, 7, 8]])
     a = token_agreement(got, ref)
-    assert a["first_divergence"] == 2 and a["first_divergence_per_sequence"] == [2, None]
-    assert a["exact_match_rate"] == 0.75 and a["sequences_identical"] == 1
-    assert token_agreement(ref, ref)["first_divergence"] is None
+    assert a.first_divergence == 2 and a.first_divergence_per_sequence == [2, None]
+    assert a.exact_match_rate == 0.75 and a.sequences_identical == 1
+    assert token_agreement(ref, ref).first_divergence is None
 
 
 @pytest.fixture

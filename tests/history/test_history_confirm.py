@@ -176,6 +176,9 @@ def test_ab_confirmer_says_why_it_cannot_re_measure(tmp_path) -> None:
     assert case_artifact(str(gone), cid) == (None, f"its model file {tmp_path / 'deleted.onnx'} is no longer on disk")
     assert case_artifact(None, cid)[1] == "the run was recorded without its results.json path"
     assert "no result of the case" in case_artifact(str(gone), "nope-b1")[1]
+    data["cases"].insert(0, {**data["cases"][0], "case": {**data["cases"][0]["case"], "batch": "4"}})
+    gone.write_text(json.dumps(data))  # a case id the reader refuses is passed over, never an error
+    assert case_artifact(str(gone), cid) == (None, f"its model file {tmp_path / 'deleted.onnx'} is no longer on disk")
 
 
 def _relu(path: Path) -> None:

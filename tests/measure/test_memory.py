@@ -17,7 +17,7 @@ def test_host_peak_and_delta_from_sampled_rss_when_no_kernel_high_water_mark():
         time.sleep(0.001)
     rep = s.stop()
     assert rep.host_peak_mb == 350.0 and rep.gpu_peak_mb is None
-    f = rep.figures
+    f = rep.figures.as_dict()
     assert f["host_rss_before_mb"] == 100.0 and f["host_delta_mb"] == 250.0
     assert f["host_peak_source"] == "sampled_rss"
     assert f["sampler"]["thread"] is True and f["sampler"]["samples"] >= 5
@@ -36,17 +36,17 @@ def test_kernel_high_water_mark_is_used_without_a_thread():
     s = MemorySampler(process=proc, hwm=(reset, lambda: 512 * 2**20)).start()
     rep = s.stop("first inference, warm-up and timed loop; reused")
     assert calls == ["reset"]
-    assert s._thread is None and rep.figures["sampler"]["thread"] is False
-    assert rep.host_peak_mb == 512.0 and rep.figures["host_delta_mb"] == 412.0
-    assert rep.figures["host_peak_source"] == "vmhwm"
-    assert rep.figures["covers"].endswith("reused")
+    assert s._thread is None and rep.figures.as_dict()["sampler"]["thread"] is False
+    assert rep.host_peak_mb == 512.0 and rep.figures.as_dict()["host_delta_mb"] == 412.0
+    assert rep.figures.as_dict()["host_peak_source"] == "vmhwm"
+    assert rep.figures.as_dict()["covers"].endswith("reused")
 
 
 def test_failed_high_water_mark_reset_falls_back_to_the_thread():
     s = MemorySampler(period_s=0.001, process=FakeProcess([10]), hwm=(lambda: False, lambda: 10**12)).start()
     rep = s.stop()
     assert s._thread is not None
-    assert rep.figures["host_peak_source"] == "sampled_rss" and rep.host_peak_mb == 10.0  # VmHWM unreset: ignored
+    assert rep.figures.as_dict()["host_peak_source"] == "sampled_rss" and rep.host_peak_mb == 10.0  # VmHWM unreset: ignored
 
 
 def test_linux_high_water_mark_really_resets_here():
@@ -70,11 +70,15 @@ def test_gpu_figures_from_nvml_process_memory():
     while nvml._pi < 5:
         time.sleep(0.001)
     rep = s.stop()
-    f = rep.figures
+    f = rep.figures.as_dict()
     assert rep.gpu_peak_mb == 2100.0 and f["gpu_source"] == "nvml_process"  # other pids are not counted
     assert f["gpu_process_peak_mb"] == 2100.0
     assert f["gpu_device_used_peak_mb"] == 5000.0 and f["gpu_device_used_before_mb"] == 1000.0
     assert nvml.inits == nvml.shutdowns == 1
+    # the stored layout: the GPU's keys between the host's and the sampler's, as results.json always had them
+    assert list(f) == ["covers", "host_rss_before_mb", "host_rss_peak_mb", "host_delta_mb", "host_peak_source",
+                       "gpu_process_peak_mb", "gpu_device_used_peak_mb", "gpu_device_used_before_mb", "gpu_source",
+                       "sampler"]
 
 
 def test_torch_allocator_peaks_are_reset_at_start_and_reported():
@@ -84,7 +88,7 @@ def test_torch_allocator_peaks_are_reset_at_start_and_reported():
                       hwm=None).start()
     assert torch.cuda.resets == 1
     rep = s.stop()
-    f = rep.figures
+    f = rep.figures.as_dict()
     assert f["gpu_process_peak_mb"] is None
     assert f["torch_max_allocated_mb"] == 300.0 and f["torch_max_reserved_mb"] == 512.0
     assert rep.gpu_peak_mb == 512.0 and f["gpu_source"] == "torch_max_reserved"
@@ -98,22 +102,22 @@ def test_device_delta_is_the_last_resort_and_torch_is_never_initialised_by_the_s
     while nvml._di < 4:
         time.sleep(0.001)
     rep = s.stop()
-    assert torch.cuda.resets == 0 and "torch_max_reserved_mb" not in rep.figures
-    assert rep.gpu_peak_mb == 600.0 and rep.figures["gpu_source"] == "nvml_device_delta"
+    assert torch.cuda.resets == 0 and "torch_max_reserved_mb" not in rep.figures.as_dict()
+    assert rep.gpu_peak_mb == 600.0 and rep.figures.as_dict()["gpu_source"] == "nvml_device_delta"
 
 
 def test_no_nvml_is_a_recorded_problem_not_an_error():
     s = MemorySampler(gpu=True, process=FakeProcess([1]), nvml=FakeNvml(fail_init=True), hwm=None).start()
     rep = s.stop()
-    assert rep.gpu_peak_mb is None and rep.figures["gpu_source"] is None
-    assert "NVML not available" in rep.figures["gpu_problem"]
+    assert rep.gpu_peak_mb is None and rep.figures.as_dict()["gpu_source"] is None
+    assert "NVML not available" in rep.figures.as_dict()["gpu_problem"]
 
 
 def test_stop_is_idempotent_and_close_stops_the_thread():
     s = MemorySampler(period_s=0.001, process=FakeProcess([1]), hwm=None).start()
     s.close()
     assert not s._thread.is_alive()
-    assert s.stop() is s.report and s.report.figures["covers"] == "the case ended early"
+    assert s.stop() is s.report and s.report.figures.as_dict()["covers"] == "the case ended early"
 
 
 # Messages as the allocators print them (torch 2.x CPU, CUDA caching allocator, ONNX Runtime's arena, numpy).

@@ -6,6 +6,7 @@ from __future__ import annotations
 from harness.report.profile import peak_rows, where_time_goes
 from harness.report.render import render_html, render_markdown
 from harness.results import CaseId, CaseResult, RunResults
+from harness.results.records import LocalizationRecord
 
 EVIL = "<b>x</b>"
 
@@ -28,7 +29,7 @@ def case(runtime, times, p50, localization=None, profile_extra=None):
                       latency={"p50_ms": p50, "p90_ms": p50, "p95_ms": p50, "p99_ms": p50, "mean_ms": p50,
                                "std_ms": 0.0, "iterations": 10, "cv": 0.0, "noisy": False},
                       throughput_sps=1e3 / p50, samples_ns=[int(p50 * 1e6)] * 10, profile=profile,
-                      localization=localization)
+                      localization=None if localization is None else LocalizationRecord.from_dict(localization))
 
 
 def run():

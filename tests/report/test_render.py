@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.report.render import render_html
 from harness.report.tables import CSV_COLUMNS, cases_frame, comparison_tables
 from harness.results import CaseId, CaseResult, RunResults
+from harness.results.records import LocalizationFinding, LocalizationRecord
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -91,9 +92,8 @@ def test_drift_table_speedup_and_localisation_render():
                                 latency={"p50_ms": 44.5, "p99_ms": 50.0, "noisy": False},
                                 accuracy={"rel_l2": 0.3, "max_abs": 2.0, "cosine": 0.9},
                                 reason="drift over tolerance: rel_l2=0.3 > 0.15", samples_ns=[44_500_000] * 5))
-    run.cases[-1].localization = {"trigger": "failure", "checked": 12, "first_bad": [
-        {"node": "/fc/Gemm", "op_type": "Gemm", "tensor": "fc_out", "max_abs": 2.0, "rel_l2": 0.3,
-         "cosine": 0.9}]}
+    run.cases[-1].localization = LocalizationRecord(trigger="failure", checked=12, first_bad=[LocalizationFinding(
+        node="/fc/Gemm", op_type="Gemm", tensor="fc_out", max_abs=2.0, rel_l2=0.3, cosine=0.9)])
     (tables,) = [render_html(run)]
     assert "Drift and speed per precision" in tables and "/fc/Gemm" in tables
     from harness.report.tables import drift_tables

@@ -14,6 +14,7 @@ from harness.report.data import ReportData
 from harness.report.render import render_html, render_markdown, write_outputs
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stats import summary_ms
+from harness.results.records import GenerationRecord, GenerationStats
 
 
 def _forward(runtime: str, p50: float, batch: int = 1) -> CaseResult:
@@ -26,7 +27,8 @@ def _forward(runtime: str, p50: float, batch: int = 1) -> CaseResult:
 def _mixed_run() -> RunResults:
     """Forward cases and a generation case in one run (the forward table is the full table's forward rows)."""
     gen = CaseResult(CaseId("tiny-lm", "torch-cpu", "fp32", 1, 8, "cpu", gen=4), "passed")
-    gen.generation = {"tpot": summary_ms([1_000_000 + 1000 * i for i in range(40)], (50, 90, 99))}
+    gen.generation = GenerationRecord(tpot=GenerationStats(**summary_ms([1_000_000 + 1000 * i for i in range(40)],
+                                                                        (50, 90, 99))))
     cases = [_forward("torch-cpu", 2.0), gen, _forward("ort-cpu", 1.0), _forward("torch-cpu", 3.0, 4),
              _forward("ort-cpu", 1.5, 4), CaseResult(CaseId("mlp", "tensorrt", "fp32", 1, None, "cuda"), "skipped",
                                                      reason="no GPU")]

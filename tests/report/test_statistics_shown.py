@@ -10,6 +10,7 @@ from harness.report.tables import cases_frame, percentile_text
 from harness.report.terminal import terminal_table
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
+from harness.results.records import GenerationRecord, GenerationStats
 
 
 def case(runtime: str, samples: list[int]) -> CaseResult:
@@ -84,9 +85,11 @@ def test_a_generation_p99_from_too_few_decode_steps_is_not_shown():
     from harness.results.stats import summary_ms
 
     c = CaseResult(CaseId("tiny-lm", "torch-cpu", "fp32", 1, 8, "cpu", gen=4), "passed")
-    c.generation = {"tpot": summary_ms([1_000_000 + 1000 * i for i in range(40)], (50, 90, 99))}
+    c.generation = GenerationRecord(tpot=GenerationStats(**summary_ms([1_000_000 + 1000 * i for i in range(40)],
+                                                                      (50, 90, 99))))
     row = generation_row(c)
     assert row["tpot_p50_ms"] > 0 and row["tpot_p90_ms"] > 0 and row["tpot_p99_ms"] is None
-    c.generation = {"tpot": summary_ms([1_000_000 + 1000 * i for i in range(400)], (50, 90, 99))}
+    c.generation = GenerationRecord(tpot=GenerationStats(**summary_ms([1_000_000 + 1000 * i for i in range(400)],
+                                                                      (50, 90, 99))))
     assert generation_row(c)["tpot_p99_ms"] > 0
     assert cases_frame(RunResults("r", "t", cases=[c])).loc[0, "tpot_p99_ms"] > 0

@@ -27,6 +27,7 @@ from harness.results.schema import (
     results_from_doc,
 )
 from harness.results.stats import latency_stats
+from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
 
 # Keys the writer adds that are derived from other fields, not fields of their own (the reader ignores them).
 DERIVED = {CaseResult: {"id"}}
@@ -45,10 +46,10 @@ def full_case() -> CaseResult:
         details={"note": [1, 2]},
         blocks=[Block.measured(samples[:6], "case", contention={"contended": False}),
                 Block.measured(samples[6:], "round", reactivated=True), Block.failed("worker died", "confirm")],
-        blocks_pending=1, duration_s=2.5, host_peak_mb=512.0, gpu_peak_mb=128.0, memory={"gpu_source": "nvml"},
+        blocks_pending=1, duration_s=2.5, host_peak_mb=512.0, gpu_peak_mb=128.0, memory=MemoryRecord.from_dict({"gpu_source": "nvml"}),
         device_samples_ns=[900_000 + i for i in range(10)], precision_recipe="fp16: converter",
-        localization={"first_layer": "fc1"}, is_reference=True,
-        generation={"ttft_ns": [v - 1000 for v in samples], "decode_ns": [[400, 600]] * 10, "e2e_ns": samples},
+        localization=LocalizationRecord.from_dict({"first_layer": "fc1"}), is_reference=True,
+        generation=GenerationRecord(ttft_ns=[v - 1000 for v in samples], decode_ns=[[400, 600]] * 10, e2e_ns=samples),
         reference_deterministic=False,
         scenarios=[ScenarioRun("server", "INVALID", reasons=["too slow"], checks={"min_duration": True},
                                min_duration_s=0.5, min_query_count=10, query_count=20, samples_per_query=1,
@@ -59,7 +60,7 @@ def full_case() -> CaseResult:
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
                                batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],
-        end_to_end={"steps": ["pre", "post"]}, contention={"contended": True, "cause": "run-queue wait"},
+        end_to_end=EndToEndRecord(steps=["pre", "post"]), contention={"contended": True, "cause": "run-queue wait"},
         profile={"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]},
         ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
                                                            variant="opt=basic"),

@@ -12,6 +12,7 @@ from harness.measure.end_to_end import measure_end_to_end
 from harness.measure.timer import Timer, TimingPolicy
 from harness.model import ModelSpec
 from harness.precision import Tolerance
+from harness.results.records import LocalizationRecord
 from harness.results.schema import CaseId
 from harness.runtimes import Runtime, RuntimeOptions
 from harness.workloads.base import PhaseCallback
@@ -81,7 +82,7 @@ def _profile(ctx: CaseContext) -> Any:
 
 
 def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigger: str, threads: int,
-                  budget_s: float = 120.0) -> dict[str, Any] | None:
+                  budget_s: float = 120.0) -> LocalizationRecord | None:
     """Layer-wise drift localisation of a measured case (after timing); its own failure is recorded, never
     raised: the case's status stays what its drift check said. None for a --localize request on a case with
     no low-precision ONNX graph (FP32, PyTorch); a failed case of that kind records why it was not localised."""
@@ -93,13 +94,14 @@ def localize_case(runtime: Runtime, feed: dict[str, Any], tolerance: Any, trigge
         if pair is None:
             if trigger == "request":
                 return None
-            return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
-                    "error": f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare "
-                             f"with the FP32 one (localisation covers ONNX runtimes below FP32)"}
+            return LocalizationRecord(
+                trigger=trigger, tolerance=bounds, checked=0, first_bad=[],
+                error=f"{runtime.name} at {runtime.precision} has no low-precision ONNX graph to compare with the "
+                      f"FP32 one (localisation covers ONNX runtimes below FP32)")
         return localize(pair[0], pair[1], feed, tolerance, trigger=trigger, threads=threads, budget_s=budget_s)
     except Exception as exc:  # noqa: BLE001 - localisation is a diagnosis, never the case's error
-        return {"trigger": trigger, "tolerance": bounds, "checked": 0, "first_bad": [],
-                "error": f"{type(exc).__name__}: {exc}"}
+        return LocalizationRecord(trigger=trigger, tolerance=bounds, checked=0, first_bad=[],
+                                  error=f"{type(exc).__name__}: {exc}")
 
 
 STEPS: tuple[Step, ...] = (

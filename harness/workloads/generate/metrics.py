@@ -7,14 +7,16 @@ from typing import Any
 
 import numpy as np
 
+from harness.results.records import GenerationRecord, GenerationStats, TokenAgreement
 from harness.results.stats import column_medians_ms, summary_ms
 from harness.workloads.generate.loop import Generation
 
 PERCENTILES = (50, 90, 99)
 
 
-def _stats(samples_ns: Sequence[int]) -> dict[str, float | int] | None:
-    return summary_ms(samples_ns, PERCENTILES)
+def _stats(samples_ns: Sequence[int]) -> GenerationStats | None:
+    summary = summary_ms(samples_ns, PERCENTILES)
+    return None if summary is None else GenerationStats(**summary)
 
 
 def itl_histogram(samples_ns: Sequence[int], bins: int = 20) -> dict[str, list[float] | list[int]]:
@@ -27,7 +29,7 @@ def itl_histogram(samples_ns: Sequence[int], bins: int = 20) -> dict[str, list[f
     return {"edges_ms": [float(e) for e in edges], "counts": [int(c) for c in counts]}
 
 
-def summarize(runs: Sequence[Generation], batch: int, prompt_len: int) -> dict[str, Any]:
+def summarize(runs: Sequence[Generation], batch: int, prompt_len: int) -> GenerationRecord:
     """The metrics of repeated generations with their raw samples (docs/generation.md defines each).
 
     ttft: prefill, one sample per generation. tpot: every decode step of every generation (percentiles over
@@ -48,18 +50,19 @@ def summarize(runs: Sequence[Generation], batch: int, prompt_len: int) -> dict[s
         per_pos = column_medians_ms(steps)
         # step i feeds token i (0-based) with prompt_len + i tokens already in the cache
         context = [[prompt_len + i + 1, float(v)] for i, v in enumerate(per_pos)]
-    return {
-        "batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens, "generations": len(runs),
-        "ttft_ns": ttft, "decode_ns": steps, "e2e_ns": e2e,
-        "ttft": _stats(ttft), "tpot": _stats(flat), "e2e": _stats(e2e), "itl": itl_histogram(flat),
-        "tokens_per_s": batch * new_tokens / mean_e2e_s if mean_e2e_s > 0 else None,
-        "decode_tokens_per_s": batch * (new_tokens - 1) / mean_decode_s if mean_decode_s > 0 else None,
-        "context_p50_ms": context,
-    }
+    return GenerationRecord(
+        batch=batch, prompt_len=prompt_len, new_tokens=new_tokens, generations=len(runs),
+        ttft_ns=ttft, decode_ns=steps, e2e_ns=e2e,
+        ttft=_stats(ttft), tpot=_stats(flat), e2e=_stats(e2e), itl=itl_histogram(flat),
+        tokens_per_s=batch * new_tokens / mean_e2e_s if mean_e2e_s > 0 else None,
+        decode_tokens_per_s=batch * (new_tokens - 1) / mean_decode_s if mean_decode_s > 0 else None,
+        context_p50_ms=context)
 
 
-def token_agreement(tokens: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    """Greedy tokens [batch, n] against the reference's: exact-match rate over all positions, the first
+def token_agreement(tokens: np.ndarray, reference: np.ndarray, reference_name: str | None = None,
+                    first_step_logits: dict[str, Any] | None = None) -> TokenAgreement:
+    """Greedy tokens [batch, n] against the reference's (`reference_name`, with the first step's logits judged
+    against its: an AccuracyResult.as_dict()): exact-match rate over all positions, the first
     position (0-based, over the batch) where any sequence differs (None: none does), per sequence too.
     After a divergence the two continue from different contexts, so positions past it say little."""
     tokens, reference = np.asarray(tokens), np.asarray(reference)
@@ -71,8 +74,8 @@ def token_agreement(tokens: np.ndarray, reference: np.ndarray) -> dict[str, Any]
         bad = np.flatnonzero(~row)
         per_seq.append(int(bad[0]) if bad.size else None)
     firsts = [p for p in per_seq if p is not None]
-    return {"exact_match_rate": float(same.mean()) if same.size else 1.0,
-            "first_divergence": min(firsts) if firsts else None,
-            "first_divergence_per_sequence": per_seq,
-            "sequences_identical": int(sum(p is None for p in per_seq)),
-            "sequences": int(same.shape[0]), "tokens": tokens.tolist(), "reference_tokens": reference.tolist()}
+    return TokenAgreement(reference=reference_name, first_step_logits=first_step_logits,
+                          exact_match_rate=float(same.mean()) if same.size else 1.0,
+                          first_divergence=min(firsts) if firsts else None, first_divergence_per_sequence=per_seq,
+                          sequences_identical=int(sum(p is None for p in per_seq)), sequences=int(same.shape[0]),
+                          tokens=tokens.tolist(), reference_tokens=reference.tolist())

@@ -114,10 +114,9 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
     assert first.first_logits is not None
     accuracy = compare({"logits": ref_logits}, {"logits": first.first_logits}, tolerance)
     generation = summarize(runs, batch, prompt_len)
-    generation["conformance"] = {"reference": f"{spec.reference} fp32", "first_step_logits": accuracy.as_dict(),
-                                 **token_agreement(first.tokens, ref_tokens)}
+    generation.conformance = token_agreement(first.tokens, ref_tokens, f"{spec.reference} fp32", accuracy.as_dict())
     if kv_per_token:
-        generation["kv_cache_mb"] = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
+        generation.kv_cache_mb = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
     samples = [r.e2e_ns for r in runs]
     stats = latency_stats(samples, config.measure.noise_cv)
     audit: dict[str, Any] = {}

@@ -37,6 +37,7 @@ def _backfill() -> None:
 
 def _fingerprints(source: str) -> dict[str, str]:
     """Case id -> model fingerprint from a stored results.json ({} when it cannot be read: never an error)."""
+    from harness.errors import ResultsError
     from harness.results.schema import CaseId
 
     path = Path(source)
@@ -54,7 +55,7 @@ def _fingerprints(source: str) -> dict[str, str]:
             fingerprint = c.get("model_fingerprint")
             if isinstance(fingerprint, str) and fingerprint:
                 out[CaseId.from_dict(c["case"]).id] = fingerprint
-        except (AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError, ResultsError):  # a case id the reader refuses
             continue
     return out
 
