@@ -73,10 +73,11 @@ def _registries() -> None:
 # hit or miss is part of what many tests check), so without this every test that runs a zoo model through ONNX
 # exported it again (1-15 s each, the largest cost of `pytest tests`). The first export of a key is real and
 # kept here; a later miss of the same key in another test's cache copies those files into that cache instead,
-# through the same get_or_build (a miss stays a miss, with its meta.json and build_s). Only registered models
-# (the same spec object the registry holds) are shared, never while torch.onnx.export is replaced by a test,
-# never in a test marked fresh_export. Subprocesses export for themselves.
-_EXPORTS: dict[str, tuple[Path, dict]] = {}
+# through the same get_or_build (a miss stays a miss, with its meta.json and build_s). Shared only for the very
+# spec object that was exported (a registered model, a module's constant; never a dataclasses.replace copy),
+# never while torch.onnx.export is replaced by a test, never in a test marked fresh_export. Subprocesses export
+# for themselves.
+_EXPORTS: dict[str, tuple[object, Path, dict]] = {}
 _FRESH_EXPORT = False
 
 
@@ -86,7 +87,6 @@ def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
 
     from harness.artifacts.cache import cache_key
     from harness.artifacts.onnx_from_torch import OnnxFromTorch
-    from harness.model import _MODELS
 
     store = tmp_path_factory.mktemp("exports")
     real_export = OnnxFromTorch._export
@@ -94,20 +94,19 @@ def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
     def export(self: OnnxFromTorch, path: Path) -> dict:
         import torch
 
-        shared = (not _FRESH_EXPORT and _MODELS.get(self.spec.name) is self.spec
-                  and getattr(torch.onnx.export, "__module__", "").startswith("torch."))  # not a test's stand-in
-        if not shared:
-            return real_export(self, path)
+        if _FRESH_EXPORT or not getattr(torch.onnx.export, "__module__", "").startswith("torch."):
+            return real_export(self, path)  # the exporter itself under test, or a test's stand-in for it
         key = cache_key(self.key_parts())
-        if key in _EXPORTS:
-            folder, meta = _EXPORTS[key]
+        spec, folder, meta = _EXPORTS.get(key, (None, None, None))
+        if spec is self.spec:
             for f in folder.iterdir():
                 shutil.copy2(f, path.parent / f.name)
             return dict(meta)
         meta = real_export(self, path)
-        folder = store / key[:16]
-        shutil.copytree(path.parent, folder)
-        _EXPORTS[key] = (folder, dict(meta))
+        if spec is None:
+            folder = store / key[:16]
+            shutil.copytree(path.parent, folder)
+            _EXPORTS[key] = (self.spec, folder, dict(meta))
         return meta
 
     OnnxFromTorch._export = export
