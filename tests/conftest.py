@@ -70,13 +70,13 @@ def _registries() -> None:
 
 
 # One torch.onnx export per model and exporter in a session. Each test gets a private artifact cache (a cache
-# hit or miss is part of what many tests check), so without this every test that runs a zoo model through ONNX
-# exported it again (1-15 s each, the largest cost of `pytest tests`). The first export of a key is real and
-# kept here; a later miss of the same key in another test's cache copies those files into that cache instead,
-# through the same get_or_build (a miss stays a miss, with its meta.json and build_s). Shared only for the very
-# spec object that was exported (a registered model, a module's constant; never a dataclasses.replace copy),
-# never while torch.onnx.export is replaced by a test, never in a test marked fresh_export. Subprocesses export
-# for themselves.
+# hit or miss is part of what many tests check), so every test that ran a zoo model through ONNX exported it
+# again (seconds each, a minute on a loaded machine). The first export of a key is real and kept here; a later
+# miss of the same key in another test's cache copies those files into that cache instead, through the same
+# get_or_build (a miss stays a miss, with its meta.json and build_s). Shared only for the very spec object that
+# was exported (a registered model, a module's constant; never a dataclasses.replace copy), never while
+# torch.onnx.export is replaced by a test; a test marked fresh_export exports for real (and its export is kept
+# for the tests after it). Subprocesses export for themselves.
 _EXPORTS: dict[str, tuple[object, Path, dict]] = {}
 _FRESH_EXPORT = False
 
@@ -94,11 +94,11 @@ def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
     def export(self: OnnxFromTorch, path: Path) -> dict:
         import torch
 
-        if _FRESH_EXPORT or not getattr(torch.onnx.export, "__module__", "").startswith("torch."):
-            return real_export(self, path)  # the exporter itself under test, or a test's stand-in for it
+        if not getattr(torch.onnx.export, "__module__", "").startswith("torch."):
+            return real_export(self, path)  # a test's stand-in for the exporter: never kept
         key = cache_key(self.key_parts())
         spec, folder, meta = _EXPORTS.get(key, (None, None, None))
-        if spec is self.spec:
+        if spec is self.spec and not _FRESH_EXPORT:
             for f in folder.iterdir():
                 shutil.copy2(f, path.parent / f.name)
             return dict(meta)
