@@ -24,6 +24,8 @@ os.environ.setdefault("HARNESS_CONTENTION_LIMIT", "1")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: the slower end-to-end tier (pytest tests -m e2e; CI runs it)")
+    config.addinivalue_line("markers", "fresh_export: export with torch.onnx even where this session exported the "
+                                       "same model already (a test of the exporter itself)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -65,3 +67,56 @@ def _registries() -> None:
     from harness import plugins
 
     plugins.load_plugins()
+
+
+# One torch.onnx export per model and exporter in a session. Each test gets a private artifact cache (a cache
+# hit or miss is part of what many tests check), so every test that ran a zoo model through ONNX exported it
+# again (seconds each, a minute on a loaded machine). The first export of a key is real and kept here; a later
+# miss of the same key in another test's cache copies those files into that cache instead, through the same
+# get_or_build (a miss stays a miss, with its meta.json and build_s). Shared only for the very spec object that
+# was exported (a registered model, a module's constant; never a dataclasses.replace copy), never while
+# torch.onnx.export is replaced by a test; a test marked fresh_export exports for real (and its export is kept
+# for the tests after it). Subprocesses export for themselves.
+_EXPORTS: dict[str, tuple[object, Path, dict]] = {}
+_FRESH_EXPORT = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
+    import shutil
+
+    from harness.artifacts.cache import cache_key
+    from harness.artifacts.onnx_from_torch import OnnxFromTorch
+
+    store = tmp_path_factory.mktemp("exports")
+    real_export = OnnxFromTorch._export
+
+    def export(self: OnnxFromTorch, path: Path) -> dict:
+        import torch
+
+        if not getattr(torch.onnx.export, "__module__", "").startswith("torch."):
+            return real_export(self, path)  # a test's stand-in for the exporter: never kept
+        key = cache_key(self.key_parts())
+        spec, folder, meta = _EXPORTS.get(key, (None, None, None))
+        if spec is self.spec and not _FRESH_EXPORT:
+            for f in folder.iterdir():
+                shutil.copy2(f, path.parent / f.name)
+            return dict(meta)
+        meta = real_export(self, path)
+        if spec is None:
+            folder = store / key[:16]
+            shutil.copytree(path.parent, folder)
+            _EXPORTS[key] = (self.spec, folder, dict(meta))
+        return meta
+
+    OnnxFromTorch._export = export
+    yield
+    OnnxFromTorch._export = real_export
+
+
+@pytest.fixture(autouse=True)
+def _fresh_export(request: pytest.FixtureRequest):
+    global _FRESH_EXPORT
+    _FRESH_EXPORT = request.node.get_closest_marker("fresh_export") is not None
+    yield
+    _FRESH_EXPORT = False

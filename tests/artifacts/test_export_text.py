@@ -17,6 +17,7 @@ def cache(tmp_path_factory):
 
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.fresh_export
 @pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
 @pytest.mark.parametrize("model", ["bert-mini", "deepseek-tiny"])
 def test_text_model_exports_with_symbolic_batch_and_seq(model, exporter, cache):

@@ -184,7 +184,7 @@ def test_a_terminated_conform_keeps_every_finished_case(tmp_path, fake_env):
                              "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     results = out / "results.json"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a bound on a hang only: a loaded machine took over 120 s to the first case
     done = 0
     while time.monotonic() < deadline:
         try:
@@ -194,10 +194,10 @@ def test_a_terminated_conform_keeps_every_finished_case(tmp_path, fake_env):
         if done >= 1:
             break
         time.sleep(0.2)
-    assert done >= 1, proc.stdout.read().decode() if proc.poll() is not None else "no case finished in 120 s"
+    assert done >= 1, proc.stdout.read().decode() if proc.poll() is not None else "no case finished in 300 s"
     time.sleep(1.0)  # inside the hanging Relu case
     proc.send_signal(signal.SIGTERM)
-    output = proc.communicate(timeout=60)[0].decode()
+    output = proc.communicate(timeout=180)[0].decode()
     assert proc.returncode == 143, output
     stored = load_results(out)
     assert stored.interrupted and not stored.complete
