@@ -19,6 +19,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import ResultsError
 from harness.measure.memory import ALLOCATION_MARKERS, allocation_failure, oom_reason
 from harness.config import RunConfig
 from harness.results.schema import CaseId, CaseResult
@@ -261,7 +262,10 @@ class IsolatedExecutor:
         if isinstance(reply, CaseResult):
             reply.environment = env.record() if env is not None else None
             return reply
-        result = CaseResult.from_dict(reply, f"{case.id}: the worker's result")
+        try:
+            result = CaseResult.from_dict(reply, f"{case.id}: the worker's result")
+        except ResultsError as exc:  # a figure the strict reader refuses (NaN, negative...): this case's row only
+            return CaseResult(case, "error", phase="results", reason=f"its result was refused: {exc}"[:1000])
         if env is not None:
             result.environment = env.record()
         if result.status == "oom":  # the worker's heap may be unusable: replace it

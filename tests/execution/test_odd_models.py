@@ -12,7 +12,7 @@ import pytest
 from harness.config import RunConfig
 from harness.execution import CaseRunner
 from harness.workloads import get_workload
-from harness.results.schema import CaseId
+from harness.results.schema import CaseId, CaseResult
 
 
 def _onnx(path: Path, nodes, inputs, outputs, initializers=()) -> Path:
@@ -273,3 +273,19 @@ def test_repeat_difference_matches_nan_and_inf_and_flags_the_rest():
     assert repeat_max_abs(a, {"z": a["y"]}) == np.inf and repeat_max_abs(a, {"y": a["y"][:2]}) == np.inf
     assert repeat_max_abs({"i": np.array([1, 2])}, {"i": np.array([1, 5])}) == 3.0
     assert repeat_max_abs({"b": np.array([True])}, {"b": np.array([False])}) == 1.0
+
+
+def test_a_worker_result_the_strict_reader_refuses_costs_its_row_only(monkeypatch):
+    """The parent reads each worker's result with the one strict reader: a figure it refuses (a NaN
+    duration) is that case's `error` row naming the problem, never an exception out of the run."""
+    from harness.execution.supervisor import IsolatedExecutor
+
+    case = CaseId("m", "fake-ok", "fp32", 1, None, "cpu")
+    ex = IsolatedExecutor()
+    monkeypatch.setattr(ex, "_environment", lambda case, config: None)
+    good = CaseResult(case, "passed").as_dict()
+    monkeypatch.setattr(ex, "_exchange", lambda *a, **k: dict(good))
+    assert ex.run(case, RunConfig.build()).status == "passed"
+    monkeypatch.setattr(ex, "_exchange", lambda *a, **k: {**good, "duration_s": float("nan")})
+    r = ex.run(case, RunConfig.build())
+    assert r.status == "error" and r.phase == "results" and "refused" in r.reason and "duration_s" in r.reason, r
