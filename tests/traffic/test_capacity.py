@@ -337,8 +337,8 @@ def test_repeated_searches_fall_inside_each_others_intervals() -> None:
     """bert-mini's case on the simulated server (call times log-normal, cv 10%, FP32 2.27 ms and INT8 1.16 ms, p99
     <= 20 ms, probes of 300-600 requests, tolerance 10%), each search on a fresh activation as recommend's last
     rung runs it: the bisection's own brackets hold another search's capacity in few pairs (a probe's p99 from a
-    few hundred requests moves the search); widened by the search spread (simulated searches on the saturation
-    probe's call times) about 90%, the median interval narrower than the estimate."""
+    few hundred requests moves the search); widened by the search spread (simulated searches on the calls of the
+    search's own replays) about 90%, the median interval narrower than the estimate."""
     settings = SearchSettings(bound_ms=20.0, tolerance=0.1, max_probes=6, requests=300, max_requests=600)
     bracket, spread, widths = [0, 0], [0, 0], []
     for ms in (2.27, 1.16):
