@@ -153,12 +153,15 @@ def main() -> None:
         br = coverage(caps, "bracket_low", "bracket_high", "raw_estimate")
         wb, wa = _widths(caps, "search_low", "search_high", "raw_estimate"), _widths(caps, "low", "high", "estimate")
         est = sorted(c["estimate"] for c in caps)
+        spreads = sorted(c["search_spread"] for c in caps if c["search_spread"] is not None)
+        ss = spreads[len(spreads) // 2] if spreads else float("nan")
         summary[name] = {"before": b, "after": a, "bracket": br, "width_before": wb, "width_after": wa,
-                         "median_estimate": est[len(est) // 2]}
+                         "median_estimate": est[len(est) // 2], "median_search_spread": ss}
         print(f"{name}: median capacity {est[len(est) // 2]:.4g} ({est[0]:.4g}-{est[-1]:.4g}); the bisection's "
               f"bracket {br[0]}/{br[1]} = {br[0] / br[1]:.0%}; one activation {b[0]}/{b[1]} = {b[0] / b[1]:.0%} "
               f"(median width {wb:.0%}); over {args.activations} activations {a[0]}/{a[1]} = {a[0] / a[1]:.0%} "
-              f"(median width {wa:.0%})")
+              f"(median width {wa:.0%}); search spread median {ss:.3f} ({spreads[0] if spreads else ss:.3f}-"
+              f"{spreads[-1] if spreads else ss:.3f})")
     tot = {k: [sum(v[k][i] for v in summary.values()) for i in (0, 1)] for k in ("bracket", "before", "after")}
     print(f"all: the bracket {tot['bracket'][0]}/{tot['bracket'][1]} = {tot['bracket'][0] / tot['bracket'][1]:.0%}; "
           f"one activation {tot['before'][0]}/{tot['before'][1]} = {tot['before'][0] / tot['before'][1]:.0%}; over "

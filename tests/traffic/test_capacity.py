@@ -337,8 +337,8 @@ def test_repeated_searches_fall_inside_each_others_intervals() -> None:
     """bert-mini's case on the simulated server (call times log-normal, cv 10%, FP32 2.27 ms and INT8 1.16 ms, p99
     <= 20 ms, probes of 300-600 requests, tolerance 10%), each search on a fresh activation as recommend's last
     rung runs it: the bisection's own brackets hold another search's capacity in few pairs (a probe's p99 from a
-    few hundred requests moves the search); widened by the search spread (simulated searches on the saturation
-    probe's call times) about 90%, the median interval narrower than the estimate."""
+    few hundred requests moves the search); widened by the search spread (simulated searches on the calls of the
+    search's own replays) about 90%, the median interval narrower than the estimate."""
     settings = SearchSettings(bound_ms=20.0, tolerance=0.1, max_probes=6, requests=300, max_requests=600)
     bracket, spread, widths = [0, 0], [0, 0], []
     for ms in (2.27, 1.16):
@@ -405,3 +405,66 @@ def test_the_spread_of_a_side_by_side_search_is_simulated_in_its_turn(monkeypatc
     _side_by_side(group, settings, 0, 0, {}, lambda s: None, "x", lambda: None, activations=3)
     assert len(spreads) == 2 and overlaps and not any(overlaps)
     assert all(e.capacity.spread is not None for e in group)
+
+
+def _stalling(every: int, stall_ms: float):
+    """A probe on the simulated server: 1.16 ms a call (cv 10%); at a rate (not the saturation probe), one call in
+    about `every` stalls `stall_ms` more (a preempted thread), as a quiet machine's rare stalls land in a search's
+    longer replays and not in its 300-call saturation probe."""
+    from harness.workloads.capacity.simulated import ServiceModel, fifo_service
+
+    service = ServiceModel(1.16, 0.1)
+
+    def probe(rate: float, n: int, seed: int):
+        times, _ = SEQ32.arrays(rate, n, seed)
+        rng = np.random.default_rng([seed, 5])
+        calls = service.call_ns(n, 1.0, rng)
+        if math.isfinite(rate):
+            calls = calls + np.where(rng.random(n) < 1 / every, round(stall_ms * 1e6), 0)
+        return fifo_service(times, calls)
+    return probe
+
+
+def test_the_search_spread_is_drawn_from_every_replay_so_a_stall_the_saturation_probe_missed_widens_it() -> None:
+    """The saturation probe holds no stall, the search's probes at a rate a few: the spread simulated on every
+    call of the search is several times the one the saturation probe's calls alone give."""
+    from harness.workloads.capacity.search import search_spread
+
+    settings = SearchSettings(bound_ms=20.0, tolerance=0.1, max_probes=6, requests=300, max_requests=600)
+    probe = _stalling(300, 40.0)  # the search's replays hold 2 stalls (1,587 calls), its saturation probe none
+    cap = find_capacity(probe, settings, spread_trials=20)
+    saturation = probe(math.inf, 300, 1001)
+    alone = search_spread(np.array(saturation.call_ns), settings, 20)
+    assert cap.spread is not None and alone is not None
+    assert max(saturation.call_ns) < 30e6 and cap.spread > 2 * alone
+    assert cap.high - cap.low > 1.5 * (cap.estimate * (math.exp(alone) - math.exp(-alone)))
+
+
+def test_the_spread_sample_leaves_out_inflated_replays_and_takes_wake_ups_from_replays_at_a_rate() -> None:
+    from harness.traffic.replay import ReplayRun
+    from harness.workloads.capacity.search import service_sample
+
+    def run(calls: list[int], due: list[int], err: list[int], contended: bool = False) -> ReplayRun:
+        n = len(calls)
+        return ReplayRun(np.array(due), np.ones(n, dtype=np.int64), np.array(err), [1] * n, calls, 10 ** 6,
+                         contention={"contended": contended})
+
+    saturation = run([5, 6], [0, 0], [0, -1])
+    rated = run([7, 8, 9], [0, 10, 20], [3, -1, 4])
+    inflated = run([900, 900], [0, 10], [500, 500], contended=True)
+    calls, wakes = service_sample([saturation, rated, inflated])
+    assert sorted(calls.tolist()) == [5, 6, 7, 8, 9] and sorted(wakes.tolist()) == [3, 4]
+    calls, wakes = service_sample([inflated])  # all inflated: what there is
+    assert calls.tolist() == [900, 900] and wakes.tolist() == [500, 500]
+
+
+def test_a_request_finding_the_simulated_server_idle_starts_late_by_its_wake_up() -> None:
+    from harness.workloads.capacity.simulated import fifo_service
+
+    times = np.array([0, 10_000_000, 10_500_000])  # ns: the second finds the server idle, the third queued
+    calls = np.array([1_000_000] * 3)
+    plain = fifo_service(times, calls)
+    late = fifo_service(times, calls, np.array([0, 300_000, 0]))
+    assert plain.latency_ns.tolist() == [1_000_000, 1_000_000, 1_500_000]
+    assert late.latency_ns.tolist() == [1_000_000, 1_300_000, 1_800_000]
+    assert late.send_error_ns.tolist() == [0, 300_000, -1]

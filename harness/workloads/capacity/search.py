@@ -199,10 +199,11 @@ def find_capacity(probe: ProbeFn, settings: SearchSettings, seed: int = 0, sprea
 
 
 def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, seed: int = 0,
-                  level: float | None = None) -> float | None:
+                  level: float | None = None, wake_ns: np.ndarray | None = None) -> float | None:
     """How far a new search's capacity falls from this one's: the `level` (default SPREAD_LEVEL) quantile of
     |log(E_j / E_i)| over the ordered pairs of `trials` searches, with the same settings, of a simulated server
-    (Poisson arrivals, FIFO, call times drawn from `call_ns`, the saturation probe's own calls). A search's probes
+    (Poisson arrivals, FIFO, call times drawn from `call_ns`: every call of the search's own replays; a request
+    that finds it idle starts late by a draw from `wake_ns`, the replays' own late wake-ups). A search's probes
     judge a percentile from a few hundred or thousand requests, whose slowest come in one or two busy periods, so
     a search moves with its arrivals far more than its bracket says; the simulated searches show how far at this
     service-time distribution, these request counts and this bound. None: fewer than half of them found a
@@ -210,12 +211,21 @@ def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, se
     from harness.workloads.capacity.simulated import fifo_service
 
     calls = np.asarray(call_ns, dtype=np.int64)
+    wakes = np.asarray(wake_ns if wake_ns is not None and len(wake_ns) else [0], dtype=np.int64)
+
+    pool: list = [None, calls]  # (the simulated search, its resample): one held at a time (a sample may be large)
 
     def probe(rate: float, n: int, s: int) -> ReplayRun:
+        # each simulated search draws from its own resample of the calls (a bootstrap of the sample): how often a
+        # rare stall comes is itself known only from the few the search's replays held
+        trial = s // 1000
+        if pool[0] != trial:
+            pool[:] = [trial, np.random.default_rng([seed, trial, 1]).choice(calls, len(calls))]
         rng = np.random.default_rng([seed, s])
         gaps = rng.exponential(1.0, n)
         times = np.zeros(n) if math.isinf(rate) else np.concatenate(([0.0], np.cumsum(gaps[1:]))) / rate
-        return fifo_service(np.round(times * 1e9).astype(np.int64), rng.choice(calls, n))
+        wake = None if math.isinf(rate) else rng.choice(wakes, n)
+        return fifo_service(np.round(times * 1e9).astype(np.int64), rng.choice(pool[1], n), wake)
 
     level = SPREAD_LEVEL if level is None else level
     found = [c.estimate for c in (_Search(probe, settings, k).capacity() for k in range(trials)) if c.estimate > 0]
@@ -226,6 +236,19 @@ def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, se
     return float(np.quantile(diffs, level))
 
 
+def service_sample(replays: list[ReplayRun]) -> tuple[np.ndarray, np.ndarray]:
+    """The search spread's sample from a search's replays: (every call's time, every late wake-up from an idle wait
+    in the replays at a rate), from the replays the machine did not inflate (all of them when every one was).
+    Every replay, not the saturation probe's alone: a stall of tens of ms once in a few seconds (seen quiet here:
+    one probe's p99 7 ms, the same rate in the next search 62 ms) decides a p99 of a few hundred requests, and the
+    saturation probe (300 calls: under a second) holds one in a minority of searches."""
+    quiet = [r for r in replays if not r.contended] or replays
+    calls = np.concatenate([np.asarray(r.call_ns, dtype=np.int64) for r in quiet]) if quiet else np.zeros(0)
+    rated = [r.send_errors() for r in quiet if r.requests > 1 and math.isfinite(r.offered)]
+    wakes = np.concatenate(rated).astype(np.int64) if rated else np.zeros(0, dtype=np.int64)
+    return calls, wakes
+
+
 class _Search:
     """One capacity search: its probes so far and the rates probed, in named steps."""
 
@@ -233,8 +256,9 @@ class _Search:
                  spread_turn: Callable[[], AbstractContextManager[object]] | None = None) -> None:
         self.probe, self.settings, self.seed, self.spread_trials = probe, settings, seed, spread_trials
         self.spread_turn = spread_turn or nullcontext
-        self.saturated: ReplayRun | None = None  # the saturation replay: its calls are the service times
+        self.saturated: ReplayRun | None = None  # the saturation replay (the cliff)
         self.probes: list[ProbeResult] = []
+        self.replays: list[ReplayRun] = []  # those it decided by (not those run again): the spread's sample
         self.points = 2  # rates probed (saturation, floor, then one per rate; a longer rerun is the same probe)
 
     def run(self, kind: str, rate: float, n: int) -> tuple[ReplayRun, int]:
@@ -247,6 +271,7 @@ class _Search:
             if r.error:
                 raise ProbeError(f"probe {step} at {rate:.4g} requests/s: {r.error}")
             if not r.contended or attempt == CONTENDED_RETRIES:
+                self.replays.append(r)
                 return r, step
             self.probes.append(_result(step, kind, rate, r, self.settings, "retried"))
         raise AssertionError("unreachable")
@@ -335,11 +360,12 @@ class _Search:
         low, high, spread, why = lo, hi, None, ""
         sat = self.saturated
         if self.spread_trials and sat is not None and sat.call_ns:
-            if max(sat.batch_sizes, default=1) > 1:
+            if any(max(r.batch_sizes, default=1) > 1 for r in self.replays):
                 why = "; no search spread: a batcher's calls are no single requests' service times"
             else:
+                calls, wakes = service_sample(self.replays)
                 with self.spread_turn():
-                    spread = search_spread(np.array(sat.call_ns), settings, self.spread_trials, self.seed)
+                    spread = search_spread(calls, settings, self.spread_trials, self.seed, wake_ns=wakes)
                 if spread is None:
                     why = "; no search spread: the simulated searches found no capacity"
                 else:

@@ -32,14 +32,18 @@ class ServiceModel:
         return np.maximum(1, np.round(ms * 1e6)).astype(np.int64)
 
 
-def fifo_service(times: np.ndarray, call_ns: np.ndarray) -> ReplayRun:
+def fifo_service(times: np.ndarray, call_ns: np.ndarray, wake_ns: np.ndarray | None = None) -> ReplayRun:
     """The replay of requests due at `times` (ns) on one server taking `call_ns` each, first come first served,
-    in closed form (Lindley's recursion as prefix maxima, as harness.traffic.synthetic.fifo_arrays)."""
+    in closed form (Lindley's recursion as prefix maxima, as harness.traffic.synthetic.fifo_arrays). `wake_ns`:
+    each request's call starts no earlier than its due time plus this (the replay's late wake-up from an idle
+    wait); latency is still counted from the due time. A request that finds the server busy is given it too (a
+    slight overstatement: the real replay picks a queued request up at once)."""
     a = times.astype(np.int64)
+    ready = a if wake_ns is None else a + np.asarray(wake_ns, dtype=np.int64)
     cs = np.cumsum(call_ns)
-    done = cs + np.maximum.accumulate(a - (cs - call_ns))
+    done = cs + np.maximum.accumulate(ready - (cs - call_ns))
     idle = np.concatenate(([True], a[1:] >= done[:-1]))
-    err = np.where(idle, 0, -1).astype(np.int64)
+    err = np.where(idle, ready - a, -1).astype(np.int64)
     return ReplayRun(a - a[0], done - a, err, [1] * len(a), call_ns.tolist(), int(done.max() - a[0]))
 
 
