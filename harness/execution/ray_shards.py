@@ -465,9 +465,12 @@ def _wait(running: Sequence[tuple[ShardRun, threading.Thread, Any]], runs: Seque
 
 
 def _cancel(events: Any) -> None:
-    """Cancel a shard's Ray task, its worker process killed (a hung shard never ends by itself)."""
-    import ray
-
+    """Cancel a shard's Ray task, its worker process killed (a hung shard never ends by itself). Anything else
+    (a local stream, or no Ray installed) has no task to cancel."""
+    try:
+        import ray
+    except ImportError:
+        return
     if not isinstance(events, ray.ObjectRefGenerator):
         return
     try:

@@ -94,6 +94,7 @@ OWN_STATISTICS = {
     "harness/gating/burnin.py": "the median of round figures, the base of a burn-in trend",
     "harness/workloads/forward/audit.py": "medians of the caching audit's mini-blocks, not the case's samples",
     "harness/workloads/capacity/search.py": "a quantile of simulated searches' capacity ratios (the search spread)",
+    "harness/execution/ray_shards.py": "the median of finished shards' wall seconds (the node deadline), not samples",
 }
 
 
