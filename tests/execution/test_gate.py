@@ -365,14 +365,18 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "10", "--ab-block-time", "0.02", "--env-wheels",
                            str(now), "--cache-dir", str(tmp_path / "cache-now"), "--out", str(tmp_path / "g")],
                           env=env, capture_output=True, text=True, check=False, timeout=600)
-    assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
+    # 1.0.0's calls take 1.0 ms, 1.1.0's 1.3 ms: regressed; a machine loaded past what the under-load rule
+    # judges leaves it not judged (exit 3) with its ratio shown: the release pinning is what this test holds
+    # (the verdicts under load are tested on fakes, tests/gating/test_unjudged.py)
+    assert gate.returncode in (EXIT_REGRESSION, EXIT_UNJUDGED), gate.stdout + gate.stderr
     assert "side A runs harness-fakert 1.0.0 (the baseline's release) in its own environment, side B tonight's " \
            "1.1.0" in gate.stdout, gate.stdout
     row = json.loads((tmp_path / "g" / "results.json").read_text())["cases"][0]
     side_a = row["details"]["gate"]["side_a"]
     assert side_a["runtime"] == "fakert-cpu@1.0.0" and side_a["environment"]["packages"] == {"harness-fakert": "1.0.0"}
     assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
-    assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
+    verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
+    assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     # the two workers stayed alive through the 20 blocks (one start each), taking blocks in turn
     assert json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == 2
 
@@ -547,7 +551,7 @@ def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environme
     gate = subprocess.run([*cli, "gate", "main", "--ab-pairs", "10", "--ab-block-time", "0.02", "--env-wheels",
                            str(now), "--cache-dir", str(tmp_path / "cache-now"), "--out", str(tmp_path / "g")],
                           env=env, capture_output=True, text=True, check=False, timeout=600)
-    assert gate.returncode == EXIT_REGRESSION, gate.stdout + gate.stderr
+    assert gate.returncode in (EXIT_REGRESSION, EXIT_UNJUDGED), gate.stdout + gate.stderr  # as the test above
     assert "mlp-fakemod-cpu-fp32-b1: side A rebuilt from the model's definition" in gate.stdout, gate.stdout
     assert "side A: the torch module rebuilt from the model's definition, unchanged since the baseline; side A runs " \
            "harness-fakert 1.0.0 (the baseline's release) in its own environment, side B tonight's 1.1.0" in \
@@ -557,7 +561,8 @@ def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environme
     assert side_a["runtime"] == "fakemod-cpu@1.0.0" and side_a["environment"]["packages"] == {"harness-fakert": "1.0.0"}
     assert side_a["artifact_sha256"] is None and side_a["model_definition"] == row["model_fingerprint"]
     assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
-    assert row["ab"]["verdict"] == "regressed" and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
+    verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
+    assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     doc = json.loads((tmp_path / "g" / "gate.json").read_text())
     assert doc["workers_started"] == 2 and doc["fallbacks"] == {}
 
