@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from harness.display import visible
@@ -38,32 +39,32 @@ def _add(history: History, args: argparse.Namespace) -> int:
     return 0
 
 
-def _ls(history: History, args: argparse.Namespace) -> int:
-    rows = history.runs()
-    if args.json:
-        print(json.dumps(rows, indent=1))
-    elif not rows:
-        print(f"{masked(history.url)}: no runs recorded")
+def _listing(items: list, as_json: bool, empty: str, head: str, line: Callable[[Any], str]) -> int:
+    """One listing of `history ls` / `history cases`: JSON, the empty line, or a head and a line per item."""
+    if as_json:
+        print(json.dumps(items, indent=1))
+    elif not items:
+        print(empty)
     else:
-        print(f"{'run':<20} {'started':<26} {'commit':<10} {'measured':>9} machine")
-    for r in rows if not args.json else ():
-        print(f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
-              f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
-              f"{visible(r['machine'])}")
+        print(head)
+        for item in items:
+            print(line(item))
     return 0
+
+
+def _ls(history: History, args: argparse.Namespace) -> int:
+    return _listing(history.runs(), args.json, f"{masked(history.url)}: no runs recorded",
+                    f"{'run':<20} {'started':<26} {'commit':<10} {'measured':>9} machine",
+                    lambda r: f"{visible(r['run_id']):<20} {r['started_at']:<26} {(r['commit'] or '-')[:10]:<10} "
+                              f"{r['measured']:>4}/{r['cases']:<4} {'' if r['complete'] else 'incomplete '}"
+                              f"{visible(r['machine'])}")
 
 
 def _cases(history: History, args: argparse.Namespace) -> int:
     keys = history.case_keys()
-    if args.json:
-        print(json.dumps(keys, indent=1))
-    elif not keys:
-        print(f"{masked(history.url)}: no cases recorded")
-    else:
-        print(f"{len(keys)} cases recorded in {masked(history.url)} (`harness history show CASE`):")
-        for k in keys:
-            print(f"  {visible(k)}")
-    return 0
+    return _listing(keys, args.json, f"{masked(history.url)}: no cases recorded",
+                    f"{len(keys)} cases recorded in {masked(history.url)} (`harness history show CASE`):",
+                    lambda k: f"  {visible(k)}")
 
 
 def _show(history: History, args: argparse.Namespace) -> int:
