@@ -3,6 +3,7 @@ bounded search with a stated interval, the knee and the cliff named (docs/recomm
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -213,19 +214,18 @@ def search_spread(call_ns: np.ndarray, settings: SearchSettings, trials: int, se
     calls = np.asarray(call_ns, dtype=np.int64)
     wakes = np.asarray(wake_ns if wake_ns is not None and len(wake_ns) else [0], dtype=np.int64)
 
-    pool: list = [None, calls]  # (the simulated search, its resample): one held at a time (a sample may be large)
+    @functools.lru_cache(maxsize=1)  # one simulated search's resample held at a time (a sample may be large)
+    def resample(trial: int) -> np.ndarray:
+        return np.random.default_rng([seed, trial, 1]).choice(calls, len(calls))
 
     def probe(rate: float, n: int, s: int) -> ReplayRun:
         # each simulated search draws from its own resample of the calls (a bootstrap of the sample): how often a
         # rare stall comes is itself known only from the few the search's replays held
-        trial = s // 1000
-        if pool[0] != trial:
-            pool[:] = [trial, np.random.default_rng([seed, trial, 1]).choice(calls, len(calls))]
         rng = np.random.default_rng([seed, s])
         gaps = rng.exponential(1.0, n)
         times = np.zeros(n) if math.isinf(rate) else np.concatenate(([0.0], np.cumsum(gaps[1:]))) / rate
         wake = None if math.isinf(rate) else rng.choice(wakes, n)
-        return fifo_service(np.round(times * 1e9).astype(np.int64), rng.choice(pool[1], n), wake)
+        return fifo_service(np.round(times * 1e9).astype(np.int64), rng.choice(resample(s // 1000), n), wake)
 
     level = SPREAD_LEVEL if level is None else level
     found = [c.estimate for c in (_Search(probe, settings, k).capacity() for k in range(trials)) if c.estimate > 0]
