@@ -71,6 +71,17 @@ def class_nodes(nodes: Sequence[Node], classes: dict[str, str], wanted: str | No
     return used, left_out
 
 
+def crowded_nodes(nodes: Sequence[Node], threads: int) -> list[str]:
+    """One plan line per node that has no CPU beyond the cases' threads: the gate's supervisor, both sides'
+    workers and Ray's own processes then share the cores that measure. Measured on the quick matrix (one-core
+    nodes, and the local gate pinned to one core alike): calls of tens of microseconds got false verdicts there
+    (docs/measurements.md, "The quick matrix's gate on a local Ray cluster"); said, not judged differently."""
+    return [f"{n.label}: {n.resources.get('CPU', 0):g} CPU(s) for {threads}-thread cases: no core to spare for the "
+            "gate's own and Ray's processes; short calls (under about 0.1 ms) measured this way have shown false "
+            "verdicts (docs/measurements.md): give the node more CPUs than the gate's threads"
+            for n in nodes if n.resources.get("CPU", 0) <= threads]
+
+
 @dataclass
 class GateShard:
     """What a node runs of `harness gate --ray` (harness.execution.ray_shards.ShardWork): its cases' plans through
@@ -144,6 +155,8 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
          f"{wanted or '(the baseline names none: every node)'}, both sides of each case on one node: "
          + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
          + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
+    for line in crowded_nodes([s.node for s in shards], config.measure.threads):
+        note(f"ray: {line}")
     blobs = {}
     for g in plans:
         sha = g.stored.artifact_sha256 if g.stored is not None else None

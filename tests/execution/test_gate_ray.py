@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.execution.gate_ray import GateShard, class_nodes, fetch_blob
+from harness.execution.gate_ray import GateShard, class_nodes, crowded_nodes, fetch_blob
 from harness.execution.gate_run import GateCase, GateOutcome, judge_rows
 from harness.execution.ray_shards import Node, merged_run
 from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED
@@ -34,6 +34,15 @@ def test_nodes_of_another_hardware_class_are_left_out_with_the_reason():
     assert left[1].startswith("10.0.0.3-cccccccc: not used: it did not say its hardware class")
     used, left = class_nodes(nodes, {"a" * 16: "k1", "b" * 16: "k2", "c" * 16: "k1"}, None)  # no class named
     assert len(used) == 3 and not left
+
+
+def test_a_node_with_no_cpu_beyond_the_cases_threads_is_said_in_the_plan():
+    nodes = [Node("a" * 16, "10.0.0.1", {"CPU": 1.0}), Node("b" * 16, "10.0.0.2", {"CPU": 2.0}),
+             Node("c" * 16, "10.0.0.3", {"CPU": 8.0})]
+    lines = crowded_nodes(nodes, threads=1)
+    assert len(lines) == 1 and lines[0].startswith("10.0.0.1-aaaaaaaa: 1 CPU(s) for 1-thread cases")
+    assert [x.split(":")[0] for x in crowded_nodes(nodes, threads=2)] == ["10.0.0.1-aaaaaaaa", "10.0.0.2-bbbbbbbb"]
+    assert crowded_nodes(nodes[2:], threads=4) == []
 
 
 def test_a_cluster_without_a_node_of_the_baselines_class_is_one_line_exit_2_before_anything_runs(monkeypatch,
