@@ -165,9 +165,10 @@ class TrtEngineFromOnnx:
             raise ModelError(f"{self.onnx.path}: TensorRT's ONNX parser refused the model: {errors}")
         return network, parser
 
-    def _entropy_calibration(self, trt: Any, builder: Any, network: Any, config: Any, path: Path) -> Any:
-        """INT8 entropy calibration set on `config`: its profile at the feeds' one shape and the calibrator
-        (cache beside `path`), returned; ModelError when the model has no feeds or feeds of several shapes."""
+    def _entropy_calibration(self, trt: Any, builder: Any, network: Any, settings: Any, path: Path) -> Any:
+        """INT8 entropy calibration set on `settings` (the builder config): its profile at the feeds' one shape
+        and the calibrator (cache beside `path`), returned; ModelError when the model has no feeds or feeds of
+        several shapes."""
         feeds = list(self.calibration() if self.calibration is not None else [])
         if not feeds:
             raise ModelError(f"{self.label}: INT8 entropy calibration needs calibration feeds; "
@@ -176,9 +177,9 @@ class TrtEngineFromOnnx:
         if len(shapes) != 1:
             raise ModelError(f"{self.label}: calibration feeds must share one shape, got {len(shapes)}")
         calib_ranges = {k: (tuple(v.shape),) * 3 for k, v in feeds[0].items()}
-        config.set_calibration_profile(self._profile(builder, network, calib_ranges))
+        settings.set_calibration_profile(self._profile(builder, network, calib_ranges))
         calibrator = make_entropy_calibrator(trt, self._torch(), feeds, path.with_suffix(".calib"))
-        config.int8_calibrator = calibrator
+        settings.int8_calibrator = calibrator
         return calibrator
 
     @staticmethod
