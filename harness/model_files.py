@@ -11,6 +11,7 @@ import re
 import stat
 import traceback
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -309,10 +310,36 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
     (`input_by_construction`: the Gather tables they index, name conventions). No PyTorch module exists, so
     the reference is ort-cpu FP32.
     """
-    shapes = dict(shapes)
+    given = dict(shapes)
+    p = check_model_path(path)
+    model = _read_checked(p)
+    init_names = {i.name for i in model.graph.initializer}
+    bounds = index_bounds(model)
+    sizing = _AxisSizing(p, given)
+    inputs = []
+    for vi in model.graph.input:
+        if vi.name in init_names:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("elem_type"):
+            raise ModelError(f"{p}: input {vi.name!r} is not a tensor; only tensor inputs can be fed")
+        shape = tuple(sizing.axis(vi.name, i, d) for i, d in enumerate(tt.shape.dim))
+        dtype = _numpy_dtype(tt.elem_type, p, vi.name)
+        inputs.append(input_by_construction(vi.name, shape, dtype, bounds.get(vi.name)))
+    if sizing.missing:
+        raise ModelError(_missing_sizes(p, sizing.missing))
+    outputs = tuple(o.name for o in model.graph.output)
+    return ModelSpec(name=name or p.stem, onnx_path=p.absolute(), inputs=tuple(inputs), outputs=outputs,
+                     task="regression", tags=frozenset({"user", "onnx"}),
+                     config={"path": str(p.absolute()), "shape": sizing.used, "shape_names": sorted(sizing.names)},
+                     description=f"user ONNX file {p}")
+
+
+def _read_checked(p: Path) -> Any:
+    """The ONNX model at `p` (external data not loaded) after the checks a user file passes: its external data,
+    opsets and graph; ModelError naming the file otherwise."""
     import onnx
 
-    p = check_model_path(path)
     try:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf errors have many types
@@ -320,57 +347,51 @@ def spec_from_onnx(path: str | Path, name: str | None = None,
     check_external_data(p, model)
     check_opsets(p, model)
     check_graph(p)
-    init_names = {i.name for i in model.graph.initializer}
-    bounds = index_bounds(model)
-    inputs = []
-    names: set[str] = set()
-    used: dict[str, int] = {}
-    missing: list[tuple[str, int, str, str]] = []  # every free axis with no size, named together in one error
-    for vi in model.graph.input:
-        if vi.name in init_names:
-            continue
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or not tt.HasField("elem_type"):
-            raise ModelError(f"{p}: input {vi.name!r} is not a tensor; only tensor inputs can be fed")
-        shape: list[int | str] = []
-        for i, d in enumerate(tt.shape.dim):
-            axis_key = f"{vi.name}:{i}"
-            names.add(axis_key)
-            size = free_dim(d)
-            if size == 0:
-                raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at 0 by the model (an empty tensor); "
-                                 f"onnxruntime refuses any other size, and the harness feeds inputs of at least "
-                                 f"one element")
-            if size is not None:
-                if axis_key in shapes and shapes[axis_key] != size:
-                    raise ModelError(f"{p}: input {vi.name!r} axis {i} is fixed at {size} by the "
-                                     f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
-                shape.append(size)
-                continue
-            param = dim_name(d)
-            if param:
-                names.add(param)
-            key = axis_key if axis_key in shapes else param if param in shapes else None
-            if key is not None:
-                shape.append(int(shapes[key]))
-                used[key] = int(shapes[key])
-            elif _SEQ_NAMES.match(param) and i > 0:
-                shape.append(SEQ)
-            elif _BATCH_NAMES.match(param) or i == 0:
-                shape.append(BATCH)
-            else:
-                missing.append((vi.name, i, param, _free_form(d)))
-                shape.append(BATCH)  # a placeholder: the model is refused below, naming every such axis
-                continue
-        dtype = _numpy_dtype(tt.elem_type, p, vi.name)
-        inputs.append(input_by_construction(vi.name, tuple(shape), dtype, bounds.get(vi.name)))
-    if missing:
-        raise ModelError(_missing_sizes(p, missing))
-    outputs = tuple(o.name for o in model.graph.output)
-    return ModelSpec(name=name or p.stem, onnx_path=p.absolute(), inputs=tuple(inputs), outputs=outputs,
-                     task="regression", tags=frozenset({"user", "onnx"}),
-                     config={"path": str(p.absolute()), "shape": used, "shape_names": sorted(names)},
-                     description=f"user ONNX file {p}")
+    return model
+
+
+@dataclass
+class _AxisSizing:
+    """The sizes of a user ONNX file's input axes as spec_from_onnx gives them, `given` being --shape's: the axis
+    keys ("INPUT:AXIS") and dim names met (`names`), the --shape sizes used (`used`), and every free axis with no
+    size (`missing`: input, axis, its name or "", its ONNX form), named together in one error."""
+
+    p: Path
+    given: dict[str, int]
+    names: set[str] = field(default_factory=set)
+    used: dict[str, int] = field(default_factory=dict)
+    missing: list[tuple[str, int, str, str]] = field(default_factory=list)
+
+    def axis(self, input_name: str, i: int, d: Any) -> int | str:
+        """The size of axis `i` (ONNX dim `d`) of input `input_name`: the model's fixed size, else the --shape
+        given by axis key or dim name, else SEQ or BATCH by its name and place; a free axis none of these sizes
+        is listed as missing (BATCH stands in until the model is refused)."""
+        p, shapes = self.p, self.given
+        axis_key = f"{input_name}:{i}"
+        self.names.add(axis_key)
+        size = free_dim(d)
+        if size == 0:
+            raise ModelError(f"{p}: input {input_name!r} axis {i} is fixed at 0 by the model (an empty tensor); "
+                             f"onnxruntime refuses any other size, and the harness feeds inputs of at least "
+                             f"one element")
+        if size is not None:
+            if axis_key in shapes and shapes[axis_key] != size:
+                raise ModelError(f"{p}: input {input_name!r} axis {i} is fixed at {size} by the "
+                                 f"model; --shape {axis_key}={shapes[axis_key]} contradicts it")
+            return size
+        param = dim_name(d)
+        if param:
+            self.names.add(param)
+        key = axis_key if axis_key in shapes else param if param in shapes else None
+        if key is not None:
+            self.used[key] = int(shapes[key])
+            return int(shapes[key])
+        if _SEQ_NAMES.match(param) and i > 0:
+            return SEQ
+        if _BATCH_NAMES.match(param) or i == 0:
+            return BATCH
+        self.missing.append((input_name, i, param, _free_form(d)))
+        return BATCH  # a placeholder: the model is refused, naming every such axis
 
 
 def is_user_model_ref(text: str) -> bool:
@@ -483,45 +504,14 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
     vocabulary), bool from {0, 1}, floats from a standard normal. Outputs are named by `meta["outputs"]`, else
     by what forward returns: a tensor "output", a tuple "output_0", "output_1", ..., a dict its keys.
     """
-    import torch
-
     module, example, meta = _call_factory(ref)
     seq_dims = dict(meta.get("seq_dims") or {})
     for k, axis in seq_dims.items():
         if k not in example or not isinstance(axis, int) or not 0 < axis < example[k].dim():
             raise ModelError(f"--model {ref}: meta seq_dims {k!r}: {axis!r} is not an axis 1..rank-1 of an "
                              f"example input (inputs: {sorted(example)})")
-    inputs = []
-    for k, t in example.items():
-        dtype = str(t.dtype).removeprefix("torch.")
-        try:
-            import numpy as np
-
-            np.dtype(dtype)
-        except TypeError:
-            raise ModelError(f"--model {ref}: input {k!r} has dtype {dtype}, which numpy feeds cannot "
-                             f"hold; give float32/float16/int64/int32/bool examples") from None
-        low, high = 0, 2
-        if dtype != "bool" and not t.is_floating_point():
-            low, high = int(t.min()), int(t.max()) + 1
-        shape = tuple(BATCH if i == 0 else SEQ if seq_dims.get(k) == i else int(n)
-                      for i, n in enumerate(t.shape))
-        inputs.append(TensorSpec(k, shape, dtype, low, high))
-    outputs = meta.get("outputs")
-    if not outputs:
-        try:
-            with torch.no_grad():
-                raw = module(**example)
-        except Exception as exc:  # noqa: BLE001 - user code
-            raise ModelError(f"--model {ref}: forward(**example_inputs) raised {_one_line(exc)} (traceback in "
-                             f"the case's log)", detail=traceback.format_exc()) from None
-        if isinstance(raw, Mapping):
-            outputs = tuple(raw)
-        elif isinstance(raw, (tuple, list)):
-            outputs = tuple(f"output_{i}" for i in range(len(raw)))
-        else:
-            outputs = ("output",)
-        name_outputs(raw, tuple(outputs))
+    inputs = [_example_input(ref, k, t, seq_dims.get(k)) for k, t in example.items()]
+    outputs = meta.get("outputs") or _forward_output_names(ref, module, example)
     source_module = inspect.getmodule(_load_factory(ref))
     try:
         source = inspect.getsource(source_module) if source_module is not None else ref
@@ -534,3 +524,42 @@ def spec_from_factory(ref: str, name: str | None = None) -> ModelSpec:
                      inputs=tuple(inputs), outputs=tuple(outputs), task=str(meta.get("task", "regression")),
                      config=config, tags=frozenset({"user", "torch"}),
                      description=f"user torch factory {ref}")
+
+
+def _example_input(ref: str, k: str, t: Any, seq_axis: int | None) -> TensorSpec:
+    """How input `k` is fed, from its example tensor `t`: dim 0 the batch, `seq_axis` the sequence, the other
+    sizes as given; integers from the example's [min, max], bool from {0, 1}, floats from a standard normal."""
+    import numpy as np
+
+    dtype = str(t.dtype).removeprefix("torch.")
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        raise ModelError(f"--model {ref}: input {k!r} has dtype {dtype}, which numpy feeds cannot "
+                         f"hold; give float32/float16/int64/int32/bool examples") from None
+    low, high = 0, 2
+    if dtype != "bool" and not t.is_floating_point():
+        low, high = int(t.min()), int(t.max()) + 1
+    shape = tuple(BATCH if i == 0 else SEQ if seq_axis == i else int(n) for i, n in enumerate(t.shape))
+    return TensorSpec(k, shape, dtype, low, high)
+
+
+def _forward_output_names(ref: str, module: Any, example: dict[str, Any]) -> tuple[str, ...]:
+    """The output names of what forward(**example) returns: a dict's keys, "output_0", "output_1", ... for a
+    tuple or list, else "output"; the module is told them (name_outputs)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            raw = module(**example)
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise ModelError(f"--model {ref}: forward(**example_inputs) raised {_one_line(exc)} (traceback in "
+                         f"the case's log)", detail=traceback.format_exc()) from None
+    if isinstance(raw, Mapping):
+        outputs: tuple[str, ...] = tuple(raw)
+    elif isinstance(raw, (tuple, list)):
+        outputs = tuple(f"output_{i}" for i in range(len(raw)))
+    else:
+        outputs = ("output",)
+    name_outputs(raw, outputs)
+    return outputs

@@ -102,41 +102,63 @@ def drift_metrics(name: str, out: np.ndarray, ref: np.ndarray, *, classification
     top1_tol = None if top1_tol is None else float(top1_tol)
     o_flat, r_flat = out_a.reshape(-1), ref_a.reshape(-1)
     absdiff = np.empty(n, dtype=np.float64 if n <= _CHUNK else np.float32)
-    nonfinite = violations = 0
-    ss_ref = ss_diff = ss_out = dot = sum_abs = max_abs = ref_max = 0.0
-    check = atol is not None or rtol is not None
+    sums = _BlockSums(atol, rtol)
     for a in range(0, n, _CHUNK):
-        o = o_flat[a:a + _CHUNK].astype(np.float64)
-        r = r_flat[a:a + _CHUNK].astype(np.float64)
-        nonfinite += int(o.size - np.isfinite(o).sum())
-        d = o - r
-        ad = np.abs(d)
-        ss_ref += float(np.dot(r, r))
-        if r.size:
-            ref_max = max(ref_max, float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 0.0)
-        ss_diff += float(np.dot(d, d))
-        ss_out += float(np.dot(o, o))
-        dot += float(np.dot(o, r))
-        if check:
-            bound = (atol or 0.0) + (rtol or 0.0) * np.abs(r)
-            violations += int(np.count_nonzero(~(ad <= bound)))  # NaN counts as a violation
-        if not nonfinite:
-            sum_abs += float(ad.sum())
-            max_abs = max(max_abs, float(ad.max()))
+        ad = sums.add(o_flat[a:a + _CHUNK].astype(np.float64), r_flat[a:a + _CHUNK].astype(np.float64))
         absdiff[a:a + ad.size] = ad
+    nonfinite, ss_ref, ss_diff = sums.nonfinite, sums.ss_ref, sums.ss_diff
     ref_norm, diff_norm = math.sqrt(ss_ref), math.sqrt(ss_diff)
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
-    denom = math.sqrt(ss_out) * ref_norm
-    cosine = dot / denom if denom > 0 else (1.0 if np.array_equal(o_flat, r_flat) else 0.0)
+    denom = math.sqrt(sums.ss_out) * ref_norm
+    cosine = sums.dot / denom if denom > 0 else (1.0 if np.array_equal(o_flat, r_flat) else 0.0)
     top1 = None
     if classification and out_a.ndim >= 1 and out_a.shape[-1] > 1:
         top1 = _top1_agreement(out_a, ref_a, top1_tol)
     if nonfinite:
         max_abs = mean_abs = p99_abs = rms_abs = math.inf
     else:
-        mean_abs, p99_abs, rms_abs = sum_abs / n, float(np.percentile(absdiff, 99)), math.sqrt(ss_diff / n)
-    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, violations, nonfinite, n, p99_abs,
-                       rms_abs, ref_max, math.sqrt(ss_ref / n))
+        max_abs = sums.max_abs
+        mean_abs, p99_abs, rms_abs = sums.sum_abs / n, float(np.percentile(absdiff, 99)), math.sqrt(ss_diff / n)
+    return OutputDrift(name, max_abs, mean_abs, rel_l2, cosine, top1, sums.violations, nonfinite, n, p99_abs,
+                       rms_abs, sums.ref_max, math.sqrt(ss_ref / n))
+
+
+@dataclass
+class _BlockSums:
+    """The running sums drift_metrics derives its figures from, over blocks of out (o) and ref (r) in float64:
+    non-finite outputs, |o - r| past atol + rtol |r| (counted when either is given), the sums of squares of r,
+    o - r and o, o . r, and (while every output is finite) the sum and max of |o - r|; the max |r|."""
+
+    atol: float | None
+    rtol: float | None
+    nonfinite: int = 0
+    violations: int = 0
+    ss_ref: float = 0.0
+    ss_diff: float = 0.0
+    ss_out: float = 0.0
+    dot: float = 0.0
+    sum_abs: float = 0.0
+    max_abs: float = 0.0
+    ref_max: float = 0.0
+
+    def add(self, o: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """Add one block; its |o - r|."""
+        self.nonfinite += int(o.size - np.isfinite(o).sum())
+        d = o - r
+        ad = np.abs(d)
+        self.ss_ref += float(np.dot(r, r))
+        if r.size:
+            self.ref_max = max(self.ref_max, float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 0.0)
+        self.ss_diff += float(np.dot(d, d))
+        self.ss_out += float(np.dot(o, o))
+        self.dot += float(np.dot(o, r))
+        if self.atol is not None or self.rtol is not None:
+            bound = (self.atol or 0.0) + (self.rtol or 0.0) * np.abs(r)
+            self.violations += int(np.count_nonzero(~(ad <= bound)))  # NaN counts as a violation
+        if not self.nonfinite:
+            self.sum_abs += float(ad.sum())
+            self.max_abs = max(self.max_abs, float(ad.max()))
+        return ad
 
 
 def _top1_agreement(out: np.ndarray, ref: np.ndarray, tol: float | None) -> float:

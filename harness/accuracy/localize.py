@@ -39,20 +39,7 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
     bounds = {"max_rel_l2": tolerance.max_rel_l2, "min_cosine": tolerance.min_cosine}
     fp32 = onnx.load(str(fp32_path))
     lowp = onnx.load(str(lowp_path))
-    counterpart = _counterparts(lowp)
-    fp32_types = _float_tensors(fp32)
-    # (FP32 tensor, its low-precision counterpart, node name, op type) in topological order
-    candidates: list[tuple[str, str, str, str]] = []
-    skipped = 0
-    for i, node in enumerate(_topological(fp32.graph)):
-        for t in node.output:
-            if not t:
-                continue
-            match = counterpart(t, node.op_type)
-            if match is not None and fp32_types.get(t, True):
-                candidates.append((t, match, node.name or f"#{i}", node.op_type))
-            else:
-                skipped += 1
+    candidates, skipped = _candidates(fp32, lowp)
     feed = {k: np.ascontiguousarray(v) for k, v in feed.items()}
     first_bad: list[LocalizationFinding] = []
     checked = 0
@@ -70,12 +57,9 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
                 skipped += 1
                 continue
             checked += 1
-            d = drift_metrics(tensor, b, a)
-            over = d.nonfinite > 0 or bool(relative_verdicts(d, tolerance)[0])
-            if over:
-                first_bad.append(LocalizationFinding(
-                    node=node, op_type=op_type, tensor=tensor, max_abs=_num(d.max_abs), p99_abs=_num(d.p99_abs),
-                    rel_l2=_num(d.rel_l2), cosine=_num(d.cosine), nonfinite=d.nonfinite))
+            finding = _finding(node, op_type, tensor, a, b, tolerance)
+            if finding is not None:
+                first_bad.append(finding)
                 if len(first_bad) >= max_findings:
                     break
         del ref, out
@@ -83,6 +67,37 @@ def localize(fp32_path: str | Path, lowp_path: str | Path, feed: Mapping[str, np
             break
     return LocalizationRecord(trigger=trigger, tolerance=bounds, checked=checked, skipped=skipped,
                               first_bad=first_bad, **({"truncated": truncated} if truncated else {}))
+
+
+def _candidates(fp32: Any, lowp: Any) -> tuple[list[tuple[str, str, str, str]], int]:
+    """(FP32 tensor, its low-precision counterpart, node name, op type) of every node output of the FP32 graph in
+    topological order that has a counterpart and may be a float, and how many outputs have none."""
+    counterpart = _counterparts(lowp)
+    fp32_types = _float_tensors(fp32)
+    candidates: list[tuple[str, str, str, str]] = []
+    skipped = 0
+    for i, node in enumerate(_topological(fp32.graph)):
+        for t in node.output:
+            if not t:
+                continue
+            match = counterpart(t, node.op_type)
+            if match is not None and fp32_types.get(t, True):
+                candidates.append((t, match, node.name or f"#{i}", node.op_type))
+            else:
+                skipped += 1
+    return candidates, skipped
+
+
+def _finding(node: str, op_type: str, tensor: str, a: np.ndarray, b: np.ndarray,
+             tolerance: Tolerance) -> LocalizationFinding | None:
+    """The finding of a tensor whose low-precision value `b` is over `tolerance` against the FP32 one `a` (or
+    holds NaN/Inf); None when within."""
+    d = drift_metrics(tensor, b, a)
+    if d.nonfinite > 0 or bool(relative_verdicts(d, tolerance)[0]):
+        return LocalizationFinding(
+            node=node, op_type=op_type, tensor=tensor, max_abs=_num(d.max_abs), p99_abs=_num(d.p99_abs),
+            rel_l2=_num(d.rel_l2), cosine=_num(d.cosine), nonfinite=d.nonfinite)
+    return None
 
 
 def _counterparts(lowp: Any) -> Any:

@@ -114,25 +114,11 @@ class TrtEngineFromOnnx:
 
     def _build(self, path: Path) -> dict[str, Any]:
         trt = self._trt()
-        entropy = self.flags.int8 and self.flags.int8_source == "entropy"
-        if entropy and not hasattr(trt, "IInt8EntropyCalibrator2"):
-            raise ModelError(f"tensorrt {trt.__version__} has no IInt8EntropyCalibrator2 (removed in TensorRT "
-                             "11): INT8 needs a QDQ model there")
-        if (self.flags.fp16 or self.flags.int8) and not self.flags.strongly_typed \
-                and not hasattr(trt.BuilderFlag, "FP16"):
-            raise ModelError(f"tensorrt {trt.__version__} has no precision builder flags (TensorRT 11): build "
-                             "strongly typed from an FP16 / QDQ ONNX model instead")
+        self._check_precision_support(trt)
         logger = trt.Logger(trt.Logger.WARNING)
         self._logger.append(logger)
         builder = trt.Builder(logger)
-        flags = 0
-        if self.flags.strongly_typed and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
-            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-        network = builder.create_network(flags)
-        parser = trt.OnnxParser(network, logger)
-        if not parser.parse_from_file(str(self.onnx.path)):
-            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-            raise ModelError(f"{self.onnx.path}: TensorRT's ONNX parser refused the model: {errors}")
+        network, _parser = self._parse_network(trt, builder, logger)  # the parser holds weights until the build
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_bytes)
         if hasattr(trt.BuilderFlag, "TF32"):  # on by default: FP32 layers would run in TF32 (see ieee_fp32)
@@ -145,17 +131,7 @@ class TrtEngineFromOnnx:
             config.add_optimization_profile(self._profile(builder, network, ranges))
         calibrator = None
         if self.flags.int8 and self.flags.int8_source == "entropy":
-            feeds = list(self.calibration() if self.calibration is not None else [])
-            if not feeds:
-                raise ModelError(f"{self.label}: INT8 entropy calibration needs calibration feeds; "
-                                 "the model has none")
-            shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(f.items())) for f in feeds}
-            if len(shapes) != 1:
-                raise ModelError(f"{self.label}: calibration feeds must share one shape, got {len(shapes)}")
-            calib_ranges = {k: (tuple(v.shape),) * 3 for k, v in feeds[0].items()}
-            config.set_calibration_profile(self._profile(builder, network, calib_ranges))
-            calibrator = make_entropy_calibrator(trt, self._torch(), feeds, path.with_suffix(".calib"))
-            config.int8_calibrator = calibrator
+            calibrator = self._entropy_calibration(trt, builder, network, config, path)
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:
             raise ModelError(f"{self.onnx.path}: TensorRT could not build an engine with {self.flags.as_dict()} "
@@ -163,6 +139,48 @@ class TrtEngineFromOnnx:
         path.write_bytes(bytes(serialized))
         return {"tensorrt": trt.__version__, "flags": self.flags.as_dict(), "onnx": str(self.onnx.path),
                 "profiles": len(self.profiles), "calibration_batches": getattr(calibrator, "batches", None)}
+
+    def _check_precision_support(self, trt: Any) -> None:
+        """ModelError when this TensorRT cannot build the precision asked for the way the flags ask (TensorRT 11
+        has no entropy calibrator and no precision builder flags)."""
+        entropy = self.flags.int8 and self.flags.int8_source == "entropy"
+        if entropy and not hasattr(trt, "IInt8EntropyCalibrator2"):
+            raise ModelError(f"tensorrt {trt.__version__} has no IInt8EntropyCalibrator2 (removed in TensorRT "
+                             "11): INT8 needs a QDQ model there")
+        if (self.flags.fp16 or self.flags.int8) and not self.flags.strongly_typed \
+                and not hasattr(trt.BuilderFlag, "FP16"):
+            raise ModelError(f"tensorrt {trt.__version__} has no precision builder flags (TensorRT 11): build "
+                             "strongly typed from an FP16 / QDQ ONNX model instead")
+
+    def _parse_network(self, trt: Any, builder: Any, logger: Any) -> tuple[Any, Any]:
+        """The network of the ONNX artifact (strongly typed when the flags ask and TensorRT can) and the parser
+        that filled it; ModelError with the parser's errors when it refuses the model."""
+        flags = 0
+        if self.flags.strongly_typed and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+        network = builder.create_network(flags)
+        parser = trt.OnnxParser(network, logger)
+        if not parser.parse_from_file(str(self.onnx.path)):
+            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+            raise ModelError(f"{self.onnx.path}: TensorRT's ONNX parser refused the model: {errors}")
+        return network, parser
+
+    def _entropy_calibration(self, trt: Any, builder: Any, network: Any, settings: Any, path: Path) -> Any:
+        """INT8 entropy calibration set on `settings` (the builder config): its profile at the feeds' one shape
+        and the calibrator (cache beside `path`), returned; ModelError when the model has no feeds or feeds of
+        several shapes."""
+        feeds = list(self.calibration() if self.calibration is not None else [])
+        if not feeds:
+            raise ModelError(f"{self.label}: INT8 entropy calibration needs calibration feeds; "
+                             "the model has none")
+        shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(f.items())) for f in feeds}
+        if len(shapes) != 1:
+            raise ModelError(f"{self.label}: calibration feeds must share one shape, got {len(shapes)}")
+        calib_ranges = {k: (tuple(v.shape),) * 3 for k, v in feeds[0].items()}
+        settings.set_calibration_profile(self._profile(builder, network, calib_ranges))
+        calibrator = make_entropy_calibrator(trt, self._torch(), feeds, path.with_suffix(".calib"))
+        settings.int8_calibrator = calibrator
+        return calibrator
 
     @staticmethod
     def _profile(builder: Any, network: Any, ranges: Mapping[str, tuple[Shape, Shape, Shape]]) -> Any:

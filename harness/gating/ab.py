@@ -44,27 +44,7 @@ def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: fl
     tell: a wide interval is never called a pass)."""
     whole, clean = _pairs(blocks)
     if len(clean) < max(MIN_PAIRS, math.ceil(len(whole) / 2)):
-        causes = sorted({str((b.contention or {}).get("cause") or "") for p in whole.values() for b in p.values()
-                         if _contended(b)} - {""})
-        contended = len(clean) < len(whole)
-        why = (f"contended: {len(whole) - len(clean)} of {len(whole)} pairs had a block whose threads waited for "
-               f"a CPU" + (f" ({causes[0]})" if causes else "")) if contended else \
-            f"{len(whole)} pairs measured; at least {MIN_PAIRS} are needed"
-        everything, how = all_pairs_ratio(whole, confidence)
-        if everything is None:
-            return AbVerdict(Verdict.INCONCLUSIVE, why, None, len(clean), CONTENDED if contended else TOO_FEW_PAIRS)
-        text = (f"over all {len(whole)} pairs, contended ones included: B/A {everything.ratio:.4f} "
-                f"[{everything.low:.4f}, {everything.high:.4f}] ({confidence:.0%} interval{how})")
-        loaded = judge_under_load(everything, min_effect, widen) if contended and under_load else None
-        if loaded is not None:
-            verdict, note = loaded
-            return AbVerdict(verdict, f"judged under load: {text}; {note}", everything, len(whole), under_load=True)
-        w = UNDER_LOAD_WIDEN if widen is None else widen
-        tail = (f": not judged (its interval, widened by {w:.1%} for contention, lies neither entirely beyond "
-                f"{min_effect:.0%} either way nor {_inside(min_effect)})") if contended and under_load else \
-            ": not judged"
-        return AbVerdict(Verdict.INCONCLUSIVE, f"{why}; {text}{tail}", everything, len(clean),
-                         CONTENDED if contended else TOO_FEW_PAIRS)
+        return _few_clean_pairs(whole, clean, min_effect, confidence, under_load, widen)
     order = sorted(clean)
     groups = activation_log_ratios(clean)
     p_differ = activations_differ(groups)
@@ -121,6 +101,36 @@ PASS_UNDER_LOAD_MAX = 0.50
 
 def _inside(min_effect: float) -> str:
     return f"entirely inside 1 +- {min_effect:.0%}"
+
+
+Pairs = dict[int, dict[str, AbBlock]]  # pair index -> {"a": block, "b": block}
+
+
+def _few_clean_pairs(whole: Pairs, clean: Pairs, min_effect: float, confidence: float, under_load: bool,
+                     widen: float | None) -> AbVerdict:
+    """judge_ab's answer when too few pairs are clean (contention, or too few pairs measured): inconclusive with
+    the estimate over every pair shown, unless that estimate decides under load (judge_under_load)."""
+    causes = sorted({str((b.contention or {}).get("cause") or "") for p in whole.values() for b in p.values()
+                     if _contended(b)} - {""})
+    contended = len(clean) < len(whole)
+    why = (f"contended: {len(whole) - len(clean)} of {len(whole)} pairs had a block whose threads waited for "
+           f"a CPU" + (f" ({causes[0]})" if causes else "")) if contended else \
+        f"{len(whole)} pairs measured; at least {MIN_PAIRS} are needed"
+    everything, how = all_pairs_ratio(whole, confidence)
+    if everything is None:
+        return AbVerdict(Verdict.INCONCLUSIVE, why, None, len(clean), CONTENDED if contended else TOO_FEW_PAIRS)
+    text = (f"over all {len(whole)} pairs, contended ones included: B/A {everything.ratio:.4f} "
+            f"[{everything.low:.4f}, {everything.high:.4f}] ({confidence:.0%} interval{how})")
+    loaded = judge_under_load(everything, min_effect, widen) if contended and under_load else None
+    if loaded is not None:
+        verdict, note = loaded
+        return AbVerdict(verdict, f"judged under load: {text}; {note}", everything, len(whole), under_load=True)
+    w = UNDER_LOAD_WIDEN if widen is None else widen
+    tail = (f": not judged (its interval, widened by {w:.1%} for contention, lies neither entirely beyond "
+            f"{min_effect:.0%} either way nor {_inside(min_effect)})") if contended and under_load else \
+        ": not judged"
+    return AbVerdict(Verdict.INCONCLUSIVE, f"{why}; {text}{tail}", everything, len(clean),
+                     CONTENDED if contended else TOO_FEW_PAIRS)
 
 
 def all_pairs_ratio(whole: dict[int, dict[str, AbBlock]], confidence: float) -> tuple[PairedRatio | None, str]:

@@ -121,17 +121,12 @@ def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks,
     if not c_blocks or not all(base_runs):
         raise ValueError("compare_samples needs samples on both sides")
     rng = np.random.default_rng(seed)
-    per_run = [_best_block_bootstrap(blocks, gate.quantile, resamples, rng) for blocks in base_runs]
-    stats = np.maximum([p[0] for p in per_run], 1.0)
-    b_stat = float(np.median(stats))
-    b_boot = np.median(np.vstack([p[1] for p in per_run]), axis=0) if len(per_run) > 1 else per_run[0][1]
-    b_size = base_runs[-1][per_run[-1][2]].size
+    b_stat, b_boot, b_size, measured_sigma = _baseline_statistic(base_runs, gate.quantile, resamples, rng)
     c_stat, c_boot, c_best = _best_block_bootstrap(c_blocks, gate.quantile, resamples, rng)
     # a sample of 0 ns (a clock too coarse for the call) counts as 1 ns: ratios stay finite
     c_stat = max(c_stat, 1.0)
     b_boot, c_boot = np.maximum(b_boot, 1.0), np.maximum(c_boot, 1.0)
     k = len(base_runs)
-    measured_sigma = float(np.std(np.log(stats), ddof=1)) if k > 1 else 0.0
     sigma = max(run_sigma, measured_sigma)
     log_ratios = np.log(c_boot) - np.log(b_boot)
     if sigma > 0:
@@ -139,36 +134,54 @@ def compare_samples(baseline_ns: Samples | Blocks, current_ns: Samples | Blocks,
     ratios = np.exp(log_ratios)
     ratio = c_stat / b_stat
     lo, hi = (float(v) for v in np.quantile(ratios, [1.0 - confidence, confidence]))
-    t = gate.threshold
-    worse_bar, better_bar = 1.0 + t / 2.0, 1.0 / (1.0 + t / 2.0)
-    p_worse = float(np.mean(ratios <= worse_bar))  # small: strong evidence of a slowdown past 1 + T/2
-    p_better = float(np.mean(ratios >= better_bar))
-    few = _few_samples_note(gate, b_size, c_blocks[c_best].size)
-    pct = speed_text(ratio)  # "+12.3%" under 2x either way, "7.5x faster" / "3.1x slower" beyond
     name = gate.statistic
     if len(base_runs[-1]) > 1 or len(c_blocks) > 1:
         name += f" (best of {len(base_runs[-1])}/{len(c_blocks)} blocks)"
     if k > 1:
         name += f" vs the median of {k} baseline runs (their spread: sigma {measured_sigma:.3f})"
-    unquoted = _too_few_for_gate(gate, b_size, c_blocks[c_best].size)
-    if unquoted:  # a percentile the report calls n/a is not judged either way
-        v, why, p = Verdict.INCONCLUSIVE, f"inconclusive (too few samples): {name} {pct}: {unquoted}", p_worse
-    elif ratio > 1.0 + t:
-        if lo > worse_bar:
-            v, why, p = Verdict.REGRESSED, f"{name} {pct}: over {t:.0%}, lower bound {lo:.3f} > {worse_bar:.3f}", \
-                p_worse
-        else:
-            v, why, p = Verdict.NOISE, f"{name} {pct} over {t:.0%} but not significant: lower bound " \
-                                       f"{lo:.3f} <= {worse_bar:.3f}{few}", p_worse
-    elif ratio < 1.0 / (1.0 + t):
-        if hi < better_bar:
-            v, why, p = Verdict.IMPROVED, f"{name} {pct}: upper bound {hi:.3f} < {better_bar:.3f}", p_better
-        else:
-            v, why, p = Verdict.NOISE, f"{name} {pct} better but not significant: upper bound " \
-                                       f"{hi:.3f} >= {better_bar:.3f}{few}", p_better
-    else:
-        v, why, p = Verdict.PASS, f"{name} {pct} within {t:.0%}", p_worse
+    v, why, p = _verdict(gate, name, ratio, ratios, (lo, hi), (b_size, c_blocks[c_best].size))
     return SampleComparison(v, b_stat / 1e6, c_stat / 1e6, ratio, lo, hi, p, why, sigma)
+
+
+def _baseline_statistic(base_runs: list[list[np.ndarray]], q: float, resamples: int, rng: np.random.Generator
+                        ) -> tuple[float, np.ndarray, int, float]:
+    """The baseline's q-quantile over its runs (oldest first; each run's least-disturbed block, the median over the
+    runs, at least 1 ns), its bootstrap replicates, the size of the newest run's block it was read in, and the
+    spread between the runs (sd of the log of each run's statistic; 0.0 for one run)."""
+    per_run = [_best_block_bootstrap(blocks, q, resamples, rng) for blocks in base_runs]
+    stats = np.maximum([p[0] for p in per_run], 1.0)
+    b_boot = np.median(np.vstack([p[1] for p in per_run]), axis=0) if len(per_run) > 1 else per_run[0][1]
+    spread = float(np.std(np.log(stats), ddof=1)) if len(base_runs) > 1 else 0.0
+    return float(np.median(stats)), b_boot, base_runs[-1][per_run[-1][2]].size, spread
+
+
+def _verdict(gate: Gate, name: str, ratio: float, ratios: np.ndarray, bounds: tuple[float, float],
+             sizes: tuple[int, int]) -> tuple[Verdict, str, float]:
+    """The verdict of the point `ratio` (current / baseline statistic `name`) with its reason and p-value: past
+    the gate's threshold T either way, significant when the bound on that side clears 1 + T/2 (or 1 / (1 + T/2));
+    not judged when a block of `sizes` (baseline, current) has too few samples for the gate's percentile."""
+    lo, hi = bounds
+    t = gate.threshold
+    worse_bar, better_bar = 1.0 + t / 2.0, 1.0 / (1.0 + t / 2.0)
+    p_worse = float(np.mean(ratios <= worse_bar))  # small: strong evidence of a slowdown past 1 + T/2
+    p_better = float(np.mean(ratios >= better_bar))
+    few = _few_samples_note(gate, *sizes)
+    pct = speed_text(ratio)  # "+12.3%" under 2x either way, "7.5x faster" / "3.1x slower" beyond
+    unquoted = _too_few_for_gate(gate, *sizes)
+    if unquoted:  # a percentile the report calls n/a is not judged either way
+        return Verdict.INCONCLUSIVE, f"inconclusive (too few samples): {name} {pct}: {unquoted}", p_worse
+    if ratio > 1.0 + t:
+        if lo > worse_bar:
+            return Verdict.REGRESSED, f"{name} {pct}: over {t:.0%}, lower bound {lo:.3f} > {worse_bar:.3f}", \
+                p_worse
+        return Verdict.NOISE, f"{name} {pct} over {t:.0%} but not significant: lower bound " \
+                              f"{lo:.3f} <= {worse_bar:.3f}{few}", p_worse
+    if ratio < 1.0 / (1.0 + t):
+        if hi < better_bar:
+            return Verdict.IMPROVED, f"{name} {pct}: upper bound {hi:.3f} < {better_bar:.3f}", p_better
+        return Verdict.NOISE, f"{name} {pct} better but not significant: upper bound " \
+                              f"{hi:.3f} >= {better_bar:.3f}{few}", p_better
+    return Verdict.PASS, f"{name} {pct} within {t:.0%}", p_worse
 
 
 DISTURBED_SIGMA = 0.05  # block medians spread wider than this: the reason says interference hit some blocks
@@ -391,33 +404,13 @@ def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResult
     judged (contended, too few samples, a changed model fingerprint, another machine) makes the exit status 3
     unless `allow_unjudged`."""
     gates = gates or GateConfig()
-    notes: list[str] = []
     runs = [baseline] if isinstance(baseline, RunResults) else list(baseline)
     if not runs:
         raise ValueError("compare_runs needs at least one baseline run")
     baseline = runs[-1]
-    history: dict[CaseId, list[CaseResult]] = {}
-    for old in runs[:-1]:
-        differ = machine_differences(old.environment, baseline.environment)
-        if differ:
-            notes.append(f"baseline run {old.run_id} left out: a different machine from the newest baseline run "
-                         f"({'; '.join(differ)})")
-            continue
-        for r in old.cases:
-            if r.measured:
-                history.setdefault(r.case, []).append(r)
-    if len(runs) > 1:
-        notes.append(f"baseline of {len(runs)} runs ({', '.join(r.run_id for r in runs)}): latency compared with "
-                     "the median of their statistics, their spread measured per case")
-    machine = machine_differences(baseline.environment, current.environment)
-    libs = library_differences(baseline.environment, current.environment)
-    run_reason = ""
-    if machine:
-        run_reason = "different machine: " + "; ".join(machine)
-    elif libs and gates.strict_libraries:
-        run_reason = "different library versions (strict_libraries): " + "; ".join(libs)
-    elif libs:
-        notes.append("library versions differ (compared anyway): " + "; ".join(libs))
+    history, notes = _baseline_history(runs)
+    run_reason, env_notes = _environment_reason(baseline, current, gates)
+    notes += env_notes
     if not baseline.complete:
         notes.append("the baseline run is incomplete: cases it lacks are new")
     if not current.complete:
@@ -440,6 +433,39 @@ def compare_runs(baseline: RunResults | Sequence[RunResults], current: RunResult
         b, c = base.get(key), cur.get(key)
         records.extend(_case_records(key, b, c, gates, run_reason, history.get(key, [])))
     return Comparison(records, baseline_label, current_label, gates, notes, allow_unjudged=allow_unjudged)
+
+
+def _baseline_history(runs: Sequence[RunResults]) -> tuple[dict[CaseId, list[CaseResult]], list[str]]:
+    """The measured cases of the older runs of a multi-run baseline (oldest first; the newest run is the
+    baseline itself) by case, those from another machine than the newest left out, and the notes saying so."""
+    baseline = runs[-1]
+    notes: list[str] = []
+    history: dict[CaseId, list[CaseResult]] = {}
+    for old in runs[:-1]:
+        differ = machine_differences(old.environment, baseline.environment)
+        if differ:
+            notes.append(f"baseline run {old.run_id} left out: a different machine from the newest baseline run "
+                         f"({'; '.join(differ)})")
+            continue
+        for r in old.cases:
+            if r.measured:
+                history.setdefault(r.case, []).append(r)
+    if len(runs) > 1:
+        notes.append(f"baseline of {len(runs)} runs ({', '.join(r.run_id for r in runs)}): latency compared with "
+                     "the median of their statistics, their spread measured per case")
+    return history, notes
+
+
+def _environment_reason(baseline: RunResults, current: RunResults, gates: GateConfig) -> tuple[str, list[str]]:
+    """Why no measured case of the two runs can be judged ("" when they can: same machine, and the same
+    libraries where the gates are strict about them), and the notes on what differs but is compared anyway."""
+    machine = machine_differences(baseline.environment, current.environment)
+    libs = library_differences(baseline.environment, current.environment)
+    if machine:
+        return "different machine: " + "; ".join(machine), []
+    if libs and gates.strict_libraries:
+        return "different library versions (strict_libraries): " + "; ".join(libs), []
+    return "", ["library versions differ (compared anyway): " + "; ".join(libs)] if libs else []
 
 
 def contended_runs(b: CaseResult, c: CaseResult) -> str:
@@ -495,6 +521,20 @@ def compare_case(baseline: CaseResult, current: CaseResult, gates: GateConfig) -
 
 def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates: GateConfig,
                   run_reason: str, older: Sequence[CaseResult] = ()) -> list[VerdictRecord]:
+    settled = _state_records(key, b, c, gates, run_reason)
+    if settled is not None:
+        return settled
+    assert b is not None and c is not None
+    out = _latency_records(key, b, c, gates, older)
+    if gates.drift:
+        out.append(_drift_record(b, c))
+    return out
+
+
+def _state_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates: GateConfig,
+                   run_reason: str) -> list[VerdictRecord] | None:
+    """The rows of a case its states decide (absent from a run, conformance, another machine, broke, fixed, new,
+    a changed case); None when both runs measured it comparably and its latency is to be judged."""
     def one(verdict: Verdict, reason: str) -> list[VerdictRecord]:
         return [VerdictRecord(key, "case", verdict, reason=reason)]
 
@@ -530,6 +570,14 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         if "model fingerprint" in mismatch:  # both models' figures and their ratio, not judged
             return _unjudged_figures(key, b, c, gates, mismatch, MODEL_CHANGED)
         return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=mismatch)]
+    return None
+
+
+def _latency_records(key: CaseId, b: CaseResult, c: CaseResult, gates: GateConfig,
+                     older: Sequence[CaseResult]) -> list[VerdictRecord]:
+    """One row per latency gate of the case's model, judged on both runs' blocks (and the comparable `older`
+    baseline runs'), with what the reader should know beside the verdict: noise, blocks that differ or
+    disagree, contention, an assumed run-to-run spread."""
     out = []
     noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
     run_sigma = gates.sigma_for(key.id)
@@ -557,6 +605,4 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
         out.append(VerdictRecord(key, metric.key, s.verdict, s.baseline, s.current, s.ratio, s.ci_low,
                                  s.ci_high, s.p_value, gate.threshold, metric.unit, reason, timing=True,
                                  unjudged=cause))
-    if gates.drift:
-        out.append(_drift_record(b, c))
     return out

@@ -237,17 +237,7 @@ def place_fleet(nodes: Sequence[NodeRun], cases: Sequence[CaseId], *, within_pct
 
 def _row(case: CaseId, fig: FleetFigure, hw: str, results: Mapping[str, CaseResult | None], within: float,
          alpha: float, placements: dict[str, list[tuple[str, str]]]) -> FleetRow:
-    per: dict[str, tuple[list[float], bool]] = {}
-    figs: list[NodeFigure] = []
-    for label, r in results.items():
-        vals, contended = block_values(r, fig) if r is not None and r.measured else ([], False)
-        if vals:
-            per[label] = (vals, contended)
-        figs.append(NodeFigure(label, float(np.median(vals)) if vals else None,
-                               min(vals) if vals else None, max(vals) if vals else None, len(vals),
-                               contended=contended,
-                               basis="" if vals else ("not measured: " + (r.status if r is not None else
-                                                                          "case not in the node's results"))))
+    per, figs = _node_figures(results, fig)
     blocks = min((len(v) for v, _ in per.values()), default=0)
     row = FleetRow(case.id, fig.key, fig.unit, hw, None, None, None, None, max(0, len(per) - 1), figs)
     if len(per) - 1 < MIN_PEERS or blocks < 2:
@@ -275,30 +265,55 @@ def _row(case: CaseId, fig: FleetFigure, hw: str, results: Mapping[str, CaseResu
             sds.append(abs((node_log - peers_log) / z))
         f = by_label[lb]
         f.z, f.deviation_pct = z, dev
-        far = abs(dev) > within
-        beyond = abs(z) > k
         basis = (f"{dev:+.1f}% from the median of {len(labels) - 1} peers, z {z:+.1f} against the critical "
                  f"{k:.1f} (false-flag rate {alpha:.2g} per test), {blocks} blocks per node; within {within:g}%")
-        if far and beyond and dev > 0:
-            if f.contended:
-                f.placement, f.basis = NOT_JUDGED, f"slow but contended: not judged ({basis})"
-                placements[lb].append((NOT_JUDGED, f"{case.id} {fig.label}: {f.basis}"))
-            else:
-                f.placement, f.basis = SLOW, basis
-                placements[lb].append((SLOW, f"{case.id} {fig.label}: slow, {basis}"))
-        elif far and beyond:
-            f.placement, f.basis = FAST, basis
-            placements[lb].append((FAST, f"{case.id} {fig.label}: fast (suspicious: check its outputs and "
-                                         f"audits), {basis}"))
-        else:
-            f.placement = OK
-            f.basis = basis + ("" if not (far or beyond) else
-                               ": beyond the critical z but within the band" if beyond else
-                               f": {abs(dev):.1f}% but not beyond the peers' spread")
+        _place(f, placements[lb], f"{case.id} {fig.label}", basis, within, k)
     if sds:
         sd = float(np.median(sds))
         row.band_low, row.band_high = math.exp(centre_all - k * sd), math.exp(centre_all + k * sd)
     return row
+
+
+def _node_figures(results: Mapping[str, CaseResult | None], fig: FleetFigure
+                  ) -> tuple[dict[str, tuple[list[float], bool]], list[NodeFigure]]:
+    """Each node's block values of `fig` and whether contended, for the nodes that measured the case, and every
+    node's figure (its median, min and max; why not measured)."""
+    per: dict[str, tuple[list[float], bool]] = {}
+    figs: list[NodeFigure] = []
+    for label, r in results.items():
+        vals, contended = block_values(r, fig) if r is not None and r.measured else ([], False)
+        if vals:
+            per[label] = (vals, contended)
+        figs.append(NodeFigure(label, float(np.median(vals)) if vals else None,
+                               min(vals) if vals else None, max(vals) if vals else None, len(vals),
+                               contended=contended,
+                               basis="" if vals else ("not measured: " + (r.status if r is not None else
+                                                                          "case not in the node's results"))))
+    return per, figs
+
+
+def _place(f: NodeFigure, found: list[tuple[str, str]], what: str, basis: str, within: float, k: float) -> None:
+    """Place a node's figure of `what` (case and figure), its deviation and z set: slow or fast when it is both
+    past the band (`within`, percent) and past the critical z `k`, a slow contended one not judged, else OK; a
+    placement other than OK is added to the node's `found`."""
+    dev, z = f.deviation_pct, f.z
+    assert dev is not None and z is not None
+    far, beyond = abs(dev) > within, abs(z) > k
+    if far and beyond and dev > 0:
+        if f.contended:
+            f.placement, f.basis = NOT_JUDGED, f"slow but contended: not judged ({basis})"
+            found.append((NOT_JUDGED, f"{what}: {f.basis}"))
+        else:
+            f.placement, f.basis = SLOW, basis
+            found.append((SLOW, f"{what}: slow, {basis}"))
+    elif far and beyond:
+        f.placement, f.basis = FAST, basis
+        found.append((FAST, f"{what}: fast (suspicious: check its outputs and audits), {basis}"))
+    else:
+        f.placement = OK
+        f.basis = basis + ("" if not (far or beyond) else
+                           ": beyond the critical z but within the band" if beyond else
+                           f": {abs(dev):.1f}% but not beyond the peers' spread")
 
 
 def _noisy(case: CaseId, results: Mapping[str, CaseResult | None],

@@ -145,14 +145,7 @@ def verify(cert_path: Path, rejudge: Any) -> list[tuple[bool | None, str]]:
     if not isinstance(stored, dict) or "fields" not in stored:
         return [(False, "no seal: this certificate cannot be verified (written before --verify existed, or the seal "
                         "was removed)")]
-    now = seal(doc)
-    if now["sha256"] == stored.get("sha256"):
-        out.append((True, f"seal: sha256 {now['sha256'][:16]}... matches every field"))
-    else:
-        edited = sorted(p for p in set(now["fields"]) | set(stored["fields"])
-                        if now["fields"].get(p) != stored["fields"].get(p))
-        out.append((False, f"seal broken: edited field{'s' if len(edited) > 1 else ''} "
-                           + ", ".join(edited[:8]) + (f" and {len(edited) - 8} more" if len(edited) > 8 else "")))
+    out.append(_seal_check(doc, stored))
     prov = doc.get("provenance") or {}
     spec_text = prov.get("spec_text")
     if spec_text is not None:
@@ -170,6 +163,24 @@ def verify(cert_path: Path, rejudge: Any) -> list[tuple[bool | None, str]]:
                                                                              f"certificate's")))
         if ok and spec_text is not None:
             out += _rejudged(doc, rejudge(spec_text, results))
+    return out + _stored_file_checks(prov)
+
+
+def _seal_check(doc: Mapping[str, Any], stored: Mapping[str, Any]) -> tuple[bool, str]:
+    """The certificate's seal recomputed against the `stored` one: matching, or broken with the fields edited."""
+    now = seal(doc)
+    if now["sha256"] == stored.get("sha256"):
+        return True, f"seal: sha256 {now['sha256'][:16]}... matches every field"
+    edited = sorted(p for p in set(now["fields"]) | set(stored["fields"])
+                    if now["fields"].get(p) != stored["fields"].get(p))
+    return False, (f"seal broken: edited field{'s' if len(edited) > 1 else ''} "
+                   + ", ".join(edited[:8]) + (f" and {len(edited) - 8} more" if len(edited) > 8 else ""))
+
+
+def _stored_file_checks(prov: Mapping[str, Any]) -> list[tuple[bool | None, str]]:
+    """The artifacts and the golden store (its index and each case's outputs) the provenance names, by their
+    hashes; None for a file absent here."""
+    out: list[tuple[bool | None, str]] = []
     for case, a in (prov.get("artifacts") or {}).items():
         have = _sha(Path(a["path"]))
         out.append((None if have is None or a.get("sha256") is None else have == a["sha256"],

@@ -151,8 +151,6 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
     """Parse and check a qualification spec; SpecError naming the file and the problem. `case_id(model, runtime,
     precision, batch, seq)`: the caller's case rule, `harness run`'s (harness.execution.qualify_run.spec_case):
     e.g. fp16 on torch-cpu is its bf16 case; UsageError for an unknown runtime."""
-    from harness.model import get_model
-
     path = Path(path)
     doc = _toml(path)
     where = str(path)
@@ -161,15 +159,7 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
     description = doc.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise SpecError(f"{where}: name and description must be strings")
-    measure = doc.get("measure", {})
-    if not isinstance(measure, dict):
-        raise SpecError(f"{where}: [measure] must be a table")
-    if measure and not _MEASURE_PARSER:
-        raise HarnessError(f"{where}: no parser of [measure] tables installed (import harness.options first)")
-    try:
-        settings = _MEASURE_PARSER[0](f"{where}: [measure]", measure) if measure else {}
-    except UsageError as exc:
-        raise SpecError(str(exc)) from None
+    settings = _measure_settings(where, doc.get("measure", {}))
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
@@ -182,31 +172,7 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
     seen: set[CaseId] = set()
     for i, rc in enumerate(raw_cases, 1):
         cw = f"{where}: case {i}"
-        if not isinstance(rc, dict):
-            raise SpecError(f"{cw}: must be a table")
-        _unknown(cw, rc, _CASE_KEYS)
-        for key in ("model", "runtime", "batch"):
-            if key not in rc:
-                raise SpecError(f"{cw}: missing key {key!r}")
-        try:
-            spec = get_model(str(rc["model"]))
-            runtime = str(rc["runtime"])
-            precision = Precision.parse(str(rc.get("precision", "fp32")))
-        except (UsageError, ValueError) as exc:
-            raise SpecError(f"{cw}: {exc}") from None
-        batch = int(_number(cw, "batch", rc["batch"], integer=True, minimum=1))
-        if spec.batch_refusal(batch):
-            raise SpecError(f"{cw}: {spec.batch_refusal(batch)}")
-        seq = rc.get("seq")
-        if spec.has_seq and seq is None:
-            raise SpecError(f"{cw}: model {spec.name!r} has a sequence axis: give seq = N")
-        if not spec.has_seq and seq is not None:
-            raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
-        seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
-        try:
-            case = case_id(spec.name, runtime, precision, batch, seq)
-        except (UsageError, ValueError) as exc:
-            raise SpecError(f"{cw}: {exc}") from None
+        case = _spec_case(cw, rc, case_id)
         if case in seen:
             raise SpecError(f"{cw}: {case.id} is listed twice")
         seen.add(case)
@@ -216,6 +182,51 @@ def load_spec(path: str | Path, case_id: Callable[[str, str, Precision, int, int
         cases.append(SpecCase(case, require))
     return QualifySpec(path, name, description, settings, tuple(cases),
                        hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def _measure_settings(where: str, measure: Any) -> dict[str, Any]:
+    """The [measure] table as run settings, parsed by the option groups' parser (installed by harness.options);
+    {} for none."""
+    if not isinstance(measure, dict):
+        raise SpecError(f"{where}: [measure] must be a table")
+    if measure and not _MEASURE_PARSER:
+        raise HarnessError(f"{where}: no parser of [measure] tables installed (import harness.options first)")
+    try:
+        return _MEASURE_PARSER[0](f"{where}: [measure]", measure) if measure else {}
+    except UsageError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _spec_case(cw: str, rc: Any, case_id: Callable[[str, str, Precision, int, int | None], CaseId]) -> CaseId:
+    """The case of one [[case]] table (`cw` names it in errors): its model, runtime, precision, batch and seq
+    checked against the model, made a case by the caller's rule."""
+    from harness.model import get_model
+
+    if not isinstance(rc, dict):
+        raise SpecError(f"{cw}: must be a table")
+    _unknown(cw, rc, _CASE_KEYS)
+    for key in ("model", "runtime", "batch"):
+        if key not in rc:
+            raise SpecError(f"{cw}: missing key {key!r}")
+    try:
+        spec = get_model(str(rc["model"]))
+        runtime = str(rc["runtime"])
+        precision = Precision.parse(str(rc.get("precision", "fp32")))
+    except (UsageError, ValueError) as exc:
+        raise SpecError(f"{cw}: {exc}") from None
+    batch = int(_number(cw, "batch", rc["batch"], integer=True, minimum=1))
+    if spec.batch_refusal(batch):
+        raise SpecError(f"{cw}: {spec.batch_refusal(batch)}")
+    seq = rc.get("seq")
+    if spec.has_seq and seq is None:
+        raise SpecError(f"{cw}: model {spec.name!r} has a sequence axis: give seq = N")
+    if not spec.has_seq and seq is not None:
+        raise SpecError(f"{cw}: model {spec.name!r} has no sequence axis: remove seq")
+    seq = None if seq is None else int(_number(cw, "seq", seq, integer=True, minimum=1))
+    try:
+        return case_id(spec.name, runtime, precision, batch, seq)
+    except (UsageError, ValueError) as exc:
+        raise SpecError(f"{cw}: {exc}") from None
 
 
 # ------------------------------------------------------------------ judging

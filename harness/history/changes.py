@@ -724,22 +724,13 @@ def spread_changes(values: Sequence[float], level: Sequence[ChangePoint] = (), *
     (the noise model says the runs are autocorrelated or wander, `fit_noise`): the residuals are the successive
     differences instead (the step across each level change point left out), whose spread the wander does not
     move; their sigmas are reported divided by sqrt 2."""
-    from scipy.stats import levene
-
     x = np.asarray([float(v) for v in values], dtype=np.float64)
     if x.size < 2 * min_size or not np.all(np.isfinite(x)):
         return []
     med = float(np.median(x))
     if med <= 0:
         return []
-    y = x / med
-    edges = [0, *sorted(c.index for c in level), x.size]
-    if dependent:
-        r = np.concatenate([np.diff(y[a:b]) for a, b in pairwise(edges) if b - a > 1]) / math.sqrt(2)
-        shift = x.size - r.size  # a cut at residual j is run j + shift (about: one difference per level segment)
-    else:
-        r = np.concatenate([y[a:b] - np.median(y[a:b]) for a, b in pairwise(edges) if b > a])
-        shift = 0
+    r, shift = _spread_residuals(x / med, level, dependent)
     if r.size < 2 * min_size:
         return []
     robust = max(MAD_TO_SIGMA * float(np.median(np.abs(r))), NOISE_FLOOR)
@@ -750,12 +741,8 @@ def spread_changes(values: Sequence[float], level: Sequence[ChangePoint] = (), *
         found: list[ChangePoint] = []
         worst: tuple[float, int] | None = None
         for i, cut in enumerate(cuts):
-            a, b = r[bounds[i]:cut], r[cut:bounds[i + 2]]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                p = float(levene(a, b, center="median").pvalue)
-            p = 1.0 if math.isnan(p) else p
-            cp = ChangePoint(cut + shift, float(a.std(ddof=1)) * med, float(b.std(ddof=1)) * med, p, "spread")
+            cp = _spread_cut(r[bounds[i]:cut], r[cut:bounds[i + 2]], cut + shift, med)
+            p = cp.pvalue
             if (p > max_pvalue or abs(cp.change) < min_magnitude) and (worst is None or p > worst[0]):
                 worst = (p, cut)
             found.append(cp)
@@ -763,6 +750,29 @@ def spread_changes(values: Sequence[float], level: Sequence[ChangePoint] = (), *
             return found
         cuts.remove(worst[1])
     return []
+
+
+def _spread_residuals(y: np.ndarray, level: Sequence[ChangePoint], dependent: bool) -> tuple[np.ndarray, int]:
+    """The residuals of the scaled series `y` whose spread is searched, and the run of residual 0: around the
+    medians of the level's segments (cut at `level`), or (`dependent`) the successive differences within each
+    segment, divided by sqrt 2."""
+    edges = [0, *sorted(c.index for c in level), y.size]
+    if dependent:
+        r = np.concatenate([np.diff(y[a:b]) for a, b in pairwise(edges) if b - a > 1]) / math.sqrt(2)
+        return r, y.size - r.size  # a cut at residual j is run j + shift (about: one difference per level segment)
+    return np.concatenate([y[a:b] - np.median(y[a:b]) for a, b in pairwise(edges) if b > a]), 0
+
+
+def _spread_cut(a: np.ndarray, b: np.ndarray, run: int, med: float) -> ChangePoint:
+    """The spread change point at `run` between the residuals `a` before and `b` after: their standard
+    deviations (times the series' median `med`) and Brown-Forsythe's p-value (1.0 where undefined)."""
+    from scipy.stats import levene
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(levene(a, b, center="median").pvalue)
+    p = 1.0 if math.isnan(p) else p
+    return ChangePoint(run, float(a.std(ddof=1)) * med, float(b.std(ddof=1)) * med, p, "spread")
 
 
 def _dependent_step(nm: NoiseModel, n1: int, n2: int, z: float, z_power: float) -> float:

@@ -88,6 +88,27 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
     raw = {**{d: text for d, text in defaults.items() if raw.get(d) in (None, False)},
            **{k: v for k, v in raw.items() if k in present and v not in (None, False)}}
     quick = bool(raw.get("quick"))
+    values, timing = _field_values(present, raw, quick)
+    models, user_paths, shapes = models_option(raw, quick, chosen) if "models" in present else ((), (), ())
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / f"{out_prefix}{run_id}"
+    check_out_dir(out_dir)
+    values.setdefault("case_memory_gb", default_case_memory_gb())
+    check_settle(values)
+    axis = chosen.sequence_field
+    axis_given = any(raw.get(o.dest) for o in present.values() if o.field == axis)
+    values.update(input_options(values, models, (axis, axis_given)))
+    if "gate" in present:
+        values.update(gating_options(raw))
+    return RunConfig.build(chosen.name, models=models, runtimes=runtimes_option(raw, quick, chosen), out_dir=out_dir,
+                           run_id=run_id, timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
+                           **values)
+
+
+def _field_values(present: Mapping[str, OptionDef], raw: Mapping[str, Any],
+                  quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The given options (with --quick, an option's quick text where it was not given) parsed into RunConfig
+    fields, and into TimingPolicy fields for a "timing.X" field; options of no field (and --workload) left out."""
     values: dict[str, Any] = {}
     timing: dict[str, Any] = {}
     for o in present.values():
@@ -104,17 +125,4 @@ def parse_run_options(raw: Mapping[str, Any], groups: tuple[OptionGroup, ...] = 
                 continue
             top, _, sub = o.field.partition(".")  # type: ignore[union-attr]
             (timing if sub else values)[sub or top] = parsed
-    models, user_paths, shapes = models_option(raw, quick, chosen) if "models" in present else ((), (), ())
-    run_id = time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(raw["out"]) if raw.get("out") else Path("reports") / f"{out_prefix}{run_id}"
-    check_out_dir(out_dir)
-    values.setdefault("case_memory_gb", default_case_memory_gb())
-    check_settle(values)
-    axis = chosen.sequence_field
-    axis_given = any(raw.get(o.dest) for o in present.values() if o.field == axis)
-    values.update(input_options(values, models, (axis, axis_given)))
-    if "gate" in present:
-        values.update(gating_options(raw))
-    return RunConfig.build(chosen.name, models=models, runtimes=runtimes_option(raw, quick, chosen), out_dir=out_dir,
-                           run_id=run_id, timing=TimingPolicy(**timing), user_models=user_paths, shapes=shapes,
-                           **values)
+    return values, timing

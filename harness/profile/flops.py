@@ -160,6 +160,19 @@ def graph_cost(model: Any, dims: Mapping[str, int] | None = None, *, source: str
     in cache moves less. A node whose tensors' shapes or types are
     unknown after inference has bytes None and is listed.
     """
+    model, source = _own_copy(model, source)
+    dims = dict(dims or {})
+    _fix_input_dims(model, dims, source)
+    _fix_output_dims(model, dims)
+    inferred = _infer_folded(model, source)
+    tensors = _tensor_types(inferred.graph)
+    nodes = tuple(node_cost(node, tensors, i) for i, node in enumerate(model.graph.node))
+    return GraphCost(nodes=nodes, dims=dims)
+
+
+def _own_copy(model: Any, source: str) -> tuple[Any, str]:
+    """A copy of `model` (an onnx.ModelProto, or a path read; ModelError when unreadable) that may be changed,
+    local functions inlined, and the source to name in messages (the path when given one)."""
     import onnx
 
     if isinstance(model, (str, Path)):
@@ -172,12 +185,16 @@ def graph_cost(model: Any, dims: Mapping[str, int] | None = None, *, source: str
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         model = copy
-    dims = dict(dims or {})
     if model.functions:
         from onnx import inliner
 
         model = inliner.inline_local_functions(model)
-    _fix_input_dims(model, dims, source)
+    return model, source
+
+
+def _fix_output_dims(model: Any, dims: Mapping[str, int]) -> None:
+    """The graph outputs' named dims set from `dims` (others cleared) and the stored value_info dropped, so that
+    shape inference works them out at the concrete sizes."""
     del model.graph.value_info[:]  # re-inferred at the concrete sizes
     for out in model.graph.output:
         for d in out.type.tensor_type.shape.dim:
@@ -186,15 +203,18 @@ def graph_cost(model: Any, dims: Mapping[str, int] | None = None, *, source: str
                     d.dim_value = dims[d.dim_param]
                 else:
                     d.Clear()
+
+
+def _infer_folded(model: Any, source: str) -> Any:
+    """`model` shape-inferred, its shape arithmetic (Shape -> Slice -> Range -> Expand) folded to constants and
+    inferred again until nothing more folds (at most MAX_FOLD_ROUNDS times)."""
     inferred = _infer(model, source)
-    for _ in range(MAX_FOLD_ROUNDS):  # shape arithmetic (Shape -> Slice -> Range -> Expand) folded to constants
+    for _ in range(MAX_FOLD_ROUNDS):
         folded = _fold_small_constants(inferred)
         if folded is None:
             break
         inferred = _infer(folded, source)
-    tensors = _tensor_types(inferred.graph)
-    nodes = tuple(node_cost(node, tensors, i) for i, node in enumerate(model.graph.node))
-    return GraphCost(nodes=nodes, dims=dims)
+    return inferred
 
 
 MAX_FOLD_ROUNDS = 8
@@ -222,7 +242,6 @@ def _fold_small_constants(model: Any) -> Any | None:
     import numpy as np
     import onnx
     from onnx import numpy_helper
-    from onnx.reference import ReferenceEvaluator
 
     graph = model.graph
     tensors = _tensor_types(graph)
@@ -230,27 +249,7 @@ def _fold_small_constants(model: Any) -> Any | None:
                              if math.prod(t.dims) <= FOLD_LIMIT}
     new_nodes, changed = [], False
     for node in graph.node:
-        value: list[Any] | None = None
-        inputs = [i for i in node.input if i]
-        if node.op_type == "Constant" and not node.domain:
-            value = None
-            for a in node.attribute:
-                if a.name == "value" and a.HasField("t"):
-                    known[node.output[0]] = numpy_helper.to_array(a.t)
-        elif node.op_type in ("Shape", "Size") and not node.domain:
-            shape = tensors.get(node.input[0], (None, None))[0]
-            if shape is not None:
-                if node.op_type == "Size":
-                    value = [np.array(math.prod(shape), dtype=np.int64)]
-                else:
-                    start, end = _attr(node, "start", 0), _attr(node, "end", None)
-                    value = [np.array(shape[start:end], dtype=np.int64)]
-        elif (not node.domain and inputs and all(i in known for i in inputs)
-              and not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
-            try:
-                value = list(ReferenceEvaluator(node).run(None, {i: known[i] for i in inputs}))
-            except Exception:  # noqa: BLE001 - an op the reference cannot run stays a node
-                value = None
+        value = _folded_value(node, known, tensors)
         if value is not None and all(np.size(v) <= FOLD_LIMIT for v in value):
             for out, v in zip(node.output, value):
                 if out:
@@ -267,6 +266,35 @@ def _fold_small_constants(model: Any) -> Any | None:
     del out.graph.node[:]
     out.graph.node.extend(new_nodes)
     return out
+
+
+def _folded_value(node: Any, known: dict[str, Any], tensors: Mapping[str, Any]) -> list[Any] | None:
+    """The outputs of `node` computed from small constants (`known`, by tensor name), None when it cannot be; a
+    Constant node's value goes into `known` (it is kept as it is: None)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [i for i in node.input if i]
+    if node.op_type == "Constant" and not node.domain:
+        for a in node.attribute:
+            if a.name == "value" and a.HasField("t"):
+                known[node.output[0]] = numpy_helper.to_array(a.t)
+    elif node.op_type in ("Shape", "Size") and not node.domain:
+        shape = tensors.get(node.input[0], (None, None))[0]
+        if shape is not None:
+            if node.op_type == "Size":
+                return [np.array(math.prod(shape), dtype=np.int64)]
+            start, end = _attr(node, "start", 0), _attr(node, "end", None)
+            return [np.array(shape[start:end], dtype=np.int64)]
+    elif (not node.domain and inputs and all(i in known for i in inputs)
+          and not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
+        try:
+            return list(ReferenceEvaluator(node).run(None, {i: known[i] for i in inputs}))
+        except Exception:  # noqa: BLE001 - an op the reference cannot run stays a node
+            return None
+    return None
 
 
 def _fix_input_dims(model: Any, dims: Mapping[str, int], source: str) -> None:

@@ -180,21 +180,38 @@ def parse_traffic(data: Mapping[str, Any], path: Path) -> TrafficSpec:
     if process not in PROCESSES:
         raise UsageError(f"{where}: arrival process {process!r} is not one of {', '.join(PROCESSES)}")
 
-    def pos(table: Mapping[str, Any], key: str, default: float, lo: float = 0.0, hi: float = math.inf) -> float:
-        v = table.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-            raise UsageError(f"{where}: {key} must be a number > 0 (got {v!r})")
-        if not lo <= v <= hi:
-            raise UsageError(f"{where}: {key} = {v!r} is outside [{lo:g}, {hi:g}]")
-        return float(v)
+    def pos(key: str, default: float, lo: float = 0.0, hi: float = math.inf) -> float:
+        return _positive(where, arrival, key, default, lo, hi)
 
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UsageError(f"{where}: seed must be a whole number >= 0 (got {seed!r})")
-    shapes: dict[str, tuple[tuple[int, float], ...]] = {}
-    raw_shapes = data.get("shapes", {})
+    shapes = _shape_histograms(where, data.get("shapes", {}))
+    trace = _trace_table(where, data.get("trace"), path) if process == "trace" else ()
+    requests = data.get("requests", len(trace) if trace else 2000)
+    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
+        raise UsageError(f"{where}: requests must be a whole number from 1 to {MAX_REQUESTS:,} (got {requests!r})")
+    return TrafficSpec(process=process, rate=pos("rate", 100.0, hi=MAX_RATE),
+                       cv=pos("cv", 1.0, *CV_RANGE), on_s=pos("on_s", 0.05, lo=MIN_PHASE_S),
+                       off_s=pos("off_s", 0.15, lo=MIN_PHASE_S), shapes=shapes,
+                       requests=requests, seed=seed, trace=trace, source=str(path))
+
+
+def _positive(where: str, table: Mapping[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    """`table[key]` (else `default`) as a number > 0 within [lo, hi]; UsageError otherwise."""
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise UsageError(f"{where}: {key} must be a number > 0 (got {v!r})")
+    if not lo <= v <= hi:
+        raise UsageError(f"{where}: {key} = {v!r} is outside [{lo:g}, {hi:g}]")
+    return float(v)
+
+
+def _shape_histograms(where: str, raw_shapes: Any) -> dict[str, tuple[tuple[int, float], ...]]:
+    """The [shapes] table checked: dim -> its (size, weight) rows, sorted by size; UsageError for a bad one."""
     if not isinstance(raw_shapes, Mapping):
         raise UsageError(f"{where}: [shapes] must be a table of histograms")
+    shapes: dict[str, tuple[tuple[int, float], ...]] = {}
     for dim, hist in raw_shapes.items():
         if not isinstance(hist, Mapping) or not hist:
             raise UsageError(f"{where}: shapes.{dim} must be a histogram (size = weight)")
@@ -213,25 +230,20 @@ def parse_traffic(data: Mapping[str, Any], path: Path) -> TrafficSpec:
         if sum(w for _, w in rows) <= 0:
             raise UsageError(f"{where}: shapes.{dim}: the weights sum to 0")
         shapes[str(dim)] = tuple(sorted(rows))
-    trace: tuple[TraceRecord, ...] = ()
-    if process == "trace":
-        t = data.get("trace")
-        if not isinstance(t, Mapping) or "file" not in t:
-            raise UsageError(f"{where}: process = \"trace\" needs [trace] file = \"...\"")
-        fmt, unit = str(t.get("format", "auto")), str(t.get("time_unit", "ms"))
-        if fmt not in FORMATS or unit not in UNITS:
-            raise UsageError(f"{where}: [trace] format is one of {', '.join(FORMATS)}; time_unit one of "
-                             f"{', '.join(UNITS)}")
-        target = path.parent / str(t["file"])
-        folder = path.absolute().parent.resolve()
-        if folder not in target.absolute().resolve().parents:
-            raise UsageError(f"{where}: [trace] file {str(t['file'])!r} is outside the traffic file's folder "
-                             f"({folder}); refused (put the trace beside the traffic file)")
-        trace = read_trace(target, fmt, unit)
-    requests = data.get("requests", len(trace) if trace else 2000)
-    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
-        raise UsageError(f"{where}: requests must be a whole number from 1 to {MAX_REQUESTS:,} (got {requests!r})")
-    return TrafficSpec(process=process, rate=pos(arrival, "rate", 100.0, hi=MAX_RATE),
-                       cv=pos(arrival, "cv", 1.0, *CV_RANGE), on_s=pos(arrival, "on_s", 0.05, lo=MIN_PHASE_S),
-                       off_s=pos(arrival, "off_s", 0.15, lo=MIN_PHASE_S), shapes=shapes,
-                       requests=requests, seed=seed, trace=trace, source=str(path))
+    return shapes
+
+
+def _trace_table(where: str, t: Any, path: Path) -> tuple[TraceRecord, ...]:
+    """The requests of the [trace] table's file (beside the traffic file `path`, never outside its folder)."""
+    if not isinstance(t, Mapping) or "file" not in t:
+        raise UsageError(f"{where}: process = \"trace\" needs [trace] file = \"...\"")
+    fmt, unit = str(t.get("format", "auto")), str(t.get("time_unit", "ms"))
+    if fmt not in FORMATS or unit not in UNITS:
+        raise UsageError(f"{where}: [trace] format is one of {', '.join(FORMATS)}; time_unit one of "
+                         f"{', '.join(UNITS)}")
+    target = path.parent / str(t["file"])
+    folder = path.absolute().parent.resolve()
+    if folder not in target.absolute().resolve().parents:
+        raise UsageError(f"{where}: [trace] file {str(t['file'])!r} is outside the traffic file's folder "
+                         f"({folder}); refused (put the trace beside the traffic file)")
+    return read_trace(target, fmt, unit)

@@ -76,26 +76,7 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
     text = read_text(p, f"{p}: the trace", MAX_TRACE_BYTES)
     if fmt == "auto":
         fmt = "csv" if p.suffix.lower() == ".csv" else "json"
-    raw: list[tuple[int, dict[str, Any]]] = []
-    if fmt == "csv":
-        reader = csv.DictReader(text.splitlines())
-        for n, row in enumerate(reader, start=2):
-            raw.append((n, {k.strip(): v for k, v in row.items() if k is not None}))
-            if len(raw) > MAX_TRACE_RECORDS:
-                break
-    else:
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{p}:{n}: not JSON: {exc.msg}") from None
-            if not isinstance(rec, dict):
-                raise UsageError(f"{p}:{n}: a record must be a JSON object")
-            raw.append((n, rec))
-            if len(raw) > MAX_TRACE_RECORDS:
-                break
+    raw = _csv_records(text) if fmt == "csv" else _json_records(text, p)
     if len(raw) > MAX_TRACE_RECORDS:
         raise UsageError(f"{p}: over {MAX_TRACE_RECORDS:,} requests; a trace is replayed whole, so it is refused "
                          "(cut it, or describe its rate and shapes in a TOML traffic file)")
@@ -107,7 +88,48 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
         keys = set(raw[0][1])
         fmt = "mooncake" if "input_length" in keys or "hash_ids" in keys else \
             "aiperf-single-turn" if keys & {"text", "texts", "delay"} else "jsonl"
-    scale = UNITS[time_unit]
+    out = _send_times(raw, fmt, p, UNITS[time_unit])
+    t0 = out[0][0]
+    span_s = (out[-1][0] - t0) / 1e9
+    if span_s > MAX_SPAN_S:
+        raise UsageError(f"{p}: the timestamps span {span_s:.3g} s (over {MAX_SPAN_S / 86400:g} days; the unit is "
+                         f"{time_unit!r}: a wrong [trace] time_unit?); refused")
+    return tuple(TraceRecord(round(t - t0), d) for t, d in out)
+
+
+def _csv_records(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a CSV trace, up to one past MAX_TRACE_RECORDS (the caller refuses that many)."""
+    raw: list[tuple[int, dict[str, Any]]] = []
+    for n, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+        raw.append((n, {k.strip(): v for k, v in row.items() if k is not None}))
+        if len(raw) > MAX_TRACE_RECORDS:
+            break
+    return raw
+
+
+def _json_records(text: str, p: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of a JSON-lines trace, blank lines skipped, up to one past MAX_TRACE_RECORDS; a line
+    that is not a JSON object is a UsageError naming it."""
+    raw: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{p}:{n}: not JSON: {exc.msg}") from None
+        if not isinstance(rec, dict):
+            raise UsageError(f"{p}:{n}: a record must be a JSON object")
+        raw.append((n, rec))
+        if len(raw) > MAX_TRACE_RECORDS:
+            break
+    return raw
+
+
+def _send_times(raw: list[tuple[int, dict[str, Any]]], fmt: str, p: Path,
+                scale: float) -> list[tuple[float, dict[str, int]]]:
+    """(send time in ns, dims) of every record, in time order: its timestamp, or (aiperf single-turn) the running
+    sum of the delays since the last timestamp; `scale`: ns per unit of the trace's times."""
     out: list[tuple[float, dict[str, int]]] = []
     clock = 0.0
     for n, rec in raw:
@@ -120,12 +142,7 @@ def read_trace(path: str | Path, fmt: str = "auto", time_unit: str = "ms") -> tu
             clock = t
         out.append((t * scale, _dims(rec, fmt, where)))
     out.sort(key=lambda r: r[0])
-    t0 = out[0][0]
-    span_s = (out[-1][0] - t0) / 1e9
-    if span_s > MAX_SPAN_S:
-        raise UsageError(f"{p}: the timestamps span {span_s:.3g} s (over {MAX_SPAN_S / 86400:g} days; the unit is "
-                         f"{time_unit!r}: a wrong [trace] time_unit?); refused")
-    return tuple(TraceRecord(round(t - t0), d) for t, d in out)
+    return out
 
 
 def _number(value: Any, where: str, key: str) -> float:

@@ -78,17 +78,7 @@ class CaseProfiler:
         Bounded by the graph's size (profile_runs) and by `budget_s`: a pass the ones before say would end past
         it is not started."""
         t0 = clock()
-        out: dict[str, Any] = {}
-        cost = None
-        source = None
-        try:
-            graph = runtime.cost_graph()
-            source = source_graph(graph)
-            # every free dimension the feed gave a size (a --shape INPUT:AXIS=N has no name of its own)
-            cost = self.cost(graph, {**feed_dims(graph, feed), **dims})
-            out["cost"] = {**cost.summary(), "graph": str(graph)}
-        except Exception as exc:  # noqa: BLE001
-            out["cost"] = {"error": f"{type(exc).__name__}: {exc}"}
+        cost, source, out = self._case_cost(runtime, feed, dims)
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
         nodes = len(cost.nodes) if cost is not None and getattr(cost, "nodes", None) is not None else None
         runs = profile_runs(p50_ms, nodes)
@@ -107,12 +97,12 @@ class CaseProfiler:
                 adjacent_ns += unprofiled_ns(runtime, feed, share)
                 profiles.append(runtime.profile(feed, share))
             prof = merge_profiles(profiles)
-            if cut:
-                prof = dataclasses.replace(prof, notes=(*prof.notes, cut))
+            notes = [cut] if cut else []
             if runs < profile_runs(p50_ms):
-                prof = dataclasses.replace(prof, notes=(*prof.notes, (
-                    f"{runs} profiled run(s) of a {nodes:,}-node graph (at most {MAX_NODE_RUNS:,} node executions "
-                    "are profiled: the profiler's events cost in proportion)")))
+                notes.append(f"{runs} profiled run(s) of a {nodes:,}-node graph (at most {MAX_NODE_RUNS:,} node "
+                             "executions are profiled: the profiler's events cost in proportion)")
+            if notes:
+                prof = dataclasses.replace(prof, notes=(*prof.notes, *notes))
             adjacent = median_ns(adjacent_ns) / 1e6
         except CannotProfile as exc:
             return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}
@@ -127,6 +117,20 @@ class CaseProfiler:
         record["adjacent_p50_ms"] = adjacent
         record["adjacent_gap_percent"] = 100.0 * (record["total_ms"] - adjacent) / adjacent if adjacent > 0 else None
         return {**out, **record}
+
+    def _case_cost(self, runtime: Runtime, feed: Mapping[str, Any], dims: Mapping[str, int]
+                   ) -> tuple[Any, Any, dict[str, Any]]:
+        """The cost of the runtime's graph at the case's sizes (None when it could not be had), its source graph
+        (None likewise), and the profile's "cost" entry: the cost's summary, or the error."""
+        cost = source = None
+        try:
+            graph = runtime.cost_graph()
+            source = source_graph(graph)
+            # every free dimension the feed gave a size (a --shape INPUT:AXIS=N has no name of its own)
+            cost = self.cost(graph, {**feed_dims(graph, feed), **dims})
+            return cost, source, {"cost": {**cost.summary(), "graph": str(graph)}}
+        except Exception as exc:  # noqa: BLE001
+            return cost, source, {"cost": {"error": f"{type(exc).__name__}: {exc}"}}
 
     def _roofline(self, cost: Any, runtime: Runtime, case: CaseId, p50_ms: float, threads: int) -> dict[str, Any]:
         from harness.profile.roofline import case_roofline

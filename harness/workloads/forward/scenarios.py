@@ -441,17 +441,12 @@ class RuntimeSut:
         """One LoadGen performance test; its verdict and figures as LoadGen's detail log gives them. `probe`:
         whether its contention is probed (default: single-stream tests only, where a Server bound comes from);
         `duration_s`: its min duration (default --scenario-duration)."""
-        import mlperf_loadgen as lg
+        import mlperf_loadgen  # noqa: F401 - not installed: raised here, not a record (logged_test's failures are)
 
         t0 = time.perf_counter()
-        if self.batcher_refusal and scenario in BATCHED:
-            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
-                               error=self.batcher_refusal)
-        expected = self.expected_s(scenario, config, p50_s, qps, duration_s)
-        if t0 + expected > self.deadline:
-            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
-                               error=f"would take about {expected:.0f} s, past the case's budget for scenarios "
-                                     f"(half of --case-timeout); lower --scenario-queries or raise --case-timeout")
+        skipped = self.skipped(scenario, config, p50_s, qps, duration_s, t0)
+        if skipped is not None:
+            return skipped
         # under the run folder's scratch space: a worker stopped mid-test (Ctrl-C, SIGTERM) cannot clean up, the
         # session removes the scratch space when it finishes
         scratch = config.outputs.scratch_dir
@@ -462,39 +457,7 @@ class RuntimeSut:
         record: ScenarioRun
         try:
             where.mkdir(parents=True, exist_ok=True)
-            settings = self.settings(scenario, config, p50_s, qps, duration_s)
-            log = lg.LogSettings()
-            log.log_output.outdir = str(where)
-            log.log_output.copy_summary_to_stdout = False
-            log.enable_trace = False
-            self.error = None
-            before = len(self.call_ns)
-            batcher = self.batcher if self.batched(scenario) else None
-            if batcher is not None:
-                batcher.reset()
-            watch = ContentionProbe(config.measure.threads, config.measure.contention_limit) \
-                if (scenario == "single-stream" if probe is None else probe) else None
-            if watch is not None:
-                watch.start()
-            self.run_loadgen(settings, log, batcher)
-            contention = watch.stop() if watch is not None else None
-            if scenario == "server":  # its threads sleep between arrivals and outnumber the cores (LoadGen's issue
-                contention = own_wait(contention)  # thread, this serving thread): their own wait is not a neighbour
-            if batcher is not None:  # its calls (of several sizes) stay out of call_ns, the case call's pace
-                self.error = batcher.error
-            record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
-            if contention is not None:
-                record.contended = bool(contention.get("contended"))
-                record.contention_cause = contention.get("cause")
-            if batcher is not None:
-                record.batcher = batcher.figures()
-            timed = sorted(batcher.call_ns if batcher is not None else self.call_ns[before:])
-            if timed:
-                record.calls = len(timed)
-                record.call_p50_ms = round(timed[len(timed) // 2] / 1e6, 6)
-                record.call_mean_ms = round(sum(timed) / len(timed) / 1e6, 6)
-            if self.error:
-                record.result, record.error = "error", f"the runtime raised during the test: {self.error}"
+            record = self.logged_test(scenario, config, p50_s, where, qps, probe, duration_s)
         except Exception as exc:  # noqa: BLE001 - a failed scenario is its record, never the case's failure
             record = ScenarioRun(scenario, "error", error=f"{type(exc).__name__}: {exc}",
                                  target_qps=qps if scenario == "server" else None)
@@ -511,6 +474,61 @@ class RuntimeSut:
                 record.log_dir = str(log_dir.relative_to(Path(config.outputs.out_dir)))
             except ValueError:
                 record.log_dir = str(log_dir)
+        return record
+
+    def skipped(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None, duration_s: float | None,
+                t0: float) -> ScenarioRun | None:
+        """The skipped record of a test that is not run (a batched scenario the batcher refused, or one that
+        would end past the case's budget when started at `t0`); None when it runs."""
+        if self.batcher_refusal and scenario in BATCHED:
+            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
+                               error=self.batcher_refusal)
+        expected = self.expected_s(scenario, config, p50_s, qps, duration_s)
+        if t0 + expected > self.deadline:
+            return ScenarioRun(scenario, "skipped", target_qps=qps if scenario == "server" else None,
+                               error=f"would take about {expected:.0f} s, past the case's budget for scenarios "
+                                     f"(half of --case-timeout); lower --scenario-queries or raise --case-timeout")
+        return None
+
+    def logged_test(self, scenario: str, config: RunConfig, p50_s: float, where: Path, qps: float | None,
+                    probe: bool | None, duration_s: float | None) -> ScenarioRun:
+        """Run the test with LoadGen's logs in `where` (contention probed around it when asked) and read its
+        record from the detail log, with the contention, the batcher's figures and the calls timed."""
+        import mlperf_loadgen as lg
+
+        settings = self.settings(scenario, config, p50_s, qps, duration_s)
+        log = lg.LogSettings()
+        log.log_output.outdir = str(where)
+        log.log_output.copy_summary_to_stdout = False
+        log.enable_trace = False
+        self.error = None
+        before = len(self.call_ns)
+        batcher = self.batcher if self.batched(scenario) else None
+        if batcher is not None:
+            batcher.reset()
+        watch = ContentionProbe(config.measure.threads, config.measure.contention_limit) \
+            if (scenario == "single-stream" if probe is None else probe) else None
+        if watch is not None:
+            watch.start()
+        self.run_loadgen(settings, log, batcher)
+        contention = watch.stop() if watch is not None else None
+        if scenario == "server":  # its threads sleep between arrivals and outnumber the cores (LoadGen's issue
+            contention = own_wait(contention)  # thread, this serving thread): their own wait is not a neighbour
+        if batcher is not None:  # its calls (of several sizes) stay out of call_ns, the case call's pace
+            self.error = batcher.error
+        record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
+        if contention is not None:
+            record.contended = bool(contention.get("contended"))
+            record.contention_cause = contention.get("cause")
+        if batcher is not None:
+            record.batcher = batcher.figures()
+        timed = sorted(batcher.call_ns if batcher is not None else self.call_ns[before:])
+        if timed:
+            record.calls = len(timed)
+            record.call_p50_ms = round(timed[len(timed) // 2] / 1e6, 6)
+            record.call_mean_ms = round(sum(timed) / len(timed) / 1e6, 6)
+        if self.error:
+            record.result, record.error = "error", f"the runtime raised during the test: {self.error}"
         return record
 
     def expected_s(self, scenario: str, config: RunConfig, p50_s: float, qps: float | None,
@@ -583,18 +601,7 @@ def _noop(_samples: Any) -> None:
 
 def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
     """A ScenarioRun from LoadGen's mlperf_log_detail.txt (one `:::MLLOG {json}` record per line)."""
-    d: dict[str, Any] = {}
-    errors: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.startswith(":::MLLOG "):
-            continue
-        try:
-            rec = json.loads(line[len(":::MLLOG "):])
-        except ValueError:
-            continue
-        d[rec.get("key")] = rec.get("value")
-        if (rec.get("metadata") or {}).get("is_error"):
-            errors.append(str(rec.get("value")))
+    d, errors = _mllog_values(path)
     validity = d.get("result_validity")
     if validity not in ("VALID", "INVALID"):
         return ScenarioRun(scenario, "error", error=f"{path.name}: LoadGen logged no result_validity"
@@ -607,13 +614,7 @@ def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
         reasons.append(" ".join(str(d["early_stopping_result"]).split()))
     reasons += errors
     spq = d.get("effective_samples_per_query")
-    if scenario == "offline":
-        sps = d.get("result_samples_per_second")
-    elif scenario == "server":
-        sps = d.get("result_completed_samples_per_sec")
-    else:
-        qps = d.get("result_qps_with_loadgen_overhead")
-        sps = qps * spq if isinstance(qps, (int, float)) and isinstance(spq, int) else None
+    sps = _samples_per_s(d, scenario)
     early = d.get("early_stopping_latency_ss") if scenario == "single-stream" else (
         d.get("early_stopping_latency_ms") if scenario == "multi-stream" else None)
     latency = {name: _ms(d.get(f"result_{pct}_percentile_latency_ns")) for pct, name in _PCTS}
@@ -634,6 +635,35 @@ def parse_detail_log(path: Path, scenario: str) -> ScenarioRun:
         target_latency_ms=_ms(d.get("effective_target_latency_ns")) if server else None,
         target_latency_percentile=_num(d.get("effective_target_latency_percentile")) if server else None,
         overlatency_queries=_int(d.get("result_overlatency_query_count")) if server else None)
+
+
+def _mllog_values(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """Key -> value of every `:::MLLOG {json}` record of a LoadGen log (the last of a key kept; unreadable lines
+    skipped), and the values of the records marked as errors."""
+    d: dict[str, Any] = {}
+    errors: list[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith(":::MLLOG "):
+            continue
+        try:
+            rec = json.loads(line[len(":::MLLOG "):])
+        except ValueError:
+            continue
+        d[rec.get("key")] = rec.get("value")
+        if (rec.get("metadata") or {}).get("is_error"):
+            errors.append(str(rec.get("value")))
+    return d, errors
+
+
+def _samples_per_s(d: dict[str, Any], scenario: str) -> Any:
+    """The samples per second LoadGen reports for the scenario (single- and multi-stream: its queries per second
+    times the samples per query); None when it logged none."""
+    if scenario == "offline":
+        return d.get("result_samples_per_second")
+    if scenario == "server":
+        return d.get("result_completed_samples_per_sec")
+    qps, spq = d.get("result_qps_with_loadgen_overhead"), d.get("effective_samples_per_query")
+    return qps * spq if isinstance(qps, (int, float)) and isinstance(spq, int) else None
 
 
 def _num(v: Any, scale: float = 1.0) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from harness.config import RunConfig
 from harness.data import case_feed, feed_digest
 from harness.errors import UnsupportedModelError
 from harness.matrix import case_ids
-from harness.measure.memory import MemorySampler
+from harness.measure.memory import MemoryReport, MemorySampler
 from harness.measure.timer import Timer
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
@@ -70,19 +71,24 @@ def reference_generation(spec: ModelSpec, runtime: Any, prompt: np.ndarray, new_
     return _REFERENCES[key]
 
 
-def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: RunConfig,
-                        on_phase: Any = lambda phase: None, clock: Clock = time.perf_counter_ns) -> CaseResult:
-    """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
-    its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
-    if not type(runtime).decodes:
-        from harness.runtimes import runtime_names
+@dataclass(frozen=True)
+class _Generations:
+    """What the decoder did for a case: its warm-up generation (first logits kept), the timed generations, the
+    decoder's details and precision recipe, its KV bytes per token, the build time and the memory it all took."""
 
-        can = ", ".join(n for n in runtime_names() if get_runtime(n).decodes)
-        return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
-                          f"KV-cache decode loop in its adapter; runtimes that can: {can})",
-                          model_fingerprint=spec.fingerprint())
-    batch, prompt_len, new_tokens = case.batch, int(case.seq or 1), int(case.gen or 1)
-    prompt = prompt_ids(spec, batch, prompt_len, config)
+    first: Generation
+    runs: list[Generation]
+    details: dict[str, Any]
+    recipe: str
+    kv_per_token: int | None
+    setup_s: float
+    memory: MemoryReport
+
+
+def _generate(runtime: Any, prompt: np.ndarray, new_tokens: int, config: RunConfig, on_phase: Any,
+              clock: Clock) -> _Generations:
+    """Build the runtime's decoder, warm it with one generation, time generations, close it; memory sampled over
+    all of it."""
     cls = type(runtime)
     sampler = MemorySampler(gpu="nvml" in cls.memory_sources, torch_allocator="torch" in cls.memory_sources).start()
     try:
@@ -104,6 +110,24 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
         memory = sampler.stop("decoder build or export, warm-up generation and timed generations")
     finally:
         sampler.close()
+    return _Generations(first, runs, details, recipe, kv_per_token, setup_s, memory)
+
+
+def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: RunConfig,
+                        on_phase: Any = lambda phase: None, clock: Clock = time.perf_counter_ns) -> CaseResult:
+    """Measure `case` (seq = prompt length, gen = tokens to generate) on `runtime` (a Runtime, not activated:
+    its `decoder()` builds what it runs). Raises on failure; the case runner turns that into the case's row."""
+    if not type(runtime).decodes:
+        from harness.runtimes import runtime_names
+
+        can = ", ".join(n for n in runtime_names() if get_runtime(n).decodes)
+        return CaseResult(case, "skipped", reason=f"{runtime.name} cannot run the generation workload (no "
+                          f"KV-cache decode loop in its adapter; runtimes that can: {can})",
+                          model_fingerprint=spec.fingerprint())
+    batch, prompt_len, new_tokens = case.batch, int(case.seq or 1), int(case.gen or 1)
+    prompt = prompt_ids(spec, batch, prompt_len, config)
+    g = _generate(runtime, prompt, new_tokens, config, on_phase, clock)
+    first, runs, details, memory = g.first, g.runs, g.details, g.memory
     on_phase("accuracy")
     digest = feed_digest({"input_ids": prompt})
     key = (spec.name, spec.fingerprint(), batch, prompt_len, new_tokens, digest,
@@ -115,8 +139,8 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
     accuracy = compare({"logits": ref_logits}, {"logits": first.first_logits}, tolerance)
     generation = summarize(runs, batch, prompt_len)
     generation.conformance = token_agreement(first.tokens, ref_tokens, f"{spec.reference} fp32", accuracy.as_dict())
-    if kv_per_token:
-        generation.kv_cache_mb = batch * (prompt_len + new_tokens) * kv_per_token / 2**20
+    if g.kv_per_token:
+        generation.kv_cache_mb = batch * (prompt_len + new_tokens) * g.kv_per_token / 2**20
     samples = [r.e2e_ns for r in runs]
     stats = latency_stats(samples, config.measure.noise_cv)
     audit: dict[str, Any] = {}
@@ -131,12 +155,12 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
         case, "passed" if accuracy and not failed_audit else "failed", reason="; ".join(reasons),
         samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
         latency=stats.as_dict(), throughput_sps=throughput_sps(batch, stats.p50_ms) or None,
-        accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=setup_s,
+        accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=g.setup_s,
         artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
         feed_sha256=digest, model_fingerprint=spec.fingerprint(),
         details={**details, "threads": config.measure.threads, "workload": "generate", **audit},
         host_peak_mb=memory.host_peak_mb, gpu_peak_mb=memory.gpu_peak_mb, memory=memory.figures,
-        precision_recipe=recipe, is_reference=own, generation=generation,
+        precision_recipe=g.recipe, is_reference=own, generation=generation,
     )
 
 
