@@ -531,7 +531,7 @@ def _case_records(key: CaseId, b: CaseResult | None, c: CaseResult | None, gates
             return _unjudged_figures(key, b, c, gates, mismatch, MODEL_CHANGED)
         return [VerdictRecord(key, "case", Verdict.NOT_COMPARABLE, reason=mismatch)]
     out = []
-    noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
+    noisy = [name for name, r in (("baseline", b), ("current", c)) if r.latency is not None and r.latency.noisy]
     run_sigma = gates.sigma_for(key.id)
     b_blocks, c_blocks = case_blocks(b), case_blocks(c)
     history = [case_blocks(r) for r in older if not _case_mismatch(r, c)]
