@@ -24,12 +24,16 @@ from harness.results.stored import (MAX_FIGURE, RECORD_DICT, Amount, Count, Numb
 Figure = Number | None  # a figure as written: an int or a float, or None where not measured
 
 
+# the GPU's keys of a case's memory: written together where the GPU was sampled (any of them holds a value)
+GPU = ("gpu_process_peak_mb", "gpu_device_used_peak_mb", "gpu_device_used_before_mb", "gpu_problem", "gpu_source")
+
+
 @dataclass
 class MemoryRecord(Record):
     """Memory over a case (harness.measure.memory.MemorySampler), MiB: host RSS before and at its peak (and where
     the peak came from), the GPU's figures where sampled, and the one `gpu_source` names is the case's
-    gpu_peak_mb. Every field is written only where given (a figure not read is not written: a CPU case has no
-    GPU keys)."""
+    gpu_peak_mb. Every field is written only where given: a CPU case has no GPU keys, a case without torch's
+    allocator no torch keys; where the GPU was sampled its figures and source are written, None as null."""
 
     __pydantic_config__ = RECORD_DICT
 
@@ -38,13 +42,13 @@ class MemoryRecord(Record):
     host_rss_peak_mb: Figure = when_set()
     host_delta_mb: Figure = when_set()
     host_peak_source: Text | None = when_set()  # "vmhwm" (the kernel's peak) or "sampled_rss"
-    gpu_process_peak_mb: Figure = when_set()
-    gpu_device_used_peak_mb: Figure = when_set()
-    gpu_device_used_before_mb: Figure = when_set()
-    gpu_problem: Text | None = when_set()
+    gpu_process_peak_mb: Figure = when_set(GPU)
+    gpu_device_used_peak_mb: Figure = when_set(GPU)
+    gpu_device_used_before_mb: Figure = when_set(GPU)
+    gpu_problem: Text | None = when_set()  # only where there was one
     torch_max_allocated_mb: Figure = when_set()
     torch_max_reserved_mb: Figure = when_set()
-    gpu_source: Text | None = when_set()  # nvml_process | torch_max_reserved | nvml_device_delta
+    gpu_source: Text | None = when_set(GPU)  # nvml_process | torch_max_reserved | nvml_device_delta
     sampler: Object | None = when_set()  # how it ran: thread, period_ms, samples, mean_sample_us, busy_fraction
 
 

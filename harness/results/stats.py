@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from harness.results.stored import RECORD_CONFIG, Count, Flag, Number, Record, Share
+from harness.results.stored import RECORD_CONFIG, Count, Flag, Number, Record, Share, when_set
 
 # A measurement is flagged noisy when its robust coefficient of variation (1.4826 x MAD / median: the CV a
 # normal distribution with that median absolute deviation would have) exceeds this. The plain CV (std / mean)
@@ -103,7 +103,7 @@ def is_tail_heavy(basis: str, ratio: float) -> bool:
     return ratio > (TAIL_P99_RATIO if basis == "p99/p50" else TAIL_P90_RATIO)
 
 
-INTERVAL_KEYS = ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms", "p99_ci_high_ms", "ci_level")
+INTERVALS = ("ci_level",)  # the intervals are stored where their level is (results from before them: none)
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,8 @@ class LatencyStats(Record):
     read back by the one reader (harness.results.stored.Record.from_dict), strict on every figure.
 
     The figures added after the first results were stored have defaults, and results without them still load and
-    are written back as they were: `rcv` None (not stored), `ci_level` None (results from before the intervals:
-    the figure is shown alone), `tail_heavy` None (from before the tail flag)."""
+    are written back as they were (`when_set`): `rcv` None (not stored), `ci_level` None (results from before the
+    intervals: the figure is shown alone), `tail_heavy` None (from before the tail flag)."""
 
     __pydantic_config__ = RECORD_CONFIG
 
@@ -130,22 +130,16 @@ class LatencyStats(Record):
     iqr_ms: Number
     cv: Number  # the plain CV, std / mean: kept for compatibility; what people read is rcv
     noisy: Flag
-    rcv: Number | None = None  # robust CV: 1.4826 x MAD / median; `noisy` is rcv > the noise threshold
+    rcv: Number | None = when_set()  # robust CV: 1.4826 x MAD / median; `noisy` is rcv > the noise threshold
     # CI_LEVEL distribution-free intervals of the median and the p99 (quantile_ci); None: unbounded on that side
-    p50_ci_low_ms: Number | None = None
-    p50_ci_high_ms: Number | None = None
-    p99_ci_low_ms: Number | None = None
-    p99_ci_high_ms: Number | None = None
-    ci_level: Share | None = None  # the intervals' level (CI_LEVEL); None: results from before the intervals
-    tail_ratio: Number | None = None  # p99/p50 from 100 samples, else p90/p50 from 10, else None (tail_ratio())
-    tail_heavy: Flag | None = None  # tail_ratio over TAIL_P99_RATIO (p99/p50) or TAIL_P90_RATIO (p90/p50)
-
-    def as_dict(self) -> dict[str, float | int | bool | None]:
-        """Every field, in order; those added later only where they were stored (see above)."""
-        d = asdict(self)
-        later = (("rcv",) if self.rcv is None else ()) + (INTERVAL_KEYS if self.ci_level is None else ()) + (
-            ("tail_ratio", "tail_heavy") if self.tail_heavy is None else ())
-        return {k: v for k, v in d.items() if k not in later}
+    p50_ci_low_ms: Number | None = when_set(INTERVALS)
+    p50_ci_high_ms: Number | None = when_set(INTERVALS)
+    p99_ci_low_ms: Number | None = when_set(INTERVALS)
+    p99_ci_high_ms: Number | None = when_set(INTERVALS)
+    ci_level: Share | None = when_set()  # the intervals' level (CI_LEVEL); None: results from before them
+    # p99/p50 from 100 samples, else p90/p50 from 10, else None (tail_ratio())
+    tail_ratio: Number | None = when_set(("tail_heavy",))
+    tail_heavy: Flag | None = when_set()  # tail_ratio over TAIL_P99_RATIO (p99/p50) or TAIL_P90_RATIO (p90/p50)
 
     def percentile(self, q: int) -> Any:
         """The stored `p{q}_ms` (50, 90, 95, 99)."""

@@ -255,7 +255,8 @@ class Record:
         out: dict[str, Any] = {}
         for f in fields(self):  # type: ignore[arg-type]
             v = getattr(self, f.name)
-            if v is None and f.metadata.get("stored") == "when set":
+            if v is None and "when_set" in f.metadata and all(getattr(self, k) is None for k in
+                                                                f.metadata["when_set"]):
                 continue
             out[f.name] = stored(v)
         if getattr(self, "__pydantic_config__", {}).get("extra") == "allow":  # pydantic keeps them as attributes
@@ -264,10 +265,11 @@ class Record:
         return out
 
 
-def when_set() -> Any:
-    """A field of a record written only where it holds a value (None: its key is left out), for what a producer
-    gives only where it has it (a CPU case's memory has no GPU keys); its value when missing is None."""
-    return field(default=None, metadata={"stored": "when set"})
+def when_set(along: tuple[str, ...] = ()) -> Any:
+    """A field of a record written only where it, or a field named in `along` (its group), holds a value (else
+    its key is left out; read back, None): for what a producer gives only where it has it (a CPU case's memory
+    has no GPU keys; a GPU case's, all of them, None as null)."""
+    return field(default=None, metadata={"when_set": along})
 
 
 def stored(v: Any) -> Any:

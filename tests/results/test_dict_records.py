@@ -116,8 +116,11 @@ def test_a_record_writes_its_fields_in_declared_order_and_those_declared_when_se
                       memory=MemoryRecord(gpu_source=None, covers="x", host_rss_peak_mb=1.0))
     assert case.as_dict()["memory"] == {"covers": "x", "host_rss_peak_mb": 1.0}  # a CPU case: no GPU keys
     assert list(case.as_dict()["memory"]) == ["covers", "host_rss_peak_mb"]  # declared order
-    case.memory.gpu_problem = "NVML not available"
-    assert list(case.as_dict()["memory"]) == ["covers", "host_rss_peak_mb", "gpu_problem"]
+    case.memory.gpu_problem = "NVML not available"  # the GPU was sampled: its keys are written, None as null
+    assert case.as_dict()["memory"] == {"covers": "x", "host_rss_peak_mb": 1.0, "gpu_process_peak_mb": None,
+                                        "gpu_device_used_peak_mb": None, "gpu_device_used_before_mb": None,
+                                        "gpu_problem": "NVML not available", "gpu_source": None}
+    assert list(case.as_dict()["memory"])[2] == "gpu_process_peak_mb"  # declared order
     # the other fields are written always, None as null (an unbounded interval, a step not measured)
     case.end_to_end = EndToEndRecord(steps="pre -> model")
     e2e = case.as_dict()["end_to_end"]
