@@ -257,3 +257,17 @@ _variant("fake-unavailable", _Unavailable)
 _variant("fake-raises", _Raises)
 _variant("fake-unsupported", _Unsupported)
 _variant("fake-crash-second", _CrashSecond)
+
+
+def fake_latency(p50_ms: float, iterations: int = 100, **figures: Any) -> Any:
+    """A case's latency statistics (harness.results.stats.LatencyStats) for a test that sets a few figures: every
+    percentile, the mean, min and max at `p50_ms` and no spread unless given; no intervals (ci_level None) unless
+    given, as in results from before them."""
+    import dataclasses
+
+    from harness.results.stats import LatencyStats
+
+    flat = LatencyStats(iterations=iterations, p50_ms=p50_ms, p90_ms=p50_ms, p95_ms=p50_ms, p99_ms=p50_ms,
+                        mean_ms=p50_ms, std_ms=0.0, min_ms=p50_ms, max_ms=p50_ms, iqr_ms=0.0, cv=0.0, noisy=False,
+                        rcv=0.0)
+    return dataclasses.replace(flat, **figures)

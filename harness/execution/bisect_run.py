@@ -106,7 +106,7 @@ class Bisection:
         out = [f"bisect {self.runtime} over {len(self.versions)} releases ({self.versions[0]} .. {self.versions[-1]}),"
                f" case {self.case.id}: measured {len(self.steps)}: {', '.join(self.measured)}"]
         for s in self.steps:
-            p50 = (s.result.latency or {}).get("p50_ms")
+            p50 = s.result.latency.p50_ms if s.result.latency else None
             rel = (s.result.accuracy or {}).get("rel_l2")
             figs = f"p50 {p50:.3f} ms" if isinstance(p50, (int, float)) else s.result.status
             figs += f", rel_l2 {rel:.2e}" if isinstance(rel, (int, float)) else ""
@@ -194,7 +194,7 @@ def side_by_side_record(good: CaseResult, row: CaseResult, metric: str) -> Verdi
     assert ab is not None
     side_a = (row.details.get("bisect") or {}).get("side_a") or {}
     return VerdictRecord(good.case, metric, Verdict(ab.verdict), baseline=(side_a.get("latency") or {}).get("p50_ms"),
-                         current=(row.latency or {}).get("p50_ms"), ratio=ab.ratio, ci_low=ab.ci_low,
+                         current=row.latency.p50_ms if row.latency else None, ratio=ab.ratio, ci_low=ab.ci_low,
                          ci_high=ab.ci_high, threshold=ab.min_effect, unit="ms",
                          reason=f"{SIDE_BY_SIDE} {ab.a}: {ab.reason}", timing=True, unjudged=ab_cause(ab))
 
@@ -351,7 +351,7 @@ class SideBySide:
             case, "failed" if regressed else "passed",
             reason=judged.reason if regressed or judged.verdict is Verdict.INCONCLUSIVE else "",
             samples_ns=samples["b"], warmup_iters=res_b.warmup_iters, timing_scope=res_b.timing_scope,
-            scenario="single-stream" if case.batch == 1 else "offline", latency=stats.as_dict(),
+            scenario="single-stream" if case.batch == 1 else "offline", latency=stats,
             throughput_sps=throughput_sps(case.batch, stats.p50_ms), setup_s=res_b.setup_s, artifact=res_b.artifact,
             feed_sha256=res_b.feed_sha256, model_fingerprint=res_b.model_fingerprint,
             precision_recipe=res_b.precision_recipe, ab=result,
@@ -391,7 +391,7 @@ def run_bisect(config: RunConfig, runtime: str, versions: Sequence[str], gates: 
             raise session.interrupt()  # SIGTERM: 143, as harness run; what finished is written
         (result,) = results
         on_line(f"  measured {name}: {result.status}"
-                + (f", p50 {result.latency['p50_ms']:.3f} ms" if result.latency else f" ({result.reason})"))
+                + (f", p50 {result.latency.p50_ms:.3f} ms" if result.latency else f" ({result.reason})"))
         return result
 
     both = HarnessSession(config.replace(workload="gate", repeats=1, out_dir=out_dir / SIDE_BY_SIDE_DIR),

@@ -445,7 +445,7 @@ class GateDriver:
             case, "failed" if regressed else "passed",
             reason=judged.reason if regressed or judged.verdict is Verdict.INCONCLUSIVE else "",
             samples_ns=samples_b, warmup_iters=res_b.warmup_iters, timing_scope=res_b.timing_scope,
-            scenario="single-stream" if case.batch == 1 else "offline", latency=stats.as_dict(),
+            scenario="single-stream" if case.batch == 1 else "offline", latency=stats,
             throughput_sps=throughput_sps(case.batch, stats.p50_ms), setup_s=res_b.setup_s, artifact=res_b.artifact,
             feed_sha256=digest, model_fingerprint=res_b.model_fingerprint, precision_recipe=res_b.precision_recipe,
             ab=result, contention=case_contention([b.contention for b in blocks]), environment=res_b.environment,
@@ -544,7 +544,7 @@ def _ab_record(g: GateCase, row: CaseResult) -> VerdictRecord:
     notes = "; ".join(str(n) for n in row.details.get("gate", {}).get("notes") or ())
     note = f" ({notes})" if notes else ""
     return VerdictRecord(g.case, "latency_median", Verdict(row.ab.verdict), baseline=a,
-                         current=(row.latency or {}).get("p50_ms"), ratio=row.ab.ratio, ci_low=row.ab.ci_low,
+                         current=row.latency.p50_ms if row.latency else None, ratio=row.ab.ratio, ci_low=row.ab.ci_low,
                          ci_high=row.ab.ci_high, threshold=row.ab.min_effect, unit="ms",
                          reason=f"re-measured A/B tonight{note}: {row.ab.reason}", timing=True,
                          unjudged=ab_cause(row.ab))

@@ -120,7 +120,7 @@ def merge_block(result: CaseResult, block: dict[str, Any], noise_cv: float, kind
     result.warmup_iters = int(result.warmup_iters or 0) + int(block.get("warmup_iters") or 0)
     merge_tracked_into(result, block.get("tracked") or {})
     stats = latency_stats(result.samples_ns, noise_cv)
-    result.latency = stats.as_dict()
+    result.latency = stats
     result.throughput_sps = throughput_sps(result.case.batch, stats.p50_ms)
     device = [int(x) for x in block.get("device_samples_ns") or ()]
     if device and result.device_samples_ns:

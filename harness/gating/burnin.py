@@ -62,7 +62,7 @@ def burn_in_rows(rounds: Sequence[RunResults], case_ids: Sequence[str]) -> tuple
         p50, mem = [], []
         for run in rounds:
             c = next((c for c in run.cases if c.case.id == cid), None)
-            p50.append((c.latency or {}).get("p50_ms") if c is not None and c.latency else None)
+            p50.append(c.latency.p50_ms if c is not None and c.latency else None)
             mem.append(c.host_peak_mb if c is not None else None)
         t = [trend(p50, "latency p50 (ms)"), trend(mem, "host memory peak (MB)")]
         trends.append({"case_id": cid, "trends": [x.as_dict() for x in t]})

@@ -579,7 +579,7 @@ def _latency_records(key: CaseId, b: CaseResult, c: CaseResult, gates: GateConfi
     baseline runs'), with what the reader should know beside the verdict: noise, blocks that differ or
     disagree, contention, an assumed run-to-run spread."""
     out = []
-    noisy = [name for name, r in (("baseline", b), ("current", c)) if (r.latency or {}).get("noisy")]
+    noisy = [name for name, r in (("baseline", b), ("current", c)) if r.latency is not None and r.latency.noisy]
     run_sigma = gates.sigma_for(key.id)
     b_blocks, c_blocks = case_blocks(b), case_blocks(c)
     history = [case_blocks(r) for r in older if not _case_mismatch(r, c)]

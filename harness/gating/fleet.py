@@ -318,14 +318,14 @@ def _place(f: NodeFigure, found: list[tuple[str, str]], what: str, basis: str, w
 
 def _noisy(case: CaseId, results: Mapping[str, CaseResult | None],
            placements: dict[str, list[tuple[str, str]]]) -> None:
-    rcv = {lb: (r.latency or {}).get("rcv") for lb, r in results.items() if r is not None and r.latency}
-    rcv = {lb: float(v) for lb, v in rcv.items() if isinstance(v, (int, float))}
+    rcv = {lb: float(r.latency.rcv) for lb, r in results.items()
+           if r is not None and r.latency is not None and r.latency.rcv is not None}
     for lb, v in rcv.items():
         peers = [x for other, x in rcv.items() if other != lb]
         if len(peers) < MIN_PEERS:
             continue
         ref = float(np.median(peers))
-        noisy_flag = bool((results[lb].latency or {}).get("noisy"))  # type: ignore[union-attr]
+        noisy_flag = bool(results[lb].latency.noisy)  # type: ignore[union-attr]
         if noisy_flag and v > NOISY_RATIO * ref:
             placements[lb].append((NOISY, f"{case.id}: noisy, robust CV {v:.3f} is {v / ref:.1f}x its "
                                           f"{len(peers)} peers' median {ref:.3f} and over the noise limit"))

@@ -18,7 +18,7 @@ from harness.gating.unjudged import CONTENDED, TOO_FEW_SAMPLES, unjudged_line
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, Verdict
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
-from harness.results.stats import quoted, too_few_text
+from harness.results.stats import LatencyStats, quoted, too_few_text
 from harness.results.stored import read_toml
 
 
@@ -26,8 +26,15 @@ class SpecError(UsageError):
     """A qualification spec that cannot be used; the message names the file and the problem."""
 
 
-def _latency(key: str) -> Callable[[CaseResult], float | None]:
-    return lambda r: (r.latency or {}).get(key)
+def _latency(figure: Callable[[LatencyStats], Any]) -> Callable[[CaseResult], Any]:
+    """A requirement's reading of a case's latency statistics (None: not measured)."""
+    return lambda r: None if r.latency is None else figure(r.latency)
+
+
+def _rcv(r: CaseResult) -> float:
+    """A case's robust CV (nan: not stored)."""
+    v = None if r.latency is None else r.latency.rcv
+    return float("nan") if v is None else v
 
 
 def _accuracy(key: str) -> Callable[[CaseResult], float | None]:
@@ -55,29 +62,29 @@ class Requirement:
 
 
 REQUIREMENTS: dict[str, Requirement] = {r.key: r for r in (
-    Requirement("p50_ms_max", "latency p50", "ms", _latency("p50_ms"), "max", timing=True,
+    Requirement("p50_ms_max", "latency p50", "ms", _latency(lambda s: s.p50_ms), "max", timing=True,
                 percentile=50, one_sided=True),
-    Requirement("p90_ms_max", "latency p90", "ms", _latency("p90_ms"), "max", timing=True,
+    Requirement("p90_ms_max", "latency p90", "ms", _latency(lambda s: s.p90_ms), "max", timing=True,
                 percentile=90, one_sided=True),
-    Requirement("p95_ms_max", "latency p95", "ms", _latency("p95_ms"), "max", timing=True,
+    Requirement("p95_ms_max", "latency p95", "ms", _latency(lambda s: s.p95_ms), "max", timing=True,
                 percentile=95, one_sided=True),
-    Requirement("p99_ms_max", "latency p99", "ms", _latency("p99_ms"), "max", timing=True,
+    Requirement("p99_ms_max", "latency p99", "ms", _latency(lambda s: s.p99_ms), "max", timing=True,
                 percentile=99, one_sided=True),
-    Requirement("mean_ms_max", "latency mean", "ms", _latency("mean_ms"), "max", timing=True,
+    Requirement("mean_ms_max", "latency mean", "ms", _latency(lambda s: s.mean_ms), "max", timing=True,
                 one_sided=True),
     Requirement("throughput_sps_min", "throughput", "samples/s", lambda r: r.throughput_sps, "min", timing=True,
                 one_sided=True),
     Requirement("gpu_peak_mb_max", "GPU memory peak", "MB", lambda r: r.gpu_peak_mb, "max"),
     Requirement("rel_l2_max", "drift rel L2", "", _accuracy("rel_l2"), "max"),
     Requirement("max_abs_max", "drift max |diff|", "", _accuracy("max_abs"), "max"),
-    Requirement("cv_max", "plain coefficient of variation (std/mean)", "", _latency("cv"), "max", timing=True),
+    Requirement("cv_max", "plain coefficient of variation (std/mean)", "", _latency(lambda s: s.cv), "max",
+                timing=True),
     Requirement("drift_within_tolerance", "drift within tolerance", "",
                 lambda r: None if r.accuracy is None else bool(r.accuracy.get("passed")), "flag",
                 why_not=lambda r: r.reason or "drift over tolerance"),
     Requirement("not_noisy", "no noisy measurement", "",
-                lambda r: None if r.latency is None else not r.latency.get("noisy"), "flag", timing=True,
-                why_not=lambda r: f"noisy: robust CV {(r.latency or {}).get('rcv', float('nan')):.3f} over the "
-                                  "noise limit"),
+                _latency(lambda s: not s.noisy), "flag", timing=True,
+                why_not=lambda r: f"noisy: robust CV {_rcv(r):.3f} over the noise limit"),
 )}
 
 _TOP_KEYS = {"name", "description", "measure", "defaults", "case", "fleet", "golden"}  # fleet, golden: their modules
@@ -281,8 +288,8 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
     if value is None:
         return out(False, None, f"{req.label} was not measured in this run")
     contention = result.contention or {}
-    n = (result.latency or {}).get("iterations")
-    few = req.percentile is not None and n is not None and not quoted(req.percentile, int(n))
+    n = None if result.latency is None else result.latency.iterations
+    few = req.percentile is not None and n is not None and not quoted(req.percentile, n)
     if req.timing and contention.get("contended") and req.one_sided and not few and req.kind in ("max", "min"):
         met = _limit(req, limit, value, case_id)
         if met.passed:  # the quiet figure can only be better: the limit is met

@@ -23,7 +23,7 @@ def scaled_copy(run: RunResults, factor: float, where: Callable[[CaseResult], bo
         if c.measured and where(c):
             c.samples_ns = [int(round(s * factor)) for s in c.samples_ns]
             stats = latency_stats(c.samples_ns, cv)
-            c.latency = stats.as_dict()
+            c.latency = stats
             c.throughput_sps = throughput_sps(c.case.batch, stats.p50_ms)
             c.details = {**c.details, "synthetic_scale": factor}
             at = 0

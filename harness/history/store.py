@@ -217,11 +217,11 @@ class History:
                                                 precision=str(cid.precision), batch=cid.batch, seq=cid.seq,
                                                 device=cid.device)
                     s.add(case)
-                lat = c.latency if c.measured and c.latency else {}
-                row.results.append(CaseStat(case=case, status=c.status, p50_ms=lat.get("p50_ms"),
-                                            p99_ms=lat.get("p99_ms"), mean_ms=lat.get("mean_ms"),
+                lat = c.latency if c.measured else None
+                row.results.append(CaseStat(case=case, status=c.status, p50_ms=lat and lat.p50_ms,
+                                            p99_ms=lat and lat.p99_ms, mean_ms=lat and lat.mean_ms,
                                             throughput_sps=c.throughput_sps if c.measured else None,
-                                            samples=len(c.samples_ns), noisy=lat.get("noisy"),
+                                            samples=len(c.samples_ns), noisy=lat and lat.noisy,
                                             model_fingerprint=(c.model_fingerprint or None) and c.model_fingerprint[:64]))
         return len(run.cases)
 

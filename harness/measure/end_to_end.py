@@ -57,7 +57,7 @@ def measure_end_to_end(pipeline: Any, infer: Callable[[Mapping[str, np.ndarray]]
         _median_ci(steps[k][-n:]) for k in ("pre", "model", "post"))
     return EndToEndRecord(
         steps=pipeline.steps, samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
-        latency=stats.as_dict(), throughput_sps=throughput_sps(int(dims.get("batch", 1)), stats.p50_ms),
+        latency=stats, throughput_sps=throughput_sps(int(dims.get("batch", 1)), stats.p50_ms),
         pre_p50_ms=pre, pre_p50_ci_low_ms=pre_lo, pre_p50_ci_high_ms=pre_hi,
         model_p50_ms=model, model_p50_ci_low_ms=model_lo, model_p50_ci_high_ms=model_hi,
         post_p50_ms=post, post_p50_ci_low_ms=post_lo, post_p50_ci_high_ms=post_hi)

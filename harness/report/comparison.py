@@ -13,7 +13,7 @@ from harness.report.conclusions import Conclusion, conclusions
 from harness.report.data import ReportData
 from harness.report.tables import comparison_tables, drift_tables, interval_text, runtime_label, variant_tables
 from harness.results.schema import RunResults
-from harness.results.stats import quoted, too_few_text
+from harness.results.stats import LatencyStats, quoted, too_few_text
 
 
 def found(data: ReportData) -> list[Conclusion]:
@@ -69,19 +69,18 @@ def unbounded(data: ReportData) -> bool:
     return any("inf" in (r.get("p50_ci") or "") + (r.get("p99_ci") or "") for r in rows(data))
 
 
-def _interval_cells(lat: dict[str, Any] | None) -> dict[str, str]:
+def _interval_cells(lat: LatencyStats | None) -> dict[str, str]:
     """The "All cases" table's extra latency text: the 95% intervals of the p50 and p99 ("" where the results
     predate them), and what stands instead of a p99 from too few samples ("n/a (n=12 < 100)")."""
-    lat = lat or {}
-    n = lat.get("iterations")
     out = {"p50_ci": "", "p99_ci": "", "p99_na": ""}
-    if n is None or lat.get("p50_ms") is None:
+    if lat is None:
         return out
     for q in (50, 99):
-        if not quoted(q, int(n)):
-            out[f"p{q}_na"] = too_few_text(q, int(n))
-        elif f"p{q}_ci_low_ms" in lat:
-            out[f"p{q}_ci"] = interval_text(lat.get(f"p{q}_ci_low_ms"), lat.get(f"p{q}_ci_high_ms"))
+        interval = lat.interval(q)
+        if not quoted(q, lat.iterations):
+            out[f"p{q}_na"] = too_few_text(q, lat.iterations)
+        elif interval is not None:
+            out[f"p{q}_ci"] = interval_text(*interval)
     return out
 
 

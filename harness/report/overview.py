@@ -17,7 +17,7 @@ def sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
     """The "What ran" table: a column per run (its environment, configuration, counts, noise and overhead)."""
     out = []
     for run, label in zip(runs, labels):
-        noisy = [c.case.id for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+        noisy = [c.case.id for c in run.cases if c.measured and c.latency is not None and c.latency.noisy]
         # the terminal's words on the machine (CPU busy during the run, contended cases, too many threads); the
         # busy-at-start and noisy lines have rows of their own
         noise = [line for line in noise_lines(run)

@@ -111,7 +111,7 @@ def peak_rows(runs: Sequence[RunResults], labels: Sequence[str]) -> list[dict[st
     for label, c in _profiled(runs, labels):
         p = c.profile
         roof = p.get("roofline") or {}
-        out.append({"case": c.case.id, "model": c.case.model, "label": label, "p50_ms": (c.latency or {}).get("p50_ms"),
+        out.append({"case": c.case.id, "model": c.case.model, "label": label, "p50_ms": c.latency and c.latency.p50_ms,
                     "gflop": (p.get("cost") or {}).get("flops", 0) / 1e9 if "flops" in (p.get("cost") or {}) else None,
                     "mb": (p.get("cost") or {}).get("bytes_moved", 0) / 1e6
                     if "bytes_moved" in (p.get("cost") or {}) else None,

@@ -41,10 +41,9 @@ def case_line(result: CaseResult, log: str | None = None) -> str:
     head = f"{status:<7} {result.case.id}"
     if result.measured and result.latency:
         lat = result.latency
-        ci = ""
-        if "p50_ci_low_ms" in lat or "p50_ci_high_ms" in lat:
-            ci = " " + _bounded_interval(lat.get("p50_ci_low_ms"), lat.get("p50_ci_high_ms"))
-        tail = f"  p50 {lat.get('p50_ms', float('nan')):.4g} ms{ci}  rcv {_rcv(result):.2f}"
+        interval = lat.interval(50)
+        ci = "" if interval is None else " " + _bounded_interval(*interval)
+        tail = f"  p50 {lat.p50_ms:.4g} ms{ci}  rcv {_rcv(result):.2f}"
         flags = flags_text(lat, result.contention)
         if flags:
             tail += f" ({flags})"
@@ -76,7 +75,7 @@ def _bounded_interval(lo: Any, hi: Any) -> str:
 
 def _rcv(result: CaseResult) -> float:
     """The robust CV of a case's stored statistics (results written before it existed: from its samples)."""
-    v = (result.latency or {}).get("rcv")
+    v = None if result.latency is None else result.latency.rcv
     if v is None:
         return robust_cv(result.samples_ns) if result.samples_ns else float("nan")
     return float(v)
@@ -256,15 +255,15 @@ def noise_lines(run: RunResults) -> list[str]:
                    "than free cores waits whole scheduler slices at its barriers (stalls at multiples of ~24 ms "
                    f"were measured); rerun with --threads {max(1, int(free + 0.5))} or on a quiet machine")
     cv_limit = (run.config or {}).get("noise_cv")
-    noisy = [c for c in run.cases if c.measured and (c.latency or {}).get("noisy")]
+    noisy = [c for c in run.cases if c.measured and c.latency is not None and c.latency.noisy]
     if noisy:
         shown = ", ".join(f"{c.case.id} (rcv {_rcv(c):.2f})" for c in noisy[:8])
         more = f" and {len(noisy) - 8} more" if len(noisy) > 8 else ""
         out.append(f"noisy (robust cv > {cv_limit}): {len(noisy)} case(s): {shown}{more}")
-    heavy = [c for c in run.cases if c.measured and (c.latency or {}).get("tail_heavy")]
+    heavy = [(c, c.latency) for c in run.cases if c.measured and c.latency is not None and c.latency.tail_heavy]
     if heavy:
-        shown = ", ".join(f"{c.case.id} ({_basis(int(c.latency.get('iterations') or len(c.samples_ns)))} {c.latency.get('tail_ratio', float('nan')):.3g})"
-                          for c in heavy[:8])
+        shown = ", ".join(f"{c.case.id} ({_basis(lat.iterations)} "
+                          f"{float('nan') if lat.tail_ratio is None else lat.tail_ratio:.3g})" for c, lat in heavy[:8])
         more = f" and {len(heavy) - 8} more" if len(heavy) > 8 else ""
         out.append(f"tail-heavy (p99/p50 > {TAIL_P99_RATIO:g}, or p90/p50 > {TAIL_P90_RATIO:g} under 100 samples: "
                    f"a second mode of slow calls, stalls): {len(heavy)} case(s): {shown}{more}")

@@ -11,7 +11,7 @@ import pandas as pd
 from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.records import EndToEndRecord, GenerationRecord, GenerationStats, TokenAgreement
 from harness.results.schema import CaseResult, RunResults
-from harness.results.stats import latency_stats, quoted, too_few_text
+from harness.results.stats import LatencyStats, latency_stats, quoted, too_few_text
 
 # results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
@@ -64,12 +64,11 @@ def as_runs(runs: RunResults | Sequence[RunResults]) -> list[RunResults]:
 
 
 def case_row(r: CaseResult, source: str = "") -> dict[str, Any]:
-    lat = r.latency or {}
     acc = r.accuracy or {}
     task = acc.get("task") or {}
     return {
         **r.case.as_dict(), "status": r.status,
-        **latency_cells(lat),
+        **latency_cells(r.latency),
         "throughput_sps": r.throughput_sps, "scenario": r.scenario, "timing_scope": r.timing_scope,
         "max_abs": acc.get("max_abs"), "mean_abs": acc.get("mean_abs"), "rel_l2": acc.get("rel_l2"),
         "cosine": acc.get("cosine"), "top1_agreement": acc.get("top1_agreement"),
@@ -110,27 +109,27 @@ def quoted_stat(stats: GenerationStats, q: int) -> float | None:
     return v if stats.n is None or quoted(q, int(stats.n)) else None
 
 
-def quoted_figure(lat: dict[str, Any], q: int) -> float | None:
-    """A stored percentile `p{q}_ms`, or None where it came from fewer samples than it needs (stats.quoted); its
-    count is `iterations` (LatencyStats) or `n` (a generation summary); without either (older results) it is
-    taken as it is."""
-    v, n = lat.get(f"p{q}_ms"), lat.get("iterations", lat.get("n"))
-    return v if n is None or quoted(q, int(n)) else None
+def quoted_figure(lat: LatencyStats, q: int) -> float | None:
+    """A stored percentile `p{q}_ms`, or None where it came from fewer samples than it needs (stats.quoted)."""
+    return lat.percentile(q) if quoted(q, lat.iterations) else None
 
 
-def latency_cells(lat: dict[str, Any]) -> dict[str, Any]:
-    """The CSV's latency columns of a stored `latency` (empty cells where a figure is missing or not quoted)."""
+LATENCY_COLUMNS = ("latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms",
+                   "latency_std_ms", "latency_p50_ci_low_ms", "latency_p50_ci_high_ms", "latency_p99_ci_low_ms",
+                   "latency_p99_ci_high_ms", "iterations", "robust_cv", "noisy", "tail_ratio", "tail_heavy",
+                   "plain_cv")
+
+
+def latency_cells(lat: LatencyStats | None) -> dict[str, Any]:
+    """The CSV's latency columns of a case's `latency` (empty cells where not measured, or a figure not quoted)."""
+    if lat is None:
+        return dict.fromkeys(LATENCY_COLUMNS)
     p99 = quoted_figure(lat, 99)
-    return {
-        "latency_p50_ms": lat.get("p50_ms"), "latency_p90_ms": quoted_figure(lat, 90),
-        "latency_p95_ms": quoted_figure(lat, 95), "latency_p99_ms": p99,
-        "latency_mean_ms": lat.get("mean_ms"), "latency_std_ms": lat.get("std_ms"),
-        "latency_p50_ci_low_ms": lat.get("p50_ci_low_ms"), "latency_p50_ci_high_ms": lat.get("p50_ci_high_ms"),
-        "latency_p99_ci_low_ms": lat.get("p99_ci_low_ms") if p99 is not None else None,
-        "latency_p99_ci_high_ms": lat.get("p99_ci_high_ms") if p99 is not None else None,
-        "iterations": lat.get("iterations"), "robust_cv": lat.get("rcv"), "noisy": lat.get("noisy"),
-        "tail_ratio": lat.get("tail_ratio"), "tail_heavy": lat.get("tail_heavy"), "plain_cv": lat.get("cv"),
-    }
+    return dict(zip(LATENCY_COLUMNS, (
+        lat.p50_ms, quoted_figure(lat, 90), quoted_figure(lat, 95), p99, lat.mean_ms, lat.std_ms,
+        lat.p50_ci_low_ms, lat.p50_ci_high_ms, lat.p99_ci_low_ms if p99 is not None else None,
+        lat.p99_ci_high_ms if p99 is not None else None, lat.iterations, lat.rcv, lat.noisy, lat.tail_ratio,
+        lat.tail_heavy, lat.cv)))
 
 
 def _fmt(v: float) -> str:
@@ -143,28 +142,28 @@ def interval_text(lo: Any, hi: Any) -> str:
     return f"[{'-inf' if lo is None else _fmt(lo)}, {'inf' if hi is None else _fmt(hi)}]"
 
 
-def percentile_text(lat: dict[str, Any] | None, q: int, interval: bool = True) -> str:
+def percentile_text(lat: LatencyStats | None, q: int, interval: bool = True) -> str:
     """A case's p50 or p99 as the terminal and the report show it: "12.3 [12.1, 12.6]" (the figure and its 95%
     interval, in ms), "n/a (n=12 < 100)" from too few samples, "-" when not measured. Results from before the
     intervals show the figure alone."""
-    lat = lat or {}
-    v, n = _num(lat.get(f"p{q}_ms")), lat.get("iterations")
-    if v is None:
+    v = None if lat is None else _num(lat.percentile(q))
+    if lat is None or v is None:
         return "-"
-    if n is not None and not quoted(q, int(n)):
-        return too_few_text(q, int(n))
-    keys = (f"p{q}_ci_low_ms", f"p{q}_ci_high_ms")
-    if not interval or not any(k in lat for k in keys):
+    if not quoted(q, lat.iterations):
+        return too_few_text(q, lat.iterations)
+    bounds = lat.interval(q)
+    if not interval or bounds is None:
         return _fmt(v)
-    return f"{_fmt(v)} {interval_text(lat.get(keys[0]), lat.get(keys[1]))}"
+    return f"{_fmt(v)} {interval_text(*bounds)}"
 
 
-def flags_text(lat: dict[str, Any] | None, contention: dict[str, Any] | None = None) -> str:
+def flags_text(lat: LatencyStats | None, contention: dict[str, Any] | None = None) -> str:
     """The flags that travel with a case's latency: "contended" (the machine kept its threads from the CPU while
     they were timed: the figure is inflated), "noisy", "tail-heavy" ("contended, noisy, tail-heavy")."""
-    lat = lat or {}
     flags = ["contended"] if (contention or {}).get("contended") else []
-    return ", ".join(flags + [name for name, key in (("noisy", "noisy"), ("tail-heavy", "tail_heavy")) if lat.get(key)])
+    if lat is not None:
+        flags += [name for name, on in (("noisy", lat.noisy), ("tail-heavy", lat.tail_heavy)) if on]
+    return ", ".join(flags)
 
 
 def contention_cells(info: dict[str, Any] | None) -> dict[str, Any]:
@@ -197,7 +196,7 @@ def end_to_end_cells(e2e: EndToEndRecord | None) -> dict[str, Any]:
     if e2e is None:
         return {"e2e_p50_ms": None, "e2e_p99_ms": None, "pre_p50_ms": None, "post_p50_ms": None}
     lat = e2e.latency
-    return {"e2e_p50_ms": lat.get("p50_ms"), "e2e_p99_ms": quoted_figure(lat, 99),  # empty from under 100 samples
+    return {"e2e_p50_ms": lat and lat.p50_ms, "e2e_p99_ms": lat and quoted_figure(lat, 99),  # none under 100 samples
             "pre_p50_ms": e2e.pre_p50_ms, "post_p50_ms": e2e.post_p50_ms}
 
 
@@ -210,7 +209,7 @@ def end_to_end_tables(runs: RunResults | Sequence[RunResults]) -> dict[str, list
             e2e = c.end_to_end
             if e2e is None or c.status not in MEASURED:
                 continue
-            model_p50 = (c.latency or {}).get("p50_ms")
+            model_p50 = c.latency.p50_ms if c.latency else None
             cells = end_to_end_cells(e2e)
             share, note = outside_model_share(cells["e2e_p50_ms"], e2e.model_p50_ms, model_p50)
             out.setdefault(c.case.model, []).append({
@@ -518,7 +517,7 @@ def ab_rows(runs: RunResults | Sequence[RunResults]) -> list[dict[str, Any]]:
             out.append({"case": c.case.id, "a": ab.a, "b": ab.b, "source": label, "verdict": ab.verdict,
                         "reason": ab.reason, "ratio": ab.ratio, "ci_low": ab.ci_low, "ci_high": ab.ci_high,
                         "confidence": ab.confidence, "pairs_used": ab.pairs_used, "pairs": len(ab.order),
-                        "a_p50_ms": _side_p50(ab, "a", (c.latency or {}).get("p50_ms")), "b_p50_ms": b_p50,
+                        "a_p50_ms": _side_p50(ab, "a", c.latency.p50_ms if c.latency else None), "b_p50_ms": b_p50,
                         "outputs_match": (ab.b_vs_a or {}).get("passed"),
                         "outputs_rel_l2": (ab.b_vs_a or {}).get("rel_l2"), "inject": ab.inject})
     return out

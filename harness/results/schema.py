@@ -18,15 +18,8 @@ from pydantic import AfterValidator, Field, Strict, TypeAdapter
 
 from harness.errors import ResultsError
 from harness.precision import Precision
-from harness.results.records import (
-    DictRecord,
-    EndToEnd,
-    Generation,
-    GenerationRecord,
-    Localization,
-    Memory,
-)
-from harness.results.stats import FLAG_KEYS, OPTIONAL_KEYS, checked_figures, median_ci_ms, median_ms, median_ns
+from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
+from harness.results.stats import LatencyStats, checked_figures, median_ci_ms, median_ms, median_ns
 from harness.results.stored import (
     RECORD_CONFIG,
     Amount,
@@ -436,7 +429,7 @@ class CaseResult(Record):
     # how the timed loop above is read: "single-stream" at batch 1, else "offline" (back-to-back calls, no
     # load generator); the LoadGen-driven scenarios (--scenarios) are `scenarios` below
     scenario: Text | None = None
-    latency: Object | None = None  # LatencyStats.as_dict()
+    latency: LatencyStats | None = None  # the statistics of samples_ns (harness.results.stats.latency_stats)
     throughput_sps: Finite | None = None
     accuracy: Object | None = None  # AccuracyResult.as_dict()
     reference_runtime: Text | None = None
@@ -455,14 +448,14 @@ class CaseResult(Record):
     # and what it covers (MemoryRecord); gpu_peak_mb is the figure memory.gpu_source names.
     host_peak_mb: Finite | None = None
     gpu_peak_mb: Finite | None = None
-    memory: Memory | None = None
+    memory: MemoryRecord | None = None
     # GPU runtimes: per timed call, CUDA-event time on the runtime's stream (samples_ns is host wall time)
     device_samples_ns: Samples = field(default_factory=list)
     precision_recipe: Text | None = None  # what ran at this precision, e.g. "int8: ORT static QDQ, per-channel ..."
-    localization: Localization | None = None  # layer-wise drift findings (harness.accuracy.localize)
+    localization: LocalizationRecord | None = None  # layer-wise drift findings (harness.accuracy.localize)
     # generation workload (harness.workloads.generate): TTFT, per-token decode samples, tokens/s, greedy-token
     # agreement (GenerationRecord)
-    generation: Generation | None = None
+    generation: GenerationRecord | None = None
     # True when this case is its model's FP32 reference runtime: its drift compares two of its own runs, so
     # reports show "reference" in the drift cells, not a measured drift of 0
     is_reference: Flag = False
@@ -474,7 +467,7 @@ class CaseResult(Record):
     # models that declare pre/post-processing (ModelSpec.pipeline): raw input -> pre -> runtime -> post, timed
     # (harness.measure.end_to_end): steps, samples_ns, latency, throughput_sps, pre/model/post_p50_ms
     # (EndToEndRecord)
-    end_to_end: EndToEnd | None = None
+    end_to_end: EndToEndRecord | None = None
     # the case's contention (harness.measure.contention.case_contention): blocks, contended_blocks, contended,
     # cause, the worst wait_fraction and PSI; a contended case's figures are not judged as clean ones
     contention: CaseContention | None = None
@@ -524,16 +517,9 @@ class CaseResult(Record):
         return sum(1 for b in self.blocks if b.kind == "confirm" and b.samples > 0)
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["case"] = self.case.as_dict()
-        d["id"] = self.case.id
-        for f in fields(self):  # memory, end_to_end ...: each as its keys (harness.results.records)
-            value = getattr(self, f.name)
-            if isinstance(value, DictRecord):
-                d[f.name] = value.as_dict()
-        if self.ab is not None:
-            d["ab"]["b_case"] = self.ab.b_case.as_dict()
-        return d
+        """Every field as records write it (Record.as_dict: memory, end to end ... as the keys they hold), then
+        the case's id."""
+        return {**super().as_dict(), "id": self.case.id}
 
 
 @dataclass
@@ -692,7 +678,8 @@ def check_results_doc(doc: dict[str, Any], source: str, prefix: str = "") -> Run
             raise ResultsError(f"{where}.samples_ns: status {c.status} but no latency samples")
         if c.throughput_sps is not None and c.throughput_sps <= 0:
             raise ResultsError(f"{where}.throughput_sps: {c.throughput_sps}: must be positive for a measured case")
-        _check_latency(c.latency or {}, c.samples_ns, f"{where}.latency")
+        if c.latency is not None:
+            _check_latency(c.latency, c.samples_ns, f"{where}.latency")
         if c.generation is not None:
             _check_generation(c.generation, c.samples_ns, f"{where}.generation")
     return run
@@ -744,22 +731,20 @@ def _check_blocks(blocks: list[Block], samples_ns: list[int], where: str) -> Non
         at += b.samples
 
 
-def _check_latency(lat: dict[str, Any], samples_ns: list[int], where: str) -> None:
-    """Stored statistics finite and, where they are derived from the samples, equal to them within rounding."""
-    for key, v in lat.items():
-        if key in FLAG_KEYS:
-            if not isinstance(v, bool):
-                raise ResultsError(f"{where}.{key}: {short(v)}: expected true or false")
-        elif v is None and key in OPTIONAL_KEYS:  # an interval unbounded on that side, a ratio not read
+def _check_latency(lat: LatencyStats, samples_ns: list[int], where: str) -> None:
+    """Stored statistics (finite and flags by their types: the reader) positive and, where they are derived from
+    the samples, equal to them within rounding."""
+    for f in fields(lat):
+        v = getattr(lat, f.name)
+        if isinstance(v, bool) or v is None:
             continue
-        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ResultsError(f"{where}.{key}: {short(v)}: not a finite number")
-        elif v < 0 or (v == 0 and key.endswith("_ms") and key not in ("std_ms", "iqr_ms")):
-            raise ResultsError(f"{where}.{key}: {v}: a latency must be positive")
-    if "iterations" in lat and lat["iterations"] != len(samples_ns):
-        raise ResultsError(f"{where}.iterations: {lat['iterations']} but samples_ns holds {len(samples_ns)} samples")
+        if v < 0 or (v == 0 and f.name.endswith("_ms") and f.name not in ("std_ms", "iqr_ms")):
+            raise ResultsError(f"{where}.{f.name}: {v}: a latency must be positive")
+    if lat.iterations != len(samples_ns):
+        raise ResultsError(f"{where}.iterations: {lat.iterations} but samples_ns holds {len(samples_ns)} samples")
     for key, want in checked_figures(samples_ns).items():
-        if key in lat and not math.isclose(lat[key], want, rel_tol=1e-6, abs_tol=1e-6):
+        got = getattr(lat, key)
+        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6):
             unit = " ms" if key.endswith("_ms") else ""
-            raise ResultsError(f"{where}.{key}: {lat[key]:.6g}{unit} but the samples (samples_ns) give "
+            raise ResultsError(f"{where}.{key}: {got:.6g}{unit} but the samples (samples_ns) give "
                                f"{want:.6g}{unit}: statistics that disagree with the raw samples")

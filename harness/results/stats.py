@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from harness.results.stored import RECORD_CONFIG, Count, Flag, Number, Record, Share, when_set
 
 # A measurement is flagged noisy when its robust coefficient of variation (1.4826 x MAD / median: the CV a
 # normal distribution with that median absolute deviation would have) exceeds this. The plain CV (std / mean)
@@ -101,36 +103,54 @@ def is_tail_heavy(basis: str, ratio: float) -> bool:
     return ratio > (TAIL_P99_RATIO if basis == "p99/p50" else TAIL_P90_RATIO)
 
 
+INTERVALS = ("ci_level",)  # the intervals are stored where their level is (results from before them: none)
+
+
 @dataclass(frozen=True)
-class LatencyStats:
-    """Latency statistics in milliseconds; `noisy` and `tail_heavy` travel with the numbers.
+class LatencyStats(Record):
+    """Latency statistics in milliseconds; `noisy` and `tail_heavy` travel with the numbers. A case's `latency`
+    (and its end to end's): built by latency_stats from the samples, read by attribute, stored as `as_dict()` and
+    read back by the one reader (harness.results.stored.Record.from_dict), strict on every figure.
 
-    Fields added after the first results were stored have defaults: results without them still load."""
+    The figures added after the first results were stored have defaults, and results without them still load and
+    are written back as they were (`when_set`): `rcv` None (not stored), `ci_level` None (results from before the
+    intervals: the figure is shown alone), `tail_heavy` None (from before the tail flag)."""
 
-    iterations: int
-    p50_ms: float
-    p90_ms: float
-    p95_ms: float
-    p99_ms: float  # stored for every n; quoted (shown, gated) only from min_samples(99) = 100 samples
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float
-    cv: float  # the plain CV, std / mean: kept for compatibility; what people read is rcv
-    noisy: bool
-    rcv: float = 0.0  # robust CV: 1.4826 x MAD / median; `noisy` is rcv > the noise threshold
+    __pydantic_config__ = RECORD_CONFIG
+
+    iterations: Count
+    p50_ms: Number
+    p90_ms: Number
+    p95_ms: Number
+    p99_ms: Number  # stored for every n; quoted (shown, gated) only from min_samples(99) = 100 samples
+    mean_ms: Number
+    std_ms: Number
+    min_ms: Number
+    max_ms: Number
+    iqr_ms: Number
+    cv: Number  # the plain CV, std / mean: kept for compatibility; what people read is rcv
+    noisy: Flag
+    rcv: Number | None = when_set()  # robust CV: 1.4826 x MAD / median; `noisy` is rcv > the noise threshold
     # CI_LEVEL distribution-free intervals of the median and the p99 (quantile_ci); None: unbounded on that side
-    p50_ci_low_ms: float | None = None
-    p50_ci_high_ms: float | None = None
-    p99_ci_low_ms: float | None = None
-    p99_ci_high_ms: float | None = None
-    ci_level: float = CI_LEVEL
-    tail_ratio: float | None = None  # p99/p50 from 100 samples, else p90/p50 from 10, else None (tail_ratio())
-    tail_heavy: bool = False  # tail_ratio over TAIL_P99_RATIO (p99/p50) or TAIL_P90_RATIO (p90/p50)
+    p50_ci_low_ms: Number | None = when_set(INTERVALS)
+    p50_ci_high_ms: Number | None = when_set(INTERVALS)
+    p99_ci_low_ms: Number | None = when_set(INTERVALS)
+    p99_ci_high_ms: Number | None = when_set(INTERVALS)
+    ci_level: Share | None = when_set()  # the intervals' level (CI_LEVEL); None: results from before them
+    # p99/p50 from 100 samples, else p90/p50 from 10, else None (tail_ratio())
+    tail_ratio: Number | None = when_set(("tail_heavy",))
+    tail_heavy: Flag | None = when_set()  # tail_ratio over TAIL_P99_RATIO (p99/p50) or TAIL_P90_RATIO (p90/p50)
 
-    def as_dict(self) -> dict[str, float | int | bool | None]:
-        return asdict(self)
+    def percentile(self, q: int) -> Any:
+        """The stored `p{q}_ms` (50, 90, 95, 99)."""
+        return getattr(self, f"p{q}_ms")
+
+    def interval(self, q: int) -> tuple[Any, Any] | None:
+        """The stored interval of `p{q}_ms` (50, 99) as (low, high), a side None where unbounded; None for results
+        from before the intervals."""
+        if self.ci_level is None:
+            return None
+        return getattr(self, f"p{q}_ci_low_ms"), getattr(self, f"p{q}_ci_high_ms")
 
 
 def latency_stats(samples_ns: Sequence[int], noise_cv: float = DEFAULT_NOISE_CV) -> LatencyStats:
@@ -148,14 +168,8 @@ def latency_stats(samples_ns: Sequence[int], noise_cv: float = DEFAULT_NOISE_CV)
                         p99_ms=float(p99), mean_ms=mean, std_ms=std, min_ms=float(ms[0]),
                         max_ms=float(ms[-1]), iqr_ms=float(q3 - q1), cv=cv, noisy=bool(rcv > noise_cv), rcv=rcv,
                         p50_ci_low_ms=m_lo, p50_ci_high_ms=m_hi, p99_ci_low_ms=t_lo, p99_ci_high_ms=t_hi,
-                        tail_ratio=None if tail is None else tail[1],
+                        ci_level=CI_LEVEL, tail_ratio=None if tail is None else tail[1],
                         tail_heavy=tail is not None and is_tail_heavy(*tail))
-
-
-# Keys of a stored `latency` that are flags (true/false), and those that may be null (an unbounded side of an
-# interval, a tail ratio from too few samples); every other key is a finite number (harness.results.schema).
-FLAG_KEYS = ("noisy", "tail_heavy")
-OPTIONAL_KEYS = ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms", "p99_ci_high_ms", "tail_ratio")
 
 
 # The figures of LatencyStats that are functions of the samples alone and that the reader checks against them
@@ -166,8 +180,8 @@ CHECKED_FIGURES = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "
 
 def checked_figures(samples_ns: Sequence[int]) -> dict[str, float]:
     """The CHECKED_FIGURES of latency_stats(samples_ns): what a stored `latency` must agree with."""
-    s = latency_stats(samples_ns).as_dict()
-    return {k: float(s[k]) for k in CHECKED_FIGURES}
+    s = latency_stats(samples_ns)
+    return {k: float(getattr(s, k)) for k in CHECKED_FIGURES}
 
 
 def median_ns(samples_ns: Sequence[int] | Sequence[float] | np.ndarray) -> float:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -235,16 +236,56 @@ class Record:
     """Mixin of a stored record (a dataclass whose field types are the constrained types above). Every record is
     read by one reader: `from_dict` goes through its TypeAdapter, the same that reads a results file, so a dict
     the harness passes between processes is read exactly as a stored one (strict, keys it does not declare
-    ignored, a missing key its default); ResultsError naming `source` and the place otherwise."""
+    ignored, or kept where its config allows them: RECORD_DICT; a missing key its default); ResultsError naming
+    `source` and the place otherwise. Every record is written by `as_dict`."""
 
     @classmethod
     def schema_type(cls) -> Any:
-        """What the reader reads this record as (a record that remembers its layout wraps itself)."""
+        """What the reader reads this record as."""
         return cls
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<record>") -> Any:
         return validate(adapter(cls), d, source)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored dict: the fields in declared order (a nested record as its own `as_dict`), a field declared
+        `when_set()` only where it holds a value; then, for a record that keeps them (RECORD_DICT), the keys it
+        was read with that it does not declare."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if v is None and "when_set" in f.metadata and all(getattr(self, k) is None for k in
+                                                                f.metadata["when_set"]):
+                continue
+            out[f.name] = stored(v)
+        if getattr(self, "__pydantic_config__", {}).get("extra") == "allow":  # pydantic keeps them as attributes
+            names = {f.name for f in fields(self)}  # type: ignore[arg-type]
+            out.update((k, copy.deepcopy(v)) for k, v in vars(self).items() if k not in names)
+        return out
+
+
+def when_set(along: tuple[str, ...] = ()) -> Any:
+    """A field of a record written only where it, or a field named in `along` (its group), holds a value (else
+    its key is left out; read back, None): for what a producer gives only where it has it (a CPU case's memory
+    has no GPU keys; a GPU case's, all of them, None as null)."""
+    return field(default=None, metadata={"when_set": along})
+
+
+def stored(v: Any) -> Any:
+    """A value as a record writes it: a record as its `as_dict`, a plain dataclass as `asdict`, lists and dicts
+    of them likewise, anything else a copy."""
+    if isinstance(v, Record):
+        return v.as_dict()
+    if is_dataclass(v) and not isinstance(v, type):
+        return asdict(v)
+    if isinstance(v, list):
+        return [stored(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(stored(x) for x in v)
+    if isinstance(v, dict):
+        return {k: stored(x) for k, x in v.items()}
+    return copy.deepcopy(v)
 
 
 # How a record reads: unknown keys ignored (forward compatibility), strictness on each field's type above (a

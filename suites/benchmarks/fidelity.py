@@ -106,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
                 if result.status != "passed":
                     print(f"{name}: harness case {result.status}: {result.reason}")
                     return 1
-                harness.append(result.latency["p50_ms"])
+                harness.append(result.latency.p50_ms)
                 pooled_harness.extend(result.samples_ns)
-                harness99.append(result.latency["p99_ms"])
-                ci99.append((result.latency.get("p99_ci_low_ms"), result.latency.get("p99_ci_high_ms")))
+                harness99.append(result.latency.p99_ms)
+                ci99.append((result.latency.p99_ci_low_ms, result.latency.p99_ci_high_ms))
             for what, bs, hs in (("p50", bare, harness), ("p99", bare99, harness99)):
                 b, h = statistics.median(bs), statistics.median(hs)
                 ratio = h / b

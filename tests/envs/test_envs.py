@@ -21,6 +21,7 @@ from harness.measure.timer import TimingPolicy
 from harness.results.schema import CaseId, CaseResult
 from harness.runtimes import get_runtime
 from harness.runtimes.base import Runtime
+from fakes import fake_latency
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -83,7 +84,7 @@ def _fake_measure(versions, first_changed, log):
         log.append(v)
         slow = versions.index(v) >= versions.index(first_changed) if first_changed else False
         return CaseResult(CaseId("mlp", "fakert-cpu", "fp32", 1, None, "cpu"), "passed",
-                          samples_ns=[1300 if slow else 1000] * 10, latency={"p50_ms": 1.3 if slow else 1.0})
+                          samples_ns=[1300 if slow else 1000] * 10, latency=fake_latency(1.3 if slow else 1.0, 10))
     return measure
 
 

@@ -44,7 +44,7 @@ class FakeReleases:
     def run(self, case: CaseId, config: RunConfig, payload=None) -> CaseResult:
         self.activations.append(case.runtime)
         ns = [int(self._cost_ns(case))] * 5
-        return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(),
+        return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns),
                           timing_scope="host_to_host", feed_sha256="f" * 64, model_fingerprint="fp-mlp")
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict:
@@ -77,7 +77,7 @@ def _measured_apart(costs_us: dict[str, float], log: list[str]):
     def measure(version: str) -> CaseResult:
         log.append(version)
         ns = [int(costs_us[version] * 1000 * rng.uniform(1.0, 3.0) * (1 + 0.001 * i)) for i in range(200)]
-        return CaseResult(_case(version), "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(),
+        return CaseResult(_case(version), "passed", samples_ns=ns, latency=latency_stats(ns),
                           timing_scope="host_to_host", feed_sha256="f" * 64, model_fingerprint="fp-mlp",
                           accuracy={"passed": True, "rel_l2": 1e-7, "max_abs": 1e-7, "failures": []},
                           contention=dict(LOADED))

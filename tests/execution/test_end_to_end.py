@@ -53,8 +53,8 @@ def test_a_model_with_steps_reports_end_to_end_beside_model_only(config):
     assert e2e.steps == "decode bytes -> model -> sum" and len(e2e.samples_ns) >= 10
     # the steps' own medians: the spin times (lower bounds; a busy machine only adds)
     assert e2e.pre_p50_ms >= PRE_S * 1e3 and e2e.post_p50_ms >= POST_S * 1e3
-    assert e2e.latency["p50_ms"] >= (PRE_S + POST_S) * 1e3 > r.latency["p50_ms"]
-    assert e2e.throughput_sps == pytest.approx(2 / (e2e.latency["p50_ms"] / 1e3), rel=1e-3)  # batch / p50
+    assert e2e.latency.p50_ms >= (PRE_S + POST_S) * 1e3 > r.latency.p50_ms
+    assert e2e.throughput_sps == pytest.approx(2 / (e2e.latency.p50_ms / 1e3), rel=1e-3)  # batch / p50
 
 
 def test_end_to_end_timing_with_a_fake_clock_is_exact():

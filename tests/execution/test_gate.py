@@ -73,7 +73,7 @@ def _baseline_run(tmp_path: Path, fakes, cost_us: float, cases: list[tuple[str, 
         artifact = str(tmp_path / "model.onnx") if runtime == "fake-graph" else None
         # a runtime without an artifact rebuilds the module: the run recorded the model's real fingerprint
         fingerprint = "0" * 64 if artifact else get_model(model).fingerprint()
-        results.append(CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
+        results.append(CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples),
                                   timing_scope="host_to_host", artifact=artifact, feed_sha256="f" * 64,
                                   model_fingerprint=fingerprint))
     run = RunResults(run_id="base-1", started_at="2026-11-26T01:00:00+00:00", cases=results,
@@ -139,7 +139,7 @@ def test_the_baseline_is_saved_with_its_artifact_and_re_measured_as_side_a(tmp_p
     [row] = outcome.run.cases
     side_a = row.details["gate"]["side_a"]
     assert side_a["artifact_sha256"] == stored.artifact_sha256 and side_a["case"].startswith("fake-file@baseline")
-    assert abs(side_a["latency"]["p50_ms"] - 0.100) < 0.003 and abs(row.latency["p50_ms"] - 0.140) < 0.004
+    assert abs(side_a["latency"]["p50_ms"] - 0.100) < 0.003 and abs(row.latency.p50_ms - 0.140) < 0.004
     assert sorted(row.ab.order) == ["ab"] * 5 + ["ba"] * 5
     # the written results keep both sides' blocks
     doc = json.loads((tmp_path / "gate" / "results.json").read_text())
@@ -484,7 +484,7 @@ def test_a_torch_module_whose_source_changed_falls_back_with_what_changed(tmp_pa
     assert timing and all(r.reason.startswith(f"stored figures (not re-measured: {why}): ") for r in timing)
     [row] = outcome.run.cases
     assert row.details["gate"] == {"mode": "stored figures", "why": why} and row.ab is None
-    assert abs(row.latency["p50_ms"] - 0.140) < 0.004  # tonight's module measured for the stored-figure verdict
+    assert abs(row.latency.p50_ms - 0.140) < 0.004  # tonight's module measured for the stored-figure verdict
     # the same source, another config: said as the keys that changed
     _module_model(tmp_path, fakes, monkeypatch, 100, {"hidden": 16})
     [plan] = plan_gate(load_baseline_runs("main", tmp_path / "baselines")[-1], load_replay("main",
@@ -588,7 +588,7 @@ def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_p
     case = CaseId("m", "ort-cpu", "fp32", 1, None, "cpu")
     samples = [1000] * 10
     run = RunResults(run_id="r", started_at="2026-11-26T01:00:00+00:00", finished_at="2099-01-01T00:00:00+00:00",
-                     cases=[CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples).as_dict(),
+                     cases=[CaseResult(case, "passed", samples_ns=samples, latency=latency_stats(samples),
                                        artifact=str(folder / "model.onnx"))])
     first = replay_record(run, tmp_path / "blobs")["cases"][case.id]
     assert first["not_kept"] == "" and first["artifact_bytes"] > 4096 * 4

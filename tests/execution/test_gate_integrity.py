@@ -43,7 +43,7 @@ def _run(tmp_path: Path, artifacts: dict[str, Path], run_id: str = "base-1", con
     for model, path in artifacts.items():
         samples = [int(100_000 * (1 + 0.001 * (i % 7))) for i in range(40)]
         cases.append(CaseResult(CaseId(model, "fake-graph", "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
-                                latency=latency_stats(samples).as_dict(), timing_scope="host_to_host",
+                                latency=latency_stats(samples), timing_scope="host_to_host",
                                 artifact=str(path), feed_sha256="f" * 64,
                                 model_fingerprint=(fingerprints or {}).get(model, "0" * 64)))
     run = RunResults(run_id=run_id, started_at="2026-11-26T01:00:00+00:00", cases=cases,
@@ -360,7 +360,7 @@ def test_the_cli_save_reports_a_write_error_in_one_line_exit_2(tmp_path, fake_en
     samples = [100_000] * 20
     run = RunResults(run_id="r1", started_at="2026-11-26T01:00:00+00:00", cases=[CaseResult(
         CaseId("fake-linear", "fake-ok", "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
-        latency=latency_stats(samples).as_dict(), timing_scope="host_to_host")], config={"threads": 1},
+        latency=latency_stats(samples), timing_scope="host_to_host")], config={"threads": 1},
         environment={"machine": "t"})
     run.finished_at, run.complete = "2099-01-01T00:00:00+00:00", True
     path = write(run, tmp_path / "r").parent

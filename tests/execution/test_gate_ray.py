@@ -19,6 +19,7 @@ from harness.execution.ray_shards import Node, merged_run
 from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED
 from harness.results import load_results
 from harness.results.schema import AbResult, CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 TESTS = Path(__file__).resolve().parents[1]
 CASES = ["fake-file-fake-graph-fp32-b1", "fake-file2-fake-graph-fp32-b1", "fake-file-fake-ok-fp32-b1",
@@ -83,7 +84,7 @@ def _row(case_id: str, verdict: str, status: str = "passed") -> CaseResult:
     case = CaseId(model, "fake-" + rest.rsplit("-fp32", 1)[0], "fp32", 1, None, "cpu")
     ab = AbResult(a="a", b="b", b_case=case, order="ab", blocks=[], block_time_s=0.01, inject=0.0, verdict=verdict,
                   reason="why", ratio=1.3, ci_low=1.2, ci_high=1.4, confidence=0.95, min_effect=0.05, pairs_used=8)
-    return CaseResult(case, status, ab=ab, latency={"p50_ms": 0.3},
+    return CaseResult(case, status, ab=ab, latency=fake_latency(0.3),
                       details={"gate": {"mode": "re-measured", "side_a": {"latency": {"p50_ms": 0.23}},
                                         "notes": ["a note"]}})
 

@@ -211,7 +211,7 @@ def test_a_user_conv_module_with_default_threads_is_measured(env, tmp_path, isol
     assert proc.returncode == 0, stdout
     cases = load_results(out).cases
     assert [c.status for c in cases] == ["passed", "passed"], stdout
-    assert all(c.latency and c.latency["p50_ms"] > 0 for c in cases)
+    assert all(c.latency and c.latency.p50_ms > 0 for c in cases)
     assert all(c.case.model == "user_conv.convnet" for c in cases)
 
 

@@ -52,7 +52,7 @@ def _run_all(tmp_path, path: Path, batch_sizes: str = "1,4") -> dict[int, object
 
 
 def _samples_per_second(result, samples: int) -> float:
-    return samples * 1000.0 / result.latency["p50_ms"]  # throughput is batch / p50
+    return samples * 1000.0 / result.latency.p50_ms  # throughput is batch / p50
 
 
 def test_fixed_batch_runs_at_its_size_and_a_contradicting_size_is_a_skip(tmp_path):

@@ -103,7 +103,7 @@ def _measured(case: CaseId, pending: int = 2) -> CaseResult:
     from harness.results.stats import latency_stats
 
     ns = [1000, 1100, 1050, 1020]
-    return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
+    return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns), throughput_sps=1.0,
                       warmup_iters=3, blocks=[Block(4, 0.001035)], blocks_pending=pending)
 
 
@@ -116,12 +116,12 @@ def test_a_failed_block_costs_that_block_only(tmp_path):
                          after_block=lambda: writes.append(1))
     assert added == 3 and len(writes) == 4
     a, b = run.cases[0], run.cases[1]
-    assert [x.samples for x in a.blocks] == [4, 3, 3] and len(a.samples_ns) == 10 and a.latency["iterations"] == 10
+    assert [x.samples for x in a.blocks] == [4, 3, 3] and len(a.samples_ns) == 10 and a.latency.iterations == 10
     assert a.blocks[1] == Block(3, 0.00205, "round", reactivated=True)
     assert [x.samples for x in b.blocks] == [4, 0, 3] and [x.error for x in b.blocks] == [
         None, "crashed: worker killed by SIGSEGV in phase run", None]
     assert a.blocks_pending == 0 and b.blocks_pending == 0
-    assert a.warmup_iters == 5 and a.latency["p50_ms"] > 0.001  # statistics over all blocks
+    assert a.warmup_iters == 5 and a.latency.p50_ms > 0.001  # statistics over all blocks
 
 
 def test_merge_block_keeps_device_samples_in_step():
@@ -132,7 +132,7 @@ def test_merge_block_keeps_device_samples_in_step():
     merge_block(r, {"samples_ns": [1000, 1001], "device_samples_ns": [800, 810], "warmup_iters": 2}, 0.1)
     assert r.device_samples_ns[-2:] == [800, 810] and r.details["device_latency"]["iterations"] == 6
     assert r.blocks[-1] == Block(2, 0.001001, "round")  # ms to the nanosecond
-    assert r.latency == latency_stats(r.samples_ns, 0.1).as_dict()
+    assert r.latency == latency_stats(r.samples_ns, 0.1)
     merge_block(r, {"samples_ns": []}, 0.1)
     assert r.blocks[-1] == Block(0, None, "round", error="the block measured no samples")
     assert sum(b.samples for b in r.blocks) == len(r.samples_ns)
@@ -193,7 +193,7 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
         from harness.results.stats import latency_stats
 
         ns = [int(v) for v in level * rng.lognormal(0, 0.02, 600)]
-        return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns).as_dict(), throughput_sps=1.0,
+        return CaseResult(case, "passed", samples_ns=ns, latency=latency_stats(ns), throughput_sps=1.0,
                           blocks=[Block.measured(ns[i:i + 200], "case") for i in (0, 200, 400)],
                           model_fingerprint="fp", timing_scope="host_to_host")
 

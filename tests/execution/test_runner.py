@@ -26,7 +26,7 @@ def test_measured_case_has_samples_stats_drift_and_identity(config):
     r = CaseRunner().run(case(), config, on_phase=phases.append)
     assert r.status == "passed", r.reason
     assert phases == ["load", "warmup", "run", "accuracy"]
-    assert len(r.samples_ns) >= 5 and r.latency["iterations"] == len(r.samples_ns)
+    assert len(r.samples_ns) >= 5 and r.latency.iterations == len(r.samples_ns)
     assert r.throughput_sps > 0 and r.scenario == "offline" and r.timing_scope == "host_to_host"
     assert r.accuracy["passed"] and r.accuracy["max_abs"] == 0.0
     assert r.reference_runtime == "fake-ok" and r.feed_sha256 and r.model_fingerprint

@@ -28,7 +28,7 @@ def node_run(label: str, rng: np.random.Generator, *, factor: float = 1.0, block
             all_ns += ns
             bl.append(Block.measured(ns, "case", contention={"contended": contended} if contended else None))
         stats = latency_stats(all_ns)
-        out.append(CaseResult(case, "passed", samples_ns=all_ns, blocks=bl, latency=stats.as_dict(),
+        out.append(CaseResult(case, "passed", samples_ns=all_ns, blocks=bl, latency=stats,
                               contention={"contended": contended, "cause": "test"} if contended else None))
     run = RunResults(run_id=f"r-{label}", started_at="", environment={"machine_fingerprint": fingerprint},
                      cases=out, complete=True)

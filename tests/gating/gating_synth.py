@@ -27,7 +27,7 @@ def case_result(case: CaseId, ns: list[int] | None = None, status: str = "passed
     acc = {"passed": status == "passed", "rel_l2": rel_l2, "max_abs": rel_l2, "failures": []}
     kw.setdefault("model_fingerprint", f"fp-{case.model}")
     kw.setdefault("timing_scope", "host_to_host")
-    return CaseResult(case, status, reason=kw.pop("reason", ""), samples_ns=ns, latency=stats.as_dict(),
+    return CaseResult(case, status, reason=kw.pop("reason", ""), samples_ns=ns, latency=stats,
                       throughput_sps=throughput_sps(case.batch, stats.mean_ms), accuracy=acc, **kw)
 
 

@@ -63,7 +63,7 @@ def _doc(results):
     (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": ["nan", ', 1)),
      "cases[0].samples_ns[0]: input should be a valid integer; found 'nan'"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"p50_ms": ', '"p50_ms": "nan", "x": ', 1)),
-     "cases[0].latency.p50_ms: 'nan': not a finite number"),
+     "cases[0].latency.p50_ms: input should be a number (an integer or a float); found 'nan'"),
     (lambda p, d: p.write_text(json.dumps(d).replace('"samples_ns": [', '"samples_ns": [], "x": [', 1)),
      "no latency samples"),
     (lambda p, d: p.write_text(json.dumps({k: v for k, v in d.items() if k != "run_id"})), "run_id: field required"),

@@ -84,7 +84,7 @@ def test_scale_script(tmp_path):
     for o, s in zip(orig.cases, scaled.cases):
         f = 1.25 if o.case.runtime == "ort-cpu" else 1.0
         assert s.samples_ns == [int(round(v * f)) for v in o.samples_ns]
-        assert abs(s.latency["p50_ms"] - o.latency["p50_ms"] * f) < 1e-3
+        assert abs(s.latency.p50_ms - o.latency.p50_ms * f) < 1e-3
 
 
 RUN = ["run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1",

@@ -307,10 +307,10 @@ def test_a_multi_run_baseline_measures_the_spread_between_its_runs():
     from harness.gating.compare import compare_samples
 
     history = _drifting_runs(5, 0.05, seed=4)
-    levels = sorted(r.cases[0].latency["p50_ms"] for r in history)
+    levels = sorted(r.cases[0].latency.p50_ms for r in history)
     current = _drifting_runs(1, 0.0, seed=9, scale=1.12 * levels[2] * 1000 / 20.0)[0]
     gates = GateConfig(gates=(MEDIAN10,))
-    fastest = min(history, key=lambda r: r.cases[0].latency["p50_ms"])
+    fastest = min(history, key=lambda r: r.cases[0].latency.p50_ms)
     single = compare_runs(fastest, current, gates)
     assert [r.verdict for r in single.records if r.metric == "latency_median"] == [Verdict.REGRESSED]
     multi = compare_runs(history, current, gates)

@@ -138,7 +138,7 @@ def test_judge_pass_with_margins_and_certificate(tmp_path, spec_file):
     cert = judge(load_spec(spec_file, spec_case), run, res)
     assert cert.passed and cert.exit_code == 0 and cert.verdict == "PASS"
     p99 = next(r for r in cert.requirements if r.requirement == "p99_ms_max")
-    assert p99.measured == pytest.approx(run.cases[0].latency["p99_ms"])
+    assert p99.measured == pytest.approx(run.cases[0].latency.p99_ms)
     assert p99.margin == pytest.approx(1000 - p99.measured) and 99 < p99.margin_pct < 100
     tp = next(r for r in cert.requirements if r.requirement == "throughput_sps_min")
     assert tp.margin == pytest.approx(tp.measured - 1)

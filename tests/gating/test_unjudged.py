@@ -4,6 +4,7 @@ bisect steps, A/B blocks with known ratios."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -164,7 +165,7 @@ def test_the_ci_summary_says_it_in_its_first_line():
 
 def test_baseline_save_warns_about_contended_and_noisy_figures(tmp_path):
     run = contended(make_run(1), runtimes=("ort-cpu",))
-    run.cases[0].latency = {**run.cases[0].latency, "noisy": True}  # mlp torch-cpu b1
+    run.cases[0].latency = dataclasses.replace(run.cases[0].latency, noisy=True)  # mlp torch-cpu b1
     path = write_results(run, tmp_path / "r")
     warned = []
     stored = save_baseline(str(path), "main", tmp_path / "b", warn=warned.append).path

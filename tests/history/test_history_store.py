@@ -48,7 +48,7 @@ def test_add_list_and_series(db_url: str) -> None:
         assert {s.fingerprint for s in series} == {"m1", "m2"}
         m1 = next(s for s in series if s.fingerprint == "m1")
         assert [p.run_id for p in m1.points] == ["run-00", "run-01", "run-02"]
-        assert m1.points[0].value == pytest.approx(_run(0).cases[0].latency["p50_ms"])
+        assert m1.points[0].value == pytest.approx(_run(0).cases[0].latency.p50_ms)
         thr = h.series([CASES[0].id], "throughput")[0]
         assert thr.points[0].value == pytest.approx(_run(0).cases[0].throughput_sps)
         with pytest.raises(HistoryError, match="already recorded"):

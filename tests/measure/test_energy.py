@@ -11,6 +11,7 @@ import pytest
 from harness.measure import energy as en
 from harness.measure.energy import EnergyTracker, NvmlCounter, counters_for, rapl_counters
 from harness.measure.tracker import TRACKERS, Tracker
+from fakes import fake_latency
 
 
 class FakeTime:
@@ -220,7 +221,7 @@ def test_the_report_shows_joules_per_inference_where_measured_and_the_reason_whe
 
     def case(batch, energy):
         return CaseResult(CaseId("mlp", "ort-cpu", "fp32", batch, None, "cpu"), "passed",
-                          samples_ns=[1000] * 10, latency={"p50_ms": 0.001, "iterations": 10}, energy=energy)
+                          samples_ns=[1000] * 10, latency=fake_latency(0.001, 10), energy=energy)
 
     measured = EnergyRecord(status="measured", calls=1000, batch=4, sources=[
         EnergySource("package-0", "powercap (RAPL) energy_uj", 30.0, 1.0, 20.0, 10.0, 0.05, 0.001)],

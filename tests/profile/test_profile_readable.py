@@ -16,6 +16,7 @@ from harness.report.profile import peak_rows, roofline_chart, where_time_goes
 from harness.report.render import render_markdown
 from harness.report.terminal import profile_lines
 from harness.results import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 OPS = ("Conv", "Gemm", "Relu", "MaxPool", "Add", "MatMul")
 MODULE_METHOD = "torch 2.13 forward hooks on every module, mapped by the export's module scopes"
@@ -43,7 +44,7 @@ def _case(runtime, nodes, *, recorded, method, p50=5.0, roof=None, model="net"):
                "gap_percent": 0.0, "method": method, "cost": {"flops": 1e9, "bytes_moved": 1e8},
                "roofline": roof or {}}
     return CaseResult(CaseId(model, runtime, "fp32", 1, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "iterations": 10, "noisy": False}, samples_ns=[int(p50 * 1e6)] * 10,
+                      latency=fake_latency(p50, 10), samples_ns=[int(p50 * 1e6)] * 10,
                       throughput_sps=200.0, profile=profile)
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from harness.report.render import render_html
 from harness.results import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "screenshot-report.sh"
@@ -59,9 +60,9 @@ window.addEventListener("load", () => {
 
 def _case(runtime: str, p50: float, rel_l2: float) -> CaseResult:
     return CaseResult(CaseId("resnet18", runtime, "fp32", 1, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "p90_ms": p50 * 1.05, "p95_ms": p50 * 1.1, "p99_ms": p50 * 1.2,
-                               "mean_ms": p50, "std_ms": 0.05, "iterations": 400, "cv": 0.01, "noisy": False,
-                               "p50_ci_low_ms": p50 * 0.99, "p50_ci_high_ms": p50 * 1.01},
+                      latency=fake_latency(p50, 400, p90_ms=p50 * 1.05, p95_ms=p50 * 1.1, p99_ms=p50 * 1.2, std_ms=0.05,
+                                           cv=0.01, p50_ci_low_ms=p50 * 0.99, p50_ci_high_ms=p50 * 1.01,
+                                           ci_level=0.95),
                       throughput_sps=1000.0 / p50, accuracy={"max_abs": rel_l2, "rel_l2": rel_l2, "cosine": 1.0},
                       reference_runtime="torch-cpu", samples_ns=[int(p50 * 1e6 * (1 + 0.001 * (i % 9)))
                                                                   for i in range(400)], host_peak_mb=512.0)

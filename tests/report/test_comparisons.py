@@ -9,6 +9,7 @@ from harness.report.conclusions import conclusion_lines, conclusions
 from harness.report.render import render_html, render_markdown
 from harness.report.tables import comparison_tables, drift_tables, flags_text, slower_than_fp32
 from harness.results import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 
 def case(runtime: str, p50: float, precision: str = "fp32", ci: tuple[float | None, float | None] | None = None,
@@ -16,10 +17,9 @@ def case(runtime: str, p50: float, precision: str = "fp32", ci: tuple[float | No
          model: str = "m", batch: int = 1) -> CaseResult:
     lo, hi = ci if ci is not None else (p50 * 0.99, p50 * 1.01)
     return CaseResult(CaseId(model, runtime, precision, batch, None, "cpu"), status,
-                      latency={"p50_ms": p50, "p90_ms": p50 * 1.1, "p95_ms": p50 * 1.2, "p99_ms": p50 * 1.5,
-                               "mean_ms": p50, "std_ms": 0.01, "iterations": 400, "cv": 0.01, "noisy": False,
-                               "p50_ci_low_ms": lo, "p50_ci_high_ms": hi, "p99_ci_low_ms": p50 * 1.4,
-                               "p99_ci_high_ms": None},
+                      latency=fake_latency(p50, 400, p90_ms=p50 * 1.1, p95_ms=p50 * 1.2, p99_ms=p50 * 1.5, std_ms=0.01,
+                                           cv=0.01, p50_ci_low_ms=lo, p50_ci_high_ms=hi, p99_ci_low_ms=p50 * 1.4,
+                                           p99_ci_high_ms=None, ci_level=0.95),
                       throughput_sps=batch * 1000.0 / p50, accuracy={"max_abs": rel_l2, "rel_l2": rel_l2,
                                                                       "cosine": 1.0},
                       reference_runtime="torch-cpu", samples_ns=[int(p50 * 1e6)] * 10, precision_recipe=recipe,
@@ -66,8 +66,8 @@ def test_a_ratio_built_from_a_contended_figure_is_marked_everywhere():
     assert "faster (contended)" in md and "p50 vs FP32 ref" in md
     [torch_row] = [line for line in md.splitlines() if line.startswith("| m ") and "torch-cpu" in line]
     assert "| contended " in torch_row  # the flags column of the measured cases
-    assert flags_text({"noisy": True}, {"contended": True}) == "contended, noisy"
-    assert flags_text({}, None) == ""
+    assert flags_text(fake_latency(1.0, noisy=True), {"contended": True}) == "contended, noisy"
+    assert flags_text(fake_latency(1.0), None) == "" and flags_text(None, None) == ""
 
 
 def test_the_conclusion_ranks_only_where_the_figures_allow():

@@ -11,6 +11,7 @@ from harness.precision import Precision, default_tolerance
 from harness.report.render import render_html, render_markdown
 from harness.report.terminal import drift_note_lines
 from harness.results.schema import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 
 def _case(runtime: str, seed: int, near_zero: bool) -> CaseResult:
@@ -22,7 +23,7 @@ def _case(runtime: str, seed: int, near_zero: bool) -> CaseResult:
     acc = compare({"map": ref}, {"map": out}, default_tolerance(Precision.FP32), precision="fp32")
     assert acc, acc.message
     return CaseResult(CaseId("det", runtime, "fp32", 1, None, "cpu"), "passed", samples_ns=[1_000_000] * 5,
-                      latency={"p50_ms": 1.0, "iterations": 5, "noisy": False}, throughput_sps=1000.0,
+                      latency=fake_latency(1.0, 5), throughput_sps=1000.0,
                       accuracy=acc.as_dict(), reason="; ".join(acc.notes), reference_runtime="ort-cpu")
 
 

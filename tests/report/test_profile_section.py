@@ -7,6 +7,7 @@ from harness.report.profile import peak_rows, where_time_goes
 from harness.report.render import render_html, render_markdown
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.records import LocalizationRecord
+from fakes import fake_latency
 
 EVIL = "<b>x</b>"
 
@@ -26,8 +27,7 @@ def case(runtime, times, p50, localization=None, profile_extra=None):
                "gap_percent": 100 * (total + 0.05 - p50) / p50, "adjacent_p50_ms": p50, "adjacent_gap_percent": 1.0, "wall_ms": p50 * 1.1, "runs": 10, "method": "m",
                "cost": {"flops": 1e9, "bytes_moved": 1e8}, "roofline": _roof(50.0, 10.0), **(profile_extra or {})}
     return CaseResult(CaseId("net", runtime, "fp32", 1, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "p90_ms": p50, "p95_ms": p50, "p99_ms": p50, "mean_ms": p50,
-                               "std_ms": 0.0, "iterations": 10, "cv": 0.0, "noisy": False},
+                      latency=fake_latency(p50, 10),
                       throughput_sps=1e3 / p50, samples_ns=[int(p50 * 1e6)] * 10, profile=profile,
                       localization=None if localization is None else LocalizationRecord.from_dict(localization))
 

@@ -15,6 +15,7 @@ import pytest
 
 from harness.report.progress import RunProgress, case_line, noise_lines, skipped_lines
 from harness.results.schema import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 FAST = ["--min-time", "0.05", "--min-iters", "3", "--warmup", "1", "--repeats", "1"]
 
@@ -29,7 +30,7 @@ class FakeClock:
 
 def _passed(model: str, runtime: str, p50: float, cv: float = 0.01, noisy: bool = False) -> CaseResult:
     return CaseResult(CaseId(model, runtime, "fp32", 1, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "p99_ms": p50 * 1.1, "cv": cv * 3, "rcv": cv, "noisy": noisy})
+                      latency=fake_latency(p50, p99_ms=p50 * 1.1, cv=cv * 3, rcv=cv, noisy=noisy))
 
 
 def test_plain_progress_prints_one_line_per_unit_with_i_of_n_and_no_escape_codes():
@@ -192,7 +193,7 @@ def test_summary_md_says_the_cpu_was_busy_and_names_the_noisy_cases(fakes):
 def _measured(lat: dict, blocks: int = 1, reason: str = "", status: str = "passed") -> CaseResult:
     case = CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")
     return CaseResult(case, status, reason=reason, samples_ns=[1_000_000] * 5,
-                      latency={"p50_ms": 2.71, "iterations": 5, **lat},
+                      latency=fake_latency(2.71, 5, **lat),
                       blocks=[{"samples_ns": [1_000_000] * 5, "warmup_iters": 1}] * blocks)
 
 
@@ -202,7 +203,7 @@ def _measured(lat: dict, blocks: int = 1, reason: str = "", status: str = "passe
     (float("nan"), 2.9, "[n/a, 2.9]"), (2.5, 2.9, "[2.5, 2.9]"),
 ])
 def test_a_case_line_never_prints_an_unbounded_interval_as_infinities(lo, hi, shown):
-    line = case_line(_measured({"p50_ci_low_ms": lo, "p50_ci_high_ms": hi}))
+    line = case_line(_measured({"p50_ci_low_ms": lo, "p50_ci_high_ms": hi, "ci_level": 0.95}))
     assert f"p50 2.71 ms {shown}  rcv" in line and "inf" not in line
 
 

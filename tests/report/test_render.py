@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.report.render import render_html
 from harness.report.tables import CSV_COLUMNS, cases_frame, comparison_tables
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.records import LocalizationFinding, LocalizationRecord
+from fakes import fake_latency
 
 EVIL = "<img src=x onerror=alert(1)>"
 
 
 def measured(model, runtime, p50, thr, rel_l2=0.0, status="passed"):
     return CaseResult(CaseId(model, runtime, "fp32", 1, None, "cpu"), status,
-                      latency={"p50_ms": p50, "p90_ms": p50 * 1.1, "p95_ms": p50 * 1.2, "p99_ms": p50 * 1.5,
-                               "mean_ms": p50, "std_ms": 0.1, "iterations": 10, "cv": 0.01, "noisy": False},
+                      latency=fake_latency(p50, 10, p90_ms=p50 * 1.1, p95_ms=p50 * 1.2, p99_ms=p50 * 1.5, std_ms=0.1,
+                                           cv=0.01),
                       throughput_sps=thr, accuracy={"max_abs": rel_l2, "rel_l2": rel_l2, "cosine": 1.0},
                       reference_runtime="torch-cpu", samples_ns=[int(p50 * 1e6)] * 10)
 
@@ -66,7 +69,7 @@ def two_machines() -> list[RunResults]:
     b.run_id = "r2"
     for c in b.cases:
         if c.latency:
-            c.latency = {**c.latency, "p50_ms": c.latency["p50_ms"] * 2}
+            c.latency = dataclasses.replace(c.latency, p50_ms=c.latency.p50_ms * 2)
     return [a, b]
 
 
@@ -89,7 +92,7 @@ def test_merged_runs_are_columns_labelled_by_machine_never_averaged():
 def test_drift_table_speedup_and_localisation_render():
     run = fixture_run()
     run.cases.append(CaseResult(CaseId(EVIL, "ort-cpu", "int8", 1, None, "cpu"), "failed",
-                                latency={"p50_ms": 44.5, "p99_ms": 50.0, "noisy": False},
+                                latency=fake_latency(44.5, p99_ms=50.0),
                                 accuracy={"rel_l2": 0.3, "max_abs": 2.0, "cosine": 0.9},
                                 reason="drift over tolerance: rel_l2=0.3 > 0.15", samples_ns=[44_500_000] * 5))
     run.cases[-1].localization = LocalizationRecord(trigger="failure", checked=12, first_bad=[LocalizationFinding(

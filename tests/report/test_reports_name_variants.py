@@ -14,6 +14,7 @@ from harness.report import tables
 from harness.report.render import render_html, render_markdown
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.records import EndToEndRecord
+from fakes import fake_latency
 
 VARIANTS = (None, "opt=basic", "opt=disabled", "spin=off", "threads=1", "simplify=onnxsim")
 RUNTIMES = ("ort-cpu", "ort-cpu@1.30.0", "openvino-cpu")
@@ -24,7 +25,7 @@ def _case(runtime, variant, precision, p50, *, contended=False, cached=False, re
     ns = int(p50 * 1e6)
     return CaseResult(
         CaseId(model, runtime, precision, 1, seq, "cpu", variant=variant), status, samples_ns=[ns] * 5,
-        latency={"p50_ms": p50, "p99_ms": p50 * 1.2, "noisy": False, "iterations": 5},
+        latency=fake_latency(p50, 5, p99_ms=p50 * 1.2),
         throughput_sps=1000 / p50, accuracy={"rel_l2": 1e-7, "max_abs": 1e-7, "cosine": 1.0}, setup_s=0.5 + p50,
         reference_runtime="torch-cpu", artifact_cache_hit=cached, details={"activation_reused": reused},
         contention={"contended": contended, "cause": "the worker's threads waited 60% of their runnable time"}
@@ -142,7 +143,7 @@ def test_the_share_outside_the_model_is_never_negative(seed):
     assert share == pytest.approx(max(0.0, 100 * (e2e - against) / e2e))
     assert bool(note) == (against > e2e) and (not note or "timed apart" in note)
     c = _case("ort-cpu", rng.choice(VARIANTS), "fp32", model_only, model="digits-cnn",
-              e2e={"latency": {"p50_ms": e2e, "iterations": 5}, "model_p50_ms": inner, "steps": "pgm decode"})
+              e2e={"latency": fake_latency(e2e, 5).as_dict(), "model_p50_ms": inner, "steps": "pgm decode"})
     run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c], complete=True)
     (row,) = tables.end_to_end_tables(run)["digits-cnn"]
     assert row["runtime"] == c.case.runtime_label and row["outside_model_pct"] >= 0

@@ -15,11 +15,12 @@ from harness.report.render import render_html, render_markdown, write_outputs
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stats import summary_ms
 from harness.results.records import GenerationRecord, GenerationStats
+from fakes import fake_latency
 
 
 def _forward(runtime: str, p50: float, batch: int = 1) -> CaseResult:
     return CaseResult(CaseId("mlp", runtime, "fp32", batch, None, "cpu"), "passed",
-                      latency={"p50_ms": p50, "p99_ms": p50 * 1.5, "iterations": 10, "noisy": False},
+                      latency=fake_latency(p50, 10, p99_ms=p50 * 1.5),
                       throughput_sps=batch / p50 * 1e3, accuracy={"max_abs": 0.0, "rel_l2": 1e-7, "cosine": 1.0},
                       reference_runtime="torch-cpu", samples_ns=[int(p50 * 1e6)] * 10)
 

@@ -3,6 +3,8 @@ robust CV (labelled) that decides `noisy`, and the tail flag, alike in the CSV, 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from harness.report.render import render_html, render_markdown
@@ -15,7 +17,7 @@ from harness.results.records import GenerationRecord, GenerationStats
 
 def case(runtime: str, samples: list[int]) -> CaseResult:
     return CaseResult(CaseId("mlp", runtime, "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
-                      latency=latency_stats(samples).as_dict(), throughput_sps=1e3, reference_runtime="torch-cpu")
+                      latency=latency_stats(samples), throughput_sps=1e3, reference_runtime="torch-cpu")
 
 
 def fixture() -> RunResults:
@@ -34,10 +36,10 @@ def test_csv_has_intervals_both_cvs_by_name_and_no_p99_from_12_samples():
     df = cases_frame(run)
     lat = run.cases[0].latency
     row = df.iloc[0]
-    assert (row["latency_p50_ci_low_ms"], row["latency_p50_ci_high_ms"]) == (lat["p50_ci_low_ms"], lat["p50_ci_high_ms"])
+    assert (row["latency_p50_ci_low_ms"], row["latency_p50_ci_high_ms"]) == (lat.p50_ci_low_ms, lat.p50_ci_high_ms)
     assert row["latency_p50_ci_low_ms"] < row["latency_p50_ms"] < row["latency_p50_ci_high_ms"]
     assert row["latency_p99_ci_low_ms"] < row["latency_p99_ms"] < row["latency_p99_ci_high_ms"]
-    assert row["robust_cv"] == lat["rcv"] and row["plain_cv"] == lat["cv"] and "cv" not in df.columns
+    assert row["robust_cv"] == lat.rcv and row["plain_cv"] == lat.cv and "cv" not in df.columns
     few = df.iloc[2]
     assert few["iterations"] == 12 and few["latency_p50_ms"] > 0
     for col in ("latency_p99_ms", "latency_p95_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms"):
@@ -50,12 +52,12 @@ def test_csv_has_intervals_both_cvs_by_name_and_no_p99_from_12_samples():
 def test_the_percentile_text():
     run = fixture()
     lat = run.cases[0].latency
-    assert percentile_text(lat, 50) == (f"{lat['p50_ms']:.4g} [{lat['p50_ci_low_ms']:.4g}, "
-                                        f"{lat['p50_ci_high_ms']:.4g}]")
+    assert percentile_text(lat, 50) == (f"{lat.p50_ms:.4g} [{lat.p50_ci_low_ms:.4g}, "
+                                        f"{lat.p50_ci_high_ms:.4g}]")
     assert percentile_text(run.cases[2].latency, 99) == "n/a (n=12 < 100)"
-    unbounded = latency_stats([1_000_000 + 100 * i for i in range(200)]).as_dict()
+    unbounded = latency_stats([1_000_000 + 100 * i for i in range(200)])
     assert percentile_text(unbounded, 99).endswith(", inf]")
-    old = {"p50_ms": 1.5, "p99_ms": 2.0, "iterations": 500}  # results from before the intervals
+    old = dataclasses.replace(latency_stats([1_500_000] * 500), ci_level=None)  # results from before the intervals
     assert percentile_text(old, 50) == "1.5" and percentile_text(None, 50) == "-"
 
 
@@ -74,7 +76,7 @@ def test_html_and_markdown_show_the_same():
     lat = run.cases[0].latency
     html = render_html(run)
     assert "p50 ms [95% CI]" in html and "robust CV" in html and "(tail-heavy)" in html
-    assert f"[{lat['p50_ci_low_ms']:.4g}, {lat['p50_ci_high_ms']:.4g}]" in html
+    assert f"[{lat.p50_ci_low_ms:.4g}, {lat.p50_ci_high_ms:.4g}]" in html
     assert "n/a (n=12 &lt; 100)" in html
     md = render_markdown(run)
     assert "p50 ms [95% CI]" in md and "robust CV" in md and "n/a (n=12 < 100)" in md and "tail-heavy" in md

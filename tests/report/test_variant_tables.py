@@ -5,12 +5,13 @@ from __future__ import annotations
 from harness.report.render import render_html
 from harness.report.tables import comparison_tables, variant_tables
 from harness.results.schema import CaseId, CaseResult, RunResults
+from fakes import fake_latency
 
 
 def _case(variant, p50_ms, status="passed", rel_l2=1e-7, precision="fp32", runtime="ort-cpu"):
     ns = int(p50_ms * 1e6)
     return CaseResult(CaseId("mlp", runtime, precision, 1, None, "cpu", variant=variant), status,
-                      samples_ns=[ns] * 5, latency={"p50_ms": p50_ms, "p99_ms": p50_ms, "noisy": False},
+                      samples_ns=[ns] * 5, latency=fake_latency(p50_ms),
                       throughput_sps=1000 / p50_ms, accuracy={"rel_l2": rel_l2}, setup_s=0.5,
                       reference_runtime="torch-cpu")
 

@@ -1,5 +1,6 @@
-"""Memory, end-to-end, generation and localisation as typed records: read by attribute, and written back as the very dict they
-were made from (keys, order, values), so results.json does not change by a byte."""
+"""Memory, end-to-end, generation and localisation as typed records: read by attribute, and written back as the dict
+they were made from (keys, order, values), so results.json does not change by a byte; keys a record does not
+declare are kept, written after the ones it does."""
 
 from __future__ import annotations
 
@@ -27,14 +28,14 @@ SAMPLES = [1_000_000 + 7_000 * i for i in range(12)]
 SAMPLE_RUN = Path(__file__).resolve().parents[2] / "docs" / "samples" / "gpu-h200-2026-11-27" / "results.json"
 
 # as harness.measure.memory.MemorySampler builds it on a GPU with torch's allocator (every optional key), with
-# a key this harness does not declare (a newer harness may add some) between two it does
+# a key this harness does not declare (a newer harness may add some) after the ones it does
 MEMORY = {"covers": "activation, first inference, warm-up and timed loop", "host_rss_before_mb": 100.5,
           "host_rss_peak_mb": 612.25, "host_delta_mb": 511.75, "host_peak_source": "vmhwm",
           "gpu_process_peak_mb": 300.0, "gpu_device_used_peak_mb": 1300, "gpu_device_used_before_mb": 1000.0,
-          "gpu_problem": "partial", "a_newer_key": {"kept": [1, 2]}, "torch_max_allocated_mb": 20.0,
+          "gpu_problem": "partial", "torch_max_allocated_mb": 20.0,
           "torch_max_reserved_mb": 22.0, "gpu_source": "nvml_process",
           "sampler": {"thread": True, "period_ms": 10.0, "samples": 31, "mean_sample_us": 12.5,
-                      "busy_fraction": 0.00125}}
+                      "busy_fraction": 0.00125}, "a_newer_key": {"kept": [1, 2]}}
 # as harness.measure.end_to_end.measure_end_to_end returns it (a step with no interval: None)
 END_TO_END = {"steps": "decode -> model -> sum", "samples_ns": SAMPLES, "warmup_iters": 3,
               "latency": latency_stats(SAMPLES).as_dict(), "throughput_sps": 1890.5, "pre_p50_ms": 0.25,
@@ -69,7 +70,7 @@ def generation() -> dict[str, Any]:
 def case_doc(**parts: Any) -> dict[str, Any]:
     samples = E2E if "generation" in parts else SAMPLES
     case = CaseResult(CaseId("m", "ort-cpu", "fp32", 2, 6, "cpu", gen=3 if "generation" in parts else None),
-                      "passed", samples_ns=samples, latency=latency_stats(samples).as_dict())
+                      "passed", samples_ns=samples, latency=latency_stats(samples))
     return {**case.as_dict(), **parts}
 
 
@@ -99,7 +100,7 @@ def test_the_typed_fields_say_what_the_dicts_said():
     assert case.memory.host_rss_peak_mb == 612.25 and case.memory.gpu_source == "nvml_process"
     assert case.memory.gpu_device_used_peak_mb == 1300 and isinstance(case.memory.gpu_device_used_peak_mb, int)
     assert case.end_to_end.pre_p50_ci_high_ms is None and case.end_to_end.model_p50_ms == 0.75
-    assert case.end_to_end.latency["iterations"] == len(SAMPLES)
+    assert case.end_to_end.latency.iterations == len(SAMPLES)
     g = results_from_doc(run_doc(case_doc(generation=generation())), "r").cases[0].generation
     assert isinstance(g.tpot, GenerationStats) and g.tpot.n == 24 and g.stat("ttft").p50_ms == pytest.approx(0.4055)
     assert isinstance(g.conformance, TokenAgreement) and g.conformance.first_divergence_per_sequence == [None, None]
@@ -110,19 +111,32 @@ def test_the_typed_fields_say_what_the_dicts_said():
     assert loc.checked == 12 and loc.error is None and loc.truncated.startswith("time budget")
 
 
-def test_a_record_writes_the_fields_its_maker_gave_in_declared_order_and_a_field_set_later():
+def test_a_record_writes_its_fields_in_declared_order_and_those_declared_when_set_only_where_set():
     case = CaseResult(CaseId("m", "ort-cpu", "fp32", 1, None, "cpu"), "passed",
                       memory=MemoryRecord(gpu_source=None, covers="x", host_rss_peak_mb=1.0))
-    assert case.as_dict()["memory"] == {"covers": "x", "host_rss_peak_mb": 1.0, "gpu_source": None}
-    assert list(case.as_dict()["memory"]) == ["covers", "host_rss_peak_mb", "gpu_source"]  # declared order
-    case.memory.gpu_problem = "NVML not available"
-    assert list(case.as_dict()["memory"]) == ["covers", "host_rss_peak_mb", "gpu_source", "gpu_problem"]
+    assert case.as_dict()["memory"] == {"covers": "x", "host_rss_peak_mb": 1.0}  # a CPU case: no GPU keys
+    assert list(case.as_dict()["memory"]) == ["covers", "host_rss_peak_mb"]  # declared order
+    case.memory.gpu_problem = "NVML not available"  # the GPU was sampled: its keys are written, None as null
+    assert case.as_dict()["memory"] == {"covers": "x", "host_rss_peak_mb": 1.0, "gpu_process_peak_mb": None,
+                                        "gpu_device_used_peak_mb": None, "gpu_device_used_before_mb": None,
+                                        "gpu_problem": "NVML not available", "gpu_source": None}
+    assert list(case.as_dict()["memory"])[2] == "gpu_process_peak_mb"  # declared order
+    # the other fields are written always, None as null (an unbounded interval, a step not measured)
     case.end_to_end = EndToEndRecord(steps="pre -> model")
-    assert case.as_dict()["end_to_end"] == {"steps": "pre -> model"}
-    positional = LocalizationRecord("request", None, 3).as_dict()  # positional fields count as given
-    assert positional == {"trigger": "request", "tolerance": None, "checked": 3}
-    # what the producers build is what the old dicts were: the record passes the worker's dict transport as is
+    e2e = case.as_dict()["end_to_end"]
+    assert list(e2e)[:4] == ["steps", "samples_ns", "warmup_iters", "latency"] and e2e["pre_p50_ci_high_ms"] is None
+    positional = LocalizationRecord("request", None, 3).as_dict()  # no skipped, truncated or error: not written
+    assert positional == {"trigger": "request", "tolerance": None, "checked": 3, "first_bad": []}
+    # what the producers build passes the worker's dict transport as is
     assert CaseResult.from_dict(json.loads(json.dumps(case.as_dict()))).as_dict() == case.as_dict()
+
+
+def test_a_key_the_record_does_not_declare_is_kept_and_written_after_its_fields():
+    """One stored between two declared keys (a newer harness's) is kept; written again, it comes after them."""
+    keys = [k for k in MEMORY if k != "a_newer_key"]
+    stored = {k: MEMORY[k] for k in keys[:3]} | {"a_newer_key": [1]} | {k: MEMORY[k] for k in keys[3:]}
+    record = MemoryRecord.from_dict(stored)
+    assert record.as_dict() == stored and list(record.as_dict()) == keys + ["a_newer_key"]
 
 
 @pytest.mark.parametrize("name, value, where", [

@@ -12,12 +12,13 @@ from gating.gating_synth import make_run
 from harness.cli import main
 from harness.errors import ResultsError
 from harness.results.schema import load_results
+from harness.results.stats import latency_stats
 
 ENERGY = {"status": "measured", "reason": "", "calls": 100, "batch": 4, "sources": [], "net_joules": 1.5,
           "uncertainty_j": 0.01, "joules_per_inference": 0.015, "joules_per_sample": 0.00375,
           "inferences_per_joule": 66.67, "method": "m"}
-E2E = {"steps": "pre -> model -> post", "samples_ns": [1_000_000] * 5, "latency": {"p50_ms": 1.0, "noisy": False},
-       "throughput_sps": 1000.0}
+E2E = {"steps": "pre -> model -> post", "samples_ns": [1_000_000] * 5,
+       "latency": latency_stats([1_000_000] * 5).as_dict(), "throughput_sps": 1000.0}
 LOC = {"trigger": "failure", "checked": 3, "first_bad": [{"node": "n", "rel_l2": 0.5, "cosine": 0.9, "max_abs": 1.0}]}
 
 

@@ -10,11 +10,12 @@ import pytest
 from harness.errors import ResultsError
 from harness.results import CaseId, CaseResult, RunResults, atomic_write_text, load_results, write_results
 from harness.results.schema import SCHEMA_VERSION
+from harness.results.stats import latency_stats
 
 
 def sample_run() -> RunResults:
     c1 = CaseResult(CaseId("mlp", "ort-cpu", "fp32", 4, None, "cpu"), "passed", samples_ns=[10, 12, 11],
-                    latency={"p50_ms": 11e-6}, throughput_sps=4000.0,
+                    latency=latency_stats([10, 12, 11]), throughput_sps=4000.0,
                     accuracy={"passed": True, "max_abs": 1e-7, "rel_l2": math.inf})
     c2 = CaseResult(CaseId("bert", "torch-cpu", "fp32", 1, 128, "cpu"), "crashed", phase="run",
                     signal="SIGSEGV", reason="worker killed by SIGSEGV in phase run", stderr_tail="Fatal Python error")

@@ -40,7 +40,7 @@ def full_case() -> CaseResult:
     return CaseResult(
         case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu", gen=16, variant="opt=basic"), status="failed", reason="drift 0.2",
         phase="accuracy", signal="SIGSEGV", stderr_tail="tail", samples_ns=samples, warmup_iters=5,
-        timing_scope="host_to_host", scenario="offline", latency=latency_stats(samples).as_dict(),
+        timing_scope="host_to_host", scenario="offline", latency=latency_stats(samples),
         throughput_sps=3980.1, accuracy={"max_abs": 0.25, "passed": False}, reference_runtime="torch", setup_s=1.5,
         artifact="model.onnx", artifact_cache_hit=True, feed_sha256="ab" * 32, model_fingerprint="cd" * 8,
         details={"note": [1, 2]},

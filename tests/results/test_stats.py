@@ -209,24 +209,36 @@ def test_tail_flag_reads_p99_over_p50_or_p90_over_p50_with_fewer_samples():
 
 
 def test_old_latency_records_without_the_new_figures_still_load():
-    """A stored `latency` from before the intervals and the tail flag (no such keys) reads as before; the new
-    keys accept null (an unbounded side) but not text."""
+    """A stored `latency` from before the intervals and the tail flag (no such keys) reads as a LatencyStats with
+    those figures not stored (rcv and ci_level None: no intervals to show); the new keys accept null (an
+    unbounded side) but not text."""
+    import dataclasses
+
     from harness.errors import ResultsError
     from harness.results.schema import CaseId, CaseResult, RunResults, results_from_doc
+    from harness.results.stats import LatencyStats
 
     samples = [1_000_000 + 1_000 * i for i in range(10)]
-    new = latency_stats(samples).as_dict()
-    old = {k: v for k, v in new.items() if k not in ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms",
-                                                     "p99_ci_high_ms", "ci_level", "tail_ratio", "tail_heavy",
-                                                     "rcv")}
+    stats = latency_stats(samples)
+    new = stats.as_dict()
+    later = ("p50_ci_low_ms", "p50_ci_high_ms", "p99_ci_low_ms", "p99_ci_high_ms", "ci_level", "tail_ratio",
+             "tail_heavy", "rcv")
+    old = {k: v for k, v in new.items() if k not in later}
 
     def doc(lat):
         case = CaseResult(CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
-                          latency=lat)
-        return RunResults("r", "t", cases=[case]).as_dict()
+                          latency=stats)
+        d = RunResults("r", "t", cases=[case]).as_dict()
+        d["cases"][0]["latency"] = lat
+        return d
 
-    assert results_from_doc(doc(old)).cases[0].latency == old
-    assert new["p99_ci_high_ms"] is None and results_from_doc(doc(new)).cases[0].latency == new
+    read = results_from_doc(doc(old)).cases[0].latency
+    assert isinstance(read, LatencyStats) and read == LatencyStats(**old)
+    assert read == dataclasses.replace(stats, rcv=None, p50_ci_low_ms=None, p50_ci_high_ms=None, p99_ci_low_ms=None,
+                                       ci_level=None, tail_ratio=None, tail_heavy=None)
+    assert read.interval(50) is None and read.rcv is None  # not stored: no interval shown, no robust CV
+    assert read.as_dict() == old and list(read.as_dict()) == list(old)  # written back as it was stored
+    assert new["p99_ci_high_ms"] is None and results_from_doc(doc(new)).cases[0].latency == stats
     with pytest.raises(ResultsError, match="p99_ci_high_ms"):
         results_from_doc(doc({**new, "p99_ci_high_ms": "inf"}))
     with pytest.raises(ResultsError, match="tail_heavy"):

@@ -70,7 +70,7 @@ def good_doc() -> dict[str, Any]:
     run = make_run(1, cases=[CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu"),
                              CaseId("mlp", "torch-cpu", "fp32", 1, None, "cpu")])
     c = run.cases[0]
-    c.profile = _profile(c.latency["p50_ms"])
+    c.profile = _profile(c.latency.p50_ms)
     c.ab = _ab(c.case)
     c.contention = case_contention([b.contention for b in c.ab.blocks])
     c.environment = {"key": "abcd1234", "requirements": ["onnxruntime==1.24.4"], "python": "3.11",

@@ -197,7 +197,7 @@ class AbState(WorkerState):
             case, "failed" if regressed else "passed",
             reason=judged.reason if regressed or judged.verdict.value == "inconclusive" else "",
             samples_ns=samples_a, warmup_iters=first["a"].warmup_iters, timing_scope=rt_a.timing_scope,
-            scenario="single-stream" if case.batch == 1 else "offline", latency=stats.as_dict(),
+            scenario="single-stream" if case.batch == 1 else "offline", latency=stats,
             throughput_sps=throughput_sps(case.batch, stats.p50_ms), setup_s=rt_a.setup_s,
             feed_sha256=feed_digest(feed), model_fingerprint=rt_a.model.fingerprint(),
             precision_recipe=rt_a.recipe, ab=result,

@@ -238,7 +238,7 @@ class ForwardState(WorkerState):
             reason="; ".join([*failed_checks, *judged["reasons"], *([caveat] if caveat else [])]),
             samples_ns=list(timed.samples_ns), warmup_iters=timed.warmup_iters,
             timing_scope=runtime.timing_scope, scenario="single-stream" if case.batch == 1 else "offline",
-            latency=stats.as_dict(), throughput_sps=throughput_sps(case.batch, stats.p50_ms),
+            latency=stats, throughput_sps=throughput_sps(case.batch, stats.p50_ms),
             accuracy=judged["accuracy"], reference_runtime=ctx.spec.reference,
             setup_s=m["setup_s"], artifact=str(runtime.artifact_path) if runtime.artifact_path else None,
             artifact_cache_hit=runtime.artifact.cache_hit if runtime.artifact else None,

@@ -109,7 +109,7 @@ class GateState(WorkerState):
         self._sides[case] = (rt, call, rt.options.threads)
         stats = latency_stats(list(first.samples_ns), config.measure.noise_cv)
         return CaseResult(case, "passed", samples_ns=list(first.samples_ns), warmup_iters=first.warmup_iters,
-                          timing_scope=rt.timing_scope, latency=stats.as_dict(), setup_s=rt.setup_s,
+                          timing_scope=rt.timing_scope, latency=stats, setup_s=rt.setup_s,
                           artifact=str(rt.artifact_path) if rt.artifact_path else None,
                           feed_sha256=feed_digest(payload.feed), model_fingerprint=rt.model.fingerprint(),
                           precision_recipe=rt.recipe, details={"side": payload.side, **rt.details()})

@@ -154,7 +154,7 @@ def run_generation_case(case: CaseId, spec: ModelSpec, runtime: Any, config: Run
     return CaseResult(
         case, "passed" if accuracy and not failed_audit else "failed", reason="; ".join(reasons),
         samples_ns=samples, warmup_iters=1, timing_scope="host_to_host", scenario="generation",
-        latency=stats.as_dict(), throughput_sps=throughput_sps(batch, stats.p50_ms) or None,
+        latency=stats, throughput_sps=throughput_sps(batch, stats.p50_ms) or None,
         accuracy=accuracy.as_dict(), reference_runtime=spec.reference, setup_s=g.setup_s,
         artifact=details.get("artifact"), artifact_cache_hit=details.get("artifact_cache_hit"),
         feed_sha256=digest, model_fingerprint=spec.fingerprint(),

@@ -32,7 +32,7 @@ def first(case, samples, pending, repeats):
                         "block_p50_ms": [round(float(np.median(samples)) / 1e6, 6)]})
         if pending:
             details["blocks_pending"] = pending
-    return CaseResult(case, "passed", samples_ns=samples, latency=stats.as_dict(),
+    return CaseResult(case, "passed", samples_ns=samples, latency=stats,
                       throughput_sps=throughput_sps(case.batch, stats.mean_ms), warmup_iters=2,
                       accuracy={"passed": True, "rel_l2": 1e-7, "max_abs": 1e-7}, model_fingerprint="fp",
                       timing_scope="host_to_host", details=details)
