@@ -34,10 +34,6 @@ def recommend_run(config: RunConfig) -> int:
     from harness.workloads.capacity.recommend import Constraints
     from harness.workloads.capacity.search import SearchSettings
 
-    if config.fleet.ray:  # each configuration's search on one node of a Ray cluster (harness.execution.recommend_ray)
-        from harness.execution.recommend_ray import ray_recommend
-
-        return ray_recommend(config)
     cap = config.capacity
     spec, user_model, traffic = _model(cap.model_ref, cap.traffic, load_traffic(cap.traffic, seed=cap.traffic_seed))
     out = config.outputs.out_dir
