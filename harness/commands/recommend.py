@@ -1,6 +1,5 @@
-"""`harness recommend`: its parser (option groups, harness.options.capacity) and one call of
-harness.execution.recommend_run (--ray: harness.execution.recommend_ray); exit 0 confirmed, 3 could not judge, 2 bad
-input (docs/recommend.md)."""
+"""`harness recommend`: its parser (option groups, harness.options.capacity) and one call of recommend_run (--ray:
+recommend_ray), both in harness.execution; exit 0 confirmed, 3 could not judge, 2 bad input (docs/recommend.md)."""
 
 from __future__ import annotations
 
