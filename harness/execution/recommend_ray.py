@@ -1,7 +1,5 @@
-"""`harness recommend --ray`: each configuration's capacity search whole on one node of one hardware class, the
-configurations spread over the class's nodes through `harness run --ray`'s shards (run_shards), the last rung and
-the A/B of the recommendation against its runner-up on one node; a lost node's configurations not searched, said,
-and judged by what the evidence can rule out (docs/fleet.md, docs/recommend.md)."""
+"""`harness recommend --ray`: each configuration's search whole on one node of one hardware class through run_shards,
+the last rung and the A/B on one node; a lost node's configurations not searched, said (docs/fleet.md)."""
 
 from __future__ import annotations
 
