@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import UsageError
 from harness.options.base import OptionDef, OptionGroup, Parser, deprecated
 from harness.options.build import BUILD
+from harness.options.fleet import FLEET
 from harness.options.matrix import MODELS, RUNTIMES
 from harness.options.outputs import OUTPUTS
 from harness.options.process import PROCESS
@@ -141,6 +142,9 @@ RECOMMEND_GROUPS: tuple[OptionGroup, ...] = (
     SEARCH,
     BUILD.only("cache_dir"),
     OUTPUTS.only("out").narrowed("out", help="output folder (default: reports/recommend-YYYYmmdd-HHMMSS)"),
+    FLEET.narrowed("ray", help="search on a Ray cluster's nodes of one hardware class (auto, HOST:PORT, "
+                               "ray://HOST:PORT): each configuration's search whole on one node, the last rung and the "
+                               "A/B on one node (needs the [ray] extra; docs/fleet.md)"),
 )
 
 

@@ -40,7 +40,7 @@ def rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "knee": cap.get("knee"), "cliff": cap.get("cliff"), "floor_ms": cap.get("floor_ms"),
                     "probes": cap.get("rates_probed"), "status": cap.get("status"), "drift": c.get("drift"),
                     "memory_mb": c.get("memory_mb"), "rung": c.get("rung"), "cost_s": c.get("cost_s"),
-                    "refusal": c.get("refusal")})
+                    "refusal": c.get("refusal") or c.get("not_searched"), "node": c.get("node")})
     return sorted(out, key=lambda r: (r["refusal"] is not None, -(r["capacity"] or 0.0)))
 
 
@@ -72,10 +72,13 @@ def render_markdown(data: Mapping[str, Any]) -> str:
                 if data.get("resumed_searches") else "") + ".")
     lines = [f"## {heading(data)}: {visible(data.get('model', ''))}", "", intro, ""]
     lines += [f"- {visible(r)}" for r in reasons(data)]
+    table = rows(data)
+    nodes = any(r["node"] for r in table) or bool(data.get("ray"))  # a run on a cluster: each row names its node
     header = ("| configuration | Pareto | capacity (req/s) | interval | activations | knee | cliff | "
-              "unloaded p99 (ms) | drift | memory (MB) | probes | rung | left out |")
-    lines += ["", header, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows(data):
+              "unloaded p99 (ms) | drift | memory (MB) | probes | rung | left out |" + (" node |" if nodes else ""))
+    lines += ray_lines(data)
+    lines += ["", header, "| --- " * (14 if nodes else 13) + "|"]
+    for r in table:
         mark = "★" if r["chosen"] else PROVISIONAL if r["provisional"] else "runner-up" if r["runner_up"] else ""
         name = visible(r["name"]).replace("|", "\\|")
         lines.append(f"| {name} {mark} | {'yes' if r['pareto'] else ''} | {_num(r['capacity'])} | "
@@ -83,8 +86,22 @@ def render_markdown(data: Mapping[str, Any]) -> str:
                      + f" | {r['activations'] or ''} | {_num(r['knee'])} | {_num(r['cliff'])} | {_num(r['floor_ms'], '.3g')} | "
                      f"{_num(r['drift'], '.3g')} | {_num(r['memory_mb'], '.0f')} | {r['probes'] or ''} | "
                      f"{'' if r['rung'] is None or r['rung'] < 0 else r['rung']} | "
-                     f"{visible(r['refusal'] or '').replace('|', '/')} |")
+                     f"{visible(r['refusal'] or '').replace('|', '/')} |"
+                     + (f" {visible(r['node'] or '')} |" if nodes else ""))
     return "\n".join(lines) + "\n"
+
+
+def ray_lines(data: Mapping[str, Any]) -> list[str]:
+    """A run on a Ray cluster: the hardware class it searched on, its nodes, the nodes left out and where the last
+    rung and the A/B ran."""
+    ray = data.get("ray")
+    if not ray:
+        return []
+    out = ["", f"Searched on a Ray cluster: {len(ray.get('nodes') or [])} node(s) of hardware class "
+               f"{visible(str(ray.get('hardware_class')))} ({visible(', '.join(ray.get('nodes') or []))}); the last "
+               f"rung and the A/B on {visible(str(ray.get('final_node') or 'no node'))}."]
+    out += [f"- ray: {visible(line)}" for line in ray.get("left_out") or []]
+    return out
 
 
 def reasons(data: Mapping[str, Any]) -> list[str]:
@@ -106,4 +123,5 @@ def heading(data: Mapping[str, Any]) -> str:
 def render_html(data: Mapping[str, Any]) -> str:
     table = rows(data)
     return render_template("recommend.html.j2", data=data, rows=table, points=chart(table), W=W, H=H, PAD=PAD,
-                           num=_num, heading=heading(data), provisional=PROVISIONAL, reasons=reasons(data))
+                           num=_num, heading=heading(data), provisional=PROVISIONAL, reasons=reasons(data),
+                           ray=data.get("ray"))

@@ -132,6 +132,7 @@ class Recommendation:
     runner_up: str | None
     ab: AbConfirmation | None
     reasons: list[str]
+    lost: dict[str, str] = field(default_factory=dict)  # on a cluster: configurations not searched (node lost), why
 
     @property
     def cost_s(self) -> float:
@@ -154,12 +155,31 @@ class Recommendation:
         return out
 
     @property
+    def could_have_won(self) -> list[str]:
+        """The configurations lost with their node (a run on a cluster) that the evidence cannot rule out as the
+        best, in words: one never searched, or whose last capacity's interval reaches the recommendation's low end
+        (the recommendation's own last search lost included). Empty: judged on what finished."""
+        best = self.get(self.chosen)
+        low = best.capacity.low if best is not None and best.capacity is not None else 0.0
+        out = []
+        for name, why in self.lost.items():
+            e = self.get(name)
+            cap = e.capacity if e is not None else None
+            if cap is None or name == self.chosen or cap.high >= low:
+                known = "no capacity measured" if cap is None else \
+                    f"its last capacity {cap.estimate:.4g} [{cap.low:.4g}, {cap.high:.4g}] requests/s"
+                out.append(f"{name}: {why} ({known}: it could have held the highest capacity)")
+        return out
+
+    @property
     def not_judged(self) -> str | None:
         """Why the search could not judge which configuration to deploy, in words (None: it judged). Exit 3
         whenever there is one; the output then carries no "deploy" line and no star, only the best estimate,
         said as provisional (docs/recommend.md)."""
         if self.unjudged:
             return "the machine was loaded: " + "; ".join(self.unjudged)
+        if self.could_have_won:
+            return "configurations lost with their node: " + "; ".join(self.could_have_won)
         if self.chosen is None:
             return None  # nothing holds the SLO: said as such, no pick to withhold
         if self.ab is not None and not self.ab.confirmed:
@@ -180,6 +200,7 @@ class Recommendation:
                 "pareto": self.pareto,
                 "chosen": self.chosen, "runner_up": self.runner_up,
                 "ab": self.ab.to_json() if self.ab else None, "reasons": self.reasons,
+                **({"not_searched": self.lost} if self.lost else {}),
                 "candidates": [e.to_json() for e in self.evaluated]}
 
 
@@ -376,6 +397,46 @@ def _side_by_side(group: Sequence[Evaluated], settings: SearchSettings, seed: in
         raise errors[0]
 
 
+def coarse_settings(full: SearchSettings, rung: int) -> SearchSettings:
+    """The settings of successive halving's rung `rung` (< len(RUNGS)): coarser, fewer requests and probes."""
+    tol, div, probes = RUNGS[rung]
+    return dataclasses.replace(full, tolerance=max(full.tolerance, tol), max_probes=probes,
+                               requests=max(min(200, full.requests), full.requests // div),
+                               max_requests=max(min(400, full.max_requests), full.max_requests // div))
+
+
+def promoted(alive: Sequence[Evaluated]) -> list[Evaluated]:
+    """The configurations a rung promotes: the best third by capacity (at least 2) of those it measured."""
+    ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)  # type: ignore[union-attr]
+    return ranked[:max(2, math.ceil(len(ranked) / ETA))]
+
+
+def final_rung(alive: Sequence[Evaluated], full: SearchSettings, seed: int, exhaustive: bool,
+               done: Mapping[SearchKey, Capacity], log: Callable[[str], None], saved: Callable[[], None],
+               activations: int) -> None:
+    """The last searches, side by side: the halving's finalists (best ranked together, groups of SIDE_BY_SIDE) or
+    the grid's contenders (`alive`: the configurations its one search each measured)."""
+    if exhaustive:  # the grid's contenders searched again side by side: the pick made under the same conditions
+        _side_by_side(contenders([e for e in alive if e.capacity is not None and e.refusal is None]), full,
+                      seed + 1, 1, done, log, "contenders, side by side", saved, activations)
+        return
+    ranked = sorted(alive, key=lambda e: -(e.capacity.estimate if e.capacity else math.inf))
+    for i in range(0, len(ranked), SIDE_BY_SIDE):  # the finalists side by side, the best ranked together
+        _side_by_side(ranked[i:i + SIDE_BY_SIDE], full, seed + len(RUNGS), len(RUNGS), done, log,
+                      "final, side by side", saved, activations)
+
+
+def picked(evaluated: Sequence[Evaluated]) -> tuple[Evaluated | None, Evaluated | None]:
+    """(the recommendation, its runner-up): the two highest capacities of the last rung that searched any (the
+    recommendation only when it holds the SLO at some rate; the runner-up likewise)."""
+    measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
+    last = max((e.rung for e in measured), default=-1)
+    finalists = sorted((e for e in measured if e.rung == last), key=lambda e: -e.capacity.estimate)  # type: ignore[union-attr]
+    chosen = finalists[0] if finalists and finalists[0].capacity.estimate > 0 else None  # type: ignore[union-attr]
+    runner = finalists[1] if chosen and len(finalists) > 1 and finalists[1].capacity.estimate > 0 else None  # type: ignore[union-attr]
+    return chosen, runner
+
+
 def recommend(candidates: Sequence[Candidate], constraints: Constraints, settings: SearchSettings | None = None,
               exhaustive: bool = False, seed: int = 0, ab_pairs: int = AB_PAIRS,
               log: Callable[[str], None] = lambda s: None,
@@ -393,33 +454,30 @@ def recommend(candidates: Sequence[Candidate], constraints: Constraints, setting
             _search(e, full, seed, 0, done, log, "grid")
             saved(evaluated)
     else:
-        for rung, (tol, div, probes) in enumerate(RUNGS):
+        for rung in range(len(RUNGS)):
             if len(alive) <= 2:
                 break
-            coarse = dataclasses.replace(full, tolerance=max(full.tolerance, tol), max_probes=probes,
-                                         requests=max(min(200, full.requests), full.requests // div),
-                                         max_requests=max(min(400, full.max_requests), full.max_requests // div))
             for e in alive:
-                _search(e, coarse, seed + rung, rung, done, log, f"rung {rung}")
+                _search(e, coarse_settings(full, rung), seed + rung, rung, done, log, f"rung {rung}")
                 saved(evaluated)
-            ranked = sorted((e for e in alive if e.capacity is not None), key=lambda e: -e.capacity.estimate)
-            alive = ranked[:max(2, math.ceil(len(ranked) / ETA))]
-        alive = sorted(alive, key=lambda e: -(e.capacity.estimate if e.capacity else math.inf))
-        for i in range(0, len(alive), SIDE_BY_SIDE):  # the finalists side by side, the best ranked together
-            _side_by_side(alive[i:i + SIDE_BY_SIDE], full, seed + len(RUNGS), len(RUNGS), done, log,
-                          "final, side by side", lambda: saved(evaluated), activations)
-    if exhaustive:  # the grid's contenders searched again side by side: the pick made under the same conditions
-        _side_by_side(contenders([e for e in evaluated if e.capacity is not None and e.refusal is None]), full,
-                      seed + 1, 1, done, log, "contenders, side by side", lambda: saved(evaluated), activations)
-    measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
-    final_rung = max((e.rung for e in measured), default=-1)
-    finalists = sorted((e for e in measured if e.rung == final_rung), key=lambda e: -e.capacity.estimate)
-    pareto = pareto_set([e for e in measured if e.capacity.estimate > 0])  # capacity 0: the SLO is never held
-    chosen = finalists[0] if finalists and finalists[0].capacity.estimate > 0 else None
-    runner = finalists[1] if chosen and len(finalists) > 1 and finalists[1].capacity.estimate > 0 else None
+            alive = promoted(alive)
+    final_rung(evaluated if exhaustive else alive, full, seed, exhaustive, done, log, lambda: saved(evaluated),
+               activations)
+    chosen, runner = picked(evaluated)
     ab = confirm(chosen, runner, seed, ab_pairs) if chosen and runner else None
+    return decided(evaluated, constraints, exhaustive, chosen, runner, ab)
+
+
+def decided(evaluated: list[Evaluated], constraints: Constraints, exhaustive: bool, chosen: Evaluated | None,
+            runner: Evaluated | None, ab: AbConfirmation | None, lost: Mapping[str, str] | None = None,
+            ) -> Recommendation:
+    """The recommendation of what was searched: the Pareto set, the pick, its A/B and the reasons; `lost`: the
+    configurations a run on a cluster could not search (name -> why: its node was lost), judged by could_have_won."""
+    measured = [e for e in evaluated if e.capacity is not None and e.refusal is None]
+    pareto = pareto_set([e for e in measured if e.capacity.estimate > 0])  # type: ignore[union-attr]
     rec = Recommendation(constraints, "grid" if exhaustive else "halving", evaluated, [e.name for e in pareto],
-                         chosen.name if chosen else None, runner.name if runner else None, ab, [])
+                         chosen.name if chosen else None, runner.name if runner else None, ab, [],
+                         dict(lost or {}))
     rec.reasons = reasons(rec)
     return rec
 
@@ -520,13 +578,20 @@ def reasons(rec: Recommendation) -> list[str]:
     for e in rec.evaluated:
         if e.refusal:
             out.append(f"left out {e.name}: {e.refusal}")
+    for name, why in rec.lost.items():
+        if not any(line.startswith(f"{name}: ") for line in rec.could_have_won):
+            e = rec.get(name)
+            cap = e.capacity if e is not None else None
+            out.append(f"{name}: {why}; its last capacity {cap.estimate:.4g} [{cap.low:.4g}, {cap.high:.4g}] "
+                       "requests/s is below the recommendation's interval: judged on what finished"
+                       if cap is not None else f"{name}: {why}")
     if rec.unjudged:  # first: the figures below are not a recommendation to act on
         out[:0] = [f"not judged, the machine was loaded: {what}; run again on a quiet machine"
                    for what in rec.unjudged]
     elif rec.not_judged:
         out.insert(0, f"not judged: {rec.not_judged}; the figures below are estimates, not a recommendation")
     dropped = [e.name for e in rec.evaluated if e.refusal is None and e.capacity is not None
-               and chosen is not None and e.rung < chosen.rung]
+               and chosen is not None and e.rung < chosen.rung and e.name not in rec.lost]
     if dropped:
         out.append(f"dropped by successive halving before the last rung: {', '.join(dropped)}" if rec.method ==
                    "halving" else f"not contenders for the pick (searched once, not again side by side): "
