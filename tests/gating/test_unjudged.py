@@ -431,9 +431,14 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
     # the case is judged
     argv[argv.index("--ab-budget") + 1] = "30"
     p = _cli([*argv, "--ab-pairs", "3", "--out", str(tmp_path / "budget")], fake_env)
-    assert p.returncode in (EXIT_CLEAN, EXIT_REGRESSION), p.stdout + p.stderr
     ab = json.loads((tmp_path / "budget" / "results.json").read_text())["cases"][0]["ab"]
-    assert ab["extra_pairs"] > 0 and len(ab["order"]) == 3 + ab["extra_pairs"] and ab["verdict"] != "inconclusive"
+    assert ab["extra_pairs"] > 0 and len(ab["order"]) == 3 + ab["extra_pairs"], ab
+    # judged within the budget on a quiet machine; a machine loaded past the under-load rule may spend the budget
+    # on contended pairs: then not judged, exit 3, never a pass (the budget's arithmetic is tested on fakes)
+    if ab["verdict"] == "inconclusive":
+        assert p.returncode == EXIT_UNJUDGED and "contended" in ab["reason"], p.stdout + p.stderr
+    else:
+        assert p.returncode in (EXIT_CLEAN, EXIT_REGRESSION), p.stdout + p.stderr
 
 
 def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
