@@ -49,6 +49,39 @@ def test_model_files_are_the_onnx_files_by_absolute_path_not_factories():
     assert model_files(config) == [str(Path("m.onnx").absolute())]
 
 
+def test_the_plan_leaves_out_a_node_of_the_class_lacking_a_model_file_and_refuses_when_none_holds_it(
+        monkeypatch, tmp_path):
+    pytest.importorskip("ray", reason="Ray is the [ray] extra")
+    from harness.config import RunConfig
+    from harness.errors import UsageError
+    from harness.execution import gate_ray
+
+    model = tmp_path / "net.onnx"
+    nodes = [Node("a" * 16, "10.0.0.1", {"CPU": 1}), Node("b" * 16, "10.0.0.2", {"CPU": 1}),
+             Node("c" * 16, "10.0.0.3", {"CPU": 1})]
+    monkeypatch.setattr(gate_ray, "connect", lambda address: nodes)
+    monkeypatch.setattr(gate_ray, "node_classes", lambda ns: {"a" * 16: "k1", "b" * 16: "k1", "c" * 16: "k2"})
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    config = RunConfig.build(workload="gate", ray="auto", user_models=(str(model),))
+    baseline = RunResults(run_id="b", started_at="", environment={"machine_fingerprint": "k1"})
+    asked = []
+
+    def missing(ns, paths):
+        asked.append(([n.address for n in ns], paths))
+        return {"a" * 16: [], "b" * 16: [str(model)]}
+
+    monkeypatch.setattr(gate_ray, "node_missing", missing)
+    lines = []
+    used, left, wanted = gate_ray.gate_nodes(config, [baseline], lines.append)
+    assert [n.address for n in used] == ["10.0.0.1"] and wanted == "k1"
+    assert asked == [(["10.0.0.1", "10.0.0.2"], [str(model)])]  # only the nodes of the class are asked
+    assert any(f"10.0.0.2-bbbbbbbb: not used: it lacks the --model file {model}" in line for line in lines)
+    monkeypatch.setattr(gate_ray, "node_missing", lambda ns, paths: {n.node_id: [str(model)] for n in ns})
+    with pytest.raises(UsageError, match=r"no node of the cluster is of the baseline's hardware class k1; 2 of it, "
+                                         r"none holding every --model file"):
+        gate_ray.gate_nodes(config, [baseline], lines.append)
+
+
 def test_whole_rounds_are_dealt_to_the_nodes_in_turn():
     nodes = [Node("a" * 16, "10.0.0.1", {"CPU": 1}), Node("b" * 16, "10.0.0.2", {"CPU": 1})]
     got = assign_rounds(nodes, 3, (0.1, 0.3))
@@ -141,11 +174,12 @@ def one_run(tmp_path_factory, fakes):
 
 @pytest.mark.parametrize("extra, message", [
     (["--confirm", "1"], "--confirm with --ray: a case the baseline can replay is measured A/B"),
-    (["--history", "sqlite:///x.db"], "--history with --baseline --ray"),
+    (["--history", "sqlite:///{tmp}/h.db"], "--history with --baseline --ray"),
 ])
 def test_run_baseline_ray_refuses_what_it_cannot_honour(one_run, tmp_path, capsys, extra, message):
     from harness.cli import main
 
+    extra = [x.format(tmp=tmp_path) for x in extra]
     capsys.readouterr()
     code = main(["run", "--models", "fake-linear", "--runtimes", "fake-ok", "--batch-sizes", "1", "--baseline",
                  str(one_run), "--ray", "auto", "--out", str(tmp_path / "r"), *extra])
