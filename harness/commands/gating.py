@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.commands.common import EXIT_OK, Command, add_groups
+from harness.gating.verdicts import EXIT_UNJUDGED
 from harness.display import visible
 from harness.errors import UsageError
-from harness.options import AB, FORWARD, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
+from harness.options import AB, FLEET, FORWARD, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
 from harness.options.gating import BASELINE_DIR, BASELINE_SAVE, COMPARE, GATE_CHECK, JUDGING, PRINT_JSON
 from harness.options.qualify import QUALIFY
 
@@ -45,7 +46,7 @@ def add_parser(sub: Any) -> None:
     gc = sub.add_parser("gate-check", help="measure the gate here: A/A false alarms and power at injected "
                                            "slowdowns (self-test)")
     # the matrix and timing options of `harness run` with gate-check's defaults, then its own and compare's gates
-    add_groups(gc, (*GATE_CHECK_GROUPS, GATE_CHECK, JUDGING.only("gate", "gate_config")))
+    add_groups(gc, (*GATE_CHECK_GROUPS, GATE_CHECK, JUDGING.only("gate", "gate_config"), FLEET))
 
     q = sub.add_parser("qualify", help="run a qualification spec (TOML) and write a PASS/FAIL certificate")
     add_groups(q, (QUALIFY,))
@@ -111,7 +112,7 @@ def _gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tupl
     tallied apart (a planted slowdown does not reach them)."""
     import tempfile
 
-    from harness.commands.gate_config import gate_setup
+    from harness.commands.gate_config import GATE_GROUPS, gate_setup
     from harness.execution.gate_run import STORED
     from harness.execution.gatecheck_run import nightly_trials
     from harness.report.gatecheck import nightly_markdown
@@ -120,25 +121,38 @@ def _gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tupl
     # the gate's options by name, as `harness gate BASELINE` would parse them: gate-check's matrix filter, gates
     # and A/B settings (the rest at their defaults); no planted --inject (the trials plant their own slowdowns)
     shared = ("models", "runtimes", "gate", "gate_config", "threads", "ab_pairs", "ab_block_time", "ab_min_effect",
-              "ab_confidence", "ab_activations", "ab_budget")
+              "ab_confidence", "ab_activations", "ab_budget", "ray", "placement")
     options = {"baseline": baseline, **{k: getattr(gc_args, k, None) for k in shared}}
-    runs, replay, config, plans, gates = gate_setup(options)
+    if gc_args.ray:  # an address where no cluster answers: one line before the baseline is read
+        from harness.execution.ray_shards import probe_address
+
+        probe_address(gc_args.ray)
+    runs, replay, config, plans, gates = gate_setup(options, (*GATE_GROUPS, FLEET))
     root = out / "runs" if out else Path(tempfile.mkdtemp(prefix="harness-gate-check-nightly-"))
     print(f"gate-check --nightly {baseline}: {len(plans)} case(s) x {rounds} rounds x (A/A + {len(levels)} "
           f"levels), each trial a whole `harness gate` run; {sum(not p.fallback for p in plans)} re-measured A/B")
-    tally, stopped = nightly_trials(config, runs, replay, gates, plans, levels, rounds, root)
-    if stopped is not None:
-        print("gate-check --nightly: interrupted")
-        return stopped
+    extra: dict[str, Any] = {}
+    lost: list[str] = []
+    if config.fleet.ray:
+        from harness.execution.gatecheck_ray import ray_gate_check
+
+        got = ray_gate_check(config, runs, replay, gates, plans, levels, rounds, root)
+        tally, lost = got.tally, got.lost
+        extra = {"ray": got.lines, "lost": lost}
+    else:
+        tally, stopped = nightly_trials(config, runs, replay, gates, plans, levels, rounds, root)
+        if stopped is not None:
+            print("gate-check --nightly: interrupted")
+            return stopped
     head = tally.summary(STORED)
-    md = nightly_markdown(head, tally.rows())
+    md = nightly_markdown(head, tally.rows(), lost)  # a lost node's trials: their rows unjudged, said
     print(md)
     if out is not None:
         atomic_write_text(out / "gatecheck-nightly.md", md)
-        atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": tally.rows()},
-                                                                     indent=1))
+        atomic_write_text(out / "gatecheck-nightly.json", json.dumps({"summary": head, "rows": tally.rows(),
+                                                                      **extra}, indent=1))
         print(f"written: {out / 'gatecheck-nightly.md'}, {out / 'gatecheck-nightly.json'}")
-    return 0
+    return EXIT_UNJUDGED if lost else 0
 
 
 def cmd_gate_check(args: argparse.Namespace) -> int:
@@ -155,6 +169,9 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if args.nightly:
         return _gate_check_nightly(args.nightly, args, levels, args.rounds, out)
+    if args.ray:
+        raise UsageError("--ray with gate-check spreads whole gates over the nodes of a baseline's hardware class: "
+                         "give --nightly BASELINE (the stored-figure and --ab checks run on one machine)")
     gates = load_gate_config(args.gate_config, args.gate or ())
     # its matrix and timing options parsed by the run options' groups (and their messages); each simulated run
     # is a run session of its own, writing under OUT/runs/ (a temporary folder without --out)

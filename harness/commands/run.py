@@ -7,13 +7,16 @@ import importlib.util
 import signal
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Command, add_groups
 from harness.errors import UsageError
 from harness.gating.verdicts import EXIT_UNJUDGED, EXIT_USAGE
 from harness.options import RUN_GROUPS, parse_run_options
 from harness.options.outputs import REPORT
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
 
 
 def add_parser(sub: Any) -> None:
@@ -63,6 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not get_workload(config.workload).cases(config):
         raise UsageError("the matrix is empty: no case matches (check --models / --quick, or the conformance "
                          "filters)")
+    if config.fleet.ray and config.gating.baseline:
+        return run_baseline_on_ray(args, config)
     if config.fleet.ray:
         from harness.execution.ray_shards import ray_run
 
@@ -82,6 +87,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
         return EXIT_USAGE
     return EXIT_FAILED
+
+
+def run_baseline_on_ray(args: argparse.Namespace, config: RunConfig) -> int:
+    """`harness run --baseline BASELINE --ray`: the matrix over the cluster's nodes of the baseline's hardware class
+    through the gate's machinery (harness.execution.gate_ray): a case the baseline can replay is measured A/B
+    against it on its node (both sides on one node), any other case as `harness run` measures it, judged on the
+    stored figures; one results.json, report, gate.md and gate.json. Exit 1 when a case regressed, broke or
+    failed, else 3 when a gated row was not judged (a lost node's cases), else 0 (docs/fleet.md)."""
+    import json
+
+    from harness.commands.gate_config import GATE_GROUPS, gate_setup
+    from harness.display import visible
+    from harness.execution.gate_ray import matrix_plans, ray_gate
+    from harness.execution.ray_shards import probe_address
+    from harness.options import FLEET
+    from harness.results.schema import BROKEN
+    from harness.results.store import atomic_write_text
+    from harness.workloads import get_workload
+
+    if config.workload != "forward":
+        raise UsageError(f"--baseline with --ray gates the forward matrix; --workload {config.workload} is not")
+    if args.confirm is not None:
+        raise UsageError("--confirm with --ray: a case the baseline can replay is measured A/B against it on its "
+                         "node, which needs no confirmation; leave --confirm out")
+    if config.outputs.history:
+        raise UsageError("--history with --baseline --ray: record the run with `harness run --ray --history`")
+    probe_address(config.fleet.ray)  # one line before the baseline is read
+    options = {**vars(args), "models": None, "runtimes": None}  # the gate's filter: the matrix decides below
+    runs, replay, gate_config, plans, gates = gate_setup(options, (*GATE_GROUPS, FLEET))
+    gate_config = gate_config.replace(out_dir=config.outputs.out_dir, run_id=config.outputs.run_id)
+    plans = matrix_plans(plans, get_workload(config.workload).cases(config))
+    # every case at the gate's thread count (the baseline's unless --threads): a stored-figure row is then
+    # compared with figures measured at the same threads
+    forward = config.replace(threads=gate_config.measure.threads)
+    re_measured = sum(not p.fallback for p in plans)
+    print(f"run --baseline {args.baseline} --ray: {len(plans)} case(s), {re_measured} re-measured A/B against the "
+          f"baseline on their node, {len(plans) - re_measured} measured as `harness run` measures them and judged "
+          f"on the stored figures ({gate_config.measure.threads} thread(s)) -> {config.outputs.out_dir}")
+    outcome = ray_gate(gate_config, runs, replay, gates, plans, forward=forward)
+    allow = config.gating.allow_unjudged
+    for line in outcome.lines(allow):
+        print(visible(line))
+    out = config.outputs.out_dir
+    atomic_write_text(out / "gate.md", outcome.markdown(allow))
+    atomic_write_text(out / "gate.json", json.dumps(outcome.as_dict(allow), indent=1))
+    print(f"results: {out / 'results.json'}; verdicts: {out / 'gate.md'}; report: {out / 'report.html'}")
+    failing = [c for c in (outcome.run.cases if outcome.run else ()) if c.status in ("failed", *BROKEN)
+               and c.phase != "shard"]  # a lost node's rows are not judged (exit 3), never a failure
+    return EXIT_FAILED if failing else outcome.exit_code(allow)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

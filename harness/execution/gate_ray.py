@@ -92,6 +92,9 @@ class GateShard:
     replay: Replay | None
     baseline: RunResults  # the baseline's newest run (its configuration: how a stored-figure case is measured)
     blobs: dict[str, Any]  # artifact sha256 -> ObjectRef of its bytes (ray.put once by the driver)
+    # how a case judged on the stored figures is measured (`harness run --baseline --ray`: the run's own options);
+    # None: as `harness gate` measures it (the baseline's timing policy and --repeats)
+    forward: RunConfig | None = None
 
     def __call__(self, session: Any, cases: Sequence[CaseId]) -> Iterator[CaseResult]:
         from harness.plugins import load_plugins
@@ -106,7 +109,13 @@ class GateShard:
             g.artifact = fetch_blob(sha, self.blobs.get(sha), store)
             if isinstance(g.artifact, str):  # not what its digest says: side A cannot be this artifact
                 g.fallback, g.artifact = g.artifact, None
-        yield from GateDriver(session, [self.baseline], self.replay, None).rows(plans)
+        driver = GateDriver(session, [self.baseline], self.replay, None)
+        if self.forward is not None:  # written where the node's session writes
+            node = session.config.outputs
+            driver.forward_config = self.forward.replace(
+                out_dir=node.out_dir, run_id=node.run_id, baseline=None, history=None,
+                case_memory_gb=session.config.process.case_memory_gb)
+        yield from driver.rows(plans)
 
 
 def fetch_blob(sha: str, ref: Any, store: Path) -> Path | str:
@@ -129,27 +138,94 @@ def fetch_blob(sha: str, ref: Any, store: Path) -> Path | str:
     return target
 
 
+def model_files(config: RunConfig) -> list[str]:
+    """The --model files (and the baseline's stored user models) a node reads by their path: `.onnx` files, not
+    `module:factory` references (those are imported from the node's own Python path)."""
+    from harness.model_files import is_factory_ref
+
+    return [str(Path(p).absolute()) for p in config.matrix.user_models if not is_factory_ref(str(p))]
+
+
+def _missing(paths: Sequence[str]) -> list[str]:
+    """On a node: which of `paths` is not a file there."""
+    import os
+
+    return [p for p in paths if not os.path.isfile(p)]
+
+
+def node_missing(nodes: Sequence[Node], paths: Sequence[str]) -> dict[str, list[str] | None]:
+    """Each node's list of `paths` it lacks (read on the node by a task that holds no CPU); None for a node that
+    did not answer within PROBE_S seconds."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, max_retries=0)(_missing)
+    refs = {n.node_id: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
+            .remote(list(paths)) for n in nodes}
+    out: dict[str, list[str] | None] = {}
+    for node_id, ref in refs.items():
+        try:
+            out[node_id] = list(ray.get(ref, timeout=PROBE_S))
+        except Exception:  # noqa: BLE001 - a node gone or stuck: left out, said so
+            out[node_id] = None
+    return out
+
+
+def file_nodes(nodes: Sequence[Node], missing: dict[str, list[str] | None]) -> tuple[list[Node], list[str]]:
+    """(the nodes that hold every --model file at its path, one line per node left out and which file it lacks):
+    a node reads a user's model by its path (it is not shipped: its model fingerprint names the path)."""
+    used, left_out = [], []
+    for n in nodes:
+        lacks = missing.get(n.node_id)
+        if lacks is None:
+            left_out.append(f"{n.label}: not used: it did not say within {PROBE_S:g} s whether it holds the --model "
+                            "file(s)")
+        elif lacks:
+            left_out.append(f"{n.label}: not used: it lacks the --model file {', '.join(lacks)} (a --model file must "
+                            "be at the same path on every node)")
+        else:
+            used.append(n)
+    return used, left_out
+
+
+def gate_nodes(config: RunConfig, runs: Sequence[RunResults], note: Callable[[str], None],
+               ) -> tuple[list[Node], list[str], str]:
+    """Connect to the cluster at config.fleet.ray and keep the nodes of the baseline's hardware class that hold
+    every --model file; each other node is a line of the plan (`note`). (the nodes, the lines of those left out,
+    the class: "" when the baseline names none.) No such node: a UsageError, before anything runs."""
+    probe_address(config.fleet.ray)
+    nodes = connect(config.fleet.ray)
+    wanted = runs[-1].environment.get("machine_fingerprint")
+    used, left_out = class_nodes(nodes, node_classes(nodes), str(wanted) if wanted else None)
+    files = model_files(config)
+    of_class = len(used)
+    if files and used:
+        used, lacking = file_nodes(used, node_missing(used, files))
+        left_out += lacking
+    for line in left_out:
+        note(f"ray: {line}")
+    if not used:
+        holds = f"; {of_class} of it, none holding every --model file" if of_class else ""
+        raise UsageError(f"--ray {config.fleet.ray}: no node of the cluster is of the baseline's hardware class "
+                         f"{wanted}{holds} ({len(nodes)} node(s): " + "; ".join(left_out) + "): nothing to gate on")
+    return used, left_out, str(wanted or "")
+
+
 def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, gates: Any,
-             plans: list[GateCase], note: Callable[[str], None] = print) -> GateOutcome:
-    """Connect to the cluster at config.fleet.ray, keep the nodes of the baseline's hardware class, shard the
-    plans over them (plan_shards: cases that share an activation on one node, each on the least-loaded node
-    with the resource it needs), run each shard under the gate's driver on its node, stream the rows into
+             plans: list[GateCase], note: Callable[[str], None] = print, forward: RunConfig | None = None,
+             ) -> GateOutcome:
+    """Connect to the cluster at config.fleet.ray, keep the nodes of the baseline's hardware class (gate_nodes),
+    shard the plans over them (plan_shards: cases that share an activation on one node, each on the least-loaded
+    node with the resource it needs), run each shard under the gate's driver on its node, stream the rows into
     OUT/NODE/results.json, merge them into OUT/results.json with one report, and judge them as the local gate
-    does (judge_rows). A node lost mid-run costs its unfinished cases: unjudged, never a pass."""
+    does (judge_rows). A node lost mid-run costs its unfinished cases: unjudged, never a pass. `forward`: how the
+    cases judged on the stored figures are measured (GateShard.forward)."""
     import ray
 
     from harness.measure.memory import default_case_memory_gb
     from harness.workloads import render_report
 
-    probe_address(config.fleet.ray)
-    nodes = connect(config.fleet.ray)
-    wanted = runs[-1].environment.get("machine_fingerprint")
-    used, left_out = class_nodes(nodes, node_classes(nodes), str(wanted) if wanted else None)
-    for line in left_out:
-        note(f"ray: {line}")
-    if not used:
-        raise UsageError(f"--ray {config.fleet.ray}: no node of the cluster is of the baseline's hardware class "
-                         f"{wanted} ({len(nodes)} node(s): " + "; ".join(left_out) + "): nothing to gate on")
+    used, left_out, wanted = gate_nodes(config, runs, note)
     shards, unplaced = plan_shards([g.case for g in plans], used, config.fleet.placement)
     note(f"ray: {len(plans)} case(s) over {len(shards)} of {len(used)} node(s) of hardware class "
          f"{wanted or '(the baseline names none: every node)'}, both sides of each case on one node: "
@@ -162,7 +238,7 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
         sha = g.stored.artifact_sha256 if g.stored is not None else None
         if not g.fallback and g.artifact is not None and sha and sha not in blobs:
             blobs[sha] = ray.put(Path(g.artifact).read_bytes())  # once; each node pulls what its cases need
-    work = GateShard({g.case.id: g for g in plans}, replay, runs[-1], blobs)
+    work = GateShard({g.case.id: g for g in plans}, replay, runs[-1], blobs, forward)
     out_dir = config.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     # side A runs as the baseline ran: its thread count travels (gate_setup); only the memory cap is the node's
@@ -184,3 +260,15 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     outcome = GateOutcome(run=merged, workers_started=None)
     judge_rows(outcome, plans, merged, runs, gates)
     return outcome
+
+
+NOT_IN_BASELINE = "the baseline has no figures of this case: measured tonight as `harness run` measures it"
+
+
+def matrix_plans(plans: Sequence[GateCase], matrix: Sequence[CaseId]) -> list[GateCase]:
+    """`harness run --baseline --ray`: one plan per case of the run's matrix, in its order: the gate's plan of a
+    case the baseline measured (re-measured A/B where side A can be reproduced, else on the stored figures,
+    labelled), else a case measured as `harness run` measures it and judged on the stored figures (`new` where
+    the baseline lacks it). The baseline's cases outside the matrix are not gated."""
+    by_id = {g.case.id: g for g in plans}
+    return [by_id.get(c.id) or GateCase(c, fallback=NOT_IN_BASELINE) for c in matrix]

@@ -14,7 +14,7 @@ from harness.data import case_feed, feed_digest
 from harness.execution.session import HarnessSession
 from harness.gating.ab import judge_ab
 from harness.gating.baseline import Replay, ReplayCase
-from harness.gating.compare import VerdictRecord, compare_runs
+from harness.gating.compare import NothingInCommon, VerdictRecord, compare_runs
 from harness.gating.ab import ab_cause
 from harness.gating.unjudged import (
     NODE_LOST,
@@ -271,6 +271,9 @@ class GateDriver:
     forward cases and are judged against the stored figures."""
 
     wait = staticmethod(wait_quiet)  # how the pairs wait for quiet cores (tests give a fake one)
+    # how a case judged on the stored figures is measured tonight: None = fallback_config (the baseline's timing
+    # policy and --repeats, `harness gate`); `harness run --baseline --ray` gives the run's own configuration
+    forward_config: RunConfig | None = None
 
     def __init__(self, session: HarnessSession, baseline_runs: list[RunResults], replay: Replay | None,
                  gates: Any) -> None:
@@ -459,7 +462,7 @@ class GateDriver:
         session = self.session
         if not session.started:
             session.start()
-        forward = fallback_config(self.config, self.baseline_runs[-1].config)
+        forward = self.forward_config or fallback_config(self.config, self.baseline_runs[-1].config)
         for g in plans:
             if session.stopping:
                 break
@@ -555,7 +558,14 @@ def _stored_records(out: GateOutcome, run: RunResults, baseline_runs: list[RunRe
     if not ids:
         return
     current = dataclasses.replace(run, complete=True, cases=[c for c in run.cases if c.case.id in ids])
-    cmp = compare_runs(baseline_runs, current, gates, baseline_label="baseline", current_label="tonight")
+    try:
+        cmp = compare_runs(baseline_runs, current, gates, baseline_label="baseline", current_label="tonight")
+    except NothingInCommon:  # `run --baseline --ray`: the stored-figure rows are all cases the baseline lacks
+        for c in current.cases:
+            status = f"{c.status}: {c.reason}" if c.reason else c.status
+            out.records.append(VerdictRecord(c.case, "case", Verdict.NEW, reason=(
+                f"{STORED} (not re-measured: {out.fallbacks[c.case.id]}): not in the baseline (now {status})")))
+        return
     for r in cmp.records:
         if r.case_id in ids:
             why = out.fallbacks[r.case_id]

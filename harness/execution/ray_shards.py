@@ -200,6 +200,7 @@ class ShardRun:
         self.started: float | None = None  # time.monotonic() when its task was sent
         self.seconds: float | None = None  # how long the shard took, once its complete run arrived
         self.closed = False  # cut at its deadline: events arriving after that are dropped
+        self.streamed: list[CaseResult] = []  # every row as it arrived (gate-check --ray: a case once per trial)
         self._lock = threading.Lock()
 
     def consume(self, events: Iterator[Any], get: Callable[[Any], Any], note: Callable[[str], None]) -> None:
@@ -249,6 +250,7 @@ class ShardRun:
         elif kind == "case":
             result = CaseResult.from_dict(payload, f"{self.shard.node.label}: a case's result")
             self.run.cases.append(result)
+            self.streamed.append(result)
             note(f"[{self.shard.node.label}] {case_line(result)}")
         else:
             write = self.out_dir / "results.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from harness.gating.gatecheck import POWER_TARGET, GateCheckResult
@@ -55,11 +56,15 @@ def gatecheck_html(result: GateCheckResult) -> str:
     return render_template("gatecheck.html.j2", g=g)
 
 
-def nightly_markdown(summary: str, rows: list[dict[str, Any]]) -> str:
-    """gatecheck-nightly.md: the summary line, then a row per case and trial."""
+def nightly_markdown(summary: str, rows: list[dict[str, Any]], lost: Sequence[str] = ()) -> str:
+    """gatecheck-nightly.md: the summary line, then a row per case and trial; on a Ray cluster (`--ray`), the
+    trials whose node was lost before they finished (`lost`: one line each), their rows counted unjudged."""
     lines = [summary, "", "| case | how | trial | trials | regressed | improved | pass | unjudged (inconclusive, "
              "noise, not comparable) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['case']} | {r['how']} | {r['trial']} | {r['trials']} | {r['regressed']} | "
                      f"{r['improved']} | {r['pass']} | {r['unjudged']} |")
+    if lost:
+        lines += ["", f"Not judged: {len(lost)} trial(s) whose Ray node was lost before they finished (their rows are "
+                      "counted unjudged, never as a pass or a detection): " + "; ".join(lost)]
     return "\n".join([*lines, ""])

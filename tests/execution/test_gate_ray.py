@@ -281,3 +281,106 @@ def test_gate_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fak
                                  "give its address\n")
     assert not (tmp_path / "g").exists()
 
+
+
+# ------------------------------------------------- run --baseline --ray and gate-check --nightly --ray (#55)
+@pytest.mark.slow  # the e2e tier: the local gate and run --baseline on the cluster (about 40 s here)
+def test_run_baseline_on_the_cluster_goes_through_the_gate(cluster, tmp_path, capsys):
+    """`harness run --baseline main --ray`: fake-file's graph made 40% heavier tonight. The case the baseline can
+    replay is measured A/B against its stored graph on one node, regressed as the local `harness gate` calls it
+    (exit 1 for both); the baseline's other case is judged on the stored figures (its model changed: not judged),
+    the matrix's cases the baseline lacks are `new`; every case once in results.json, each row naming its node;
+    one gate.md / gate.json / report."""
+    from harness.cli import main
+
+    model = cluster.home / "model.onnx"
+    model.write_text("cost_us=420\n")
+    try:
+        local = main(["gate", "main", "--models", "fake-file", "--runtimes", "fake-graph", "--out",
+                      str(tmp_path / "local")])
+        out = tmp_path / "run"
+        code = main(["run", "--models", "fake-file", "--runtimes", "fake-graph,fake-ok", "--batch-sizes", "1,2",
+                     "--min-time", "0.05", "--baseline", "main", "--ray", cluster.address, "--out", str(out)])
+    finally:
+        model.write_text("cost_us=300\n")
+    text = capsys.readouterr().out
+    assert local == code == EXIT_REGRESSION, text
+    ab_case = "fake-file-fake-graph-fp32-b1"
+    docs = {k: json.loads((tmp_path / k / "gate.json").read_text()) for k in ("local", "run")}
+    verdicts = {k: {(r["case_id"], r["metric"]): r for r in d["records"]} for k, d in docs.items()}
+    assert verdicts["local"][(ab_case, "latency_median")]["verdict"] == "regressed"
+    assert verdicts["run"][(ab_case, "latency_median")]["verdict"] == "regressed"
+    assert "re-measured A/B tonight" in verdicts["run"][(ab_case, "latency_median")]["reason"]
+    new = {c for (c, _m), r in verdicts["run"].items() if r["verdict"] == "new"}
+    assert new == {"fake-file-fake-graph-fp32-b2", "fake-file-fake-ok-fp32-b2"}
+    assert set(docs["run"]["fallbacks"]) == {"fake-file-fake-ok-fp32-b1", *new}
+    merged = load_results(out / "results.json")
+    ids = sorted(c.case.id for c in merged.cases)
+    assert ids == sorted({ab_case, "fake-file-fake-ok-fp32-b1", *new})  # every case of the matrix, once
+    assert set(docs["run"]["nodes"]) == set(ids) and all(c.details["ray_node"] for c in merged.cases)
+    ab_row = next(c for c in merged.cases if c.case.id == ab_case)
+    assert {b.side for b in ab_row.ab.blocks} == {"a", "b"}  # both sides on the node that holds the row
+    for f in ("gate.md", "gate.json", "report.html", "results.json"):
+        assert (out / f).is_file(), f
+    assert (out / "gate.md").read_text().startswith("**gate FAIL: ")
+    assert "1 re-measured A/B against the baseline on their node, 3 measured as `harness run` measures them" in text
+
+
+@pytest.mark.slow  # the e2e tier: gate-check --nightly locally and over two nodes (about 60 s here)
+def test_gate_check_nightly_over_the_cluster_tallied_as_the_local_one(cluster, tmp_path, capsys):
+    """The same gate-check, locally and with --ray: the same rows (case, how, trial, number of trials) in
+    gatecheck-nightly.json and exit 0; a planted 30% slowdown is never passed; on the cluster each round ran on one
+    node (the plan says which) and each trial's rows are in OUT/runs/NODE/rR-LEVEL/results.json."""
+    from harness.cli import main
+
+    args = ["gate-check", "--nightly", "main", "--models", "fake-file", "--runtimes", "fake-graph", "--rounds", "2",
+            "--levels", "30", "--ab-pairs", "8", "--ab-block-time", "0.01"]
+    local = main([*args, "--out", str(tmp_path / "local")])
+    code = main([*args, "--ray", cluster.address, "--out", str(tmp_path / "ray")])
+    text = capsys.readouterr().out
+    assert local == code == 0, text
+    docs = {k: json.loads((tmp_path / k / "gatecheck-nightly.json").read_text()) for k in ("local", "ray")}
+    shape = [[(r["case"], r["how"], r["trial"], r["trials"]) for r in d["rows"]] for d in docs.values()]
+    assert shape[0] == shape[1] and sorted(shape[0]) == [
+        ("fake-file-fake-graph-fp32-b1", "re-measured A/B", "A/A", 2),
+        ("fake-file-fake-graph-fp32-b1", "re-measured A/B", "slowed 30%", 2)]
+    for d in docs.values():
+        slowed = next(r for r in d["rows"] if r["trial"] == "slowed 30%")
+        assert slowed["pass"] == 0 and slowed["regressed"] + slowed["unjudged"] == 2
+    assert docs["ray"]["lost"] == [] and "round(s) 1" in docs["ray"]["ray"][0] and "round(s) 2" in docs["ray"]["ray"][0]
+    trials = sorted(p.parent.name for p in (tmp_path / "ray" / "runs").glob("*/r*/results.json"))
+    assert trials == ["r0-30", "r0-aa", "r1-30", "r1-aa"]
+    for p in (tmp_path / "ray" / "runs").glob("*/r*/results.json"):
+        assert [c.case.id for c in load_results(p).cases] == ["fake-file-fake-graph-fp32-b1"]
+
+
+@pytest.mark.slow  # the e2e tier: a third node killed in its round (about 40 s here)
+def test_gate_check_nightly_a_node_killed_costs_its_trials_unjudged_exit_3(cluster, tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+    from harness.execution import gatecheck_ray
+
+    doomed = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    killed = threading.Event()
+
+    def note(line: str) -> None:  # the doomed node dies as soon as its first row (its round's A/A) has come back
+        print(line)
+        if line.startswith("[") and doomed.node_id[:8] in line.split("]")[0] and not killed.is_set():
+            killed.set()
+            cluster.remove_node(doomed, allow_graceful=False)
+
+    real = gatecheck_ray.ray_gate_check
+    monkeypatch.setattr(gatecheck_ray, "ray_gate_check", lambda *a, **kw: real(*a, **{**kw, "note": note}))
+    out = tmp_path / "gc"
+    code = main(["gate-check", "--nightly", "main", "--models", "fake-file", "--runtimes", "fake-graph", "--rounds",
+                 "3", "--levels", "30", "--ab-pairs", "8", "--ab-block-time", "0.01", "--ray", cluster.address,
+                 "--out", str(out)])
+    text = capsys.readouterr().out
+    assert killed.is_set(), text
+    assert code == EXIT_UNJUDGED, text
+    doc = json.loads((out / "gatecheck-nightly.json").read_text())
+    assert doc["lost"] and all(doomed.node_id[:8] in line for line in doc["lost"])
+    rows = {r["trial"]: r for r in doc["rows"]}
+    assert rows["A/A"]["trials"] == rows["slowed 30%"]["trials"] == 3  # every trial tallied, the lost ones too
+    assert rows["slowed 30%"]["unjudged"] >= 1 and rows["slowed 30%"]["pass"] == 0
+    assert "Not judged: " in (out / "gatecheck-nightly.md").read_text()
