@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--cores", default="0,1", help="the cores of the head and the worker node")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--setups", default=",".join(SETUPS), help="which of local,one,two to run (in that order); the "
+                   "rows are compared with the first one's")
     p.add_argument("--extra", default="", help="more options for every `harness conform`, e.g. '--ops Conv'")
     args = p.parse_args(argv)
     from fleet_real import Fleet
@@ -96,17 +98,19 @@ def main(argv: list[str] | None = None) -> int:
         fleet.start()
         address = fleet.cluster.address
         for r in range(args.repeats):
-            for setup in SETUPS:
+            setups = [x for x in SETUPS if x in args.setups.split(",")]
+            for setup in setups:
                 folder = args.out / f"{r}-{setup}"
                 run = one_run(setup, args.runtimes, address, folder, args.extra.split())
                 got = rows(folder) if (folder / "results.json").is_file() else {}
-                local = rows(args.out / f"{r}-local") if (args.out / f"{r}-local" / "results.json").is_file() else {}
+                first = args.out / f"{r}-{setups[0]}"
+                local = rows(first) if (first / "results.json").is_file() else {}
                 run.update(repeat=r, cases=len(got), rows_differing_from_local=sum(
                     got.get(k) != local.get(k) for k in set(got) | set(local)))
                 runs.append(run)
                 print(f"repeat {r} {setup:>5}: exit {run['exit']}, {run['cases']} rows, wall {run['wall_s']:.1f} s "
                       f"(after collection {run['wall_after_collect_s']} s), {run['rows_differing_from_local']} rows "
-                      f"differ from local, load {run['load_before']} -> {run['load_after']}"
+                      f"differ from {setups[0]}'s, load {run['load_before']} -> {run['load_after']}"
                       + "".join(f"\n    {k}: {v}" for k, v in run["nodes"].items()), flush=True)
                 (args.out / "conform-ray-wall.json").write_text(json.dumps(doc, indent=1))
         doc["complete"] = True
