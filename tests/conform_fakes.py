@@ -43,11 +43,28 @@ class FakeConform(Runtime):
         return run
 
 
+class FakeConformSlow(FakeConform):
+    """FakeConform taking SLOW_S more per case (`harness conform --ray`'s killed node: its cases still running)."""
+
+    name: ClassVar[str] = "fake-conform-slow"
+    SLOW_S: ClassVar[float] = 0.5
+
+    @classmethod
+    def onnx_runner(cls, model: bytes, threads: int) -> Any:
+        run = super().onnx_runner(model, threads)
+
+        def slow(feeds: Any) -> list[Any]:
+            time.sleep(cls.SLOW_S)
+            return run(feeds)
+        return slow
+
+
 def _register() -> None:
     """Registered on import: the worker imports this module through HARNESS_PLUGINS and finds it by name."""
     from harness.runtimes import register_runtime
 
     register_runtime(FakeConform, replace=True)
+    register_runtime(FakeConformSlow, replace=True)
 
 
 _register()

@@ -92,7 +92,9 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
     import tempfile
 
     from harness.execution.session import HarnessSession
+    from harness.plugins import load_plugins
 
+    load_plugins()  # a plugin runtime or model is resolved in this process too (the CLI loaded them on the driver)
     local: dict[str, Any] = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
     out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
     if golden:
@@ -189,8 +191,9 @@ class ShardRun:
     """One node's shard as it arrives: its run (environment from the node), finished cases, and what a dead
     node costs (the cases it had not finished, status crashed with the reason)."""
 
-    def __init__(self, config: RunConfig, shard: Shard, out_dir: Path) -> None:
+    def __init__(self, config: RunConfig, shard: Shard, out_dir: Path, case_lines: bool = True) -> None:
         self.shard, self.out_dir = shard, out_dir / shard.node.label
+        self.case_lines = case_lines  # False: only a case that broke (crashed, timeout, oom) gets its line
         self.config = config.replace(run_id=f"{config.outputs.run_id}-{shard.node.label}")
         self.run = RunResults(run_id=self.config.outputs.run_id, started_at="", config={
             **config.as_dict(), "ray_node": shard.node.node_id}, environment={
@@ -251,7 +254,8 @@ class ShardRun:
             result = CaseResult.from_dict(payload, f"{self.shard.node.label}: a case's result")
             self.run.cases.append(result)
             self.streamed.append(result)
-            note(f"[{self.shard.node.label}] {case_line(result)}")
+            if self.case_lines or result.status in ("crashed", "timeout", "oom"):
+                note(f"[{self.shard.node.label}] {case_line(result)}")
         else:
             write = self.out_dir / "results.json"
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -397,19 +401,21 @@ def connect(address: str | None) -> list[Node]:
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
                serial: bool = False, before: Callable[[ShardRun], None] | None = None,
                golden: dict[str, bytes] | None = None, deadline: ShardDeadline | None = None,
-               work: ShardWork | None = None, node_defaults: Sequence[str] | None = None) -> list[ShardRun]:
+               work: ShardWork | None = None, node_defaults: Sequence[str] | None = None,
+               case_lines: bool = True) -> list[ShardRun]:
     """Each shard as one Ray task on its node (node affinity, no retries, all of the node's CPUs and GPUs),
     streamed into out_dir/NODE/results.json as its cases finish. `serial`: one node at a time (nodes that share
     a machine's cores then do not disturb each other's timing); `before(shard_run)` is called as each starts;
     `golden`: a golden-output store's files, sent to every node; `deadline`: a shard still running past it is
     cancelled (its Ray worker killed) and its node lost with the reason ("no result within N s"); `work`: what
     runs a shard's cases on its node (shard_events); `node_defaults`: the fields each node takes from its own
-    machine (default: threads and case_memory_gb where the driver left them at its own machine's default)."""
+    machine (default: threads and case_memory_gb where the driver left them at its own machine's default);
+    `case_lines`: False notes only the cases that broke (`harness conform --ray`: thousands of cases)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = _ray_task()
-    runs = [ShardRun(config, s, config.outputs.out_dir) for s in shards]
+    runs = [ShardRun(config, s, config.outputs.out_dir, case_lines) for s in shards]
     lock = threading.Lock()
 
     def locked_note(line: str) -> None:

@@ -247,7 +247,7 @@ class HarnessSession:
                                                    trends=trends)}
             self._save()  # what rendering added to the run's record (e.g. conformance wall times)
             self.outputs.update(self.gate_outputs)
-            _point_latest(out_dir)
+            point_latest(out_dir)
 
     def _save(self) -> None:
         assert self.run is not None
@@ -332,7 +332,7 @@ class HarnessSession:
         return unjudged_line(self._judged(), self.config.gating.allow_unjudged)
 
 
-def _point_latest(out_dir: Path) -> None:
+def point_latest(out_dir: Path) -> None:
     """reports/latest -> the newest run folder, when the folder lives under a `reports` directory."""
     out_dir = out_dir.resolve()
     if out_dir.parent.name != "reports":
