@@ -17,7 +17,7 @@ from typing import Any
 from harness.config import RunConfig
 from harness.errors import UsageError, install_hint
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults
-from harness.results.store import atomic_write_text, write_results
+from harness.results.store import ResultsWriter, atomic_write_text, write_results
 from harness.workloads import get_workload
 
 ENV_PREFIXES = ("HARNESS_",)  # the driver's HARNESS_* variables (plugins, cache) travel to every shard
@@ -204,6 +204,7 @@ class ShardRun:
         self.seconds: float | None = None  # how long the shard took, once its complete run arrived
         self.closed = False  # cut at its deadline: events arriving after that are dropped
         self.streamed: list[CaseResult] = []  # every row as it arrived (gate-check --ray: a case once per trial)
+        self.writer = ResultsWriter(self.out_dir)  # OUT/NODE/results.json
         self._lock = threading.Lock()
 
     def consume(self, events: Iterator[Any], get: Callable[[Any], Any], note: Callable[[str], None]) -> None:
@@ -265,10 +266,10 @@ class ShardRun:
             self.run = final
             if self.started is not None:
                 self.seconds = time.monotonic() - self.started
-        self._save()
+        self._save(every=kind != "case")
 
-    def _save(self) -> None:
-        write_results(self.run, self.out_dir)
+    def _save(self, every: bool = True) -> None:
+        self.writer.save(self.run, every)  # a streamed case's row: at most SAVE_SHARE of the time (ResultsWriter)
 
 
 PROBE_TIMEOUT_S = 5.0

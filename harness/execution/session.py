@@ -25,7 +25,7 @@ from harness.measure.timer import measure_overhead
 from harness.report.progress import RunProgress, case_line, write_case_log
 from harness.results.environment import gpu_end_snapshot, snapshot
 from harness.results.schema import CaseId, CaseResult, RunResults
-from harness.results.store import write_results
+from harness.results.store import ResultsWriter, write_results
 from harness.workloads import Workload, get_workload
 
 
@@ -54,6 +54,7 @@ class HarnessSession:
         self.comparison: Any = None  # harness.gating.Comparison when --baseline was given
         self.gate_error: str | None = None  # a baseline that could not be compared (usage error)
         self.gate_outputs: dict[str, Path] = {}  # verdicts.md / verdicts.json
+        self._writer = ResultsWriter(config.outputs.out_dir)
 
     @property
     def started(self) -> bool:
@@ -181,7 +182,7 @@ class HarnessSession:
         if not begun:
             self.progress.begin(result.case.id)
         self.run.cases.append(result)
-        self._save()
+        self._save(every=False)
         self.progress.end(case_line(result, write_case_log(result, self.config.outputs.out_dir)))
         return result
 
@@ -249,9 +250,11 @@ class HarnessSession:
             self.outputs.update(self.gate_outputs)
             point_latest(out_dir)
 
-    def _save(self) -> None:
+    def _save(self, every: bool = True) -> None:
+        """results.json rewritten (atomic); a case's row (`every` False) at most SAVE_SHARE of the run's time
+        (harness.results.store.ResultsWriter): the run's end, or a signal's orderly stop, writes every case."""
         assert self.run is not None
-        write_results(self.run, self.config.outputs.out_dir)  # atomic: a killed run keeps every finished case
+        self._writer.save(self.run, every)
 
     def _gate(self) -> None:
         """--baseline: verdicts of this run against the baseline, written as verdicts.md/.json beside it.

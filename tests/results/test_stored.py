@@ -370,3 +370,46 @@ def test_the_statistics_check_agrees_with_latency_stats(n):
     d["cases"][0]["latency"]["p50_ms"] *= 1.0001
     with pytest.raises(ResultsError, match=r"r.json: cases\[0\].latency.p50_ms: .* but the samples"):
         check_results_doc(d, "r.json")
+
+
+def test_results_json_rewrites_take_at_most_their_share_of_the_run_and_the_end_writes_every_case(tmp_path,
+                                                                                                monkeypatch):
+    """A run of many millisecond cases (conformance) does not rewrite its whole results.json after each one: a row
+    waits while the last write is more recent than its duration / SAVE_SHARE; an unconditional save (the run's
+    end, a signal's orderly stop) writes every case. Fake clock and fake writes: only the rule is tested."""
+    from harness.results import load_results
+    from harness.results import store
+
+    now = [0.0]
+    written: list[int] = []
+
+    def slow_write(run, out_dir):  # each write "takes" 1 ms per case in the file (a growing file)
+        now[0] += 0.001 * len(run.cases)
+        written.append(len(run.cases))
+        return real_write(run, out_dir)
+
+    real_write = store.write_results
+    monkeypatch.setattr(store, "write_results", slow_write)
+    writer = store.ResultsWriter(tmp_path, clock=lambda: now[0])
+    from harness.results.schema import CaseId
+
+    run = make_run(0, n=5, cases=[CaseId(f"m{i}", "ort-cpu", "fp32", 1, None, "cpu") for i in range(60)])
+    cases, run.cases = list(run.cases), []
+    for case in cases:
+        run.cases.append(case)
+        now[0] += 0.002  # each case takes 2 ms
+        writer.save(run, every=False)
+    assert written[0] == 1  # the first row is written at once
+    assert len(written) < len(cases) / 3  # not after every case: the writes grew to 60 ms, the cases stayed 2 ms
+    spent = sum(0.001 * n for n in written)
+    assert spent <= store.SAVE_SHARE * now[0] * 1.5  # about SAVE_SHARE of the run's time, not 15x the cases'
+    assert len(load_results(tmp_path / "results.json").cases) < len(cases)  # the last rows wait ...
+    assert writer.save(run)  # ... until the end writes them all
+    assert len(load_results(tmp_path / "results.json").cases) == len(cases)
+    # cases slower than 1 / SAVE_SHARE of a write: each is written as it arrives
+    slow = store.ResultsWriter(tmp_path / "slow", clock=lambda: now[0])
+    written.clear()
+    for i in range(5):
+        now[0] += 1.0
+        assert slow.save(run, every=False)
+    assert len(written) == 5
