@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import shared_exports
+
 from harness.model import BATCH, ModelSpec, TensorSpec, register_model
 from harness.precision import Precision
 from harness.runtimes import Availability, Runtime, register_runtime
@@ -257,3 +259,6 @@ _variant("fake-unavailable", _Unavailable)
 _variant("fake-raises", _Raises)
 _variant("fake-unsupported", _Unsupported)
 _variant("fake-crash-second", _CrashSecond)
+
+# a harness process a test started (HARNESS_PLUGINS=fakes): the session's torch.onnx exports shared with it
+shared_exports.install()
