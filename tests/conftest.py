@@ -19,9 +19,9 @@ os.environ.setdefault("HARNESS_CONTENTION_LIMIT", "1")
 
 
 # The end-to-end tier: tests that drive the harness as a user does (subprocess runs, real crashes, hangs,
-# timeouts and signals, real exports, environments built with pip) and take seconds each, marked on the tests
-# themselves (`@pytest.mark.e2e`; `slow` counts too). `pytest tests` (the README's command) leaves them out;
-# `pytest tests -m e2e` runs them (CI runs both).
+# timeouts and signals, real exports, environments built with pip) and take seconds each (4 s or more in CI's
+# --durations list), marked on the tests themselves (`@pytest.mark.e2e`; `slow` counts too). `pytest tests` (the
+# README's command) leaves them out; `pytest tests -m e2e` runs them (CI runs both).
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -320,6 +320,7 @@ def _gate_env(tmp_path: Path, fake_env: dict[str, str], saved_main: Path) -> tup
     return _fake_file_env(tmp_path, fake_env, model), model
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env, saved_main, monkeypatch,
                                                                     capsys):
     """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown: `saved_main`), a
@@ -362,6 +363,7 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
     assert main(["gate", "nope"]) == 2 and "no baseline named 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_tonights(tmp_path, fake_env):
     """The baseline ran fakert-cpu with harness-fakert 1.0.0 (the only release then); tonight a fresh machine (a
     new cache) installs 1.1.0, 30% slower per call. The gate runs side A as fakert-cpu@1.0.0 in an environment
@@ -547,6 +549,7 @@ def test_definition_changes_name_libraries_and_leave_out_the_pinned_release():
         "its name, inputs or outputs (fingerprint aaaaaaaaaaaa -> bbbbbbbbbbbb)"
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environment(tmp_path, fake_env):
     """fakemod-cpu runs mlp's torch module itself (as torch-cpu does), its cost per call behind harness-fakert:
     the baseline ran 1.0.0; tonight 1.1.0 (30% slower) is installed. The case stores mlp's definition, not an
@@ -626,6 +629,7 @@ def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_p
     assert gone["artifact_sha256"] is None and "external weights beside" in gone["not_kept"]
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path, fake_env, saved_main):
     """`harness gate-check --nightly main`: whole gate runs per round, A/A and with side B slowed 30%."""
     env, _ = _gate_env(tmp_path, fake_env, saved_main)
@@ -643,6 +647,7 @@ def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path
     assert len(list((out / "runs").glob("r*-*/results.json"))) == 4
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake_env, saved_main):
     """SIGTERM in the middle of the blocks: the orderly stop of every session (no verdict, results.json written
     with interrupted: true, the worker ended), exit 143."""

@@ -394,6 +394,7 @@ def _onnx(path, depth):
     return str(path)
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(tmp_path, fake_env, capsys):
     """Three pairs are too few for any verdict: `inconclusive`, which exited 0 before; now the last line names
     the case and the exit status is 3 (0 with --allow-unjudged). Each case prints what its pairs can detect.
@@ -434,6 +435,7 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
     assert ab["extra_pairs"] > 0 and len(ab["order"]) == 3 + ab["extra_pairs"] and ab["verdict"] != "inconclusive"
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
     """`harness run --workload ab` (through pytest) ends as `harness ab` does: an inconclusive A/B case is
     named in the last line and the run exits 3; --allow-unjudged 0."""
