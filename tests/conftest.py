@@ -10,6 +10,8 @@ import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS_DIR))
+
+import shared_exports  # noqa: E402 - from the tests' folder, put on the path just above
 # The tests' own runs are judged on what they test, not on how busy the machine running them is: no block is
 # called contended unless a test sets a limit itself (tests/measure/test_contention.py, the gating tests give
 # contention explicitly). Subprocesses inherit it.
@@ -17,9 +19,9 @@ os.environ.setdefault("HARNESS_CONTENTION_LIMIT", "1")
 
 
 # The end-to-end tier: tests that drive the harness as a user does (subprocess runs, real crashes, hangs,
-# timeouts and signals, real exports, environments built with pip) and take seconds each, marked on the tests
-# themselves (`@pytest.mark.e2e`; `slow` counts too). `pytest tests` (the README's command) leaves them out;
-# `pytest tests -m e2e` runs them (CI runs both).
+# timeouts and signals, real exports, environments built with pip) and take seconds each (4 s or more in CI's
+# --durations list), marked on the tests themselves (`@pytest.mark.e2e`; `slow` counts too). `pytest tests` (the
+# README's command) leaves them out; `pytest tests -m e2e` runs them (CI runs both).
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,11 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def fake_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Environment for a harness subprocess that knows the fake runtimes and uses a private cache."""
+def fake_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """Environment for a harness subprocess that knows the fake runtimes and uses a private cache (and shares the
+    session's torch.onnx exports: tests/shared_exports.py; not for a test marked fresh_export)."""
     monkeypatch.setenv("HARNESS_PLUGINS", "fakes")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    if _STORE is not None and request.node.get_closest_marker("fresh_export") is None:
+        monkeypatch.setenv(shared_exports.ENV, str(_STORE))
+    else:
+        monkeypatch.delenv(shared_exports.ENV, raising=False)
     return dict(os.environ)
 
 
@@ -76,9 +83,11 @@ def _registries() -> None:
 # get_or_build (a miss stays a miss, with its meta.json and build_s). Shared only for the very spec object that
 # was exported (a registered model, a module's constant; never a dataclasses.replace copy), never while
 # torch.onnx.export is replaced by a test; a test marked fresh_export exports for real (and its export is kept
-# for the tests after it). Subprocesses export for themselves.
+# for the tests after it). The store folder is shared with the harness subprocesses a test starts through
+# `fake_env` (tests/shared_exports.py: the same rule for a registered model's spec there).
 _EXPORTS: dict[str, tuple[object, Path, dict]] = {}
 _FRESH_EXPORT = False
+_STORE: Path | None = None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -88,7 +97,8 @@ def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
     from harness.artifacts.cache import cache_key
     from harness.artifacts.onnx_from_torch import OnnxFromTorch
 
-    store = tmp_path_factory.mktemp("exports")
+    global _STORE
+    store = _STORE = tmp_path_factory.mktemp("exports")
     real_export = OnnxFromTorch._export
 
     def export(self: OnnxFromTorch, path: Path) -> dict:
@@ -104,14 +114,15 @@ def _one_export_per_model(tmp_path_factory: pytest.TempPathFactory):
             return dict(meta)
         meta = real_export(self, path)
         if spec is None:
-            folder = store / key[:16]
-            shutil.copytree(path.parent, folder)
-            _EXPORTS[key] = (self.spec, folder, dict(meta))
+            shared_exports.publish(store, key, path.parent, meta)
+            _EXPORTS[key] = (self.spec, store / key, dict(meta))
         return meta
 
+    export.shared_exports = True  # the pytest process's own rule: tests/shared_exports.py installs nothing here
     OnnxFromTorch._export = export
     yield
     OnnxFromTorch._export = real_export
+    _STORE = None
 
 
 @pytest.fixture(autouse=True)

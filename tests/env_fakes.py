@@ -9,6 +9,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
+import shared_exports
+
 from harness.runtimes import register_runtime
 from harness.runtimes.base import Availability
 from harness.runtimes.onnxruntime import OrtCpu
@@ -119,3 +121,6 @@ class FakeRtGpuBuild(FakeRt):
 
 
 register_runtime(FakeRtGpuBuild, replace=True)
+
+# a harness process a test started (HARNESS_PLUGINS=env_fakes): the session's torch.onnx exports shared with it
+shared_exports.install()

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import shared_exports
+
 from harness.model import BATCH, ModelSpec, TensorSpec, register_model
 from harness.precision import Precision
 from harness.runtimes import Availability, Runtime, register_runtime
@@ -271,3 +273,6 @@ def fake_latency(p50_ms: float, iterations: int = 100, **figures: Any) -> Any:
                         mean_ms=p50_ms, std_ms=0.0, min_ms=p50_ms, max_ms=p50_ms, iqr_ms=0.0, cv=0.0, noisy=False,
                         rcv=0.0)
     return dataclasses.replace(flat, **figures)
+
+# a harness process a test started (HARNESS_PLUGINS=fakes): the session's torch.onnx exports shared with it
+shared_exports.install()

@@ -117,18 +117,32 @@ def test_envs_clear_with_an_empty_key_is_a_usage_error_and_removes_nothing(keys,
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["aaaa1111", "bbbb2222"]
 
 
-@pytest.mark.parametrize("value", ["lots", "nan", "-0.5", "1.5", "inf"])
-def test_a_malformed_contention_limit_variable_is_one_line_where_a_run_is_configured(value, tmp_path):
-    env = {**os.environ, "HARNESS_CONTENTION_LIMIT": value,
+def test_a_malformed_contention_limit_variable_is_not_read_at_import(tmp_path):
+    """In a process started with the malformed variable: other commands are unaffected, and a run is one line."""
+    env = {**os.environ, "HARNESS_CONTENTION_LIMIT": "lots",
            "PYTHONPATH": os.pathsep.join([str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
     models = subprocess.run([sys.executable, "-m", "harness.cli", "models"], check=False, capture_output=True,
                             text=True, env=env, timeout=120)
     assert models.returncode == 0, models.stderr  # not read at import: other commands are unaffected
     run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--models", "mlp", "--out",
                           str(tmp_path / "r")], check=False, capture_output=True, text=True, env=env, timeout=120)
-    assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == (f"harness run: error: $HARNESS_CONTENTION_LIMIT={value!r}: expected a fraction in "
-                                  "[0, 1] (1: never call a block contended; unset: 0.1)")
+    assert run.returncode == 2 and run.stderr.strip() == (
+        "harness run: error: $HARNESS_CONTENTION_LIMIT='lots': expected a fraction in [0, 1] (1: never call a block "
+        "contended; unset: 0.1)")
+
+
+@pytest.mark.parametrize("value", ["lots", "nan", "-0.5", "1.5", "inf"])
+def test_a_malformed_contention_limit_variable_is_one_line_where_a_run_is_configured(value, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """Each malformed value, in this process (the process-level behaviour: the test above)."""
+    from harness.cli import main
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", value)
+    assert main(["run", "--models", "mlp", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip() == (
+        f"harness run: error: $HARNESS_CONTENTION_LIMIT={value!r}: expected a fraction in [0, 1] (1: never call a "
+        "block contended; unset: 0.1)")
 
 
 @pytest.mark.parametrize("exc", [PermissionError(13, "Permission denied", "/ro/cache/envs"),

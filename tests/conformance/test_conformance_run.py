@@ -60,7 +60,8 @@ def fake_run(cases, tmp_path_factory):
     return session.run, out
 
 
-@pytest.mark.e2e
+# Not in the e2e tier: its cost is the module's `fake_run`, which test_page_and_summary pays in `pytest tests`
+# anyway (in the e2e tier it ran the 8 cases, aborts and timeout again for this test alone).
 def test_each_misbehaviour_costs_exactly_its_rows(cases, fake_run):
     run, out = fake_run
     assert run.complete and len(run.cases) == len(cases)

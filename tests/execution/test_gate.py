@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.cli import main
 from harness.config import RunConfig
 from harness.execution.gate_run import GateDriver, plan_gate
 from harness.execution.session import HarnessSession
@@ -297,14 +298,36 @@ def _saved_baseline(tmp_path: Path, env: dict[str, str]) -> None:
     assert saved.returncode == 0 and "for `harness gate`: 1 artifact stored (0.0 KiB)" in saved.stdout, saved.stdout
 
 
-def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env):
-    """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown), a slowdown of
-    30% planted in side B (--inject) is regressed; the model file replaced by one with 40% more work, `harness
-    gate` exits 1 and writes gate.md whose first line is the summary; a crash of tonight's side is broke; a bad
-    baseline name is exit 2."""
+@pytest.fixture(scope="module")
+def saved_main(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CLI tests' baseline `main`, run and saved once for the module (`harness run` of fake-file at 300 us a
+    call, `harness baseline save`, the artifact's size shown): its baselines folder. Each test gates against a copy
+    of it, tonight's side from a model file of its own (the same bytes, so the same model until a test changes
+    its copy)."""
+    root = tmp_path_factory.mktemp("saved-main")
+    base = dict(os.environ, HARNESS_PLUGINS="fakes", HARNESS_CACHE_DIR=str(root / "cache"),
+                PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    _saved_baseline(root, _fake_file_env(root, base, _model_file(root / "model.onnx", 300)))
+    return root / "baselines"
+
+
+def _gate_env(tmp_path: Path, fake_env: dict[str, str], saved_main: Path) -> tuple[dict[str, str], Path]:
+    """A test's copy of the saved baseline and its own model file (300 us a call): its environment and the file."""
+    import shutil
+
+    shutil.copytree(saved_main, tmp_path / "baselines")
     model = _model_file(tmp_path / "model.onnx", 300)
-    env = _fake_file_env(tmp_path, fake_env, model)
-    _saved_baseline(tmp_path, env)
+    return _fake_file_env(tmp_path, fake_env, model), model
+
+
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
+def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fake_env, saved_main, monkeypatch,
+                                                                    capsys):
+    """Through the CLI and the supervised worker: run, baseline save (the artifact's size shown: `saved_main`), a
+    slowdown of 30% planted in side B (--inject) is regressed; the model file replaced by one with 40% more work,
+    `harness gate` exits 1 and writes gate.md whose first line is the summary; a crash of tonight's side is broke;
+    a bad baseline name is exit 2."""
+    env, model = _gate_env(tmp_path, fake_env, saved_main)
     cli = [sys.executable, "-m", "harness.cli"]
     planted = subprocess.run([*cli, "gate", "main", "--ab-pairs", "8", "--ab-block-time", "0.01", "--inject", "30",
                               "--out", str(tmp_path / "p")], env=env, capture_output=True, text=True, check=False, timeout=300)
@@ -335,10 +358,12 @@ def test_the_cli_gate_saves_measures_and_exits_1_on_a_changed_model(tmp_path, fa
                      r"\(tonight's\) failed in pair \d+: ", crash.stdout), crash.stdout
     row = json.loads((tmp_path / "c" / "results.json").read_text())["cases"][0]
     assert row["status"] == "crashed" and "SIGSEGV" in row["reason"]
-    bad = subprocess.run([*cli, "gate", "nope"], env=env, capture_output=True, text=True, check=False, timeout=120)
-    assert bad.returncode == 2 and "no baseline named 'nope'" in bad.stderr
+    # a usage error ends before anything runs: in this process (a subprocess only paid the CLI's start again)
+    monkeypatch.setenv("HARNESS_BASELINE_DIR", env["HARNESS_BASELINE_DIR"])
+    assert main(["gate", "nope"]) == 2 and "no baseline named 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_tonights(tmp_path, fake_env):
     """The baseline ran fakert-cpu with harness-fakert 1.0.0 (the only release then); tonight a fresh machine (a
     new cache) installs 1.1.0, 30% slower per call. The gate runs side A as fakert-cpu@1.0.0 in an environment
@@ -524,6 +549,7 @@ def test_definition_changes_name_libraries_and_leave_out_the_pinned_release():
         "its name, inputs or outputs (fingerprint aaaaaaaaaaaa -> bbbbbbbbbbbb)"
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environment(tmp_path, fake_env):
     """fakemod-cpu runs mlp's torch module itself (as torch-cpu does), its cost per call behind harness-fakert:
     the baseline ran 1.0.0; tonight 1.1.0 (30% slower) is installed. The case stores mlp's definition, not an
@@ -603,11 +629,10 @@ def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_p
     assert gone["artifact_sha256"] is None and "external weights beside" in gone["not_kept"]
 
 
-def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path, fake_env):
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
+def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path, fake_env, saved_main):
     """`harness gate-check --nightly main`: whole gate runs per round, A/A and with side B slowed 30%."""
-    model = _model_file(tmp_path / "model.onnx", 300)
-    env = _fake_file_env(tmp_path, fake_env, model)
-    _saved_baseline(tmp_path, env)
+    env, _ = _gate_env(tmp_path, fake_env, saved_main)
     out = tmp_path / "gc"
     p = subprocess.run([sys.executable, "-m", "harness.cli", "gate-check", "--nightly", "main", "--rounds", "2",
                         "--levels", "30", "--ab-pairs", "8", "--ab-block-time", "0.01", "--out", str(out)],
@@ -622,15 +647,14 @@ def test_gate_check_nightly_counts_false_alarms_power_and_unjudged_rows(tmp_path
     assert len(list((out / "runs").glob("r*-*/results.json"))) == 4
 
 
-def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake_env):
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
+def test_sigterm_stops_the_gate_keeps_what_finished_and_exits_143(tmp_path, fake_env, saved_main):
     """SIGTERM in the middle of the blocks: the orderly stop of every session (no verdict, results.json written
     with interrupted: true, the worker ended), exit 143."""
     import signal
     import time
 
-    model = _model_file(tmp_path / "model.onnx", 300)
-    env = _fake_file_env(tmp_path, fake_env, model)
-    _saved_baseline(tmp_path, env)
+    env, _ = _gate_env(tmp_path, fake_env, saved_main)
     out = tmp_path / "g"
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "gate", "main", "--ab-pairs", "400", "--ab-block-time",
                           "0.05", "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

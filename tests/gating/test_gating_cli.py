@@ -165,6 +165,7 @@ def test_session_gate_error_when_the_baseline_vanished(fakes, tmp_path):
     assert session.gate_status() == 0 and session.gate_outputs["verdicts"].name == "verdicts.md"
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_run_with_a_baseline_it_cannot_judge_exits_3_and_says_so_last(fake_env, tmp_path):
     """Issue 39: `harness run --baseline` that judged nothing ended `gate OK` with exit 0. A baseline from another
     machine (its figures say nothing about this one): every gated row unjudged, named in the run's last line,

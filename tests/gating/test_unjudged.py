@@ -395,7 +395,8 @@ def _onnx(path, depth):
     return str(path)
 
 
-def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(tmp_path, fake_env):
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
+def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(tmp_path, fake_env, capsys):
     """Three pairs are too few for any verdict: `inconclusive`, which exited 0 before; now the last line names
     the case and the exit status is 3 (0 with --allow-unjudged). Each case prints what its pairs can detect.
     (--ab-budget 0: with a budget the A/B measures more pairs until it can judge, tested below.)"""
@@ -425,8 +426,9 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
     # differ, judged on their estimates: "reached" / "not reached (more activations")
     assert re.search(r"--detect 50\.0%: (reached( \(\d+ pairs suffice\))?|needs \d+ pairs|not reachable within|"
                      r"not reached \(more activations)", p.stdout), p.stdout
-    bad = _cli([*argv, "--detect", "150%", "--out", str(tmp_path / "x")], fake_env)
-    assert bad.returncode == 2 and "--ab-detect: '150%'" in bad.stderr
+    # a usage error ends before anything runs: in this process (a subprocess only paid the CLI's start again)
+    assert main([*argv[3:], "--detect", "150%", "--out", str(tmp_path / "x")]) == 2
+    assert "--ab-detect: '150%'" in capsys.readouterr().err
     # with a budget (the default 30 s) the same three pairs are not the end: more pairs in new activations until
     # the case is judged
     argv[argv.index("--ab-budget") + 1] = "30"
@@ -441,6 +443,7 @@ def test_harness_ab_that_could_not_judge_exits_3_and_prints_what_it_can_detect(t
         assert p.returncode in (EXIT_CLEAN, EXIT_REGRESSION), p.stdout + p.stderr
 
 
+@pytest.mark.e2e  # harness subprocesses, 10-28 s in CI: the end-to-end tier's rule (#56)
 def test_run_workload_ab_that_could_not_judge_exits_3(tmp_path, fake_env):
     """`harness run --workload ab` (through pytest) ends as `harness ab` does: an inconclusive A/B case is
     named in the last line and the run exits 3; --allow-unjudged 0."""
