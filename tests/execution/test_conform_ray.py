@@ -188,14 +188,10 @@ def test_a_node_killed_mid_run_costs_only_its_unfinished_cases(cluster, conform_
     assert "lost before this case finished" in (out / "conformance.html").read_text()
 
 
-def test_conform_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys):
-    import socket
-
+def test_conform_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, closed_port):
     from harness.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port  # nothing listens there
     code = main([*ARGS, "--ray", f"127.0.0.1:{port}", "--out", str(tmp_path / "c")])
     err = capsys.readouterr().err  # probed before the cases are collected: nothing is created
     assert code == 2 and err == (f"harness conform: error: --ray 127.0.0.1:{port}: nothing answers at "

@@ -264,14 +264,10 @@ def test_a_node_killed_mid_run_costs_only_its_cases_unjudged_exit_3(cluster, tmp
     assert "shard lost" in text
 
 
-def test_gate_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):
-    import socket
-
+def test_gate_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes, closed_port):
     from harness.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port  # nothing listens there
     baseline = tmp_path / "b.json"
     baseline.write_text("{}")
     code = main(["gate", str(baseline), "--ray", f"127.0.0.1:{port}", "--out", str(tmp_path / "g")])

@@ -149,14 +149,10 @@ def test_gate_check_ray_without_nightly_is_one_line_exit_2(capsys, fakes):
                                         "the nodes of a baseline's hardware class: give --nightly BASELINE")
 
 
-def test_gate_check_nightly_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):
-    import socket
-
+def test_gate_check_nightly_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes, closed_port):
     from harness.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port  # nothing listens there
     code = main(["gate-check", "--nightly", str(tmp_path / "none.json"), "--ray", f"127.0.0.1:{port}"])
     err = capsys.readouterr().err  # probed before the baseline is read
     assert code == 2 and f"--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port}" in err

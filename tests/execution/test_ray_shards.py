@@ -195,15 +195,11 @@ def test_without_ray_the_option_is_a_one_line_usage_error(monkeypatch, tmp_path,
     assert capsys.readouterr().err.strip() == 'harness run: error: --ray needs Ray: pip install -c constraints/cpu.txt -e ".[ray]"'
 
 
-def test_an_address_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):
+def test_an_address_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes, closed_port):
     """A closed port on 127.0.0.1: the probe (a TCP connect before ray.init) answers at once; Ray not needed."""
-    import socket
-
     from harness.cli import main
 
-    with socket.socket() as s:  # a port nothing listens on once this socket is closed
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port  # nothing listens there
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         out = tmp_path / "r"
         assert main([*ARGS, "--runtimes", "fake-ok", "--ray", address, "--out", str(out)]) == 2

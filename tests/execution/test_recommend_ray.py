@@ -124,14 +124,10 @@ def test_the_shard_work_is_picklable(tmp_path):
     assert pickle.loads(pickle.dumps(work)).names == {"x": "y"}
 
 
-def test_recommend_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes):
-    import socket
-
+def test_recommend_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, fakes, closed_port):
     from harness.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = closed_port  # nothing listens there
     t = tmp_path / "t.toml"
     t.write_text("requests = 300\n[arrival]\nprocess = 'poisson'\nrate = 500\n")
     code = main(["recommend", "--traffic", str(t), "--model", "fake-linear", "--runtimes", "fake-ok", "--slo-ms", "5",
