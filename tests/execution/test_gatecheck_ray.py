@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
+from fakes import fake_latency
 
 from harness.execution.gate_ray import NOT_IN_BASELINE, GateShard, file_nodes, matrix_plans, model_files
 from harness.execution.gate_run import STORED, GateCase, GateOutcome, judge_rows
@@ -94,7 +95,7 @@ def test_whole_rounds_are_dealt_to_the_nodes_in_turn():
 def _ab_row(case: CaseId, verdict: str, trial: dict) -> CaseResult:
     ab = AbResult(a="a", b="b", b_case=case, order="ab", blocks=[], block_time_s=0.01, inject=0.0, verdict=verdict,
                   reason="why", ratio=1.3, ci_low=1.2, ci_high=1.4, confidence=0.95, min_effect=0.05, pairs_used=8)
-    return CaseResult(case, "failed" if verdict == "regressed" else "passed", ab=ab, latency={"p50_ms": 0.3},
+    return CaseResult(case, "failed" if verdict == "regressed" else "passed", ab=ab, latency=fake_latency(0.3),
                       details={"gate": {"mode": "re-measured", "side_a": {"latency": {"p50_ms": 0.23}}},
                                "gate_check": trial})
 
