@@ -8,7 +8,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.config import RunConfig
-from harness.execution.ray_shards import Node, Shard, ShardRun, connect, merged_run, plan_shards, run_shards
+from harness.execution.ray_shards import (
+    Node,
+    Shard,
+    ShardRun,
+    connect,
+    merged_run,
+    plan_shards,
+    run_shards,
+    unplaced_run,
+)
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.store import write_results
 
@@ -113,11 +122,7 @@ def ray_conform(config: RunConfig, cases: Sequence[CaseId], note: Callable[[str]
         # a snapshot of each node's run (a stream still arriving after an interrupt adds nothing from here on)
         node_runs = [dataclasses.replace(sr.run, cases=list(sr.run.cases)) for sr in started]
         if unplaced:
-            extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
-                               environment={"hostname": "unplaced", "machine": "no node with the resource"},
-                               cases=list(unplaced), complete=True)
-            write_results(extra, out_dir / "unplaced")
-            node_runs.append(extra)
+            node_runs.append(unplaced_run(config, unplaced, out_dir))
         merged = merge_conform(config, cases, node_runs, interrupted)
         write_results(merged, out_dir)  # OUT/results.json, as the local command writes it
         if config.outputs.history and not interrupted:

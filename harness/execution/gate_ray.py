@@ -21,6 +21,7 @@ from harness.execution.ray_shards import (
     plan_shards,
     probe_address,
     run_shards,
+    unplaced_run,
 )
 from harness.gating.baseline import Replay
 from harness.results.schema import CaseId, CaseResult, RunResults
@@ -248,11 +249,7 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     if unplaced:
         for c in unplaced:
             c.details["ray_unplaced"] = True
-        extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
-                           environment={"hostname": "unplaced", "machine": "no node with the resource"},
-                           cases=unplaced, complete=True)
-        write_results(extra, out_dir / "unplaced")
-        node_runs.append(extra)
+        node_runs.append(unplaced_run(config, unplaced, out_dir))
     merged = merged_run(config, node_runs)
     merged.environment["ray_left_out"] = left_out
     write_results(merged, out_dir)  # OUT/results.json, as the local gate writes it

@@ -506,12 +506,18 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
     out_dir = config.outputs.out_dir
     out = [sr.run for sr in run_shards(config, shards, note)]
     if unplaced:
-        extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
-                           environment={"hostname": "unplaced", "machine": "no node with the resource"},
-                           cases=unplaced, complete=True)
-        write_results(extra, out_dir / "unplaced")
-        out.append(extra)
+        out.append(unplaced_run(config, unplaced, out_dir))
     return out
+
+
+def unplaced_run(config: RunConfig, unplaced: Sequence[CaseResult], out_dir: Path) -> RunResults:
+    """The cases no node could take (plan_shards' skipped rows) as a run of their own, written to
+    OUT/unplaced/results.json and merged with the nodes' runs."""
+    extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
+                       environment={"hostname": "unplaced", "machine": "no node with the resource"},
+                       cases=list(unplaced), complete=True)
+    write_results(extra, out_dir / "unplaced")
+    return extra
 
 
 def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
