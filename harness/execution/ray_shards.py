@@ -80,20 +80,67 @@ def plan_shards(cases: Sequence[CaseId], nodes: Sequence[Node], rules: Sequence[
     return [s for s in shards if s.cases], unplaced
 
 
+def measuring_priority(driver: int, tasks: Path = Path("/proc/self/task"), get: Callable[..., int] = os.getpriority,
+                       set_: Callable[..., None] = os.setpriority) -> dict[str, Any]:
+    """On a node: every thread of this process set to the driver's niceness `driver`, so the node measures at the
+    priority the local command would. Ray starts its workers at niceness 15 (the raylet's worker_niceness): a
+    shard left there yields to every process at 0 beside it (two busy loops left its set-up 3% of a core: 88 s
+    where the local command took 14, so a 90 s load was gone before its first probe; docs/measurements.md). The
+    threads started later, and the workers they start, inherit it. Lowering a niceness needs the privilege to
+    (root, CAP_SYS_NICE or RLIMIT_NICE); without it the niceness stays, said. Returns {"driver", "ray_worker",
+    "measuring"} and "why" where the node could not take the driver's."""
+    before = get(os.PRIO_PROCESS, 0)
+    out: dict[str, Any] = {"driver": driver, "ray_worker": before, "measuring": before}
+    if before == driver:
+        return out
+    try:
+        tids = [int(t) for t in os.listdir(tasks)]
+    except OSError:
+        tids = [0]  # no /proc: this thread alone
+    try:
+        for tid in tids:
+            try:
+                set_(os.PRIO_PROCESS, tid, driver)
+            except ProcessLookupError:  # a thread that ended between listdir and here
+                continue
+    except OSError as exc:  # PermissionError: no privilege to lower a niceness; put back what was set
+        for tid in tids:
+            try:
+                set_(os.PRIO_PROCESS, tid, before)
+            except OSError:
+                pass
+        out["why"] = (f"{type(exc).__name__}: {exc.strerror or exc}: start the node's raylet with "
+                      f"RAY_worker_niceness={driver} (`RAY_worker_niceness={driver} ray start ...`)")
+        return out
+    out["measuring"] = get(os.PRIO_PROCESS, 0)
+    return out
+
+
+def priority_line(label: str, record: Any) -> str | None:
+    """The driver's line for a node that measures at another niceness than the driver (None: the same)."""
+    if not isinstance(record, dict) or record.get("measuring") == record.get("driver"):
+        return None
+    return (f"[{label}] measures at niceness {record.get('measuring')}, not the driver's {record.get('driver')} "
+            f"(Ray's worker niceness; {record.get('why') or 'not lowered'}): beside a busy process its figures and "
+            "its set-up yield to it, and are slower than the local command's")
+
+
 def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str] = (),
                  golden: dict[str, bytes] | None = None, work: ShardWork | None = None,
-                 ) -> Iterator[tuple[str, Any]]:
+                 niceness: int | None = None) -> Iterator[tuple[str, Any]]:
     """On a node: the shard under the harness's own session (supervised workers, rounds), yielding
     ("env", snapshot) first, ("case", CaseResult dict) as each case finishes, then ("run", results JSON).
     `node_defaults`: fields the driver left at its own machine's default (threads, case_memory_gb), taken
     from this node's instead. `golden`: the files of a golden-output store (harness qualify), written on the node
     and compared there. `work`: what runs the cases on the node (default: each through the session, as `harness
-    run` does; `harness gate --ray` gives its A/B driver)."""
+    run` does; `harness gate --ray` gives its A/B driver). `niceness`: the driver's; the shard and its workers run
+    at it (measuring_priority; the run's environment records it as "niceness")."""
     import tempfile
 
     from harness.execution.session import HarnessSession
     from harness.plugins import load_plugins
 
+    priority = measuring_priority(niceness) if niceness is not None else None  # before any worker starts
     load_plugins()  # a plugin runtime or model is resolved in this process too (the CLI loaded them on the driver)
     local: dict[str, Any] = {k: v() for k, v in _machine_defaults().items() if k in node_defaults}
     out = Path(tempfile.mkdtemp(prefix="harness-shard-"))
@@ -106,6 +153,8 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
     session = HarnessSession(config.replace(out_dir=out, baseline=None, history=None, **local))
     session.start()
     assert session.run is not None
+    if priority is not None:
+        session.run.environment["niceness"] = priority  # type: ignore[typeddict-unknown-key]
     yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
     yield "state", {"start": _machine_state()}
     rows = work(session, cases) if work is not None else (session.execute(case) for case in cases)
@@ -134,8 +183,8 @@ def _machine_defaults() -> dict[str, Callable[[], Any]]:
 
 def _shard_task(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequence[str],
                 golden: dict[str, bytes] | None = None, work: ShardWork | None = None,
-                ) -> Iterator[tuple[str, Any]]:
-    yield from shard_events(config, cases, node_defaults, golden, work)
+                niceness: int | None = None) -> Iterator[tuple[str, Any]]:
+    yield from shard_events(config, cases, node_defaults, golden, work, niceness)
 
 
 def _ray_task() -> Any:
@@ -248,6 +297,9 @@ class ShardRun:
         if kind == "env":
             self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
             self.run.started_at = payload["started_at"]
+            line = priority_line(self.shard.node.label, payload["environment"].get("niceness"))
+            if line:
+                note(line)
         elif kind == "state":
             self.machine.update(payload)
             return
@@ -435,7 +487,7 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
             events = task.options(
                 num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-            ).remote(sr.config, sr.shard.cases, node_defaults, golden, work)
+            ).remote(sr.config, sr.shard.cases, node_defaults, golden, work, os.getpriority(os.PRIO_PROCESS, 0))
         except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
             events = _failing(exc)
         sr.started = time.monotonic()

@@ -86,6 +86,89 @@ def test_a_shard_past_its_deadline_is_lost_with_the_reason_its_peer_kept(tmp_pat
     assert [c.status for c in hung.run.cases] == ["crashed"]  # the late result is not taken
 
 
+class _Priorities:
+    """A fake getpriority/setpriority: each thread's niceness, a Ray worker's 15 to start with; `refuse`: lowering
+    one raises as the kernel does without the privilege (EACCES)."""
+
+    def __init__(self, tids: list[int], start: int = 15, refuse: bool = False) -> None:
+        self.nice = {0: start, **{t: start for t in tids}}
+        self.refuse = refuse
+
+    def get(self, which: int, who: int) -> int:
+        return self.nice[who]
+
+    def set(self, which: int, who: int, value: int) -> None:
+        assert which == os.PRIO_PROCESS
+        if self.refuse and value < self.nice[who]:
+            raise PermissionError(13, "Permission denied")
+        self.nice[who] = value
+        if who == 101:  # the calling thread (who 0) is one of the process's threads
+            self.nice[0] = value
+
+
+def _tasks(tmp_path: Path, tids: list[int]) -> Path:
+    for t in tids:
+        (tmp_path / "task" / str(t)).mkdir(parents=True)
+    return tmp_path / "task"
+
+
+def test_a_node_measures_at_the_drivers_niceness_not_rays_worker_niceness(tmp_path):
+    """Ray starts its workers at niceness 15: a shard left there yields to every busy process beside it (its set-up
+    took 88 s beside two busy loops, so their load was gone before its first probe). Every thread of the shard's
+    process is set to the driver's niceness, and the run's environment says what it measured at."""
+    from harness.execution.ray_shards import measuring_priority, priority_line
+
+    fake = _Priorities([101, 102, 103])
+    got = measuring_priority(0, _tasks(tmp_path, [101, 102, 103]), fake.get, fake.set)
+    assert got == {"driver": 0, "ray_worker": 15, "measuring": 0}
+    assert fake.nice == {0: 0, 101: 0, 102: 0, 103: 0}  # every thread: those started later inherit it
+    assert priority_line("10.0.0.1-aaaaaaaa", got) is None
+    same = _Priorities([101], start=0)
+    assert measuring_priority(0, _tasks(tmp_path / "s", [101]), same.get, same.set)["measuring"] == 0
+
+
+def test_a_node_that_cannot_lower_its_niceness_says_so_and_how_to_start_it(tmp_path):
+    from harness.execution.ray_shards import measuring_priority, priority_line
+
+    fake = _Priorities([101, 102], refuse=True)
+    got = measuring_priority(0, _tasks(tmp_path, [101, 102]), fake.get, fake.set)
+    assert got["measuring"] == got["ray_worker"] == 15 and fake.nice == {0: 15, 101: 15, 102: 15}
+    assert got["why"].startswith("PermissionError: Permission denied: start the node's raylet with "
+                                 "RAY_worker_niceness=0")
+    line = priority_line("10.0.0.1-aaaaaaaa", got)
+    assert line.startswith("[10.0.0.1-aaaaaaaa] measures at niceness 15, not the driver's 0 (Ray's worker niceness; "
+                           "PermissionError") and "RAY_worker_niceness=0" in line
+    # the driver says it as the node's run arrives, and keeps it in the node's results.json environment
+    config = RunConfig.build(models=("fake-linear",), runtimes=("fake-ok",), out_dir=tmp_path / "o")
+    case = CaseId("fake-linear", "fake-ok", "fp32", 1, None, "cpu")
+    sr = ShardRun(config, Shard(Node("a" * 16, "10.0.0.1", {"CPU": 1}), [case]), tmp_path / "o")
+    lines: list[str] = []
+    sr.consume(iter([("env", {"environment": {"niceness": got}, "started_at": "t"})]), lambda e: e, lines.append)
+    assert lines == [line] and sr.run.environment["niceness"] == got
+
+
+def test_the_real_call_sets_every_thread_of_the_process(tmp_path):
+    """The real getpriority/setpriority in a child at niceness 5 with a second thread: both taken to 0 where this
+    user may lower a niceness (root, CAP_SYS_NICE), both left at 5 with the reason where it may not."""
+    import json
+    import subprocess
+
+    code = ("import json, os, threading, time\n"
+            "os.nice(5)\n"
+            "ev = threading.Event(); t = threading.Thread(target=ev.wait, daemon=True); t.start()\n"
+            "from harness.execution.ray_shards import measuring_priority\n"
+            "got = measuring_priority(0)\n"
+            "got['threads'] = [os.getpriority(os.PRIO_PROCESS, int(x)) for x in os.listdir('/proc/self/task')]\n"
+            "print(json.dumps(got))\n")
+    got = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    timeout=60).stdout)
+    assert got["driver"] == 0 and got["ray_worker"] == 5 and len(got["threads"]) >= 2
+    if "why" in got:
+        assert got["measuring"] == 5 and set(got["threads"]) == {5} and "RAY_worker_niceness=0" in got["why"]
+    else:
+        assert got["measuring"] == 0 and set(got["threads"]) == {0}
+
+
 @pytest.fixture(scope="module")
 def cluster(fakes):
     _require_ray()

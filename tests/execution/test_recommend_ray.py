@@ -255,3 +255,86 @@ def test_a_node_killed_mid_run_costs_only_its_configurations_not_judged_exit_3(c
     assert "could not judge" in md and "not searched (rung 0): node lost" in md and "★" not in md
     assert f"{lost}: not searched (rung 0): node lost" in text and "shard lost" in text
     assert text.rstrip().splitlines()[-1].startswith("recommend: could not judge: configurations lost with their node")
+
+
+# ------------------------------------------------------------------------- a node's contention, no Ray needed
+def _loaded_machine(wait_share: float, others: float = 1.5):
+    """A fake /proc (as tests/traffic/test_recommend_cli.py's): every look, a second apart, finds the process waited
+    `wait_share` of its runnable time for a CPU while other processes used `others` cores."""
+    from harness.measure.contention import Snapshot
+
+    t = [0]
+
+    def read() -> Snapshot:
+        t[0] += 1
+        s = t[0] * 10**9
+        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None,
+                        machine_busy_s=t[0] * (0.5 + others), steal_s=0.0, cpus=2)
+    return read
+
+
+def _one_node_in_process(monkeypatch) -> None:
+    """`--ray` with its cluster replaced by one node in this process: each shard through the node's own code
+    (shard_events: the session, RecommendShard, its probes) and the driver's (ShardRun, merge), no Ray between."""
+    from harness.execution import gate_ray, ray_shards, recommend_ray
+
+    node = Node("a" * 16, "10.0.0.1", {"CPU": 2})
+
+    def run_shards(config, shards, note, work=None, node_defaults=None, **kw):
+        runs = []
+        for shard in shards:
+            sr = ray_shards.ShardRun(config, shard, config.outputs.out_dir)
+            sr.consume(ray_shards.shard_events(sr.config, shard.cases, node_defaults or [], None, work,
+                                               os.getpriority(os.PRIO_PROCESS, 0)), lambda e: e, note)
+            runs.append(sr)
+        return runs
+
+    monkeypatch.setattr(recommend_ray, "probe_address", lambda address: None)
+    monkeypatch.setattr(recommend_ray, "connect", lambda address: [node])
+    monkeypatch.setattr(recommend_ray, "cluster_nodes", lambda: [node])
+    monkeypatch.setattr(recommend_ray, "run_shards", run_shards)
+    monkeypatch.setattr(gate_ray, "node_classes", lambda nodes: {n.node_id: "k1" for n in nodes})
+
+
+@pytest.mark.parametrize("wait_share,threads,verdict", [(0.4, "1,2", "not_judged"), (0.01, "1", "recommended")])
+def test_a_nodes_contended_probes_leave_the_drivers_judgement_as_the_local_commands(
+        wait_share, threads, verdict, tmp_path, fakes, monkeypatch, capsys):
+    """The node's probes measured on a loaded machine (a fake /proc read by the node's own probes): the driver's
+    recommendation is not judged, exit 3, the best estimate provisional, the same unjudged figures as the local
+    command under the same load; a quiet node's is judged as the local one's (one configuration: no A/B to tell
+    two alike fakes apart) (#55)."""
+    from harness.cli import main
+    from harness.workloads.capacity.live import LiveConfig
+
+    monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")  # the shipped limit (the suite turns it off)
+    _one_node_in_process(monkeypatch)
+    t = tmp_path / "t.toml"
+    t.write_text("seed = 3\nrequests = 300\n[arrival]\nprocess = 'poisson'\nrate = 500\n")
+    docs, codes, last = {}, {}, {}
+    for where in ("local", "ray"):
+        monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(wait_share)))
+        codes[where] = main(["recommend", "--traffic", str(t), "--model", "fake-linear", "--runtimes", "fake-ok",
+                             "--thread-counts", threads, "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
+                             "--probes", "4", "--search-tolerance", "0.3", "--ab-pairs", "5", "--no-isolation",
+                             "--out", str(tmp_path / where), *(["--ray", "127.0.0.1:1"] if where == "ray" else [])])
+        docs[where] = json.loads((tmp_path / where / "recommend.json").read_text())
+        last[where] = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert docs["ray"]["verdict"] == docs["local"]["verdict"] == verdict, docs["ray"]["reasons"]
+    assert codes["ray"] == codes["local"] == (EXIT_UNJUDGED if verdict == "not_judged" else EXIT_CLEAN)
+    assert len(docs["ray"]["unjudged"]) == len(docs["local"]["unjudged"])
+    for a, b in zip(docs["ray"]["unjudged"], docs["local"]["unjudged"], strict=True):
+        assert a.split(" e.g. ")[0] == b.split(" e.g. ")[0] and ("waited 40%" in a) == ("waited 40%" in b)
+    rows = {c["name"]: c for c in docs["ray"]["candidates"]}
+    assert all(r["node"] == "10.0.0.1-aaaaaaaa" for r in rows.values())
+    if verdict == "not_judged":
+        assert "waited 40%" in docs["ray"]["unjudged"][0]
+        probes = [p for c in rows.values() for s in c["searches"] for p in s["capacity"]["probes"]]
+        assert probes and all(p["contended"] for p in probes)  # every probe of the node, as measured there
+        assert docs["ray"]["ab"] is not None and docs["ray"]["ab"]["contended"] == docs["local"]["ab"]["contended"] > 0
+        assert last["ray"].startswith("recommend: could not judge, the machine was loaded (3)") and \
+            last["local"].startswith("recommend: could not judge, the machine was loaded (3)")
+        assert "best estimate (provisional): " in last["ray"]
+        md = (tmp_path / "ray" / "recommend.md").read_text()
+        assert "★" not in md and "deploy " not in md.lower() and "not judged, the machine was loaded" in md
+    else:
+        assert docs["ray"]["unjudged"] == [] and docs["ray"]["chosen"]
