@@ -360,7 +360,7 @@ class SideBySide:
 
 
 def _contended(block: AbBlock) -> bool:
-    return bool((block.contention or {}).get("contended"))
+    return bool(block.contention and block.contention.contended)
 
 
 def _short(text: str, n: int = 160) -> str:

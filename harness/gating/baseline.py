@@ -68,7 +68,7 @@ MAX_NAMED = 4  # cases named per warning line; the rest are counted
 def disturbed_line(run: RunResults, source: str) -> str | None:
     """One line when a run about to be stored holds figures that contention inflated or that were noisy (they
     would judge every later run against a slow or spread baseline), naming how many and which; else None."""
-    contended = [c.case.id for c in run.cases if c.measured and (c.contention or {}).get("contended")]
+    contended = [c.case.id for c in run.cases if c.measured and c.contention and c.contention.contended]
     noisy = [c.case.id for c in run.cases if c.measured and c.latency is not None and c.latency.noisy
              and c.case.id not in contended]
     if not contended and not noisy:

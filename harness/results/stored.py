@@ -537,49 +537,57 @@ class ProfileRecord(TypedDict, total=False):
 Profile = Annotated[ProfileRecord, AfterValidator(_check_profile)]
 
 
-class BlockContentionRecord(TypedDict, total=False):
-    """harness.measure.contention.figures of one timed block (and its verdict)."""
+@dataclass(frozen=True)
+class BlockContention(Record):
+    """What the kernel said about one timed block (harness.measure.contention.ContentionProbe): the figures it
+    could read (a kernel without schedstat, PSI or a steal column gives none of those: their keys are left out),
+    the `contended` verdict and its `cause`; `own_wait` where a replay's verdict was taken back (its own threads
+    waited, nobody else used the machine: harness.measure.contention.own_wait)."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    wall_s: Amount
-    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
-    cpu_cores: Amount
-    run_s: Amount
-    runqueue_wait_s: Amount
-    wait_fraction: Share
-    involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)]
-    others_cores: Amount
-    cores_free: Amount
-    psi_some: Share
-    steal_s: Amount
-    steal_fraction: Share
-    contended: Flag
-    cause: Text
+    __pydantic_config__ = RECORD_DICT
+
+    wall_s: Amount = when_set()
+    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] = when_set()
+    cpu_cores: Amount = when_set()
+    run_s: Amount = when_set()
+    runqueue_wait_s: Amount = when_set()
+    wait_fraction: Share = when_set()
+    involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)] = when_set()
+    others_cores: Amount = when_set()
+    cores_free: Amount = when_set()
+    psi_some: Share = when_set()
+    steal_s: Amount = when_set()
+    steal_fraction: Share = when_set()
+    contended: Flag = when_set()
+    cause: Text = when_set()  # only where contended
+    own_wait: Text = when_set()  # the cause of a verdict taken back (own_wait)
 
 
-def _check_case_contention(c: dict[str, Any]) -> dict[str, Any]:
-    blocks, busy = c.get("blocks"), c.get("contended_blocks")
+def _check_case_contention(c: CaseContentionRecord) -> CaseContentionRecord:
+    blocks, busy = c.blocks, c.contended_blocks
     if isinstance(blocks, int) and isinstance(busy, int) and busy > blocks:
         raise ValueError(f"contended_blocks {busy} of {blocks} blocks: more than there are")
-    if isinstance(busy, int) and isinstance(c.get("contended"), bool) and c["contended"] != (busy > 0):
-        raise ValueError(f"contended is {c['contended']} with {busy} contended block(s): contradictory")
+    if isinstance(busy, int) and isinstance(c.contended, bool) and c.contended != (busy > 0):
+        raise ValueError(f"contended is {c.contended} with {busy} contended block(s): contradictory")
     return c
 
 
-class CaseContentionRecord(TypedDict, total=False):
-    """harness.measure.contention.case_contention: a case's blocks summed up."""
+@dataclass(frozen=True)
+class CaseContentionRecord(Record):
+    """A case's blocks summed up (harness.measure.contention.case_contention): how many were contended, the
+    verdict (any block contended), the worst figures and the worst contended block's cause."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
-    contended_blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
-    contended: Flag
-    wait_fraction_max: Share | None
-    psi_some_max: Share | None
-    steal_fraction_max: Share | None
-    cause: Text
+    __pydantic_config__ = RECORD_DICT
+
+    blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)] = when_set()
+    contended_blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)] = when_set()
+    contended: Flag = when_set()
+    wait_fraction_max: Share | None = None
+    psi_some_max: Share | None = None
+    steal_fraction_max: Share | None = when_set()  # written where a block read the steal time
+    cause: Text = when_set()  # only where contended
 
 
-BlockContention = BlockContentionRecord
 CaseContention = Annotated[CaseContentionRecord, AfterValidator(_check_case_contention)]
 
 

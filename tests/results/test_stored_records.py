@@ -54,8 +54,7 @@ def _ab(case: CaseId) -> AbResult:
             ns = [int(v) for v in 1e6 * scale * rng.lognormal(0, 0.01, 20)]
             before = Snapshot(0, 0, 0, 0, 0.0, 0, 0, 0.0)
             after = Snapshot(10**8, 2 * 10**8, 10**6, 50, 0.1, 3, 1000, 0.12)
-            block = figures(before, after, 2)
-            block["contended"] = False
+            block = replace(figures(before, after, 2), contended=False)
             blocks.append(AbBlock(side, pair, ns, contention=block))
     v = judge_ab(blocks)
     return AbResult(a="base", b="opt=basic", b_case=replace(case, variant="opt=basic"), order=["ab"] * 10,
