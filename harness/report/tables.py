@@ -12,7 +12,7 @@ from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.records import EndToEndRecord, GenerationRecord, GenerationStats, TokenAgreement
 from harness.results.schema import CaseResult, RunResults
 from harness.results.stats import LatencyStats, latency_stats, quoted, too_few_text
-from harness.results.stored import CaseContentionRecord
+from harness.results.stored import CaseContentionRecord, EnvironmentRecord
 
 # results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
@@ -96,11 +96,11 @@ def energy_cells(energy: Any) -> dict[str, Any]:
             "inferences_per_joule": energy.inferences_per_joule}
 
 
-def env_packages(environment: dict[str, Any] | None) -> str | None:
+def env_packages(environment: EnvironmentRecord | None) -> str | None:
     """`name version; ...` of a case's own runtime environment (harness.envs); None: the harness's own."""
     if not environment:
         return None
-    return "; ".join(f"{k} {v}" for k, v in sorted((environment.get("packages") or {}).items()))
+    return "; ".join(f"{k} {v}" for k, v in sorted((environment.packages or {}).items()))
 
 
 def quoted_stat(stats: GenerationStats, q: int) -> float | None:

@@ -591,14 +591,19 @@ class CaseContentionRecord(Record):
 CaseContention = Annotated[CaseContentionRecord, AfterValidator(_check_case_contention)]
 
 
-class EnvironmentRecord(TypedDict, total=False):
-    """A runtime's own environment a case ran in (harness.envs.RuntimeEnv.record)."""
+@dataclass(frozen=True)
+class EnvironmentRecord(Record):
+    """A runtime's own environment a case ran in (harness.envs.RuntimeEnv.record): its key, what it was asked to
+    install, its Python, the exact version of every package installed there, and which distribution provided each
+    runtime module it provides (`providers`: module -> distribution, version)."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    key: Name
-    requirements: Texts
-    python: Text
-    packages: Annotated[dict[Text, Text], Strict()]
+    __pydantic_config__ = RECORD_DICT
+
+    key: Name = when_set()
+    requirements: Texts = when_set()
+    python: Text = when_set()
+    packages: Annotated[dict[Text, Text], Strict()] = when_set()
+    providers: Object = when_set()  # from before it was declared: kept as it was written
 
 
 AB_VERDICTS = ("pass", "improved", "regressed", "noise", "inconclusive")  # harness.gating.ab's

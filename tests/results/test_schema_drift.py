@@ -28,7 +28,7 @@ from harness.results.schema import (
 )
 from harness.results.stats import latency_stats
 from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
-from harness.results.stored import BlockContention, CaseContentionRecord
+from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord
 
 # a block's contention with every figure set (a kernel that reads them all, a verdict taken back: own_wait)
 FULL_BLOCK_CONTENTION = BlockContention(
@@ -77,8 +77,9 @@ def full_case() -> CaseResult:
                                                 AbBlock("b", 0, samples[5:], BlockContention(contended=True))],
                     block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
                     ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}),
-        environment={"key": "0123456789abcdef", "requirements": ["onnxruntime==1.24.4"], "python": "3.11.7",
-                     "packages": {"onnxruntime": "1.24.4"}},
+        environment=EnvironmentRecord(key="0123456789abcdef", requirements=["onnxruntime==1.24.4"], python="3.11.7",
+                                      packages={"onnxruntime": "1.24.4"},
+                                      providers={"onnxruntime": {"distribution": "onnxruntime", "version": "1.24.4"}}),
         energy=EnergyRecord(status="measured", reason="dram: refused", calls=100, batch=4, sources=[
             EnergySource("package-0", "powercap (RAPL) energy_uj", 3.0, 1.0, 20.0, 1.5, 0.01, 0.001)],
             net_joules=1.5, uncertainty_j=0.01, joules_per_inference=0.015, joules_per_sample=0.00375,
@@ -114,6 +115,7 @@ RECORDS: dict[type, Any] = {
     TrafficReplayRecord: lambda d: d["cases"][0]["traffic"],
     BlockContention: lambda d: d["cases"][0]["blocks"][0]["contention"],
     CaseContentionRecord: lambda d: d["cases"][0]["contention"],
+    EnvironmentRecord: lambda d: d["cases"][0]["environment"],
 }
 
 
@@ -147,7 +149,7 @@ def test_full_case_sets_every_field() -> None:
     least one of the records of its type; schema_version can only be the current one)."""
     case = full_case()
     for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher],
-                    [case.traffic], [case.blocks[0].contention], [case.contention]):
+                    [case.traffic], [case.blocks[0].contention], [case.contention], [case.environment]):
         for f in dataclasses.fields(records[0]):
             if f.name == "schema_version":
                 continue

@@ -15,6 +15,7 @@ from gating.gating_synth import make_run
 
 from harness.cli import main
 from harness.results.schema import AbBlock, AbResult, CaseId, load_results
+from harness.results.stored import EnvironmentRecord
 
 TAMPER = [1e308, -1.0, "12", None, [], {}, True, 0, -1e-300, "x" * 10]
 
@@ -72,8 +73,8 @@ def good_doc() -> dict[str, Any]:
     c.profile = _profile(c.latency.p50_ms)
     c.ab = _ab(c.case)
     c.contention = case_contention([b.contention for b in c.ab.blocks])
-    c.environment = {"key": "abcd1234", "requirements": ["onnxruntime==1.24.4"], "python": "3.11",
-                     "packages": {"onnxruntime": "1.24.4", "numpy": "2.4.6"}}
+    c.environment = EnvironmentRecord.from_dict({"key": "abcd1234", "requirements": ["onnxruntime==1.24.4"], "python": "3.11",
+                     "packages": {"onnxruntime": "1.24.4", "numpy": "2.4.6"}})
     assert c.ab.verdict == "regressed"
     return json.loads(run.to_json())
 

@@ -100,7 +100,7 @@ class Evaluated:
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
-                "environment": dict(c.environment) if c.environment else None,
+                "environment": c.environment.as_dict() if c.environment else None,
                 "rung": self.rung, "cost_s": self.cost_s, "contended": self.contended,
                 "capacity": self.capacity.to_json() if self.capacity else None,
                 "searches": [s.to_json() for s in self.history]}
