@@ -28,7 +28,7 @@ from harness.results.schema import (
 )
 from harness.results.stats import latency_stats
 from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
-from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord
+from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord, ProfileRecord
 
 # a block's contention with every figure set (a kernel that reads them all, a verdict taken back: own_wait)
 FULL_BLOCK_CONTENTION = BlockContention(
@@ -70,7 +70,8 @@ def full_case() -> CaseResult:
         end_to_end=EndToEndRecord(steps=["pre", "post"]), contention=CaseContentionRecord(
             blocks=2, contended_blocks=1, contended=True, wait_fraction_max=0.3, psi_some_max=0.2,
             steal_fraction_max=0.0, cause="run-queue wait"),
-        profile={"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]},
+        profile=ProfileRecord.from_dict(
+            {"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]}),
         ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
                                                            variant="opt=basic"),
                     order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], BlockContention(contended=False)),

@@ -15,12 +15,14 @@ from gating.gating_synth import make_run
 
 from harness.cli import main
 from harness.results.schema import AbBlock, AbResult, CaseId, load_results
-from harness.results.stored import EnvironmentRecord
+from harness.results.stored import CostRecord, EnvironmentRecord, ProfileRecord, RooflineRecord
 
 TAMPER = [1e308, -1.0, "12", None, [], {}, True, 0, -1e-300, "x" * 10]
 
 
-def _profile(p50_ms: float) -> dict[str, Any]:
+def _profile(p50_ms: float) -> ProfileRecord:
+    from dataclasses import replace
+
     from harness.profile.layers import OpProfile, OpTime, profile_record
     from harness.profile.roofline import roofline_point
 
@@ -36,10 +38,10 @@ def _profile(p50_ms: float) -> dict[str, Any]:
            OpTime("reorder", "ReorderInput", 0.5, (), ""))
     point = roofline_point(Cost.flops, Cost.bytes_moved, p50_ms / 1e3, 47.2, 20.5)
     record = profile_record(OpProfile(ops, 200, 12.0, "fake profiler", None, ("a note",)), Cost(), p50_ms,
-                            {**point.to_dict(), "precision": "fp32", "threads": 1, "peak_method": "m",
-                             "bandwidth_method": "b", "ceilings_warning": None})
-    return {"cost": {"dims": {"batch": 1}, "nodes": 3, "flops": Cost.flops, "bytes_moved": Cost.bytes_moved,
-                     "graph": "model.onnx"}, **record, "adjacent_p50_ms": p50_ms, "adjacent_gap_percent": 1.0}
+                            RooflineRecord(**point.to_dict(), precision="fp32", threads=1, peak_method="m",
+                                           bandwidth_method="b", ceilings_warning=None))
+    return replace(record, cost=CostRecord(dims={"batch": 1}, nodes=3, flops=Cost.flops, bytes_moved=Cost.bytes_moved,
+                                           graph="model.onnx"), adjacent_p50_ms=p50_ms, adjacent_gap_percent=1.0)
 
 
 def _ab(case: CaseId) -> AbResult:
@@ -130,7 +132,7 @@ def test_the_records_as_written_read_back_and_render(tmp_path, capsys):
     p = tmp_path / "results.json"
     p.write_text(json.dumps(doc))
     run = load_results(p)
-    assert run.cases[0].profile["nodes"][0]["node"] == "fc1" and run.cases[0].ab.verdict == "regressed"
+    assert run.cases[0].profile.nodes[0].node == "fc1" and run.cases[0].ab.verdict == "regressed"
     assert main(["report", str(p), "-o", str(tmp_path / "r")]) == 0
     assert main(["compare", str(p), str(p)]) in (0, 3)
 
