@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.results.stored import EnvironmentRecord
 from harness.traffic.replay import ReplayRun, percentile
 from harness.workloads.capacity.search import (CONTENDED_RETRIES, SPREAD_TRIALS, Capacity, ProbeError, ProbeFn,
                                                SearchSettings, find_capacity, over_activations)
@@ -32,7 +33,7 @@ class Candidate:
     drift: float | None = None  # the drift metric against the FP32 reference (None: not measured)
     memory_mb: float | None = None
     error: str | None = None  # could not be set up: why
-    environment: Mapping[str, object] | None = None  # the runtime environment it ran in (None: the harness's own)
+    environment: EnvironmentRecord | None = None  # the runtime environment it ran in (None: the harness's own)
     reactivate: Callable[[], None] | None = None  # closes its activation: the next probe runs on a fresh one
 
 
