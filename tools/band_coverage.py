@@ -62,8 +62,8 @@ def main() -> None:
                     other = b.get(key)
                     if res is None or other is None or not isinstance(other[0].measured, (int, float)):
                         continue
-                    if (res.contention or {}).get("contended") or (other[1] and (other[1].contention or {}).get(
-                            "contended")):
+                    if (res.contention and res.contention.contended) or (
+                            other[1] and other[1].contention and other[1].contention.contended):
                         continue  # a contended figure is said apart by --reproduce, never scored here
                     bd = rule(res, req)
                     if bd is None:

@@ -1,7 +1,8 @@
 """The house's size figures for the before/after tables of the house issues (#56): hand add_argument calls in
 harness/commands/, rooms (top-level packages and modules of harness/) the command modules import, and functions
-over 50 lines in harness/, the record idioms of harness/results/ and the places that read a case's latency dict by
-key. `python tools/house_metrics.py [ROOT]` (ROOT: a checkout, default this one)."""
+over 50 lines in harness/, the record idioms of harness/results/, the places that read a case's latency dict by
+key and the reads by key of the keys the former TypedDicts declare. `python tools/house_metrics.py [ROOT]` (ROOT: a
+checkout, default this one); `--key-reads` lists those reads."""
 
 from __future__ import annotations
 
@@ -75,9 +76,51 @@ def latency_by_key(pkg: Path) -> int:
     return sum(len(_LATENCY_BY_KEY.findall(p.read_text())) for p in sorted(pkg.rglob("*.py")))
 
 
+# the nine TypedDicts of harness/results/stored.py that became Records (#56, part D), by either name they had
+FORMER_TYPEDDICTS = ("ProfileNodeRecord", "ProfileUnmappedRecord", "RooflineRecord", "CostRecord", "ProfileRecord",
+                     "BlockContentionRecord", "BlockContention", "CaseContentionRecord", "EnvironmentRecord",
+                     "RunEnvironmentRecord")
+
+
+def record_keys(pkg: Path) -> set[str]:
+    """The keys the former TypedDicts declare (their annotated names, as TypedDict or as Record), plus `own_wait`
+    (the one key a producer added beside a block's contention before it was declared)."""
+    keys = {"own_wait"}
+    for p in sorted((pkg / "results").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name in FORMER_TYPEDDICTS:
+                keys |= {s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
+                         and isinstance(s.target, ast.Name)}
+    return keys
+
+
+def key_reads(pkg: Path, keys: set[str] | None = None) -> list[str]:
+    """Reads by key in harness/ (`x["k"]`, `x.get("k")`, by ast) of a key in `keys` (default: record_keys), as
+    `file:line: container[key]`. Broad by design: other dicts with the same key names (a row's "contended", a
+    config's "threads", the run environment's keys while it is a dict) count too, before and after alike."""
+    keys = record_keys(pkg) if keys is None else keys
+    out = []
+    for p in sorted(pkg.rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            key = obj = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key, obj = node.slice.value, node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                key, obj = node.args[0].value, node.func.value
+            if isinstance(key, str) and key in keys:
+                out.append(f"{p.relative_to(pkg.parent)}:{node.lineno}: {ast.unparse(obj)}[{key!r}]")
+    return out
+
+
 def main(argv: list[str]) -> int:
+    listing = "--key-reads" in argv
+    argv = [a for a in argv if a != "--key-reads"]
     root = Path(argv[0]) if argv else Path(__file__).resolve().parents[1]
     pkg = root / "harness"
+    if listing:
+        print("\n".join(key_reads(pkg)))
+        return 0
     rooms = rooms_imported_by_commands(pkg)
     long = long_functions(pkg)
     print(f"hand add_argument calls in harness/commands/: {hand_add_arguments(pkg)}")
@@ -86,6 +129,8 @@ def main(argv: list[str]) -> int:
     kinds = sum(1 for k in ("from_dict", "DictRecord", "TypedDict", "BaseModel", "Record") if idioms[k])
     print(f"record idioms in harness/results/: {kinds} ({', '.join(f'{k} {n}' for k, n in idioms.items())})")
     print(f"reads of a case's latency dict by key in harness/: {latency_by_key(pkg)}")
+    print(f"reads by key in harness/ of a key the former TypedDicts declare: {len(key_reads(pkg))} "
+          f"(tools/house_metrics.py --key-reads lists them)")
     print(f"functions over 50 lines in harness/: {len(long)}")
     for name, n in long:
         print(f"  {n:4d} {name}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.envs.spec import EnvSpec
+from harness.results.stored import EnvironmentRecord
 
 MANIFEST = "harness-env.json"
 BASE_PTH = "_harness_base.pth"
@@ -83,13 +84,13 @@ class RuntimeEnv:
     def packages(self) -> dict[str, str]:
         return dict(self.manifest.get("packages", {}))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> EnvironmentRecord:
         """What a case's results say of the environment it ran in (CaseResult.environment): with `providers`, the
         distribution this environment installed for each runtime module it provides (its own packages win over
         the harness's; a module it does not provide comes from the harness's environment, as the run records)."""
         m = self.manifest
-        return {"key": m["key"], "requirements": list(m["requirements"]), "python": m["python"],
-                "packages": self.packages, "providers": _providers(self.path)}
+        return EnvironmentRecord(key=m["key"], requirements=list(m["requirements"]), python=m["python"],
+                                 packages=self.packages, providers=_providers(self.path))
 
 
 _PROVIDERS: dict[Path, dict[str, dict[str, str]]] = {}

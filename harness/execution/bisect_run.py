@@ -345,7 +345,8 @@ class SideBySide:
             confidence=ab.ab_confidence, min_effect=ab.ab_min_effect, pairs_used=judged.pairs_used,
             waited_s=round(loop.waited_s, 3), extra_pairs=loop.extra_pairs)
         regressed = judged.verdict is Verdict.REGRESSED
-        side_a = {"case": cases["a"].id, "runtime": cases["a"].runtime, "environment": res_a.environment,
+        side_a = {"case": cases["a"].id, "runtime": cases["a"].runtime,
+                  "environment": res_a.environment.as_dict() if res_a.environment else None,
                   "latency": latency_stats(samples["a"], cfg.measure.noise_cv).as_dict()}
         return CaseResult(
             case, "failed" if regressed else "passed",
@@ -360,7 +361,7 @@ class SideBySide:
 
 
 def _contended(block: AbBlock) -> bool:
-    return bool((block.contention or {}).get("contended"))
+    return bool(block.contention and block.contention.contended)
 
 
 def _short(text: str, n: int = 160) -> str:

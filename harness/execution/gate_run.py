@@ -344,7 +344,7 @@ class GateDriver:
         if tonight is None and res_b.environment is None and module:
             tonight = module_provider(module)
         if tonight is None:
-            tonight = release_by_name((res_b.environment or {}).get("packages"), dist)
+            tonight = release_by_name(res_b.environment.packages if res_b.environment else None, dist)
         stored = g.stored.providers.get(module or "") if g.stored else None
         how = ""
         if stored is None and g.stored is not None:
@@ -441,7 +441,7 @@ class GateDriver:
         regressed = judged.verdict is Verdict.REGRESSED
         side_a = {"case": a_case.id, "runtime": side.runtime, "artifact_sha256": sha,
                   "model_definition": definition, "release": side.stored,
-                  "environment": res_a.environment,
+                  "environment": res_a.environment.as_dict() if res_a.environment else None,
                   "latency": latency_stats(samples_a, cfg.measure.noise_cv).as_dict()}
         side_b = {"release": side.tonight, **{k: v for k, v in res_b.details.items() if k != "side"}}
         return CaseResult(

@@ -95,7 +95,7 @@ def _release_here(cls: Any, config: RunConfig, note: Callable[[str], None]) -> t
                                                            progress=note, who=cls.name)
     except (EnvBuildError, HarnessError) as exc:
         return None, str(exc)
-    got = (env.record().get("providers") or {}).get(module)
+    got = (env.record().providers or {}).get(module)
     return (got if got is not None else module_provider(module)), ""
 
 

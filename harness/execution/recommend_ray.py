@@ -168,8 +168,12 @@ def merge(e: Evaluated, d: Mapping[str, Any]) -> None:
     and refusal as measured there, its searches appended, its capacity the latest."""
     from harness.workloads.capacity.search import Capacity
 
+    from harness.results.stored import EnvironmentRecord
+
+    env = d.get("environment")
     e.candidate = dataclasses.replace(e.candidate, drift=d.get("drift"), memory_mb=d.get("memory_mb"),
-                                      environment=d.get("environment"))
+                                      environment=EnvironmentRecord.from_dict(env, "a node's configuration")
+                                      if env else None)
     e.refusal = d.get("refusal")
     for s in d.get("searches") or ():
         e.history.append(Search(int(s["rung"]), int(s["seed"]), SearchSettings(**s["settings"]),

@@ -82,8 +82,8 @@ def block_line(result: CaseResult, block: dict[str, Any], which: str) -> str:
         waited = (settle.get("wait") or {}).get("waited_s")
         again = "contended again" if settle.get("contended_again") else "quiet"
         p50 += f" (re-measured after a contended block, {waited or 0:.1f} s --settle wait: {again})"
-    elif (block.get("contention") or {}).get("contended"):
-        p50 += f" (contended: {(block.get('contention') or {}).get('cause') or 'run-queue wait'})"
+    elif (contention := block.get("contention")) and contention.contended:
+        p50 += f" (contended: {contention.cause or 'run-queue wait'})"
     return f"block   {result.case.id} {which}: {p50}"
 
 

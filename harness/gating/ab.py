@@ -28,7 +28,7 @@ class AbVerdict:
 
 
 def _contended(block: AbBlock) -> bool:
-    return bool((block.contention or {}).get("contended"))
+    return bool(block.contention and block.contention.contended)
 
 
 def judge_ab(blocks: Sequence[AbBlock], min_effect: float = 0.02, confidence: float = 0.99, under_load: bool = True,
@@ -110,7 +110,7 @@ def _few_clean_pairs(whole: Pairs, clean: Pairs, min_effect: float, confidence: 
                      widen: float | None) -> AbVerdict:
     """judge_ab's answer when too few pairs are clean (contention, or too few pairs measured): inconclusive with
     the estimate over every pair shown, unless that estimate decides under load (judge_under_load)."""
-    causes = sorted({str((b.contention or {}).get("cause") or "") for p in whole.values() for b in p.values()
+    causes = sorted({str((b.contention.cause if b.contention else None) or "") for p in whole.values() for b in p.values()
                      if _contended(b)} - {""})
     contended = len(clean) < len(whole)
     why = (f"contended: {len(whole) - len(clean)} of {len(whole)} pairs had a block whose threads waited for "

@@ -23,7 +23,7 @@ from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
-from harness.results.stored import BundleDoc, ReplayDoc, adapter, read_json_object, validate
+from harness.results.stored import BundleDoc, EnvironmentRecord, ReplayDoc, adapter, read_json_object, validate
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
 BASELINE_SCHEMA = 2  # 2: + "replay" (stored artifacts, releases, feeds); 1 is still read (nothing to replay)
@@ -68,7 +68,7 @@ MAX_NAMED = 4  # cases named per warning line; the rest are counted
 def disturbed_line(run: RunResults, source: str) -> str | None:
     """One line when a run about to be stored holds figures that contention inflated or that were noisy (they
     would judge every later run against a slow or spread baseline), naming how many and which; else None."""
-    contended = [c.case.id for c in run.cases if c.measured and (c.contention or {}).get("contended")]
+    contended = [c.case.id for c in run.cases if c.measured and c.contention and c.contention.contended]
     noisy = [c.case.id for c in run.cases if c.measured and c.latency is not None and c.latency.noisy
              and c.case.id not in contended]
     if not contended and not noisy:
@@ -463,12 +463,13 @@ def release_by_name(packages: dict[str, Any] | None, dist: str | None) -> dict[s
     return {"distribution": builds[0][0], "version": builds[0][1]} if len(builds) == 1 else None
 
 
-def case_providers(case_env: dict[str, Any] | None, run_env: dict[str, Any] | None) -> dict[str, dict[str, str]]:
+def case_providers(case_env: EnvironmentRecord | None, run_env: dict[str, Any] | None
+                   ) -> dict[str, dict[str, str]]:
     """Which distribution (and release) provided each runtime module when a case ran: the run's (its
     environment's `providers`), overridden by the case's own environment's where it ran in one."""
     out: dict[str, dict[str, str]] = {}
-    for env in (run_env or {}, case_env or {}):
-        for module, got in (env.get("providers") or {}).items():
+    for providers in ((run_env or {}).get("providers"), case_env.providers if case_env else None):
+        for module, got in (providers or {}).items():
             if isinstance(got, dict) and isinstance(got.get("distribution"), str) and \
                     isinstance(got.get("version"), str):
                 out[str(module)] = {"distribution": got["distribution"], "version": got["version"]}
@@ -497,10 +498,11 @@ def replay_record(run: RunResults, blobs: Path, repaired: list[str] | None = Non
                 why = str(exc)
             except OSError as exc:
                 why = f"its artifact could not be stored: {exc.strerror or exc}"
-        env = case.environment or {}
+        env = case.environment
         cases[case.case.id] = {
             "artifact_sha256": sha, "artifact_bytes": size, "not_kept": why,
-            "packages": dict(env.get("packages") or libraries), "environment_key": env.get("key"),
+            "packages": dict((env.packages if env else None) or libraries),
+            "environment_key": env.key if env else None,
             "feed_sha256": case.feed_sha256, "model_fingerprint": case.model_fingerprint,
             "precision_recipe": case.precision_recipe, "timing_scope": case.timing_scope,
             "model_definition": definition, "providers": case_providers(case.environment, run.environment)}

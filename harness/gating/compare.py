@@ -472,9 +472,9 @@ def contended_runs(b: CaseResult, c: CaseResult) -> str:
     """Which of the two measurements contention inflated, with the cause in words ("" when neither)."""
     out = []
     for name, r in (("baseline", b), ("current", c)):
-        info = r.contention or {}
-        if info.get("contended"):
-            out.append(f"{name}: {info.get('cause') or 'contended'}")
+        info = r.contention
+        if info and info.contended:
+            out.append(f"{name}: {info.cause or 'contended'}")
     return "; ".join(out)
 
 
@@ -485,7 +485,7 @@ def one_sided(s: SampleComparison, b: CaseResult, c: CaseResult, contended: str
     better: the ratio only lower); with only the baseline's contended, a regression stands (its quiet figure can
     only be lower: the ratio only higher). Anything else is inconclusive (contended), its figures kept. Returns the
     comparison and the unjudged cause ("" when it stands)."""
-    b_hit, c_hit = bool((b.contention or {}).get("contended")), bool((c.contention or {}).get("contended"))
+    b_hit, c_hit = bool(b.contention and b.contention.contended), bool(c.contention and c.contention.contended)
     if c_hit and not b_hit and s.verdict in (Verdict.PASS, Verdict.IMPROVED):
         return dataclasses.replace(s, reason=f"{s.reason}; met under contention (the quiet figure can only be "
                                              f"better): {contended}"), ""

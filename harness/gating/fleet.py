@@ -68,13 +68,13 @@ def block_values(result: CaseResult, figure: FleetFigure) -> tuple[list[float], 
     samples = np.asarray(result.samples_ns, dtype=np.float64) / 1e6
     blocks = result.blocks or []
     sizes = [b.samples for b in blocks] if blocks else [samples.size]
-    out, start, contended = [], 0, bool((result.contention or {}).get("contended"))
+    out, start, contended = [], 0, bool(result.contention and result.contention.contended)
     for i, n in enumerate(sizes):
         part = samples[start:start + n]
         start += n
         if blocks and blocks[i].error:
             continue
-        if blocks and blocks[i].contention and blocks[i].contention.get("contended"):
+        if blocks and blocks[i].contention and blocks[i].contention.contended:
             contended = True
         if part.size >= max(1, figure.min_samples):
             out.append(float(np.quantile(part, figure.quantile)))

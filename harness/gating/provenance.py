@@ -72,7 +72,7 @@ def band(result: CaseResult | None, req: RequirementResult, floor_pct: float | N
     low, high = v * math.exp(-half), v * math.exp(half)
     return {"low": low, "high": high, "blocks": k, "pct": 100.0 * max(v - low, high - v) / v,
             # measured under contention, the spread is the neighbours' and the band says nothing about the machine
-            "contended": bool((result.contention or {}).get("contended"))}
+            "contended": bool(result.contention and result.contention.contended)}
 
 
 def provenance(cert: Certificate, golden_store: Path | None = None) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def reproduce_rows(doc: Mapping[str, Any], run: RunResults, cert: Certificate) -
         r = now.get((b["case_id"], b["requirement"]))
         value = r.measured if r is not None else None
         result = by_case.get(b["case_id"])
-        contended = bool(((result.contention or {}) if result is not None else {}).get("contended"))
+        contended = bool(result is not None and result.contention and result.contention.contended)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             status = "not measured"
         elif b.get("contended"):

@@ -287,26 +287,27 @@ def _judge_one(case_id: str, req: Requirement, limit: Any, result: CaseResult | 
     value = req.read(result)
     if value is None:
         return out(False, None, f"{req.label} was not measured in this run")
-    contention = result.contention or {}
+    contended = bool(result.contention and result.contention.contended)
+    cause = (result.contention.cause if result.contention else None) or "contended"
     n = None if result.latency is None else result.latency.iterations
     few = req.percentile is not None and n is not None and not quoted(req.percentile, n)
-    if req.timing and contention.get("contended") and req.one_sided and not few and req.kind in ("max", "min"):
+    if req.timing and contended and req.one_sided and not few and req.kind in ("max", "min"):
         met = _limit(req, limit, value, case_id)
         if met.passed:  # the quiet figure can only be better: the limit is met
             return dataclasses.replace(met, reason=f"{met.reason}: met under contention (the quiet figure can only "
-                                                   f"be better; {contention.get('cause') or 'contended'})")
+                                                   f"be better; {cause})")
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, met.margin,
                                  met.margin_pct, f"inconclusive (contended): {met.reason} under contention, which "
-                                 f"inflates it ({contention.get('cause') or 'contended'}); rerun on a quiet machine",
+                                 f"inflates it ({cause}); rerun on a quiet machine",
                                  inconclusive=True, unjudged=CONTENDED)
     if few:  # not quoted even quiet: the binding cause, contended or not
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
                                  f"inconclusive (too few samples): {too_few_text(req.percentile, int(n))}: not "
                                  f"judged; measure longer ([measure] min_time, min_iters)", inconclusive=True,
                                  unjudged=TOO_FEW_SAMPLES)
-    if req.timing and contention.get("contended"):
+    if req.timing and contended:
         return RequirementResult(case_id, req.key, req.label, limit, value, req.unit, False, None, None,
-                                 f"inconclusive (contended): {contention.get('cause') or 'contended'}; rerun on "
+                                 f"inconclusive (contended): {cause}; rerun on "
                                  "a quiet machine", inconclusive=True, unjudged=CONTENDED)
     if req.kind == "flag":
         ok = bool(value)

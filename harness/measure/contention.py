@@ -7,9 +7,11 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from harness.results.stored import BlockContention, CaseContentionRecord
 
 # A block is contended when its threads waited for a CPU this share of their runnable time or more. Quiet on
 # this 2-core machine: 0-3% (kernel housekeeping, the sampler thread); one busy loop on a core the pool uses:
@@ -128,8 +130,8 @@ def snapshot(proc: Path = Path("/proc/self"), pressure: Path = Path("/proc/press
                     busy, steal, cpus)
 
 
-def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
-    """The block's contention figures (JSON-ready): wall_s, cpu_cores, run_s, runqueue_wait_s, wait_fraction,
+def figures(before: Snapshot, after: Snapshot, threads: int) -> BlockContention:
+    """The block's contention figures (no verdict yet: `classify`): wall_s, cpu_cores, run_s, runqueue_wait_s, wait_fraction,
     involuntary_switches, psi_some (share of the block), steal_s and steal_fraction (the hypervisor's steal over
     the block, a share of wall x CPUs), threads."""
     wall_s = max(1e-9, (after.wall_ns - before.wall_ns) / 1e9)
@@ -155,10 +157,10 @@ def figures(before: Snapshot, after: Snapshot, threads: int) -> dict[str, Any]:
         cpus = after.cpus or before.cpus or os.cpu_count() or 1
         out["steal_s"] = round(steal, 4)
         out["steal_fraction"] = round(min(1.0, steal / (wall_s * cpus)), 4)
-    return out
+    return BlockContention(**out)
 
 
-def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT,
+def classify(block: BlockContention, limit: float = WAIT_FRACTION_LIMIT,
              steal_limit: float = STEAL_FRACTION_LIMIT) -> str | None:
     """The cause in words when the block was contended, else None: its threads waited `limit` of their runnable
     time for a CPU or more (and at least MIN_WAIT_S), or the hypervisor stole `steal_limit` of the CPUs' time or
@@ -169,24 +171,24 @@ def classify(block: dict[str, Any], limit: float = WAIT_FRACTION_LIMIT,
     return "; ".join(causes) or None
 
 
-def _steal_cause(block: dict[str, Any], steal_limit: float) -> str | None:
-    steal = block.get("steal_fraction")
-    if steal is None or steal_limit >= 1.0 or steal < steal_limit or block.get("steal_s", 0.0) < MIN_STEAL_S:
+def _steal_cause(block: BlockContention, steal_limit: float) -> str | None:
+    steal = block.steal_fraction
+    if steal is None or steal_limit >= 1.0 or steal < steal_limit or (block.steal_s or 0.0) < MIN_STEAL_S:
         return None
-    return (f"the hypervisor gave {steal:.0%} of the CPUs' time to other VMs (steal: {block['steal_s']:.3g} "
-            f"CPU-seconds in a {block['wall_s']:.3g} s block)")
+    return (f"the hypervisor gave {steal:.0%} of the CPUs' time to other VMs (steal: {block.steal_s:.3g} "
+            f"CPU-seconds in a {block.wall_s:.3g} s block)")
 
 
-def _wait_cause(block: dict[str, Any], limit: float) -> str | None:
-    wait = block.get("wait_fraction")
-    if wait is None or wait < limit or block.get("runqueue_wait_s", 0.0) < MIN_WAIT_S:
+def _wait_cause(block: BlockContention, limit: float) -> str | None:
+    wait = block.wait_fraction
+    if wait is None or wait < limit or (block.runqueue_wait_s or 0.0) < MIN_WAIT_S:
         return None
-    free = f", {block['cores_free']:.1f} core(s) free" if block.get("cores_free") is not None else ""
-    psi = f"; machine CPU pressure {block['psi_some']:.0%}" if block.get("psi_some") is not None else ""
-    switches = block.get("involuntary_switches")
+    free = f", {block.cores_free:.1f} core(s) free" if block.cores_free is not None else ""
+    psi = f"; machine CPU pressure {block.psi_some:.0%}" if block.psi_some is not None else ""
+    switches = block.involuntary_switches
     preempted = f", preempted {switches} times" if switches else ""
-    return (f"{block['threads']} thread(s){free}: the worker's threads waited {wait:.0%} of their runnable time "
-            f"for a CPU ({block['runqueue_wait_s']:.3g} thread-seconds of waiting in a {block['wall_s']:.3g} s "
+    return (f"{block.threads} thread(s){free}: the worker's threads waited {wait:.0%} of their runnable time "
+            f"for a CPU ({block.runqueue_wait_s:.3g} thread-seconds of waiting in a {block.wall_s:.3g} s "
             f"block{preempted}){psi}")
 
 
@@ -202,16 +204,13 @@ class ContentionProbe:
     def start(self) -> None:
         self._before = self._read()
 
-    def stop(self) -> dict[str, Any] | None:
+    def stop(self) -> BlockContention | None:
         if self._before is None:
             return None
         out = figures(self._before, self._read(), self.threads)
         self._before = None
         cause = classify(out, self.limit, self.steal_limit)
-        out["contended"] = cause is not None
-        if cause:
-            out["cause"] = cause
-        return out
+        return replace(out, contended=cause is not None, cause=cause)
 
 
 class ContentionTracker:
@@ -237,38 +236,33 @@ class ContentionTracker:
 NEIGHBOUR_CORES = 0.25  # other processes' CPU use over a block (cores) below which its wait is its own doing
 
 
-def own_wait(block: dict[str, Any] | None, min_others: float = NEIGHBOUR_CORES) -> dict[str, Any] | None:
+def own_wait(block: BlockContention | None, min_others: float = NEIGHBOUR_CORES) -> BlockContention | None:
     """`block` with a contended verdict taken back when nothing else used the machine: its threads waited, but
     other processes used under `min_others` cores over it and the hypervisor stole nothing (its own threads
     outnumbered the cores, or woke slowly from idle: the configuration's behaviour, which a deployment sees
     too, not the machine's load). The cause is kept as `own_wait`. For replays whose threads sleep between
     requests (harness recommend); the matrix's timed loops never sleep and keep `classify`'s verdict."""
-    if not block or not block.get("contended") or block.get("others_cores") is None:
+    if not block or not block.contended or block.others_cores is None:
         return block
-    if block["others_cores"] >= min_others or _steal_cause(block, STEAL_FRACTION_LIMIT):
+    if block.others_cores >= min_others or _steal_cause(block, STEAL_FRACTION_LIMIT):
         return block
-    out = {k: v for k, v in block.items() if k != "cause"}
-    out["contended"] = False
-    out["own_wait"] = block.get("cause")
-    return out
+    return replace(block, contended=False, cause=None, own_wait=block.cause)
 
 
-def case_contention(blocks: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def case_contention(blocks: list[BlockContention | None]) -> CaseContentionRecord | None:
     """A case's contention from its blocks': the worst block's figures, how many blocks were contended, and the
     verdict (contended when any block was: its samples are in the case's percentiles)."""
     seen = [b for b in blocks if b]
     if not seen:
         return None
-    worst = max(seen, key=lambda b: b.get("wait_fraction") or 0.0)
-    contended = [b for b in seen if b.get("contended")]
-    out = {"blocks": len(seen), "contended_blocks": len(contended), "contended": bool(contended),
-           "wait_fraction_max": worst.get("wait_fraction"), "psi_some_max": max(
-               (b["psi_some"] for b in seen if b.get("psi_some") is not None), default=None),
-           "steal_fraction_max": max((b["steal_fraction"] for b in seen if b.get("steal_fraction") is not None),
-                                     default=None)}
-    if contended:
-        out["cause"] = max(contended, key=lambda b: b.get("wait_fraction") or 0.0)["cause"]
-    return out
+    worst = max(seen, key=lambda b: b.wait_fraction or 0.0)
+    contended = [b for b in seen if b.contended]
+    return CaseContentionRecord(
+        blocks=len(seen), contended_blocks=len(contended), contended=bool(contended),
+        wait_fraction_max=worst.wait_fraction,
+        psi_some_max=max((b.psi_some for b in seen if b.psi_some is not None), default=None),
+        steal_fraction_max=max((b.steal_fraction for b in seen if b.steal_fraction is not None), default=None),
+        cause=max(contended, key=lambda b: b.wait_fraction or 0.0).cause if contended else None)
 
 
 QUIET_WINDOW_S = 0.25  # how long one look at the machine lasts (/proc/stat ticks are 10 ms: 25 of them)
@@ -281,13 +275,13 @@ def wait_quiet(threads: int, timeout_s: float, window_s: float = QUIET_WINDOW_S,
     Returns what was seen: waited_s, quiet, looks, and the last window's cores_free and psi_some."""
     threads = max(1, int(threads))
     t0 = time.perf_counter()
-    looks, last = 0, {}
+    looks = 0
     while True:
         before = read()
         sleep(window_s)
         last = figures(before, read(), threads)
         looks += 1
-        free, psi = last.get("cores_free"), last.get("psi_some")
+        free, psi = last.cores_free, last.psi_some
         quiet = (free is None or free >= threads - 0.05) and (psi is None or psi < 0.10)
         waited = time.perf_counter() - t0
         if quiet or waited >= timeout_s:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.results.stored import ProfileNodeRecord, ProfileRecord, ProfileUnmappedRecord, RooflineRecord
 
 TOP_LAYERS = 10  # the report's "where the time goes" rows per model: the top layers, then "the rest"
 
@@ -294,9 +295,9 @@ def _joined(paths: Sequence[str]) -> str:
     return " + ".join([first] + short)
 
 
-def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: Mapping[str, Any] | None,
+def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofline: RooflineRecord | None,
                    scopes: Mapping[str, str] | None = None,
-                   op_types: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   op_types: Mapping[str, str] | None = None) -> ProfileRecord:
     """What a case stores of its profile (CaseResult.profile): the per-node times with each node's FLOPs, bytes
     and achieved GFLOP/s and GB/s and its module path (`module`, where the torch exporter recorded one in
     `scopes`: SourceGraph.scopes of the graph; op types from `op_types` where the cost is unknown), the ops not
@@ -314,20 +315,21 @@ def profile_record(profile: OpProfile, cost: Any, measured_p50_ms: float, roofli
             row["module"] = scopes[row["node"]]
         if not row.get("op_type") and op_types and op_types.get(row["node"]):
             row["op_type"] = op_types[row["node"]]
-        nodes.append({**row, "time_ms": row.pop("time_us") / 1e3, "flops": f, "bytes_moved": b,
-                      "gflops": f / t_s / 1e9 if f is not None and t_s > 0 else None,
-                      "gbs": b / t_s / 1e9 if b is not None and t_s > 0 else None})
+        nodes.append(ProfileNodeRecord(**row, time_ms=row["time_us"] / 1e3, flops=f, bytes_moved=b,
+                                       gflops=f / t_s / 1e9 if f is not None and t_s > 0 else None,
+                                       gbs=b / t_s / 1e9 if b is not None and t_s > 0 else None))
     total_ms = table["total_us"] / 1e3
-    return {"method": profile.method, "runs": profile.runs, "graph": str(profile.graph) if profile.graph else None,
-            "notes": list(profile.notes), "nodes": nodes,
-            "unmapped": [{**r, "time_ms": r.pop("time_us") / 1e3} for r in table["unmapped"]],
-            "mapped_ms": table["mapped_us"] / 1e3, "unmapped_ms": table["unmapped_us"] / 1e3,
-            "total_ms": total_ms, "wall_ms": profile.wall_us / 1e3, "measured_p50_ms": measured_p50_ms,
-            "gap_percent": 100.0 * (total_ms - measured_p50_ms) / measured_p50_ms if measured_p50_ms > 0 else None,
-            "roofline": dict(roofline) if roofline is not None else None}
+    return ProfileRecord(
+        method=profile.method, runs=profile.runs, graph=str(profile.graph) if profile.graph else None,
+        notes=list(profile.notes), nodes=nodes,
+        unmapped=[ProfileUnmappedRecord(**r, time_ms=r["time_us"] / 1e3) for r in table["unmapped"]],
+        mapped_ms=table["mapped_us"] / 1e3, unmapped_ms=table["unmapped_us"] / 1e3,
+        total_ms=total_ms, wall_ms=profile.wall_us / 1e3, measured_p50_ms=measured_p50_ms,
+        gap_percent=100.0 * (total_ms - measured_p50_ms) / measured_p50_ms if measured_p50_ms > 0 else None,
+        roofline=roofline)
 
 
-def top_layers(nodes: Sequence[Mapping[str, Any]], n: int = TOP_LAYERS) -> tuple[list[Mapping[str, Any]], float]:
+def top_layers(nodes: Sequence[ProfileNodeRecord], n: int = TOP_LAYERS) -> tuple[list[ProfileNodeRecord], float]:
     """The `n` nodes with the most time (most first) and the time (ms) of all the others."""
-    ranked = sorted(nodes, key=lambda r: -float(r["time_ms"]))
-    return list(ranked[:n]), sum(float(r["time_ms"]) for r in ranked[n:])
+    ranked = sorted(nodes, key=lambda r: -float(r.time_ms))
+    return list(ranked[:n]), sum(float(r.time_ms) for r in ranked[n:])

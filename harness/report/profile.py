@@ -11,6 +11,12 @@ import pandas as pd
 
 from harness.profile.layers import TOP_LAYERS, layer_label
 from harness.results.schema import CaseResult, RunResults
+from harness.results.stored import CostRecord, RooflineRecord
+
+
+def _or(v: Any, default: Any) -> Any:
+    """A stored figure, or `default` where the record does not hold it (what `.get(key, default)` read)."""
+    return default if v is None else v
 
 
 def _profiled(runs: Sequence[RunResults], labels: Sequence[str]) -> list[tuple[str, CaseResult]]:
@@ -37,14 +43,14 @@ def layer_names(cases: Sequence[CaseResult]) -> dict[str, str]:
     module_ops: dict[str, list[str]] = {}
     op_types: dict[str, str] = {}
     for c in cases:
-        by_scope = "module scopes" in str(c.profile.get("method") or "")
-        for n in c.profile.get("nodes") or ():
-            name = str(n.get("node"))
-            op_types.setdefault(name, str(n.get("op_type") or ""))
-            if n.get("module"):
-                module.setdefault(name, str(n["module"]))
-            if by_scope and n.get("ops"):
-                module_ops.setdefault(name, [str(o) for o in n["ops"]])
+        by_scope = "module scopes" in str(c.profile.method or "")
+        for n in c.profile.nodes or ():
+            name = str(n.node)
+            op_types.setdefault(name, str(n.op_type or ""))
+            if n.module:
+                module.setdefault(name, str(n.module))
+            if by_scope and n.ops:
+                module_ops.setdefault(name, [str(o) for o in n.ops])
     return {n: layer_label(n, op_types.get(n, ""), module.get(n), module_ops.get(n, ())) for n in op_types}
 
 
@@ -61,14 +67,14 @@ def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int 
         groups.setdefault((c.case.model, c.case.batch, c.case.seq), []).append((label, c))
     for (model, batch, seq), members in groups.items():
         precisions = len({c.case.precision for _, c in members})
-        with_nodes = [(label, c) for label, c in members if c.profile.get("nodes")]
+        with_nodes = [(label, c) for label, c in members if c.profile.nodes]
         unsupported = [{"column": _column(c, label, multi, precisions),
-                        "why": c.profile.get("unsupported") or c.profile.get("error")}
-                       for label, c in members if not c.profile.get("nodes")]
+                        "why": c.profile.unsupported or c.profile.error}
+                       for label, c in members if not c.profile.nodes]
         columns = [_column(c, label, multi, precisions) for label, c in with_nodes]
-        records = [{"node": n["node"], "op_type": n.get("op_type", ""), "column": col, "time_ms": n["time_ms"],
-                    "share": n.get("share"), "gflops": n.get("gflops"), "fusion": n.get("fusion", "")}
-                   for col, (_, c) in zip(columns, with_nodes) for n in c.profile["nodes"]]
+        records = [{"node": n.node, "op_type": _or(n.op_type, ""), "column": col, "time_ms": n.time_ms,
+                    "share": n.share, "gflops": n.gflops, "fusion": _or(n.fusion, "")}
+                   for col, (_, c) in zip(columns, with_nodes) for n in c.profile.nodes]
         names = layer_names([c for _, c in with_nodes])
         if not records:
             out.append({"model": model, "batch": batch, "seq": seq, "columns": [], "rows": [],
@@ -91,14 +97,14 @@ def where_time_goes(runs: Sequence[RunResults], labels: Sequence[str], top: int 
         summary = []
         for col, (_, c) in zip(columns, with_nodes):
             p = c.profile
-            total = p.get("total_ms") or 0.0
+            total = p.total_ms or 0.0
+            unmapped = _or(p.unmapped_ms, 0.0)
             summary.append({"column": col, "rest_ms": rest_ms.get(col, 0.0), "rest_layers": rest_n.get(col, 0),
                             "rest_share": rest_ms.get(col, 0.0) / total if total else None,
-                            "unmapped_ms": p.get("unmapped_ms", 0.0),
-                            "unmapped_share": p.get("unmapped_ms", 0.0) / total if total else None,
-                            "total_ms": total, "p50_ms": p.get("measured_p50_ms"), "gap": p.get("gap_percent"),
-                            "adjacent_ms": p.get("adjacent_p50_ms"), "adjacent_gap": p.get("adjacent_gap_percent"),
-                            "wall_ms": p.get("wall_ms"), "runs": p.get("runs"), "method": p.get("method")})
+                            "unmapped_ms": unmapped, "unmapped_share": unmapped / total if total else None,
+                            "total_ms": total, "p50_ms": p.measured_p50_ms, "gap": p.gap_percent,
+                            "adjacent_ms": p.adjacent_p50_ms, "adjacent_gap": p.adjacent_gap_percent,
+                            "wall_ms": p.wall_ms, "runs": p.runs, "method": p.method})
         out.append({"model": model, "batch": batch, "seq": seq, "columns": columns, "rows": rows,
                     "summary": summary, "unsupported": unsupported})
     return out
@@ -110,19 +116,19 @@ def peak_rows(runs: Sequence[RunResults], labels: Sequence[str]) -> list[dict[st
     out = []
     for label, c in _profiled(runs, labels):
         p = c.profile
-        roof = p.get("roofline") or {}
+        roof = p.roofline or RooflineRecord()
+        cost = p.cost or CostRecord()
         out.append({"case": c.case.id, "model": c.case.model, "label": label, "p50_ms": c.latency and c.latency.p50_ms,
-                    "gflop": (p.get("cost") or {}).get("flops", 0) / 1e9 if "flops" in (p.get("cost") or {}) else None,
-                    "mb": (p.get("cost") or {}).get("bytes_moved", 0) / 1e6
-                    if "bytes_moved" in (p.get("cost") or {}) else None,
-                    "gflops": roof.get("achieved_gflops"), "gbs": roof.get("achieved_gbs"),
-                    "intensity": roof.get("intensity"), "percent_of_roof": roof.get("percent_of_roof"),
-                    "percent_of_peak": roof.get("percent_of_peak"), "bound": roof.get("bound"),
-                    "over_roof": roof.get("over_roof"), "roof_error": roof.get("error"),
-                    "peak_gflops": roof.get("peak_gflops"), "bandwidth_gbs": roof.get("bandwidth_gbs"),
-                    "profile_total_ms": p.get("total_ms"), "gap_percent": p.get("gap_percent"),
-                    "adjacent_p50_ms": p.get("adjacent_p50_ms"), "adjacent_gap_percent": p.get("adjacent_gap_percent"),
-                    "profile_note": p.get("unsupported") or p.get("error") or ""})
+                    "gflop": cost.flops / 1e9 if cost.flops is not None else None,
+                    "mb": cost.bytes_moved / 1e6 if cost.bytes_moved is not None else None,
+                    "gflops": roof.achieved_gflops, "gbs": roof.achieved_gbs,
+                    "intensity": roof.intensity, "percent_of_roof": roof.percent_of_roof,
+                    "percent_of_peak": roof.percent_of_peak, "bound": roof.bound,
+                    "over_roof": roof.over_roof, "roof_error": roof.error,
+                    "peak_gflops": roof.peak_gflops, "bandwidth_gbs": roof.bandwidth_gbs,
+                    "profile_total_ms": p.total_ms, "gap_percent": p.gap_percent,
+                    "adjacent_p50_ms": p.adjacent_p50_ms, "adjacent_gap_percent": p.adjacent_gap_percent,
+                    "profile_note": p.unsupported or p.error or ""})
     return out
 
 

@@ -267,13 +267,13 @@ def noise_lines(run: RunResults) -> list[str]:
         more = f" and {len(heavy) - 8} more" if len(heavy) > 8 else ""
         out.append(f"tail-heavy (p99/p50 > {TAIL_P99_RATIO:g}, or p90/p50 > {TAIL_P90_RATIO:g} under 100 samples: "
                    f"a second mode of slow calls, stalls): {len(heavy)} case(s): {shown}{more}")
-    contended = [c for c in run.cases if c.measured and (c.contention or {}).get("contended")]
+    contended = [c for c in run.cases if c.measured and c.contention and c.contention.contended]
     if contended:
         first = contended[0]
         more = f"; and {len(contended) - 1} more" if len(contended) > 1 else ""
         out.append(f"contended: {len(contended)} case(s) measured while the machine kept the worker from the CPU "
                    f"(compare, gates and qualify call their figures inconclusive): {first.case.id}: "
-                   f"{first.contention['cause']}{more}")
+                   f"{first.contention.cause}{more}")
     return out
 
 

@@ -12,6 +12,7 @@ from harness.metrics import COMPARISON_METRICS, DRIFT_METRICS, DRIFT_ROW
 from harness.results.records import EndToEndRecord, GenerationRecord, GenerationStats, TokenAgreement
 from harness.results.schema import CaseResult, RunResults
 from harness.results.stats import LatencyStats, latency_stats, quoted, too_few_text
+from harness.results.stored import CaseContentionRecord, EnvironmentRecord
 
 # results.csv columns, documented in docs/comparison-reports.md.
 CSV_COLUMNS = (
@@ -95,11 +96,11 @@ def energy_cells(energy: Any) -> dict[str, Any]:
             "inferences_per_joule": energy.inferences_per_joule}
 
 
-def env_packages(environment: dict[str, Any] | None) -> str | None:
+def env_packages(environment: EnvironmentRecord | None) -> str | None:
     """`name version; ...` of a case's own runtime environment (harness.envs); None: the harness's own."""
     if not environment:
         return None
-    return "; ".join(f"{k} {v}" for k, v in sorted((environment.get("packages") or {}).items()))
+    return "; ".join(f"{k} {v}" for k, v in sorted((environment.packages or {}).items()))
 
 
 def quoted_stat(stats: GenerationStats, q: int) -> float | None:
@@ -157,20 +158,21 @@ def percentile_text(lat: LatencyStats | None, q: int, interval: bool = True) -> 
     return f"{_fmt(v)} {interval_text(*bounds)}"
 
 
-def flags_text(lat: LatencyStats | None, contention: dict[str, Any] | None = None) -> str:
+def flags_text(lat: LatencyStats | None, contention: CaseContentionRecord | None = None) -> str:
     """The flags that travel with a case's latency: "contended" (the machine kept its threads from the CPU while
     they were timed: the figure is inflated), "noisy", "tail-heavy" ("contended, noisy, tail-heavy")."""
-    flags = ["contended"] if (contention or {}).get("contended") else []
+    flags = ["contended"] if contention and contention.contended else []
     if lat is not None:
         flags += [name for name, on in (("noisy", lat.noisy), ("tail-heavy", lat.tail_heavy)) if on]
     return ", ".join(flags)
 
 
-def contention_cells(info: dict[str, Any] | None) -> dict[str, Any]:
+def contention_cells(info: CaseContentionRecord | None) -> dict[str, Any]:
     """A case's contention verdict, its worst block's run-queue wait share and the cause (empty when unmeasured)."""
-    info = info or {}
-    return {"contended": info.get("contended"), "runqueue_wait_fraction": info.get("wait_fraction_max"),
-            "contention_cause": info.get("cause")}
+    if info is None:
+        return {"contended": None, "runqueue_wait_fraction": None, "contention_cause": None}
+    return {"contended": info.contended, "runqueue_wait_fraction": info.wait_fraction_max,
+            "contention_cause": info.cause}
 
 
 def scenario_cells(runs: list[Any]) -> dict[str, Any]:

@@ -148,36 +148,35 @@ def profile_lines(run: RunResults) -> list[str]:
     from harness.report.profile import layer_names
 
     out = []
-    profiled = [c for c in run.cases if c.profile and c.measured
-                and isinstance(c.profile.get("nodes"), list)]
+    profiled = [c for c in run.cases if c.profile and c.measured and isinstance(c.profile.nodes, list)]
     names = {m: layer_names([c for c in profiled if c.case.model == m]) for m in {c.case.model for c in profiled}}
     for c in run.cases:
         p = c.profile
         if not p or not c.measured:
             continue
         parts = []
-        nodes = [n for n in p.get("nodes") or () if isinstance(n, dict) and _finite(n.get("time_ms"))]
+        nodes = [n for n in p.nodes or () if _finite(n.time_ms)]
         if nodes:
-            top = max(nodes, key=lambda n: float(n["time_ms"]))
-            name = names.get(c.case.model, {}).get(str(top.get("node")), str(top.get("node")))
-            share = top.get("share")
+            top = max(nodes, key=lambda n: float(n.time_ms))
+            name = names.get(c.case.model, {}).get(str(top.node), str(top.node))
+            share = top.share
             parts.append(f"top layer {name}" + (f" {100 * float(share):.0f}% of the profile"
                                                 if _finite(share) else ""))
         else:
-            why = p.get("unsupported") or p.get("error")
+            why = p.unsupported or p.error
             parts.append(f"no per-layer profile ({str(why).splitlines()[0][:100]})" if why else "no per-layer profile")
-        roof = p.get("roofline") or {}
-        if _finite(roof.get("percent_of_peak")):
-            text = f"{float(roof['percent_of_peak']):.3g}% of peak"
-            if _finite(roof.get("percent_of_roof")):
-                text += f", {float(roof['percent_of_roof']):.3g}% of the roof"
-            if roof.get("bound"):
-                text += f" ({roof['bound']}-bound)"
-            if roof.get("over_roof"):
+        roof = p.roofline
+        if roof is not None and _finite(roof.percent_of_peak):
+            text = f"{float(roof.percent_of_peak):.3g}% of peak"
+            if _finite(roof.percent_of_roof):
+                text += f", {float(roof.percent_of_roof):.3g}% of the roof"
+            if roof.bound:
+                text += f" ({roof.bound}-bound)"
+            if roof.over_roof:
                 text += " over the roof: ceilings too low"
             parts.append(text)
-        elif roof.get("error"):
-            parts.append(f"no roofline point ({str(roof['error']).splitlines()[0][:100]})")
+        elif roof is not None and roof.error:
+            parts.append(f"no roofline point ({str(roof.error).splitlines()[0][:100]})")
         out.append(f"{c.case.id}: profile: " + "; ".join(parts))
     return out
 

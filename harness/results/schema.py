@@ -148,7 +148,7 @@ class Block(Record):
 
     @classmethod
     def measured(cls, samples_ns: Any, kind: str, reactivated: bool = False,
-                 contention: dict[str, Any] | None = None) -> Block:
+                 contention: BlockContention | None = None) -> Block:
         """The block holding these samples (nanoseconds), its median and the median's 95% interval in ms."""
         lo, hi = median_ci_ms(samples_ns)
         return cls(len(samples_ns), block_p50_ms(samples_ns), kind, bool(reactivated), contention=contention,

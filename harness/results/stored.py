@@ -447,150 +447,202 @@ Number = _Num
 RECORD_DICT = ConfigDict(extra="allow")
 
 
-class ProfileNodeRecord(TypedDict, total=False):
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    node: Text
-    op_type: Text
-    time_ms: Amount
-    time_us: Amount
-    share: Share
-    fusion: Text
-    ops: Texts
-    flops: Amount | None
-    bytes_moved: Amount | None
-    gflops: Amount | None
-    gbs: Amount | None
+# a profile's records (harness.profile.layers.profile_record, harness.workloads.forward.profiling): a key a producer
+# gives only where it has it is `when_set` (a profile that failed has no node table; a roofline that could not be
+# placed only its `error`); a figure written null where unknown (a node's FLOPs) is written always
+@dataclass
+class ProfileNodeRecord(Record):
+    """One ONNX node's time in the profiled runs, its share of the profile, the fused kernel it ran in, the
+    profiler's ops mapped onto it, its FLOPs and bytes (None: not counted) and the rates achieved; `module`: the
+    module path the torch exporter recorded for it."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    node: Text = when_set()
+    op_type: Text = when_set()
+    time_ms: Amount = when_set()
+    time_us: Amount = when_set()
+    share: Share = when_set()
+    fusion: Text = when_set()
+    ops: Texts = when_set()
+    flops: Amount | None = when_set(("node",))
+    bytes_moved: Amount | None = when_set(("node",))
+    gflops: Amount | None = when_set(("node",))
+    gbs: Amount | None = when_set(("node",))
+    module: Text = when_set()
 
 
-class ProfileUnmappedRecord(TypedDict, total=False):
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    name: Text
-    op_type: Text
-    time_ms: Amount
-    time_us: Amount
+@dataclass
+class ProfileUnmappedRecord(Record):
+    """A profiled op the profile could not map onto a graph node."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    name: Text = when_set()
+    op_type: Text = when_set()
+    time_ms: Amount = when_set()
+    time_us: Amount = when_set()
 
 
-class RooflineRecord(TypedDict, total=False):
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    flops: Amount
-    bytes_moved: Amount
-    latency_s: Positive
-    achieved_gflops: Amount
-    achieved_gbs: Amount
-    intensity: Amount | None
-    peak_gflops: Rate
-    bandwidth_gbs: Rate
-    ridge_intensity: Amount
-    roof_gflops: Amount
-    percent_of_roof: Amount
-    percent_of_peak: Amount
-    bound: Literal["memory", "compute"]
-    over_roof: Flag
-    precision: Text
-    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
-    peak_method: Text | None
-    bandwidth_method: Text | None
-    ceilings_warning: Text | None
-    error: Text
+# a placed roofline point's keys: where one was placed, its method keys are written too (None as null)
+_POINT = ("bound",)
 
 
-class CostRecord(TypedDict, total=False):
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    dims: Annotated[dict[Text, Annotated[int, Strict(), Field(ge=0, le=MAX_SHAPE)]], Strict()]
-    nodes: Annotated[int, Strict(), Field(ge=0, le=10**9)]
-    flops: Amount
-    bytes_moved: Amount
-    graph: Text
-    error: Text
+@dataclass
+class RooflineRecord(Record):
+    """A case on the measured roofline (harness.profile.roofline.RooflinePoint.to_dict, with the precision, threads
+    and the ceilings' methods), or why it could not be placed (`error`)."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    flops: Amount = when_set()
+    bytes_moved: Amount = when_set()
+    latency_s: Positive = when_set()
+    achieved_gflops: Amount = when_set()
+    achieved_gbs: Amount = when_set()
+    intensity: Amount | None = when_set()
+    peak_gflops: Rate = when_set()
+    bandwidth_gbs: Rate = when_set()
+    ridge_intensity: Amount = when_set()
+    roof_gflops: Amount = when_set()
+    percent_of_roof: Amount = when_set()
+    percent_of_peak: Amount = when_set()
+    bound: Literal["memory", "compute"] = when_set()
+    over_roof: Flag = when_set()
+    precision: Text = when_set()
+    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] = when_set()
+    peak_method: Text | None = when_set(_POINT)
+    bandwidth_method: Text | None = when_set(_POINT)
+    ceilings_warning: Text | None = when_set(_POINT)
+    error: Text = when_set()
 
 
-def _check_profile(p: dict[str, Any]) -> dict[str, Any]:
-    parts = [p.get(k) for k in ("mapped_ms", "unmapped_ms", "total_ms")]
+@dataclass
+class CostRecord(Record):
+    """The graph's FLOPs and bytes at the case's sizes (harness.profile.flops.GraphCost.summary, and the graph it
+    was read from), or why not (`error`)."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    dims: Annotated[dict[Text, Annotated[int, Strict(), Field(ge=0, le=MAX_SHAPE)]], Strict()] = when_set()
+    nodes: Annotated[int, Strict(), Field(ge=0, le=10**9)] = when_set()
+    flops: Amount = when_set()
+    bytes_moved: Amount = when_set()
+    graph: Text = when_set()
+    error: Text = when_set()
+
+
+def _check_profile(p: ProfileRecord) -> ProfileRecord:
+    parts = [p.mapped_ms, p.unmapped_ms, p.total_ms]
     if all(isinstance(x, (int, float)) for x in parts) and abs(parts[0] + parts[1] - parts[2]) > 1e-6 * max(
             1.0, abs(parts[2])):
         raise ValueError(f"mapped_ms {parts[0]:g} + unmapped_ms {parts[1]:g} is not total_ms {parts[2]:g}")
     return p
 
 
-class ProfileRecord(TypedDict, total=False):
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    method: Text
-    runs: Annotated[int, Strict(), Field(ge=1, le=10**9)]
-    graph: Text | None
-    notes: Texts
-    nodes: Annotated[list[ProfileNodeRecord], Strict()]
-    unmapped: Annotated[list[ProfileUnmappedRecord], Strict()]
-    mapped_ms: Amount
-    unmapped_ms: Amount
-    total_ms: Amount
-    wall_ms: Amount
-    measured_p50_ms: Amount
-    adjacent_p50_ms: Amount | None
-    gap_percent: Percent | None
-    adjacent_gap_percent: Percent | None
-    roofline: RooflineRecord | None
-    cost: CostRecord | None
-    unsupported: Text
-    error: Text
+# a profile's table: where the profiled runs mapped (`method` set), its keys are written together (None as null)
+_TABLE = ("method",)
+
+
+@dataclass
+class ProfileRecord(Record):
+    """--profile of a case (harness.workloads.forward.profiling.CaseProfiler.profile): the profiled runs' time per
+    node and not mapped, their total against the measured p50 (and against the p50 of as many unprofiled runs
+    beside them: `adjacent_*`), the roofline point and the graph's cost; or why there is no table
+    (`unsupported`: the runtime has no profiler; `error`)."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    method: Text = when_set()
+    runs: Annotated[int, Strict(), Field(ge=1, le=10**9)] = when_set()
+    graph: Text | None = when_set(_TABLE)
+    notes: Texts = when_set()
+    nodes: Annotated[list[ProfileNodeRecord], Strict()] = when_set()
+    unmapped: Annotated[list[ProfileUnmappedRecord], Strict()] = when_set()
+    mapped_ms: Amount = when_set()
+    unmapped_ms: Amount = when_set()
+    total_ms: Amount = when_set()
+    wall_ms: Amount = when_set()
+    measured_p50_ms: Amount = when_set()
+    adjacent_p50_ms: Amount | None = when_set(("adjacent_gap_percent",))
+    gap_percent: Percent | None = when_set(_TABLE)
+    adjacent_gap_percent: Percent | None = when_set(("adjacent_p50_ms",))
+    roofline: RooflineRecord | None = when_set(("measured_p50_ms",))
+    cost: CostRecord | None = when_set()
+    unsupported: Text = when_set()
+    error: Text = when_set()
 
 
 Profile = Annotated[ProfileRecord, AfterValidator(_check_profile)]
 
 
-class BlockContentionRecord(TypedDict, total=False):
-    """harness.measure.contention.figures of one timed block (and its verdict)."""
+@dataclass(frozen=True)
+class BlockContention(Record):
+    """What the kernel said about one timed block (harness.measure.contention.ContentionProbe): the figures it
+    could read (a kernel without schedstat, PSI or a steal column gives none of those: their keys are left out),
+    the `contended` verdict and its `cause`; `own_wait` where a replay's verdict was taken back (its own threads
+    waited, nobody else used the machine: harness.measure.contention.own_wait)."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    wall_s: Amount
-    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
-    cpu_cores: Amount
-    run_s: Amount
-    runqueue_wait_s: Amount
-    wait_fraction: Share
-    involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)]
-    others_cores: Amount
-    cores_free: Amount
-    psi_some: Share
-    steal_s: Amount
-    steal_fraction: Share
-    contended: Flag
-    cause: Text
+    __pydantic_config__ = RECORD_DICT
+
+    wall_s: Amount = when_set()
+    threads: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] = when_set()
+    cpu_cores: Amount = when_set()
+    run_s: Amount = when_set()
+    runqueue_wait_s: Amount = when_set()
+    wait_fraction: Share = when_set()
+    involuntary_switches: Annotated[int, Strict(), Field(ge=0, le=10**12)] = when_set()
+    others_cores: Amount = when_set()
+    cores_free: Amount = when_set()
+    psi_some: Share = when_set()
+    steal_s: Amount = when_set()
+    steal_fraction: Share = when_set()
+    contended: Flag = when_set()
+    cause: Text = when_set()  # only where contended
+    own_wait: Text = when_set()  # the cause of a verdict taken back (own_wait)
 
 
-def _check_case_contention(c: dict[str, Any]) -> dict[str, Any]:
-    blocks, busy = c.get("blocks"), c.get("contended_blocks")
+def _check_case_contention(c: CaseContentionRecord) -> CaseContentionRecord:
+    blocks, busy = c.blocks, c.contended_blocks
     if isinstance(blocks, int) and isinstance(busy, int) and busy > blocks:
         raise ValueError(f"contended_blocks {busy} of {blocks} blocks: more than there are")
-    if isinstance(busy, int) and isinstance(c.get("contended"), bool) and c["contended"] != (busy > 0):
-        raise ValueError(f"contended is {c['contended']} with {busy} contended block(s): contradictory")
+    if isinstance(busy, int) and isinstance(c.contended, bool) and c.contended != (busy > 0):
+        raise ValueError(f"contended is {c.contended} with {busy} contended block(s): contradictory")
     return c
 
 
-class CaseContentionRecord(TypedDict, total=False):
-    """harness.measure.contention.case_contention: a case's blocks summed up."""
+@dataclass(frozen=True)
+class CaseContentionRecord(Record):
+    """A case's blocks summed up (harness.measure.contention.case_contention): how many were contended, the
+    verdict (any block contended), the worst figures and the worst contended block's cause."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
-    contended_blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)]
-    contended: Flag
-    wait_fraction_max: Share | None
-    psi_some_max: Share | None
-    steal_fraction_max: Share | None
-    cause: Text
+    __pydantic_config__ = RECORD_DICT
+
+    blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)] = when_set()
+    contended_blocks: Annotated[int, Strict(), Field(ge=0, le=10**9)] = when_set()
+    contended: Flag = when_set()
+    wait_fraction_max: Share | None = None
+    psi_some_max: Share | None = None
+    steal_fraction_max: Share | None = when_set()  # written where a block read the steal time
+    cause: Text = when_set()  # only where contended
 
 
-BlockContention = BlockContentionRecord
 CaseContention = Annotated[CaseContentionRecord, AfterValidator(_check_case_contention)]
 
 
-class EnvironmentRecord(TypedDict, total=False):
-    """A runtime's own environment a case ran in (harness.envs.RuntimeEnv.record)."""
+@dataclass(frozen=True)
+class EnvironmentRecord(Record):
+    """A runtime's own environment a case ran in (harness.envs.RuntimeEnv.record): its key, what it was asked to
+    install, its Python, the exact version of every package installed there, and which distribution provided each
+    runtime module it provides (`providers`: module -> distribution, version)."""
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    key: Name
-    requirements: Texts
-    python: Text
-    packages: Annotated[dict[Text, Text], Strict()]
+    __pydantic_config__ = RECORD_DICT
+
+    key: Name = when_set()
+    requirements: Texts = when_set()
+    python: Text = when_set()
+    packages: Annotated[dict[Text, Text], Strict()] = when_set()
+    providers: Object = when_set()  # from before it was declared: kept as it was written
 
 
 AB_VERDICTS = ("pass", "improved", "regressed", "noise", "inconclusive")  # harness.gating.ab's

@@ -7,12 +7,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from harness.config import BatcherPolicy
 from harness.traffic.spec import Request
+
+if TYPE_CHECKING:
+    from harness.results.stored import BlockContention
 
 SPIN_NS = 200_000  # the real clock sleeps until this close to the due time, then spins
 
@@ -65,13 +68,13 @@ class ReplayRun:
     call_ns: list[int] = field(default_factory=list)
     wall_ns: int = 0  # first intended send -> last completion
     error: str | None = None
-    contention: dict[str, Any] | None = None  # the replay's contention figures (harness.measure.contention)
+    contention: BlockContention | None = None  # the replay's contention figures (harness.measure.contention)
 
     @property
     def contended(self) -> str | None:
         """The cause in words when the machine inflated this replay (its contention probe said so), else None."""
-        c = self.contention or {}
-        return (c.get("cause") or "contended") if c.get("contended") else None
+        c = self.contention
+        return (c.cause or "contended") if c and c.contended else None
 
     @property
     def requests(self) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 from harness.gating import ab as ab_module
 from harness.gating.ab import _pairs, all_pairs_ratio, judge_ab
 from harness.results.schema import AbBlock
+from harness.results.stored import BlockContention
 
 
 def main(folders: list[str]) -> int:
@@ -51,7 +52,8 @@ def main(folders: list[str]) -> int:
 
 def _blocks(m: dict) -> list[AbBlock]:
     # a block kept as its median: the paired test reads nothing else of a block
-    return [AbBlock(b["side"], b["pair"], [max(1, int(round(b["median_ns"])))], b["contention"], b["activation"])
+    return [AbBlock(b["side"], b["pair"], [max(1, int(round(b["median_ns"])))],
+                    BlockContention.from_dict(b["contention"]) if b["contention"] else None, b["activation"])
             for b in m["blocks"]]
 
 
@@ -66,7 +68,7 @@ def underload(folder: str, widens: list[float], passes: tuple[bool, ...] = (True
                 "levels": {}}
         for level in sorted({r["level"] for r in rows}):
             ms = [_blocks(r) for r in rows if r["level"] == level]
-            contended = [sum(1 for p in _pairs(b)[0].values() if any((x.contention or {}).get("contended")
+            contended = [sum(1 for p in _pairs(b)[0].values() if any(x.contention and x.contention.contended
                                                                       for x in p.values())) / max(1, len(_pairs(b)[0]))
                          for b in ms]
             today = Counter(judge_ab(b, under_load=False).verdict.value for b in ms)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from harness.results.stored import stored
 
 BUSY = "while True: pass"
 # on and off for 10-150 ms each, drawn anew every time: a neighbour that comes and goes inside the pairs
@@ -106,7 +107,7 @@ def measurement(path: Path, feed: dict, level: float, seed: int) -> dict:
                 if t1 >= end and len(samples) >= 5:
                     break
             blocks.append({"side": s, "pair": i, "median_ns": float(np.median(samples)), "n": len(samples),
-                           "contention": probe.stop(), "activation": act})
+                           "contention": stored(probe.stop()), "activation": act})
     return {"level": level, "seed": seed, "inject_ns": inject_ns, "blocks": blocks}
 
 

@@ -188,8 +188,8 @@ def test_cases_run_in_their_environments_and_a_broken_one_is_a_skip(wheels, cach
         case = lambda rt: CaseId("mlp", rt, "fp32", 1, None, "cpu")  # noqa: E731
         first = ex.run(case("fakert-cpu@1.0.0"), config)
         assert first.status == "passed", first.reason + first.stderr_tail
-        assert first.environment["packages"] == {"harness-fakert": "1.0.0"}
-        assert first.environment["requirements"] == ["harness-fakert==1.0.0"]
+        assert first.environment.packages == {"harness-fakert": "1.0.0"}
+        assert first.environment.requirements == ["harness-fakert==1.0.0"]
         own = ex.run(case("ort-cpu"), config)
         assert own.status == "passed" and own.environment is None
         again = ex.run(case("fakert-cpu@1.0.0"), config)

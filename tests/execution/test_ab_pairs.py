@@ -7,8 +7,9 @@ import numpy as np
 from harness.config import RunConfig
 from harness.results.schema import AbBlock
 from harness.workloads.ab.pairs import PairLoop, Stop
+from harness.results.stored import BlockContention
 
-CONTENDED = {"contended": True, "cause": "2 threads, 1.0 core free"}
+CONTENDED = BlockContention(contended=True, cause="2 threads, 1.0 core free")
 
 
 class Fake:

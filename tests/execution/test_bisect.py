@@ -17,9 +17,11 @@ from harness.execution.session import HarnessSession
 from harness.gating.gates import GateConfig, load_gate_config
 from harness.results.schema import CaseId, CaseResult
 from harness.results.stats import latency_stats
+from harness.results.stored import BlockContention, CaseContentionRecord
 
 CAUSE = "1 thread(s), 0.2 core(s) free: the worker's threads waited 60% of their runnable time for a CPU"
-LOADED = {"contended": True, "cause": CAUSE, "blocks": 1, "contended_blocks": 1}
+LOADED = CaseContentionRecord(contended=True, cause=CAUSE, blocks=1, contended_blocks=1)
+LOADED_BLOCK = BlockContention(contended=True, cause=CAUSE)
 
 
 def _case(version: str) -> CaseId:
@@ -52,7 +54,7 @@ class FakeReleases:
             self._load = float(self.rng.uniform(1.0, 3.0))
         self.blocks += 1
         block = self._cost_ns(case) * self._load * float(self.rng.lognormal(0.0, self.jitter))
-        return {"samples_ns": [int(block * (1 + 0.001 * i)) for i in range(9)], "contention": dict(LOADED)}
+        return {"samples_ns": [int(block * (1 + 0.001 * i)) for i in range(9)], "contention": LOADED_BLOCK}
 
     def close(self) -> None:
         pass
@@ -80,7 +82,7 @@ def _measured_apart(costs_us: dict[str, float], log: list[str]):
         return CaseResult(_case(version), "passed", samples_ns=ns, latency=latency_stats(ns),
                           timing_scope="host_to_host", feed_sha256="f" * 64, model_fingerprint="fp-mlp",
                           accuracy={"passed": True, "rel_l2": 1e-7, "max_abs": 1e-7, "failures": []},
-                          contention=dict(LOADED))
+                          contention=LOADED)
     return measure
 
 

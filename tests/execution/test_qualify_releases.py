@@ -11,6 +11,7 @@ from harness.config import RunConfig
 from harness.envs import EnvBuildError, EnvStore
 from harness.execution.qualify_run import release_plans
 from harness.results.schema import CaseId
+from harness.results.stored import EnvironmentRecord
 
 
 class _Env:
@@ -19,8 +20,8 @@ class _Env:
     def __init__(self, version: str, dist: str = "harness-fakert") -> None:
         self.providers = {"harness_fakert": {"distribution": dist, "version": version}}
 
-    def record(self) -> dict:
-        return {"providers": self.providers}
+    def record(self) -> EnvironmentRecord:
+        return EnvironmentRecord(providers=self.providers)
 
 
 @pytest.fixture

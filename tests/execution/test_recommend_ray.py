@@ -5,6 +5,7 @@ configurations ("not searched (node lost ...)"), judged on what finished or not 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -19,6 +20,7 @@ from harness.execution.ray_shards import Node
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 from harness.report.recommend import render_html, render_markdown
 from harness.results.schema import CaseId
+from harness.results.stored import EnvironmentRecord
 from harness.workloads.capacity.recommend import (AbConfirmation, Candidate, Constraints, Evaluated, Search,
                                                   SearchSettings, decided, picked)
 from harness.workloads.capacity.search import Capacity
@@ -104,6 +106,12 @@ def test_a_nodes_record_merges_into_the_drivers_and_the_report_names_each_node()
     e = Evaluated(Candidate("a", {"runtime": "a"}, lambda *x: None))
     merge(e, a.to_json())
     assert e.capacity == a.capacity and e.rung == 1 and len(e.history) == 1 and e.refusal is None
+    assert e.candidate.environment is None
+    # a configuration measured in a runtime environment of its own: the node's record of it read back as a record
+    env = EnvironmentRecord(key="k", requirements=["x==1"], python="3.11", packages={"x": "1"}, providers={})
+    a.candidate = dataclasses.replace(a.candidate, environment=env)
+    merge(e, json.loads(json.dumps(a.to_json())))
+    assert e.candidate.environment == env and e.to_json()["environment"] == env.as_dict()
     data = {**decided([e], Constraints(10.0), False, e, None, None).to_json(), "model": "m", "traffic": "t",
             "ray": {"hardware_class": "k1", "nodes": ["10.0.0.1-aaaaaaaa"], "left_out": ["10.0.0.3-cccccccc: not used"],
                     "final_node": "10.0.0.1-aaaaaaaa"}}

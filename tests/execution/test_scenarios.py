@@ -13,6 +13,7 @@ from harness.execution import CaseRunner
 from harness.workloads.forward.scenarios import RuntimeSut, server_search
 from harness.measure.timer import TimingPolicy
 from harness.results.schema import CaseId, RunResults, ScenarioRun, peak_server, results_from_doc
+from harness.results.stored import BlockContention
 
 DELAY_MS = 2.0  # fake-2ms sleeps this long per call
 
@@ -597,7 +598,7 @@ def test_a_server_tests_own_threads_waiting_is_not_a_neighbour(config, monkeypat
             pass
 
         def stop(self):
-            return {"contended": True, "cause": "run-queue wait", "others_cores": others_cores, "steal_fraction": 0.0}
+            return BlockContention(contended=True, cause="run-queue wait", others_cores=others_cores, steal_fraction=0.0)
 
     monkeypatch.setattr(scenarios, "ContentionProbe", Probe)
     sut = RuntimeSut(lambda: None, lambda: None, batch=1)

@@ -7,6 +7,7 @@ import numpy as np
 from harness.gating.fleet import NodeRun
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
+from harness.results.stored import BlockContention, CaseContentionRecord
 
 CASES = (CaseId("m", "rt", "fp32", 1, None, "cpu"), CaseId("m", "rt", "fp32", 8, None, "cpu"))
 BASE_MS = {1: 2.0, 8: 11.0}
@@ -26,10 +27,10 @@ def node_run(label: str, rng: np.random.Generator, *, factor: float = 1.0, block
             centre = BASE_MS[case.batch] * factor * np.exp(node_off + rng.normal(0, block_sd))
             ns = (centre * np.exp(rng.normal(0, sample_sd * noisy, samples)) * 1e6).astype(np.int64).tolist()
             all_ns += ns
-            bl.append(Block.measured(ns, "case", contention={"contended": contended} if contended else None))
+            bl.append(Block.measured(ns, "case", contention=BlockContention(contended=contended) if contended else None))
         stats = latency_stats(all_ns)
         out.append(CaseResult(case, "passed", samples_ns=all_ns, blocks=bl, latency=stats,
-                              contention={"contended": contended, "cause": "test"} if contended else None))
+                              contention=CaseContentionRecord(contended=contended, cause="test") if contended else None))
     run = RunResults(run_id=f"r-{label}", started_at="", environment={"machine_fingerprint": fingerprint},
                      cases=out, complete=True)
     return NodeRun(label, run)

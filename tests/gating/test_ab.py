@@ -10,6 +10,7 @@ import pytest
 from harness.gating.ab import judge_ab
 from harness.gating.verdicts import Verdict
 from harness.results.schema import AbBlock
+from harness.results.stored import BlockContention
 
 
 def _blocks(ratio, pairs=10, noise=0.01, seed=0, contended=()):
@@ -19,7 +20,7 @@ def _blocks(ratio, pairs=10, noise=0.01, seed=0, contended=()):
         drift = 1 + 0.3 * np.sin(i)  # the machine's slow drift: both blocks of a pair share it
         for side, r in (("a", 1.0), ("b", ratio)):
             samples = (1_000_000 * drift * r * (1 + noise * rng.standard_normal(40))).astype(int).tolist()
-            c = {"contended": True, "cause": "2 threads, 1.0 core free"} if (i, side) in contended else None
+            c = BlockContention(contended=True, cause="2 threads, 1.0 core free") if (i, side) in contended else None
             out.append(AbBlock(side, i, samples, c))
     return out
 

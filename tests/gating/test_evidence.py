@@ -20,6 +20,7 @@ from harness.report.render import render_markdown
 from harness.report.verdicts import verdict_dicts, verdicts_markdown, verdicts_text
 from harness.results import write_results
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult
+from harness.results.stored import BlockContention, CaseContentionRecord
 
 CAUSE = "1 thread(s), 0.1 core(s) free: the worker's threads waited 66% of their runnable time for a CPU"
 CASE = CaseId("mlp", "ort-cpu", "fp32", 1, None, "cpu")
@@ -38,8 +39,8 @@ def loaded_blocks(rng: np.random.Generator, ratio: float, pairs: int = 24, share
             x = 30_000 * f * rng.lognormal(0.0, 0.02)
             if hit:
                 x *= (1.0 + rng.pareto(3.0)) * rng.uniform(1.0, 1.5) if bursty else common * rng.lognormal(0, 0.03)
-            contention = {"contended": True, "cause": CAUSE, "wait_fraction": 0.66} if hit else \
-                {"contended": False, "wait_fraction": 0.01}
+            contention = BlockContention(contended=True, cause=CAUSE, wait_fraction=0.66) if hit else \
+                BlockContention(contended=False, wait_fraction=0.01)
             out.append(AbBlock(side, i, [int(x)] * 5, contention, 0))
     return out
 
@@ -123,7 +124,7 @@ def test_a_contended_slowdown_at_the_threshold_is_never_passed(bursty):
 def contended(run, runtimes=("ort-cpu",)):
     for c in run.cases:
         if c.case.runtime in runtimes:
-            c.contention = {"contended": True, "cause": CAUSE, "blocks": 1, "contended_blocks": 1}
+            c.contention = CaseContentionRecord(contended=True, cause=CAUSE, blocks=1, contended_blocks=1)
     return run
 
 

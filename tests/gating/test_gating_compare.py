@@ -12,6 +12,7 @@ from harness.gating import Gate, GateConfig, Verdict, compare_runs, compare_samp
 from harness.gating.compare import comparison_json
 from harness.report.verdicts import verdicts_markdown
 from harness.results.schema import Block, RunResults
+from harness.results.stored import CaseContentionRecord
 
 MEDIAN10 = parse_gate("median:10%")
 
@@ -348,7 +349,7 @@ def test_a_contended_measurement_is_inconclusive_never_regressed_or_pass():
     cause = "2 thread(s), 1.0 core(s) free: the worker's threads waited 61% of their runnable time for a CPU"
     for c in slow.cases:
         if c.case.runtime == "ort-cpu":
-            c.contention = {"contended": True, "cause": cause, "blocks": 1, "contended_blocks": 1}
+            c.contention = CaseContentionRecord(contended=True, cause=cause, blocks=1, contended_blocks=1)
     cmp = compare_runs(base, slow, GateConfig())
     timing = [r for r in cmp.records if r.timing]
     ort = [r for r in timing if "ort-cpu" in r.case_id]

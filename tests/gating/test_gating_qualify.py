@@ -20,6 +20,7 @@ from harness.report.certificate import write_certificate
 from harness.results import write_results
 from harness.results.schema import CaseId, RunResults
 from harness.workloads import get_workload
+from harness.results.stored import CaseContentionRecord
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 GOOD = """
@@ -263,7 +264,7 @@ def test_a_contended_case_meets_one_sided_limits_and_is_inconclusive_where_it_mi
     (exit 3: not qualified, not a FAIL), and a noisy flag names the CV once the case is quiet."""
     spec_file.write_text(spec_file.read_text().replace("not_noisy = false", "not_noisy = true"))
     c1 = case_result(CASE1, samples(2.0, 100, 1, sigma=0.8))
-    c1.contention = {"contended": True, "cause": "1 thread(s): waited 70%"}
+    c1.contention = CaseContentionRecord(contended=True, cause="1 thread(s): waited 70%")
     res = results_file(tmp_path, c1, case_result(CASE2, samples(3.0, 100, 2)))
     from harness.gating import load_run
 

@@ -13,6 +13,7 @@ from gating_synth import case_result, samples
 from harness.cli import main
 from harness.results import write_results
 from harness.results.schema import Block, CaseId, RunResults
+from harness.results.stored import CaseContentionRecord
 
 SPEC = """name = "prov-box"
 [measure]
@@ -126,7 +127,7 @@ def test_reproduce_rows_say_contention_apart_only_in_its_direction():
         reqs = [SimpleNamespace(case_id="c", requirement=k, measured=v)
                 for k, v in (("p50_ms_max", p50), ("throughput_sps_min", tp), ("p99_ms_max", 12.0))]
         run = SimpleNamespace(cases=[SimpleNamespace(case=SimpleNamespace(id="c"), details={},
-                                                     contention={"contended": contended})])
+                                                     contention=CaseContentionRecord(contended=contended))])
         return [r["status"] for r in reproduce_rows(doc, run, SimpleNamespace(requirements=reqs))]
 
     assert rows(10.5, 95.0, False) == ["reproduced", "reproduced", "band contended"]

@@ -37,6 +37,8 @@ from harness.report.render import render_markdown
 from harness.report.verdicts import verdict_dicts
 from harness.results import write_results
 from harness.results.schema import AbBlock, AbResult, CaseResult
+from harness.results.stored import CaseContentionRecord
+from harness.results.stored import BlockContention
 
 CAUSE = "2 thread(s), 1.0 core(s) free: the worker's threads waited 45% of their runnable time for a CPU"
 
@@ -44,7 +46,7 @@ CAUSE = "2 thread(s), 1.0 core(s) free: the worker's threads waited 45% of their
 def contended(run, runtimes=("torch-cpu", "ort-cpu")):
     for c in run.cases:
         if c.case.runtime in runtimes:
-            c.contention = {"contended": True, "cause": CAUSE, "blocks": 1, "contended_blocks": 1}
+            c.contention = CaseContentionRecord(contended=True, cause=CAUSE, blocks=1, contended_blocks=1)
     return run
 
 
@@ -215,14 +217,14 @@ def test_an_unjudged_step_is_could_not_judge_never_same():
     """Issue 39: bisect measured 15.22 -> 19.61 ms (+29%) while contended, called it `same` and ended `no change`.
     A contended end is `could not judge`, and the bisect ends `could not judge between A and B`."""
     gates = GateConfig()
-    changed, why = judge(_step(15.22), _step(19.61, {"contended": True, "cause": CAUSE}), gates)
+    changed, why = judge(_step(15.22), _step(19.61, CaseContentionRecord(contended=True, cause=CAUSE)), gates)
     # the step's label says "could not judge"; the reason, the cause and the estimate the figures give
     assert changed is None and re.fullmatch(r"latency_median contended \(x1\.\d{3} \[1\.\d{3}, 1\.\d{3}\]\)", why), why
     assert judge(_step(15.22), _step(15.25), gates)[0] is False
     assert judge(_step(15.22), _step(19.61), gates)[0] is True
 
     versions = ["1.28.0", "1.29.0", "1.30.0", "1.31.0", "1.31.1"]
-    figures = {"1.28.0": _step(15.22), "1.31.1": _step(19.61, {"contended": True, "cause": CAUSE})}
+    figures = {"1.28.0": _step(15.22), "1.31.1": _step(19.61, CaseContentionRecord(contended=True, cause=CAUSE))}
     found = bisect(versions, figures.__getitem__, lambda a, b: judge(a, b, gates), "ort-cpu")
     assert found.first_changed is None and found.last_same is None
     assert found.unjudged == ("1.28.0", "1.31.1")
@@ -241,7 +243,7 @@ def test_a_middle_step_that_cannot_be_judged_stops_the_search_where_it_stands():
         log.append(v)
         i = versions.index(v)
         if i == 4:  # slower, but contended: contention could have made it so
-            return _step(19.6, {"contended": True, "cause": CAUSE})
+            return _step(19.6, CaseContentionRecord(contended=True, cause=CAUSE))
         return _step(15.22 if i < 6 else 19.61)
 
     found = bisect(versions, measure, lambda a, b: judge(a, b, gates))
@@ -249,7 +251,7 @@ def test_a_middle_step_that_cannot_be_judged_stops_the_search_where_it_stands():
     assert found.lines()[-1].startswith("result: could not judge between 1.0.0 and 1.8.0")
     assert found.steps[-1].label == "could not judge"
     # a contended step that still reads like the reference is like it (its quiet figure can only be better)
-    ok = judge(_step(15.22), _step(15.3, {"contended": True, "cause": CAUSE}), gates)
+    ok = judge(_step(15.22), _step(15.3, CaseContentionRecord(contended=True, cause=CAUSE)), gates)
     assert ok[0] is False, ok
 
 
@@ -261,7 +263,7 @@ def _blocks(ratio, pairs=10, noise=0.01, seed=0, contended_pairs=()):
         drift = 1 + 0.3 * np.sin(i)
         for side, r in (("a", 1.0), ("b", ratio)):
             samples = (1_000_000 * drift * r * (1 + noise * rng.standard_normal(40))).astype(int).tolist()
-            c = {"contended": True, "cause": CAUSE} if i in contended_pairs else None
+            c = BlockContention(contended=True, cause=CAUSE) if i in contended_pairs else None
             out.append(AbBlock(side, i, samples, c))
     return out
 

@@ -4,6 +4,7 @@ and a planted load (a busy loop pinned to the worker's core) that the probe must
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import multiprocessing
 import os
 import statistics
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from harness.measure.contention import ContentionProbe, Snapshot, case_contention, classify, figures, snapshot
+from harness.results.stored import BlockContention, CaseContentionRecord
 
 
 def snap(t_s, run_s, wait_s, cpu_s=0.0, invol=0, psi_s=0.0, busy_s=0.0):
@@ -21,8 +23,8 @@ def snap(t_s, run_s, wait_s, cpu_s=0.0, invol=0, psi_s=0.0, busy_s=0.0):
 
 def test_a_quiet_block_is_not_contended():
     f = figures(snap(0, 0, 0), snap(1.0, 0.98, 0.01, cpu_s=0.98, invol=3, psi_s=0.01, busy_s=1.0), threads=1)
-    assert f["wait_fraction"] == pytest.approx(0.01, abs=1e-3) and f["cpu_cores"] == pytest.approx(0.98)
-    assert f["psi_some"] == pytest.approx(0.01) and f["involuntary_switches"] == 3
+    assert f.wait_fraction == pytest.approx(0.01, abs=1e-3) and f.cpu_cores == pytest.approx(0.98)
+    assert f.psi_some == pytest.approx(0.01) and f.involuntary_switches == 3
     assert classify(f) is None
 
 
@@ -30,7 +32,7 @@ def test_a_block_that_waited_for_a_cpu_is_contended_and_says_why():
     # 2 threads wanted 2 cores; another process took one: each thread ran 0.4 s and waited 0.6 s of a 1 s block
     f = figures(snap(0, 0, 0, busy_s=0), snap(1.0, 0.8, 1.2, cpu_s=0.8, invol=250, psi_s=0.7, busy_s=1.8),
                 threads=2)
-    assert f["wait_fraction"] == pytest.approx(0.6) and f["cores_free"] == pytest.approx(
+    assert f.wait_fraction == pytest.approx(0.6) and f.cores_free == pytest.approx(
         (os.cpu_count() or 1) - 1.0, abs=0.01)
     cause = classify(f)
     assert cause.startswith("2 thread(s), ") and "waited 60% of their runnable time for a CPU" in cause
@@ -39,12 +41,12 @@ def test_a_block_that_waited_for_a_cpu_is_contended_and_says_why():
 
 def test_a_few_slices_of_wait_in_a_short_block_are_not_contention():
     f = figures(snap(0, 0, 0), snap(0.01, 0.006, 0.002), threads=1)  # 25% of 8 ms, but 2 ms in all
-    assert f["wait_fraction"] == pytest.approx(0.25) and classify(f) is None
+    assert f.wait_fraction == pytest.approx(0.25) and classify(f) is None
 
 
 def test_no_schedstat_means_no_verdict_not_an_error():
     f = figures(Snapshot(0, None, None, None, 0.0, None, None), Snapshot(10**9, None, None, None, 0.5, None, None), 1)
-    assert "wait_fraction" not in f and classify(f) is None and f["cpu_cores"] == pytest.approx(0.5)
+    assert f.wait_fraction is None and classify(f) is None and f.cpu_cores == pytest.approx(0.5)
 
 
 def test_snapshot_reads_schedstat_psi_and_stat(tmp_path):
@@ -99,13 +101,13 @@ def test_steal_time_makes_a_block_contended_and_says_the_hypervisor_took_it(tmp_
     proc.t = 1.0
     proc.set(busy=150, steal=24, run_s=1.0)
     block = probe.stop()
-    assert block["wait_fraction"] == 0.0 and block["steal_s"] == pytest.approx(0.24)
-    assert block["steal_fraction"] == pytest.approx(0.12)
-    assert block["contended"] is True
-    assert block["cause"] == ("the hypervisor gave 12% of the CPUs' time to other VMs (steal: 0.24 CPU-seconds in a "
+    assert block.wait_fraction == 0.0 and block.steal_s == pytest.approx(0.24)
+    assert block.steal_fraction == pytest.approx(0.12)
+    assert block.contended is True
+    assert block.cause == ("the hypervisor gave 12% of the CPUs' time to other VMs (steal: 0.24 CPU-seconds in a "
                               "1 s block)")
     case = case_contention([block])
-    assert case["contended"] and case["steal_fraction_max"] == pytest.approx(0.12) and "hypervisor" in case["cause"]
+    assert case.contended and case.steal_fraction_max == pytest.approx(0.12) and "hypervisor" in case.cause
 
 
 def test_a_little_steal_or_one_tick_of_it_is_not_contention(tmp_path):
@@ -118,28 +120,30 @@ def test_a_little_steal_or_one_tick_of_it_is_not_contention(tmp_path):
         proc.t = wall
         proc.set(busy=10, steal=steal, run_s=wall)
         block = probe.stop()
-        assert block["steal_s"] == pytest.approx(steal / 100) and block["contended"] is False, block
+        assert block.steal_s == pytest.approx(steal / 100) and block.contended is False, block
     # and the limit is the caller's: 2% steal is contention for a probe that allows 1%
-    assert classify({"steal_fraction": 0.02, "steal_s": 0.04, "wall_s": 1.0}, steal_limit=0.01).startswith(
+    assert classify(BlockContention(steal_fraction=0.02, steal_s=0.04, wall_s=1.0), steal_limit=0.01).startswith(
         "the hypervisor gave 2%")
     # HARNESS_CONTENTION_LIMIT=1 (the unit tests' setting) turns every contention verdict off, steal included
-    assert classify({"steal_fraction": 0.5, "steal_s": 1.0, "wall_s": 1.0}, limit=1.0) is None
+    assert classify(BlockContention(steal_fraction=0.5, steal_s=1.0, wall_s=1.0), limit=1.0) is None
 
 
 def test_steal_and_run_queue_wait_are_both_named():
     f = figures(snap(0, 0, 0), snap(1.0, 0.5, 0.5, cpu_s=0.5), threads=1)
-    f.update(steal_s=0.3, steal_fraction=0.15)
+    f = replace(f, steal_s=0.3, steal_fraction=0.15)
     cause = classify(f)
     assert "waited 50% of their runnable time" in cause and "; the hypervisor gave 15% of the CPUs' time" in cause
 
 
 def test_a_case_is_contended_when_any_block_was():
-    quiet = {"wait_fraction": 0.01, "contended": False, "psi_some": 0.02}
-    busy = {"wait_fraction": 0.5, "contended": True, "cause": "1 thread(s): waited 50%", "psi_some": 0.6}
+    quiet = BlockContention(wait_fraction=0.01, contended=False, psi_some=0.02)
+    busy = BlockContention(wait_fraction=0.5, contended=True, cause="1 thread(s): waited 50%", psi_some=0.6)
     c = case_contention([quiet, None, busy])
-    assert c == {"blocks": 2, "contended_blocks": 1, "contended": True, "wait_fraction_max": 0.5,
-                 "psi_some_max": 0.6, "steal_fraction_max": None, "cause": "1 thread(s): waited 50%"}
-    assert case_contention([quiet])["contended"] is False and case_contention([None]) is None
+    assert c == CaseContentionRecord(blocks=2, contended_blocks=1, contended=True, wait_fraction_max=0.5,
+                                     psi_some_max=0.6, steal_fraction_max=None, cause="1 thread(s): waited 50%")
+    assert c.as_dict() == {"blocks": 2, "contended_blocks": 1, "contended": True, "wait_fraction_max": 0.5,
+                           "psi_some_max": 0.6, "cause": "1 thread(s): waited 50%"}  # no steal figure: no key
+    assert case_contention([quiet]).contended is False and case_contention([None]) is None
 
 
 # ------------------------------------------------------------------ a planted load
@@ -196,26 +200,28 @@ def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_
             load.join(5)
     finally:
         os.sched_setaffinity(0, saved)
-    assert loaded["contended"] and "waited" in loaded["cause"], loaded
-    assert loaded["wait_fraction"] >= 0.3, loaded  # it shared its one core with a busy loop
+    assert loaded.contended and "waited" in loaded.cause, loaded
+    assert loaded.wait_fraction >= 0.3, loaded  # it shared its one core with a busy loop
     if loaded_p50 > 1.5 * quiet_p50:
-        assert loaded["contended"]
+        assert loaded.contended
     # The "quiet" block is quiet only if nothing else wanted this core: judged apart from the probe's own
     # run-queue figure, by the machine's CPU pressure (else the other processes' CPU use). On a quiet machine
     # it must not be contended; on a busy one (a shared CI runner) the probe must say it was.
-    busy = quiet["psi_some"] > 0.25 if quiet.get("psi_some") is not None else quiet.get("others_cores", 0) > 0.5
-    assert quiet["contended"] == busy or (busy and quiet["wait_fraction"] >= 0.05), quiet
+    busy = quiet.psi_some > 0.25 if quiet.psi_some is not None else (quiet.others_cores or 0) > 0.5
+    assert quiet.contended == busy or (busy and quiet.wait_fraction >= 0.05), quiet
 
 
 def test_own_wait_takes_the_verdict_back_only_when_no_neighbour_used_the_machine() -> None:
     from harness.measure.contention import own_wait
 
-    block = {"wall_s": 3.0, "threads": 2, "wait_fraction": 0.22, "runqueue_wait_s": 0.16, "contended": True,
-             "cause": "2 thread(s), 2.0 core(s) free: ...", "others_cores": 0.0, "steal_fraction": 0.0, "steal_s": 0.0}
+    block = BlockContention(wall_s=3.0, threads=2, wait_fraction=0.22, runqueue_wait_s=0.16, contended=True,
+                            cause="2 thread(s), 2.0 core(s) free: ...", others_cores=0.0, steal_fraction=0.0,
+                            steal_s=0.0)
     mine = own_wait(block)
-    assert mine is not None and mine["contended"] is False and mine["own_wait"].startswith("2 thread(s)")
-    assert "cause" not in mine and block["contended"] is True  # a copy
+    assert mine is not None and mine.contended is False and mine.own_wait.startswith("2 thread(s)")
+    assert "cause" not in mine.as_dict() and block.contended is True  # a copy
+    assert list(mine.as_dict())[-2:] == ["contended", "own_wait"]
     for loaded in ({"others_cores": 1.6}, {"steal_fraction": 0.2, "steal_s": 1.2}):
-        assert own_wait({**block, **loaded})["contended"] is True
-    assert own_wait({**block, "others_cores": None})["contended"] is True  # no machine figures: as classify says
-    assert own_wait(None) is None and own_wait({**block, "contended": False})["contended"] is False
+        assert own_wait(replace(block, **loaded)).contended is True
+    assert own_wait(replace(block, others_cores=None)).contended is True  # no machine figures: as classify says
+    assert own_wait(None) is None and own_wait(replace(block, contended=False)).contended is False

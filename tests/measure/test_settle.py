@@ -40,6 +40,7 @@ def test_gives_up_at_the_bound_and_says_so(monkeypatch):
 def _planted(monkeypatch, contended_call: int):
     """The forward workload's contention probe contended on its `contended_call`-th block only, and its quiet waits
     recorded (their bounds, in `waits`)."""
+    from harness.results.stored import BlockContention
     from harness.workloads.forward import workload as fw
 
     class Probe:
@@ -54,8 +55,8 @@ def _planted(monkeypatch, contended_call: int):
         def stop(self):
             Probe.calls += 1
             if Probe.calls == contended_call:
-                return {"contended": True, "cause": "planted", "wait_fraction": 0.5}
-            return {"contended": False, "wait_fraction": 0.0}
+                return BlockContention(contended=True, cause="planted", wait_fraction=0.5)
+            return BlockContention(contended=False, wait_fraction=0.0)
 
     waits: list[float] = []
     monkeypatch.setattr("harness.measure.contention.ContentionProbe", Probe)  # the contention tracker's probe
@@ -86,7 +87,7 @@ def test_a_contended_block_is_measured_again_and_both_are_kept(tmp_path, monkeyp
     (again,) = settle["remeasured"]
     assert again["block"] == 0 and again["contention"]["cause"] == "planted" and not again["contended_again"]
     assert len(again["samples_ns"]) >= 2  # the contended block's raw samples, kept
-    assert not r.contention["contended"] and r.contention["blocks"] == 2  # the case is judged on clean blocks
+    assert not r.contention.contended and r.contention.blocks == 2  # the case is judged on clean blocks
     assert sum(b.samples for b in r.blocks) == len(r.samples_ns)
 
 
@@ -115,5 +116,5 @@ def test_settle_holds_in_later_rounds_and_says_so(tmp_path, monkeypatch, fakes):
     assert later_rounds(run, runner, config, progress=Progress()) == 1
     (again,) = r.details["settle"]["remeasured"]
     assert again["contention"]["cause"] == "planted" and not again["contended_again"] and again["block"] == 1
-    assert not r.contention["contended"]  # judged on the re-measured, clean block
+    assert not r.contention.contended  # judged on the re-measured, clean block
     assert "re-measured after a contended block" in lines[0] and "quiet" in lines[0]

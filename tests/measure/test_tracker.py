@@ -9,6 +9,7 @@ import pytest
 
 from harness.measure import tracker as tr
 from harness.measure.tracker import TrackerKind, Window, merge_tracked, register_tracker, tracking
+from harness.results.stored import BlockContention
 
 
 class BlockCounter:
@@ -94,7 +95,7 @@ def test_a_new_tracker_is_one_class_and_one_line_and_runs_in_every_block_of_ever
     # stored with the case and read back (no schema change needed for a first tracker)
     assert CaseResult.from_dict(r.as_dict()).details["block_counter"] == counted
     # the registry's own block trackers ran in the later rounds too: every block carries its contention
-    assert all(b.contention is not None for b in r.blocks) and r.contention["blocks"] == 3
+    assert all(b.contention is not None for b in r.blocks) and r.contention.blocks == 3
     assert r.energy is not None and r.energy.status in ("unavailable", "refused", "measured")
 
 
@@ -114,14 +115,15 @@ def test_blocks_measured_in_the_case_and_settle_re_measures_are_tracked(tmp_path
 
         def stop(self):
             calls.append(1)
-            return {"contended": len(calls) == 1, "cause": "planted", "wait_fraction": 0.5 if len(calls) == 1 else 0}
+            return BlockContention(contended=len(calls) == 1, cause="planted",
+                                   wait_fraction=0.5 if len(calls) == 1 else 0)
 
     monkeypatch.setattr("harness.measure.contention.ContentionProbe", Probe)
     monkeypatch.setattr("harness.workloads.forward.workload.wait_quiet", lambda threads, s: {"quiet": True})
     r = CaseRunner().run(CaseId("fake-linear", "fake-ok", "fp32", 2, None, "cpu"), _config(tmp_path, 2, settle="1"))
     # two blocks of the case and the first one measured again after --settle: three blocks tracked
     assert r.details["block_counter"]["blocks"] == 3 and len(calls) == 3
-    assert len(r.blocks) == 2 and not r.contention["contended"]
+    assert len(r.blocks) == 2 and not r.contention.contended
 
 
 def test_a_case_tracker_is_entered_once_around_the_activation_and_told_when_the_timing_starts(tmp_path, fakes,

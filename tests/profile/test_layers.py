@@ -108,14 +108,14 @@ def test_fake_profiler_times_come_out_exactly():
     assert {r["node"]: r["time_us"] for r in table["nodes"]} == times
     assert table["total_us"] == sum(times.values()) and table["unmapped"] == []
     rec = profile_record(prof, cost, measured_p50_ms=0.2, roofline=None)
-    assert {r["node"]: r["time_ms"] for r in rec["nodes"]} == {n: t / 1e3 for n, t in times.items()}
-    assert rec["total_ms"] == pytest.approx(sum(times.values()) / 1e3)
-    assert rec["gap_percent"] == pytest.approx(100 * (sum(times.values()) / 1e3 - 0.2) / 0.2)
-    conv = next(r for r in rec["nodes"] if r["node"] == "/conv/Conv")
+    assert {r.node: r.time_ms for r in rec.nodes} == {n: t / 1e3 for n, t in times.items()}
+    assert rec.total_ms == pytest.approx(sum(times.values()) / 1e3)
+    assert rec.gap_percent == pytest.approx(100 * (sum(times.values()) / 1e3 - 0.2) / 0.2)
+    conv = next(r for r in rec.nodes if r.node == "/conv/Conv")
     flops = next(n.flops for n in cost.nodes if n.name == "/conv/Conv")
-    assert conv["gflops"] == pytest.approx(flops / 123.25e-6 / 1e9)
-    top, rest = top_layers(rec["nodes"], 2)
-    assert [r["node"] for r in top] == ["/conv/Conv", "/fc/MatMul"] and rest == pytest.approx(6.25e-3)
+    assert conv.gflops == pytest.approx(flops / 123.25e-6 / 1e9)
+    top, rest = top_layers(rec.nodes, 2)
+    assert [r.node for r in top] == ["/conv/Conv", "/fc/MatMul"] and rest == pytest.approx(6.25e-3)
 
 
 def test_openvino_counts_map_through_original_layer_names():

@@ -16,6 +16,7 @@ from harness.report.profile import peak_rows, roofline_chart, where_time_goes
 from harness.report.render import render_markdown
 from harness.report.terminal import profile_lines
 from harness.results import CaseId, CaseResult, RunResults
+from harness.results.stored import ProfileRecord
 from fakes import fake_latency
 
 OPS = ("Conv", "Gemm", "Relu", "MaxPool", "Add", "MatMul")
@@ -45,7 +46,7 @@ def _case(runtime, nodes, *, recorded, method, p50=5.0, roof=None, model="net"):
                "roofline": roof or {}}
     return CaseResult(CaseId(model, runtime, "fp32", 1, None, "cpu"), "passed",
                       latency=fake_latency(p50, 10), samples_ns=[int(p50 * 1e6)] * 10,
-                      throughput_sps=200.0, profile=profile)
+                      throughput_sps=200.0, profile=ProfileRecord.from_dict(profile))
 
 
 def _run(cases):
@@ -72,9 +73,9 @@ def test_layers_are_named_by_module_path_whether_recorded_or_from_a_module_scope
     lines = profile_lines(run)
     assert len(lines) == len(cases)
     for line, c in zip(lines, cases):
-        top = max(c.profile["nodes"], key=lambda n: n["time_ms"])
-        assert line.startswith(f"{c.case.id}: profile: top layer {module[top['node']][0]} ")
-        assert f"{100 * top['share']:.0f}% of the profile" in line and "node_" not in line
+        top = max(c.profile.nodes, key=lambda n: n.time_ms)
+        assert line.startswith(f"{c.case.id}: profile: top layer {module[top.node][0]} ")
+        assert f"{100 * top.share:.0f}% of the profile" in line and "node_" not in line
     md = render_markdown(run)
     assert all(f"| {row['layer']} " in md for row in t["rows"])
 
@@ -112,7 +113,7 @@ def test_profile_record_stores_the_module_path_of_each_node_from_the_export_scop
     prof = OpProfile((OpTime("k0", "Relu", 10.0, ("node_Relu_0",)), OpTime("k1", "Relu", 30.0, ("node_Relu_1",))),
                      1, 40.0, "m", None)
     rec = profile_record(prof, None, 0.05, None, scopes)
-    assert [(n["node"], n.get("module")) for n in rec["nodes"]] == [("node_Relu_0", "stem.0"),
+    assert [(n.node, n.module) for n in rec.nodes] == [("node_Relu_0", "stem.0"),
                                                                       ("node_Relu_1", "layer1.0")]
     onnx.checker.check_model(helper.make_model(g))
 

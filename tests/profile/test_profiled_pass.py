@@ -93,27 +93,27 @@ def test_the_profiled_pass_runs_after_the_timed_loop_and_its_times_come_out_exac
     r = _run(tmp_path, "fake-profiled")
     assert r.status == "passed", r.reason
     log = runtimes.log
-    runs = r.profile["runs"]
+    runs = r.profile.runs
     assert log.count("profiled") == runs >= 5
     # after the timed loop (and everything else): unprofiled and profiled chunks alternating, as many calls each
     tail = log[-2 * runs:]
     assert tail.count("plain") == tail.count("profiled") == runs and tail[0] == "plain" and tail[-1] == "profiled"
     assert "profiled" not in log[:-2 * runs]  # no timed call was profiled
     assert len(r.samples_ns) >= 7 and log[:-2 * runs].count("plain") >= len(r.samples_ns)
-    assert r.profile["adjacent_p50_ms"] > 0 and r.profile["method"].endswith("passes")
+    assert r.profile.adjacent_p50_ms > 0 and r.profile.method.endswith("passes")
     p = r.profile
-    assert {n["node"]: n["time_ms"] for n in p["nodes"]} == {n: t / 1e3 for n, t in TIMES.items()}
-    assert p["total_ms"] == pytest.approx(sum(TIMES.values()) / 1e3) and p["unmapped"] == []
-    assert p["measured_p50_ms"] == r.latency.p50_ms
-    assert p["gap_percent"] == pytest.approx(100 * (p["total_ms"] - r.latency.p50_ms) / r.latency.p50_ms)
+    assert {n.node: n.time_ms for n in p.nodes} == {n: t / 1e3 for n, t in TIMES.items()}
+    assert p.total_ms == pytest.approx(sum(TIMES.values()) / 1e3) and p.unmapped == []
+    assert p.measured_p50_ms == r.latency.p50_ms
+    assert p.gap_percent == pytest.approx(100 * (p.total_ms - r.latency.p50_ms) / r.latency.p50_ms)
     flops = 2 * 2 * 8 * 8 + 2 * 8  # MatMul (2 x 8) x (8 x 8), then Relu on 16 elements
-    assert p["cost"]["flops"] == flops
-    fc = next(n for n in p["nodes"] if n["node"] == "fc")
-    assert fc["gflops"] == pytest.approx(2 * 2 * 8 * 8 / 30.5e-6 / 1e9)
-    roof = p["roofline"]
-    assert roof["flops"] == flops and roof["peak_gflops"] == 100.0 and roof["peak_method"] == "fake GEMM"
-    assert roof["latency_s"] == pytest.approx(r.latency.p50_ms / 1e3)
-    assert roof["bound"] in ("compute", "memory") and roof["percent_of_peak"] > 0
+    assert p.cost.flops == flops
+    fc = next(n for n in p.nodes if n.node == "fc")
+    assert fc.gflops == pytest.approx(2 * 2 * 8 * 8 / 30.5e-6 / 1e9)
+    roof = p.roofline
+    assert roof.flops == flops and roof.peak_gflops == 100.0 and roof.peak_method == "fake GEMM"
+    assert roof.latency_s == pytest.approx(r.latency.p50_ms / 1e3)
+    assert roof.bound in ("compute", "memory") and roof.percent_of_peak > 0
 
 
 def test_without_profile_no_profiled_pass_runs(runtimes, tmp_path):
@@ -124,8 +124,8 @@ def test_without_profile_no_profiled_pass_runs(runtimes, tmp_path):
 def test_a_runtime_without_a_profiler_says_why_and_keeps_its_roofline(runtimes, tmp_path):
     r = _run(tmp_path, "fake-unprofiled")
     assert r.status == "passed"
-    assert r.profile["unsupported"] == "fake-unprofiled cannot profile: a fake without a profiler"
-    assert "nodes" not in r.profile and r.profile["roofline"]["percent_of_roof"] > 0
+    assert r.profile.unsupported == "fake-unprofiled cannot profile: a fake without a profiler"
+    assert "nodes" not in r.profile.as_dict() and r.profile.roofline.percent_of_roof > 0
 
 
 # ------------------------------------------------------------------ cost bounded by the graph's size
@@ -208,8 +208,8 @@ def test_a_profile_stops_before_a_pass_that_would_end_past_its_budget(pass_s, bu
     case = CaseId("m", "fake-ok", "fp32", 1, None, "cpu")
     out = CaseProfiler().profile(Fake(), {}, case, p50_ms=1.0, threads=1, dims={}, budget_s=budget_s,
                                  clock=lambda: now[0])
-    assert len(done) == passes_done and "error" not in out
-    cut = [n for n in out["notes"] if n.startswith("profile cut short")]
+    assert len(done) == passes_done and out.error is None
+    cut = [n for n in out.notes if n.startswith("profile cut short")]
     assert bool(cut) == (passes_done < 4)
     if cut:
         assert f"{passes_done} of 4 passes" in cut[0] and f"its {budget_s:g} s budget" in cut[0]

@@ -9,6 +9,7 @@ from harness.report.conclusions import conclusion_lines, conclusions
 from harness.report.render import render_html, render_markdown
 from harness.report.tables import comparison_tables, drift_tables, flags_text, slower_than_fp32
 from harness.results import CaseId, CaseResult, RunResults
+from harness.results.stored import CaseContentionRecord
 from fakes import fake_latency
 
 
@@ -23,7 +24,7 @@ def case(runtime: str, p50: float, precision: str = "fp32", ci: tuple[float | No
                       throughput_sps=batch * 1000.0 / p50, accuracy={"max_abs": rel_l2, "rel_l2": rel_l2,
                                                                       "cosine": 1.0},
                       reference_runtime="torch-cpu", samples_ns=[int(p50 * 1e6)] * 10, precision_recipe=recipe,
-                      contention={"contended": contended, "cause": "run-queue wait 40%"} if contended else None,
+                      contention=CaseContentionRecord(contended=contended, cause="run-queue wait 40%") if contended else None,
                       reason="drift over tolerance" if status == "failed" else "")
 
 
@@ -66,7 +67,7 @@ def test_a_ratio_built_from_a_contended_figure_is_marked_everywhere():
     assert "faster (contended)" in md and "p50 vs FP32 ref" in md
     [torch_row] = [line for line in md.splitlines() if line.startswith("| m ") and "torch-cpu" in line]
     assert "| contended " in torch_row  # the flags column of the measured cases
-    assert flags_text(fake_latency(1.0, noisy=True), {"contended": True}) == "contended, noisy"
+    assert flags_text(fake_latency(1.0, noisy=True), CaseContentionRecord(contended=True)) == "contended, noisy"
     assert flags_text(fake_latency(1.0), None) == "" and flags_text(None, None) == ""
 
 

@@ -7,6 +7,7 @@ from harness.report.profile import peak_rows, where_time_goes
 from harness.report.render import render_html, render_markdown
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.records import LocalizationRecord
+from harness.results.stored import ProfileRecord
 from fakes import fake_latency
 
 EVIL = "<b>x</b>"
@@ -28,7 +29,8 @@ def case(runtime, times, p50, localization=None, profile_extra=None):
                "cost": {"flops": 1e9, "bytes_moved": 1e8}, "roofline": _roof(50.0, 10.0), **(profile_extra or {})}
     return CaseResult(CaseId("net", runtime, "fp32", 1, None, "cpu"), "passed",
                       latency=fake_latency(p50, 10),
-                      throughput_sps=1e3 / p50, samples_ns=[int(p50 * 1e6)] * 10, profile=profile,
+                      throughput_sps=1e3 / p50, samples_ns=[int(p50 * 1e6)] * 10,
+                      profile=ProfileRecord.from_dict(profile),
                       localization=None if localization is None else LocalizationRecord.from_dict(localization))
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from harness.report.progress import RunProgress, case_line, noise_lines, skipped_lines
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stored import CaseContentionRecord
 from fakes import fake_latency
 
 FAST = ["--min-time", "0.05", "--min-iters", "3", "--warmup", "1", "--repeats", "1"]
@@ -84,7 +85,7 @@ def test_skips_are_grouped_per_unavailable_runtime_and_noisy_cases_are_named(fak
     assert lines[0].startswith("CPU busy at start: 97%")
     assert lines[1].startswith("CPU busy during the run: other processes used 40%")
     assert lines[2] == "noisy (robust cv > 0.1): 1 case(s): fake-linear-fake-ok-fp32-b1 (rcv 0.40)"
-    run.cases[-1].contention = {"contended": True, "cause": "1 thread(s): waited 70%"}
+    run.cases[-1].contention = CaseContentionRecord(contended=True, cause="1 thread(s): waited 70%")
     run.environment.update({"threads": {"harness_threads": 2}, "cpu_cores_free_at_start": 0.6})
     lines = noise_lines(run)
     assert lines[2] == ("--threads 2 with 0.6 core(s) free at the start: a thread pool of more threads than free "

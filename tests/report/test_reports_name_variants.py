@@ -14,6 +14,7 @@ from harness.report import tables
 from harness.report.render import render_html, render_markdown
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.records import EndToEndRecord
+from harness.results.stored import CaseContentionRecord
 from fakes import fake_latency
 
 VARIANTS = (None, "opt=basic", "opt=disabled", "spin=off", "threads=1", "simplify=onnxsim")
@@ -28,7 +29,7 @@ def _case(runtime, variant, precision, p50, *, contended=False, cached=False, re
         latency=fake_latency(p50, 5, p99_ms=p50 * 1.2),
         throughput_sps=1000 / p50, accuracy={"rel_l2": 1e-7, "max_abs": 1e-7, "cosine": 1.0}, setup_s=0.5 + p50,
         reference_runtime="torch-cpu", artifact_cache_hit=cached, details={"activation_reused": reused},
-        contention={"contended": contended, "cause": "the worker's threads waited 60% of their runnable time"}
+        contention=CaseContentionRecord(contended=contended, cause="the worker's threads waited 60% of their runnable time")
         if contended else None, end_to_end=None if e2e is None else EndToEndRecord.from_dict(e2e))
 
 

@@ -28,6 +28,13 @@ from harness.results.schema import (
 )
 from harness.results.stats import latency_stats
 from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
+from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord, ProfileRecord
+
+# a block's contention with every figure set (a kernel that reads them all, a verdict taken back: own_wait)
+FULL_BLOCK_CONTENTION = BlockContention(
+    wall_s=0.5, threads=2, cpu_cores=1.9, run_s=0.9, runqueue_wait_s=0.1, wait_fraction=0.1, involuntary_switches=3,
+    others_cores=0.1, cores_free=1.9, psi_some=0.05, steal_s=0.0, steal_fraction=0.0, contended=False,
+    cause="waited", own_wait="its own threads")
 
 # Keys the writer adds that are derived from other fields, not fields of their own (the reader ignores them).
 DERIVED = {CaseResult: {"id"}}
@@ -44,7 +51,7 @@ def full_case() -> CaseResult:
         throughput_sps=3980.1, accuracy={"max_abs": 0.25, "passed": False}, reference_runtime="torch", setup_s=1.5,
         artifact="model.onnx", artifact_cache_hit=True, feed_sha256="ab" * 32, model_fingerprint="cd" * 8,
         details={"note": [1, 2]},
-        blocks=[Block.measured(samples[:6], "case", contention={"contended": False}),
+        blocks=[Block.measured(samples[:6], "case", contention=FULL_BLOCK_CONTENTION),
                 Block.measured(samples[6:], "round", reactivated=True), Block.failed("worker died", "confirm")],
         blocks_pending=1, duration_s=2.5, host_peak_mb=512.0, gpu_peak_mb=128.0, memory=MemoryRecord.from_dict({"gpu_source": "nvml"}),
         device_samples_ns=[900_000 + i for i in range(10)], precision_recipe="fp16: converter",
@@ -60,16 +67,20 @@ def full_case() -> CaseResult:
                                overlatency_queries=3, calls=20, call_p50_ms=0.9,
                                call_mean_ms=1.0, search_step=2, wall_s=1.25, log_dir="loadgen/x", error="e",
                                batcher=BatcherRun(4, 2.0, [1, 0, 3, 5], {"p50": 0.5, "p99": 2.0}, 5))],
-        end_to_end=EndToEndRecord(steps=["pre", "post"]), contention={"contended": True, "cause": "run-queue wait"},
-        profile={"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]},
+        end_to_end=EndToEndRecord(steps=["pre", "post"]), contention=CaseContentionRecord(
+            blocks=2, contended_blocks=1, contended=True, wait_fraction_max=0.3, psi_some_max=0.2,
+            steal_fraction_max=0.0, cause="run-queue wait"),
+        profile=ProfileRecord.from_dict(
+            {"total_ms": 1.0, "measured_p50_ms": 1.1, "nodes": [{"node": "fc1", "time_ms": 1.0}]}),
         ab=AbResult(a="base", b="opt=basic", b_case=CaseId("mlp", "ort-cpu", Precision.FP16, 4, 128, "cpu",
                                                            variant="opt=basic"),
-                    order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], {"contended": False}),
-                                                AbBlock("b", 0, samples[5:], {"contended": True})],
+                    order=["ab", "ba"], blocks=[AbBlock("a", 0, samples[:5], BlockContention(contended=False)),
+                                                AbBlock("b", 0, samples[5:], BlockContention(contended=True))],
                     block_time_s=0.2, inject=0.05, verdict="regressed", reason="B/A 1.05", ratio=1.05, ci_low=1.01,
                     ci_high=1.09, confidence=0.99, min_effect=0.02, pairs_used=1, b_vs_a={"passed": True}),
-        environment={"key": "0123456789abcdef", "requirements": ["onnxruntime==1.24.4"], "python": "3.11.7",
-                     "packages": {"onnxruntime": "1.24.4"}},
+        environment=EnvironmentRecord(key="0123456789abcdef", requirements=["onnxruntime==1.24.4"], python="3.11.7",
+                                      packages={"onnxruntime": "1.24.4"},
+                                      providers={"onnxruntime": {"distribution": "onnxruntime", "version": "1.24.4"}}),
         energy=EnergyRecord(status="measured", reason="dram: refused", calls=100, batch=4, sources=[
             EnergySource("package-0", "powercap (RAPL) energy_uj", 3.0, 1.0, 20.0, 1.5, 0.01, 0.001)],
             net_joules=1.5, uncertainty_j=0.01, joules_per_inference=0.015, joules_per_sample=0.00375,
@@ -103,6 +114,9 @@ RECORDS: dict[type, Any] = {
     AbBlock: lambda d: d["cases"][0]["ab"]["blocks"][0],
     BatcherRun: lambda d: d["cases"][0]["scenarios"][0]["batcher"],
     TrafficReplayRecord: lambda d: d["cases"][0]["traffic"],
+    BlockContention: lambda d: d["cases"][0]["blocks"][0]["contention"],
+    CaseContentionRecord: lambda d: d["cases"][0]["contention"],
+    EnvironmentRecord: lambda d: d["cases"][0]["environment"],
 }
 
 
@@ -136,7 +150,7 @@ def test_full_case_sets_every_field() -> None:
     least one of the records of its type; schema_version can only be the current one)."""
     case = full_case()
     for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher],
-                    [case.traffic]):
+                    [case.traffic], [case.blocks[0].contention], [case.contention], [case.environment]):
         for f in dataclasses.fields(records[0]):
             if f.name == "schema_version":
                 continue

@@ -15,11 +15,14 @@ from gating.gating_synth import make_run
 
 from harness.cli import main
 from harness.results.schema import AbBlock, AbResult, CaseId, load_results
+from harness.results.stored import CostRecord, EnvironmentRecord, ProfileRecord, RooflineRecord
 
 TAMPER = [1e308, -1.0, "12", None, [], {}, True, 0, -1e-300, "x" * 10]
 
 
-def _profile(p50_ms: float) -> dict[str, Any]:
+def _profile(p50_ms: float) -> ProfileRecord:
+    from dataclasses import replace
+
     from harness.profile.layers import OpProfile, OpTime, profile_record
     from harness.profile.roofline import roofline_point
 
@@ -35,10 +38,10 @@ def _profile(p50_ms: float) -> dict[str, Any]:
            OpTime("reorder", "ReorderInput", 0.5, (), ""))
     point = roofline_point(Cost.flops, Cost.bytes_moved, p50_ms / 1e3, 47.2, 20.5)
     record = profile_record(OpProfile(ops, 200, 12.0, "fake profiler", None, ("a note",)), Cost(), p50_ms,
-                            {**point.to_dict(), "precision": "fp32", "threads": 1, "peak_method": "m",
-                             "bandwidth_method": "b", "ceilings_warning": None})
-    return {"cost": {"dims": {"batch": 1}, "nodes": 3, "flops": Cost.flops, "bytes_moved": Cost.bytes_moved,
-                     "graph": "model.onnx"}, **record, "adjacent_p50_ms": p50_ms, "adjacent_gap_percent": 1.0}
+                            RooflineRecord(**point.to_dict(), precision="fp32", threads=1, peak_method="m",
+                                           bandwidth_method="b", ceilings_warning=None))
+    return replace(record, cost=CostRecord(dims={"batch": 1}, nodes=3, flops=Cost.flops, bytes_moved=Cost.bytes_moved,
+                                           graph="model.onnx"), adjacent_p50_ms=p50_ms, adjacent_gap_percent=1.0)
 
 
 def _ab(case: CaseId) -> AbResult:
@@ -54,8 +57,7 @@ def _ab(case: CaseId) -> AbResult:
             ns = [int(v) for v in 1e6 * scale * rng.lognormal(0, 0.01, 20)]
             before = Snapshot(0, 0, 0, 0, 0.0, 0, 0, 0.0)
             after = Snapshot(10**8, 2 * 10**8, 10**6, 50, 0.1, 3, 1000, 0.12)
-            block = figures(before, after, 2)
-            block["contended"] = False
+            block = replace(figures(before, after, 2), contended=False)
             blocks.append(AbBlock(side, pair, ns, contention=block))
     v = judge_ab(blocks)
     return AbResult(a="base", b="opt=basic", b_case=replace(case, variant="opt=basic"), order=["ab"] * 10,
@@ -73,8 +75,8 @@ def good_doc() -> dict[str, Any]:
     c.profile = _profile(c.latency.p50_ms)
     c.ab = _ab(c.case)
     c.contention = case_contention([b.contention for b in c.ab.blocks])
-    c.environment = {"key": "abcd1234", "requirements": ["onnxruntime==1.24.4"], "python": "3.11",
-                     "packages": {"onnxruntime": "1.24.4", "numpy": "2.4.6"}}
+    c.environment = EnvironmentRecord.from_dict({"key": "abcd1234", "requirements": ["onnxruntime==1.24.4"], "python": "3.11",
+                     "packages": {"onnxruntime": "1.24.4", "numpy": "2.4.6"}})
     assert c.ab.verdict == "regressed"
     return json.loads(run.to_json())
 
@@ -130,7 +132,7 @@ def test_the_records_as_written_read_back_and_render(tmp_path, capsys):
     p = tmp_path / "results.json"
     p.write_text(json.dumps(doc))
     run = load_results(p)
-    assert run.cases[0].profile["nodes"][0]["node"] == "fc1" and run.cases[0].ab.verdict == "regressed"
+    assert run.cases[0].profile.nodes[0].node == "fc1" and run.cases[0].ab.verdict == "regressed"
     assert main(["report", str(p), "-o", str(tmp_path / "r")]) == 0
     assert main(["compare", str(p), str(p)]) in (0, 3)
 

@@ -14,6 +14,7 @@ from harness.traffic.spec import TrafficSpec
 from harness.traffic.synthetic import CostModel, SyntheticServer, fifo_arrays, mdl_capacity
 from harness.workloads.capacity.recommend import Candidate, Constraints, recommend
 from harness.workloads.capacity.search import Capacity, SearchSettings, find_capacity
+from harness.results.stored import BlockContention
 
 FIXED = TrafficSpec(shapes={"seq": ((100, 1.0),)})  # fixed shape, Poisson arrivals: M/D/1
 
@@ -200,7 +201,7 @@ def _loaded(probe, contended_calls: set[int]):
         calls[0] += 1
         r = probe(rate, n, seed)
         if calls[0] in contended_calls:
-            r.contention = {"contended": True, "cause": f"call {calls[0]}: waited 40% for a CPU"}
+            r.contention = BlockContention(contended=True, cause=f"call {calls[0]}: waited 40% for a CPU")
         return r
     return run
 
@@ -447,7 +448,7 @@ def test_the_spread_sample_leaves_out_inflated_replays_and_takes_wake_ups_from_r
     def run(calls: list[int], due: list[int], err: list[int], contended: bool = False) -> ReplayRun:
         n = len(calls)
         return ReplayRun(np.array(due), np.ones(n, dtype=np.int64), np.array(err), [1] * n, calls, 10 ** 6,
-                         contention={"contended": contended})
+                         contention=BlockContention(contended=contended))
 
     saturation = run([5, 6], [0, 0], [0, -1])
     rated = run([7, 8, 9], [0, 10, 20], [3, -1, 4])

@@ -12,6 +12,7 @@ from harness.model import get_model
 from harness.precision import Precision
 from harness.runtimes import RuntimeOptions, get_runtime
 from harness.workloads.forward import audit
+from harness.results.stored import BlockContention
 
 
 def _runtime(name: str):
@@ -133,7 +134,7 @@ def test_a_caching_flag_in_contended_rounds_is_not_judged(fakes):
             pass
 
         def stop(self):
-            return {"contended": True, "cause": "run-queue wait 60%"}
+            return BlockContention(contended=True, cause="run-queue wait 60%")
 
     rt = _runtime("fake-cache")
     try:

@@ -100,4 +100,4 @@ class PairLoop:
 
     def _last_contended(self) -> bool:
         last = self.blocks[-1].pair
-        return any((b.contention or {}).get("contended") for b in self.blocks[-2:] if b.pair == last)
+        return any(b.contention and b.contention.contended for b in self.blocks[-2:] if b.pair == last)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.results.stored import EnvironmentRecord
 from harness.traffic.replay import ReplayRun, percentile
 from harness.workloads.capacity.search import (CONTENDED_RETRIES, SPREAD_TRIALS, Capacity, ProbeError, ProbeFn,
                                                SearchSettings, find_capacity, over_activations)
@@ -32,7 +33,7 @@ class Candidate:
     drift: float | None = None  # the drift metric against the FP32 reference (None: not measured)
     memory_mb: float | None = None
     error: str | None = None  # could not be set up: why
-    environment: Mapping[str, object] | None = None  # the runtime environment it ran in (None: the harness's own)
+    environment: EnvironmentRecord | None = None  # the runtime environment it ran in (None: the harness's own)
     reactivate: Callable[[], None] | None = None  # closes its activation: the next probe runs on a fresh one
 
 
@@ -100,7 +101,7 @@ class Evaluated:
     def to_json(self) -> dict[str, object]:
         c = self.candidate
         return {"name": c.name, "axes": c.axes, "drift": c.drift, "memory_mb": c.memory_mb, "refusal": self.refusal,
-                "environment": dict(c.environment) if c.environment else None,
+                "environment": c.environment.as_dict() if c.environment else None,
                 "rung": self.rung, "cost_s": self.cost_s, "contended": self.contended,
                 "capacity": self.capacity.to_json() if self.capacity else None,
                 "searches": [s.to_json() for s in self.history]}

@@ -161,13 +161,14 @@ def _caching_check(ratios: list[float], gaps: list[float], contention: Any) -> d
     ratio = float(np.median(ratios))
     slower = sum(x > 1.0 + CACHE_THRESHOLD / 2 for x in ratios)
     cached = ratio > 1.0 + CACHE_THRESHOLD and slower == AUDIT_ROUNDS and float(np.median(gaps)) > CACHE_MIN_NS
-    contended = bool((contention or {}).get("contended"))
+    contended = bool(contention and contention.contended)
     return {"name": "caching", "passed": None if cached and contended else not cached, "ratio": ratio,
-            "round_ratios": ratios, "threshold": CACHE_THRESHOLD, "contention": contention,
+            "round_ratios": ratios, "threshold": CACHE_THRESHOLD,
+            "contention": contention.as_dict() if contention else None,
             "detail": (f"distinct inputs {100 * (ratio - 1):+.1f}% against one repeated input (median of "
                        f"{AUDIT_ROUNDS} interleaved rounds, {slower} over +{50 * CACHE_THRESHOLD:g}%); bound "
                        f"+{100 * CACHE_THRESHOLD:g}% and {CACHE_MIN_NS / 1000:g} us")
-            + ("" if not cached else ": not judged, the rounds were contended (" + str(contention.get("cause"))
+            + ("" if not cached else ": not judged, the rounds were contended (" + str(contention.cause)
                + ")" if contended else ": the runtime is faster on a repeated input (caching suspected)")}
 
 

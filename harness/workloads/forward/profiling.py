@@ -12,6 +12,7 @@ from typing import Any
 from harness.profile.layers import CannotProfile, merge_profiles, profile_record
 from harness.results.schema import CaseId
 from harness.results.stats import median_ns
+from harness.results.stored import CostRecord, ProfileRecord, RooflineRecord
 from harness.runtimes import Runtime
 
 PROFILE_TIME_S = 1.0  # the profiled runs last about this long (at the case's measured p50) ...
@@ -69,7 +70,7 @@ class CaseProfiler:
 
     def profile(self, runtime: Runtime, feed: Mapping[str, Any], case: CaseId, p50_ms: float, threads: int,
                 dims: Mapping[str, int], budget_s: float = PROFILE_BUDGET_S,
-                clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+                clock: Callable[[], float] = time.monotonic) -> ProfileRecord:
         """CaseResult.profile of a measured case: its cost (FLOPs and bytes of the graph at the case's sizes),
         its roofline point (the measured p50 under this machine's ceilings), and the per-layer times of the
         profiled runs (layers.profile_record; profile_runs() of them in up to PASSES passes, each after as many
@@ -78,7 +79,7 @@ class CaseProfiler:
         Bounded by the graph's size (profile_runs) and by `budget_s`: a pass the ones before say would end past
         it is not started."""
         t0 = clock()
-        cost, source, out = self._case_cost(runtime, feed, dims)
+        cost, source, summary = self._case_cost(runtime, feed, dims)
         roofline = self._roofline(cost, runtime, case, p50_ms, threads)
         nodes = len(cost.nodes) if cost is not None and getattr(cost, "nodes", None) is not None else None
         runs = profile_runs(p50_ms, nodes)
@@ -105,21 +106,21 @@ class CaseProfiler:
                 prof = dataclasses.replace(prof, notes=(*prof.notes, *notes))
             adjacent = median_ns(adjacent_ns) / 1e6
         except CannotProfile as exc:
-            return {**out, "unsupported": str(exc), "measured_p50_ms": p50_ms, "roofline": roofline}
+            return ProfileRecord(cost=summary, unsupported=str(exc), measured_p50_ms=p50_ms, roofline=roofline)
         except Exception as exc:  # noqa: BLE001
-            return {**out, "error": f"{type(exc).__name__}: {exc}", "measured_p50_ms": p50_ms,
-                    "roofline": roofline}
+            return ProfileRecord(cost=summary, error=f"{type(exc).__name__}: {exc}", measured_p50_ms=p50_ms,
+                                 roofline=roofline)
         record = profile_record(prof, cost, p50_ms, roofline,
                                 {n: sc for n, sc in source.scopes.items() if sc} if source is not None else None,
                                 source.op_types if source is not None else None)
         # as many runs unprofiled, alternating with the profiled ones: the machine in the same state (a shared
         # machine's load moves between the timed loop and the profile; this gap is the profiler's and the mapping's)
-        record["adjacent_p50_ms"] = adjacent
-        record["adjacent_gap_percent"] = 100.0 * (record["total_ms"] - adjacent) / adjacent if adjacent > 0 else None
-        return {**out, **record}
+        return dataclasses.replace(
+            record, cost=summary, adjacent_p50_ms=adjacent,
+            adjacent_gap_percent=100.0 * (record.total_ms - adjacent) / adjacent if adjacent > 0 else None)
 
     def _case_cost(self, runtime: Runtime, feed: Mapping[str, Any], dims: Mapping[str, int]
-                   ) -> tuple[Any, Any, dict[str, Any]]:
+                   ) -> tuple[Any, Any, CostRecord]:
         """The cost of the runtime's graph at the case's sizes (None when it could not be had), its source graph
         (None likewise), and the profile's "cost" entry: the cost's summary, or the error."""
         cost = source = None
@@ -128,30 +129,31 @@ class CaseProfiler:
             source = source_graph(graph)
             # every free dimension the feed gave a size (a --shape INPUT:AXIS=N has no name of its own)
             cost = self.cost(graph, {**feed_dims(graph, feed), **dims})
-            return cost, source, {"cost": {**cost.summary(), "graph": str(graph)}}
+            # the summary's keys beyond the declared ones (not_counted, bytes_unknown, data_movement) kept as stored
+            return cost, source, CostRecord.from_dict({**cost.summary(), "graph": str(graph)}, "the graph's cost")
         except Exception as exc:  # noqa: BLE001
-            return cost, source, {"cost": {"error": f"{type(exc).__name__}: {exc}"}}
+            return cost, source, CostRecord(error=f"{type(exc).__name__}: {exc}")
 
-    def _roofline(self, cost: Any, runtime: Runtime, case: CaseId, p50_ms: float, threads: int) -> dict[str, Any]:
+    def _roofline(self, cost: Any, runtime: Runtime, case: CaseId, p50_ms: float, threads: int) -> RooflineRecord:
         from harness.profile.roofline import case_roofline
 
         if cost is None:
-            return {"error": "the graph's FLOPs and bytes are not known"}
+            return RooflineRecord(error="the graph's FLOPs and bytes are not known")
         if runtime.device != "cpu":
-            return {"error": f"the ceilings measured are the CPU's; {runtime.device} ceilings are not measured "
-                             f"by this harness yet"}
+            return RooflineRecord(error=f"the ceilings measured are the CPU's; {runtime.device} ceilings are not "
+                                        f"measured by this harness yet")
         try:
             ceilings = self.ceilings(threads)
             point = case_roofline(float(cost.flops), float(cost.bytes_moved), p50_ms / 1e3, ceilings,
                                   str(case.precision))
         except Exception as exc:  # noqa: BLE001 - a precision without a peak, a cost of 0 bytes
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return RooflineRecord(error=f"{type(exc).__name__}: {exc}")
         peak = max((e for e in ceilings.get("compute", ()) if e.get("precision") == str(case.precision)
                     and e.get("best") is not None), key=lambda e: e["best"], default={})
-        return {**point.to_dict(), "precision": str(case.precision), "threads": threads,
-                "peak_method": peak.get("method") or peak.get("name"),
-                "bandwidth_method": (ceilings.get("bandwidth") or {}).get("method"),
-                "ceilings_warning": ceilings.get("warning")}
+        return RooflineRecord(**point.to_dict(), precision=str(case.precision), threads=threads,
+                              peak_method=peak.get("method") or peak.get("name"),
+                              bandwidth_method=(ceilings.get("bandwidth") or {}).get("method"),
+                              ceilings_warning=ceilings.get("warning"))
 
 
 def source_graph(graph: Path) -> Any:

@@ -518,8 +518,8 @@ class RuntimeSut:
             self.error = batcher.error
         record = parse_detail_log(where / "mlperf_log_detail.txt", scenario)
         if contention is not None:
-            record.contended = bool(contention.get("contended"))
-            record.contention_cause = contention.get("cause")
+            record.contended = bool(contention.contended)
+            record.contention_cause = contention.cause
         if batcher is not None:
             record.batcher = batcher.figures()
         timed = sorted(batcher.call_ns if batcher is not None else self.call_ns[before:])

@@ -106,7 +106,7 @@ def replay_case(runtime: Runtime, spec: ModelSpec, case: CaseId, config: RunConf
     probe = ContentionProbe(threads, config.measure.contention_limit)
     probe.start()
     run = replay(requests, server.serve, RealClock(), cfg.batcher)
-    contention = probe.stop() or {}
+    contention = probe.stop()
     figures = latency_figures(run)
     finite = {k: v for k, v in figures.items() if v == v}  # NaN: no value (no send waited for, say)
     return TrafficReplayRecord(
@@ -117,7 +117,7 @@ def replay_case(runtime: Runtime, spec: ModelSpec, case: CaseId, config: RunConf
         send_error_ms={k.removeprefix("send_error_"): v for k, v in finite.items() if k.startswith("send_error")},
         calls=len(run.call_ns), mean_batch=run.requests / len(run.call_ns) if run.call_ns else None,
         batcher=cfg.batcher.describe() if cfg.batcher else None, dims=server.dims_note(),
-        contended=bool(contention.get("contended")), contention_cause=contention.get("cause"),
+        contended=bool(contention and contention.contended), contention_cause=contention.cause if contention else None,
         wall_s=run.wall_ns / 1e9, error=run.error)
 
 

@@ -26,6 +26,7 @@ from harness.model import ModelSpec, get_model
 from harness.precision import Precision
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, throughput_sps
+from harness.results.stored import stored
 from harness.runtimes import Availability, Runtime, RuntimeOptions, get_runtime
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import block_policy, check_case, ensure_user_models, runtime_options
@@ -312,7 +313,7 @@ class ForwardState(WorkerState):
                 # its setup time and whether it exported; the re-activations are internal to measurement
                 runtime.setup_s, runtime.artifact = first_setup, first_artifact
             t, records = self._block(runtime, call, block, case.batch, trackers, on_measure if i == 0 else None)
-            if settle_s > 0 and (records.get("contention") or {}).get("contended"):
+            if settle_s > 0 and getattr(records.get("contention"), "contended", False):
                 t, records = self._resettled(i, t, records, call, block, runtime, options.threads, settle_s,
                                              case.batch, trackers)
             samples += t.samples_ns
@@ -351,8 +352,8 @@ class ForwardState(WorkerState):
         again, after = self._block(runtime, call, block, batch, trackers)
         self._settle.setdefault("remeasured", []).append(
             {"block": i, "samples_ns": list(t.samples_ns), "device_samples_ns": list(t.device_samples_ns),
-             "contention": records.get("contention"), "wait": waited,
-             "contended_again": bool((after.get("contention") or {}).get("contended"))})
+             "contention": stored(records.get("contention")), "wait": waited,
+             "contended_again": bool(getattr(after.get("contention"), "contended", False))})
         return again, after
 
     def measure_block(self, case: CaseId, config: RunConfig, fresh: bool = True) -> dict[str, Any]:
@@ -382,7 +383,7 @@ class ForwardState(WorkerState):
             trackers = make_trackers("block", tracker_context(case, cls, config, options))
             t, records = self._block(runtime, call, block, case.batch, trackers)
             settled: dict[str, Any] = {}
-            if config.measure.settle_s > 0 and (records.get("contention") or {}).get("contended"):
+            if config.measure.settle_s > 0 and getattr(records.get("contention"), "contended", False):
                 # --settle holds in later rounds too: a contended block is waited out and measured once more
                 self._settle = {}
                 t, records = self._resettled(0, t, records, call, block, runtime, options.threads,
