@@ -67,7 +67,7 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     cap = _num(c.get("memory_cap_mb"), "g") + " MB" if c.get("memory_cap_mb") else "none"
     intro = (f"Traffic: {visible(data.get('traffic', ''))}. SLO: p{c.get('percentile', 99):g} <= "
              f"{c.get('bound_ms')} ms; drift tolerance {drift}; memory cap {cap}. Search: {data.get('method')}, "
-             f"{_num(data.get('cost_s'), '.1f')} s of probing"
+             f"{_num(data.get('cost_s'), '.1f') or '?'} s of probing"
              + (f" ({data['resumed_searches']} searches taken from the stopped run it resumed)"
                 if data.get("resumed_searches") else "") + ".")
     lines = [f"## {heading(data)}: {visible(data.get('model', ''))}", "", intro, ""]
