@@ -1,6 +1,5 @@
 """`harness recommend --ray`: each configuration's search whole on one node of one hardware class through run_shards,
-the last rung and the A/B on one node; a lost node's configurations not searched, said; recommend.json after every
-row, a signal's "interrupted" files and --resume as the local command's (docs/fleet.md)."""
+the last rung and the A/B on one node; lost nodes, signals and --resume as the local command's (docs/fleet.md)."""
 
 from __future__ import annotations
 
