@@ -517,8 +517,9 @@ def stop_shards(running: Sequence[tuple[ShardRun, threading.Thread, Any]]) -> No
 
 class ShardSignals:
     """The local commands' signal rule (HarnessSession's) around a driver's wait on its nodes' shards, one for every
-    `--ray` command that waits on run_shards (run, run --baseline, gate, gate-check --nightly, qualify, conform):
-    the first SIGINT or SIGTERM stops the wait (run_shards closes every shard and cancels its Ray task), `wait`
+    `--ray` command that waits on run_shards (run, run --baseline, gate, gate-check --nightly, qualify, conform),
+    its handlers installed as the wait starts (after ray.init's own) and kept until the block ends: the first
+    SIGINT or SIGTERM stops the wait (run_shards closes every shard and cancels its Ray task), `wait`
     then returns the shards that started as what arrived, and a signal after the wait waits for the files (it is
     recorded, not raised). Use: `with ShardSignals(config, note) as sig: runs = sig.wait(lambda before:
     run_shards(..., before=before))`, then write what arrived and exit `sig.exit_status()` (130 / 143)."""
@@ -530,20 +531,28 @@ class ShardSignals:
         self.note = note
         self.started: list[ShardRun] = []
         self.signum: int | None = None  # the signal that stopped the wait
+        self._watched: Any = None  # the session's signals_watched(), entered by wait()
 
     def __enter__(self) -> ShardSignals:
-        self._watched = self.guard.signals_watched()
-        self._watched.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._watched.__exit__(*exc)
+        if self._watched is not None:
+            self._watched.__exit__(*exc)
+
+    def _watch(self) -> None:
+        """The handlers installed as the wait starts: after connect(), whose ray.init installs Ray's own SIGTERM
+        handler (it ends the process at once: no files)."""
+        if self._watched is None:
+            self._watched = self.guard.signals_watched()
+            self._watched.__enter__()
 
     def wait(self, start: Callable[[Callable[[ShardRun], None]], Sequence[ShardRun]]) -> list[ShardRun]:
         """`start(before)` runs the shards (run_shards with that `before`). Its shards when the wait ends; when a
         signal stops it, every shard that started, each run a snapshot of the rows that arrived (one not finished
         marked interrupted, not complete, and its OUT/NODE/results.json rewritten so), `signum` set and a line
         saying how many rows are written."""
+        self._watch()
         try:
             runs = list(start(self.started.append))
         except KeyboardInterrupt as exc:  # SignalStop (SIGINT, SIGTERM) or a plain Ctrl-C

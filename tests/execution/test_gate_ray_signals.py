@@ -89,11 +89,25 @@ TWO = [Node("a" * 16, "10.0.0.1", {"CPU": 4.0}), Node("b" * 16, "10.0.0.2", {"CP
 LABELS = ["10.0.0.1-aaaaaaaa", "10.0.0.2-bbbbbbbb"]
 
 
+@pytest.fixture
+def sigterm_kept():
+    old = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def _connect_as_ray_init(address):
+    """connect()'s stand-in: two nodes, and SIGTERM's handler reset as ray.init resets it (Ray's own ends the
+    process at once): the command's handler must come after it, as the wait starts."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return list(TWO)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_run_on_the_cluster_stopped_by_a_signal_writes_what_arrived_interrupted_exit_128_plus_it(
-        fakes, monkeypatch, tmp_path, capsys, signum):
+        fakes, monkeypatch, tmp_path, capsys, sigterm_kept, signum):
     monkeypatch.setattr(ray_shards, "probe_address", lambda address, timeout=None: None)
-    monkeypatch.setattr(ray_shards, "connect", lambda address: list(TWO))
+    monkeypatch.setattr(ray_shards, "connect", _connect_as_ray_init)
     monkeypatch.setattr(ray_shards, "run_shards", lambda *a, **kw: _one_row_then_sigterm(*a, **kw, signum=signum))
     out = tmp_path / "r"
     code = main(["run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1,2", "--ray",
@@ -128,8 +142,8 @@ batch = 2
 
 
 def test_qualify_on_the_cluster_stopped_by_sigterm_writes_what_arrived_certifies_nothing_exit_143(
-        fakes, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(fleet_run, "connect", lambda address: list(TWO))
+        fakes, monkeypatch, tmp_path, capsys, sigterm_kept):
+    monkeypatch.setattr(fleet_run, "connect", _connect_as_ray_init)
     monkeypatch.setattr(fleet_run, "run_shards", _one_row_then_sigterm)
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
