@@ -3,7 +3,6 @@ shards, each node running its cases in its own supervised workers, merged into o
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from harness.config import RunConfig
 from harness.execution.ray_shards import (
     Node,
     Shard,
-    ShardRun,
+    ShardSignals,
     connect,
     merged_run,
     plan_shards,
@@ -95,7 +94,7 @@ def ray_conform(config: RunConfig, cases: Sequence[CaseId], note: Callable[[str]
     a local `harness conform` writes in OUT: results.json (merge_conform) and conformance.html. A lost node costs
     its unfinished cases (crashed, with the reason); the first SIGINT or SIGTERM stops the wait and writes what
     arrived (interrupted). Returns (the merged run, its files, the stopping signal's exit status or None)."""
-    from harness.execution.session import HarnessSession, point_latest
+    from harness.execution.session import point_latest
     from harness.measure.memory import default_case_memory_gb
     from harness.workloads import get_workload
 
@@ -108,19 +107,11 @@ def ray_conform(config: RunConfig, cases: Sequence[CaseId], note: Callable[[str]
     # conform's one thread travels to every node (it is the workload's default, not this machine's); only the
     # memory cap left at this machine's default is the node's own
     keep_memory = config.process.case_memory_gb == default_case_memory_gb()
-    started: list[ShardRun] = []
-    guard = HarnessSession(config)  # its signal rule: the first SIGINT/SIGTERM stops, later ones are absorbed
-    interrupted = False
-    with guard.signals_watched():
-        try:
-            run_shards(config, shards, note, before=started.append, case_lines=False,
-                       node_defaults=["case_memory_gb"] if keep_memory else [])
-        except KeyboardInterrupt:
-            interrupted = True
-            note(f"ray: interrupted: writing the {sum(len(sr.run.cases) for sr in started)} row(s) that arrived")
-        guard.finishing = True  # a signal from here on waits for the files
-        # a snapshot of each node's run (a stream still arriving after an interrupt adds nothing from here on)
-        node_runs = [dataclasses.replace(sr.run, cases=list(sr.run.cases)) for sr in started]
+    with ShardSignals(config, note) as signals:  # the local command's signal rule: a stop keeps what arrived
+        node_runs = [sr.run for sr in signals.wait(lambda before: run_shards(
+            config, shards, note, before=before, case_lines=False,
+            node_defaults=["case_memory_gb"] if keep_memory else []))]
+        interrupted = signals.stopped
         if unplaced:
             node_runs.append(unplaced_run(config, unplaced, out_dir))
         merged = merge_conform(config, cases, node_runs, interrupted)
@@ -134,4 +125,4 @@ def ray_conform(config: RunConfig, cases: Sequence[CaseId], note: Callable[[str]
         outputs = {"json": out_dir / "results.json", **get_workload("conform").render(merged, out_dir)}
         write_results(merged, out_dir)  # what rendering added (each runtime's wall time)
         point_latest(out_dir)
-    return merged, outputs, guard.exit_status() or (130 if interrupted else None)
+    return merged, outputs, signals.exit_status()

@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import fnmatch
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.errors import SignalStop, UsageError
 from harness.execution.qualify_run import spec_run_config
-from harness.execution.ray_shards import Node, Shard, ShardDeadline, ShardRun, connect, run_shards
+from harness.execution.ray_shards import (
+    Node,
+    Shard,
+    ShardDeadline,
+    ShardRun,
+    ShardSignals,
+    connect,
+    run_shards,
+)
 from harness.gating.fleet import NodeRun
 from harness.gating.qualify import QualifySpec
 
@@ -37,7 +46,10 @@ def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str |
     lost mid-run keeps its finished cases and is returned with the reason; `golden`: the golden store's files
     (harness.gating.golden.store_files), compared on every node; its findings are the node's wrong results.
     A shard still running at its deadline (`node_deadline_s`, else ShardDeadline's rule from its peers' times)
-    is cancelled and its node lost: "no result within N s"."""
+    is cancelled and its node lost: "no result within N s". The first SIGINT or SIGTERM stops the wait (the
+    nodes' tasks cancelled), writes the rows that arrived as the local qualify does (each node's
+    OUT/NODE/results.json marked interrupted, OUT/report.html with every node side by side) and raises SignalStop:
+    no certificate of part of the spec."""
     from harness.gating.golden import wrong_findings
 
     nodes = select_nodes(connect(address), selector)
@@ -47,8 +59,27 @@ def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str |
          + (", one node at a time" if serial else "") + ": " + ", ".join(n.label for n in nodes))
     deadline = ShardDeadline(blocks=len(cases) * config.measure.repeats,
                              case_timeout_s=config.process.case_timeout_s, fixed_s=node_deadline_s)
-    runs = run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=before,
-                      golden=golden, deadline=deadline)
+
+    def start(started: Callable[[ShardRun], None]) -> list[ShardRun]:
+        def both(sr: ShardRun) -> None:  # the signal rule's record of the shards that started, then the caller's
+            started(sr)
+            if before is not None:
+                before(sr)
+
+        return run_shards(config, [Shard(n, list(cases)) for n in nodes], note, serial=serial, before=both,
+                          golden=golden, deadline=deadline)
+
+    with ShardSignals(config, note) as signals:  # the local qualify's signal rule
+        runs = signals.wait(start)
+        if signals.stopped:  # as the local qualify: what arrived written (the nodes ran the same cases: no one
+            from harness.workloads import render_report  # merged results.json, each node's file and one report)
+
+            render_report([sr.run for sr in runs], out_dir)  # every node side by side
+            note(f"qualify {spec.name} --ray: interrupted: no certificate of part of the spec (the rows that "
+                 f"arrived: {', '.join(str(sr.out_dir / 'results.json') for sr in runs)})")
+    status = signals.exit_status()
+    if status is not None:  # as the local qualify: no certificate; the command exits 128 + the signal
+        raise SignalStop(status - 128, signal.Signals(status - 128).name)
     return [NodeRun(sr.shard.node.label, sr.run,
                     lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
                     wrong=wrong_findings(sr.run), machine=sr.machine) for sr in runs]

@@ -16,7 +16,7 @@ from harness.errors import UsageError
 from harness.execution.gate_run import GateCase, GateDriver, GateOutcome, judge_rows
 from harness.execution.ray_shards import (
     Node,
-    ShardRun,
+    ShardSignals,
     connect,
     merged_run,
     plan_shards,
@@ -226,7 +226,6 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     `forward`: how the cases judged on the stored figures are measured (GateShard.forward)."""
     import ray
 
-    from harness.execution.session import HarnessSession
     from harness.measure.memory import default_case_memory_gb
     from harness.workloads import render_report
 
@@ -248,35 +247,23 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     out_dir.mkdir(parents=True, exist_ok=True)
     # side A runs as the baseline ran: its thread count travels (gate_setup); only the memory cap is the node's
     keep_memory = config.process.case_memory_gb == default_case_memory_gb()
-    started: list[ShardRun] = []
-    stopped = None
-    guard = HarnessSession(config)  # its signal rule: the first SIGINT/SIGTERM stops, later ones are absorbed
-    with guard.signals_watched():
-        try:
-            node_runs = [sr.run for sr in run_shards(config, shards, note, work=work, before=started.append,
-                                                     node_defaults=["case_memory_gb"] if keep_memory else [])]
-        except KeyboardInterrupt as exc:  # as the local gate: what finished is kept, no verdict, 128 + the signal
-            stopped = getattr(exc, "signum", None) or guard.stop_signal or 2
-            node_runs = [dataclasses.replace(sr.run, cases=list(sr.run.cases)) for sr in started]
-            note(f"ray: interrupted: writing the {sum(len(r.cases) for r in node_runs)} row(s) that arrived")
-        guard.finishing = True  # a signal from here on waits for the files
+    with ShardSignals(config, note) as signals:  # the local gate's signal rule: a stop keeps what arrived
+        node_runs = [sr.run for sr in signals.wait(lambda before: run_shards(
+            config, shards, note, work=work, before=before,
+            node_defaults=["case_memory_gb"] if keep_memory else []))]
         if unplaced:
             for c in unplaced:
                 c.details["ray_unplaced"] = True
             node_runs.append(unplaced_run(config, unplaced, out_dir))
-        merged = merged_run(config, node_runs)
+        merged = signals.settle(merged_run(config, node_runs))
         merged.environment["ray_left_out"] = left_out
-        if stopped is not None:
-            merged.complete, merged.interrupted = False, True
         write_results(merged, out_dir)  # OUT/results.json, as the local gate writes it
         render_report(merged, out_dir)
         outcome = GateOutcome(run=merged, workers_started=None)
-        if stopped is not None:
-            outcome.interrupted, outcome.exit_status = True, 128 + int(stopped)
-            return outcome
-        judge_rows(outcome, plans, merged, runs, gates)
-    if guard.stop_signal is not None:  # the signal came while the files were written (whole): as the local gate, a
-        outcome.interrupted, outcome.exit_status = True, 128 + guard.stop_signal  # run a signal stopped
+        if not signals.stopped:  # as the local gate: no verdict on a run a signal stopped
+            judge_rows(outcome, plans, merged, runs, gates)
+    if signals.exit_status() is not None:  # the wait stopped, or the signal came while the files were written
+        outcome.interrupted, outcome.exit_status = True, signals.exit_status()
     return outcome
 
 

@@ -13,7 +13,7 @@ from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.execution.gate_ray import GateShard, gate_nodes
 from harness.execution.gate_run import STORED, GateCase, GateOutcome, judge_rows
-from harness.execution.ray_shards import Node, Shard, ShardRun, required_resource, run_shards
+from harness.execution.ray_shards import Node, Shard, ShardRun, ShardSignals, required_resource, run_shards
 from harness.gating.gatecheck import NightlyTally
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.store import write_results
@@ -113,7 +113,6 @@ def ray_gate_check(config: RunConfig, runs: list[RunResults], replay: Any, gates
     `stopped` 128 + the signal, as the local check stops."""
     import ray
 
-    from harness.execution.session import HarnessSession
     from harness.measure.memory import default_case_memory_gb
 
     used, _left_out, wanted = gate_nodes(config, runs, note)
@@ -147,13 +146,12 @@ def ray_gate_check(config: RunConfig, runs: list[RunResults], replay: Any, gates
     cfg = config.replace(out_dir=root)
     root.mkdir(parents=True, exist_ok=True)
     tally = NightlyTally(levels=tuple(label for label, _ in trials_of(levels)[1:]))
-    guard = HarnessSession(cfg)  # its signal rule: the first SIGINT/SIGTERM stops, later ones are absorbed
-    with guard.signals_watched():
-        try:
-            node_runs = run_shards(cfg, shards, note, work=TrialShard(assigned, gate),
-                                   node_defaults=["case_memory_gb"] if keep_memory else [])
-        except KeyboardInterrupt as exc:
-            return RayGateCheck(tally, lines, [], 128 + int(getattr(exc, "signum", None) or guard.stop_signal or 2))
+    with ShardSignals(cfg, note) as signals:  # the local check's signal rule: a stop tallies nothing
+        node_runs = signals.wait(lambda before: run_shards(cfg, shards, note, work=TrialShard(assigned, gate),
+                                                           before=before,
+                                                           node_defaults=["case_memory_gb"] if keep_memory else []))
+    if signals.stopped:  # each node's trials so far: in ROOT/NODE/results.json, marked interrupted
+        return RayGateCheck(tally, lines, [], signals.exit_status())
     lost = []
     done: dict[tuple[int, str], tuple[ShardRun, Trial]] = {}
     for sr in node_runs:

@@ -515,6 +515,78 @@ def stop_shards(running: Sequence[tuple[ShardRun, threading.Thread, Any]]) -> No
         _cancel(events)
 
 
+class ShardSignals:
+    """The local commands' signal rule (HarnessSession's) around a driver's wait on its nodes' shards, one for every
+    `--ray` command that waits on run_shards (run, run --baseline, gate, gate-check --nightly, qualify, conform),
+    its handlers installed as the wait starts (after ray.init's own) and kept until the block ends: the first
+    SIGINT or SIGTERM stops the wait (run_shards closes every shard and cancels its Ray task), `wait`
+    then returns the shards that started as what arrived, and a signal after the wait waits for the files (it is
+    recorded, not raised). Use: `with ShardSignals(config, note) as sig: runs = sig.wait(lambda before:
+    run_shards(..., before=before))`, then write what arrived and exit `sig.exit_status()` (130 / 143)."""
+
+    def __init__(self, config: RunConfig, note: Callable[[str], None] = print) -> None:
+        from harness.execution.session import HarnessSession
+
+        self.guard = HarnessSession(config)  # no case runs here: its signal rule only
+        self.note = note
+        self.started: list[ShardRun] = []
+        self.signum: int | None = None  # the signal that stopped the wait
+        self._watched: Any = None  # the session's signals_watched(), entered by wait()
+
+    def __enter__(self) -> ShardSignals:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._watched is not None:
+            self._watched.__exit__(*exc)
+
+    def _watch(self) -> None:
+        """The handlers installed as the wait starts: after connect(), whose ray.init installs Ray's own SIGTERM
+        handler (it ends the process at once: no files)."""
+        if self._watched is None:
+            self._watched = self.guard.signals_watched()
+            self._watched.__enter__()
+
+    def wait(self, start: Callable[[Callable[[ShardRun], None]], Sequence[ShardRun]]) -> list[ShardRun]:
+        """`start(before)` runs the shards (run_shards with that `before`). Its shards when the wait ends; when a
+        signal stops it, every shard that started, each run a snapshot of the rows that arrived (one not finished
+        marked interrupted, not complete, and its OUT/NODE/results.json rewritten so), `signum` set and a line
+        saying how many rows are written."""
+        self._watch()
+        try:
+            runs = list(start(self.started.append))
+        except KeyboardInterrupt as exc:  # SignalStop (SIGINT, SIGTERM) or a plain Ctrl-C
+            import dataclasses
+            import signal
+
+            self.signum = int(getattr(exc, "signum", None) or self.guard.stop_signal or signal.SIGINT)
+            self.guard.finishing = True
+            runs = list(self.started)
+            for sr in runs:  # a stream still arriving adds nothing from here on (run_shards closed each shard)
+                sr.run = dataclasses.replace(sr.run, cases=list(sr.run.cases))
+                if not sr.run.complete and sr.error is None:  # its node was still measuring
+                    sr.run.complete, sr.run.interrupted = False, True
+                    sr.writer.save(sr.run)
+            self.note(f"ray: interrupted: writing the {sum(len(sr.run.cases) for sr in runs)} row(s) that arrived")
+        self.guard.finishing = True  # a signal from here on waits for the files
+        return runs
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum is not None
+
+    def settle(self, run: RunResults) -> RunResults:
+        """The merged run of a stopped wait marked interrupted and not complete (a node not started has no run)."""
+        if self.stopped:
+            run.complete, run.interrupted = False, True
+        return run
+
+    def exit_status(self) -> int | None:
+        """128 + the signal that stopped the wait or came while the files were written (130, 143); else None."""
+        signum = self.signum if self.signum is not None else self.guard.stop_signal
+        return 128 + signum if signum is not None else None
+
+
 POLL_S = 0.5
 
 
@@ -560,10 +632,12 @@ def _failing(exc: Exception) -> Iterator[Any]:
     yield  # pragma: no cover - a generator that raises at its first step
 
 
-def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[RunResults]:
+def run_on_ray(config: RunConfig, note: Callable[[str], None] = print,
+               signals: ShardSignals | None = None) -> list[RunResults]:
     """Connect to the cluster at config.fleet.ray, shard the matrix over its alive nodes (one task per node, holding
     all of the node's CPUs and GPUs so no two shards share its cores), collect each node's run into
-    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases)."""
+    out_dir/NODE/results.json as cases finish, and return the runs (a last one holds unplaced cases). `signals`:
+    the wait under its signal rule (a stop returns what arrived)."""
     nodes = connect(config.fleet.ray)
     cases = get_workload(config.workload).cases(config)
     shards, unplaced = plan_shards(cases, nodes, config.fleet.placement)
@@ -571,7 +645,10 @@ def run_on_ray(config: RunConfig, note: Callable[[str], None] = print) -> list[R
          + ", ".join(f"{s.node.label} {len(s.cases)}" for s in shards)
          + (f"; {len(unplaced)} case(s) no node can take" if unplaced else ""))
     out_dir = config.outputs.out_dir
-    out = [sr.run for sr in run_shards(config, shards, note)]
+    def start(before: Callable[[ShardRun], None] | None) -> list[ShardRun]:
+        return run_shards(config, shards, note, before=before)
+
+    out = [sr.run for sr in (signals.wait(start) if signals is not None else start(None))]
     if unplaced:
         out.append(unplaced_run(config, unplaced, out_dir))
     return out
@@ -589,7 +666,9 @@ def unplaced_run(config: RunConfig, unplaced: Sequence[CaseResult], out_dir: Pat
 
 def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
     """`harness run --ray`: the sharded run, then one merged report of every node side by side in out_dir (and
-    each node's run recorded with --history). Exit status as `harness run`: 1 when a case failed or broke."""
+    each node's run recorded with --history). Exit status as `harness run`: 1 when a case failed or broke; the
+    first SIGINT or SIGTERM stops the wait (the nodes' tasks cancelled) and, as a local run, writes the rows that
+    arrived (OUT/results.json interrupted, not complete, each row naming its node; the report): 130 / 143."""
     from harness.workloads import render_report
 
     if config.gating.baseline:
@@ -597,24 +676,29 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
     probe_address(config.fleet.ray)  # before anything is created
     out_dir = config.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = run_on_ray(config, note)
-    merged = merged_run(config, runs)
-    write_results(merged, out_dir)  # OUT/results.json, as a local run writes it
-    trends = None
-    if config.outputs.history:
-        from harness.history.record import record_run
+    with ShardSignals(config, note) as signals:
+        runs = run_on_ray(config, note, signals)
+        merged = signals.settle(merged_run(config, runs))
+        write_results(merged, out_dir)  # OUT/results.json, as a local run writes it
+        trends = None
+        if config.outputs.history:
+            from harness.history.record import record_run
 
-        trends = []
-        for run in runs:
-            if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
-                trends += record_run(run, config.outputs.history, str(out_dir), note) or []
-    outputs = {"json": out_dir / "results.json", **render_report(runs, out_dir, trends=trends)}
+            trends = []
+            for run in runs:
+                if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
+                    trends += record_run(run, config.outputs.history, str(out_dir), note) or []
+        outputs = {"json": out_dir / "results.json", **render_report(runs, out_dir, trends=trends)}
     for line in summary_lines(merged):
         note(line)
     for name, path in outputs.items():
         note(f"{name:>9}: {path}")
     counts = merged.counts()
     note("ray: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    stopped = signals.exit_status()
+    if stopped is not None:  # as a local run a signal stopped: what finished is kept, 128 + the signal
+        note(f"run --ray: interrupted: the rows that arrived kept in {out_dir / 'results.json'}")
+        return stopped
     return 1 if any(counts[k] for k in ("failed", *BROKEN)) else 0
 
 

@@ -1,5 +1,6 @@
-"""`harness gate --ray`, `harness run --baseline --ray` and `harness gate-check --nightly --ray` stopped by SIGTERM, as
-the local commands stop: what arrived kept, no verdict (nothing tallied), exit 143. Without a cluster: the gate's
+"""`harness gate --ray`, `harness run --baseline --ray`, `harness gate-check --nightly --ray`, `harness run --ray` and
+`harness qualify --ray` stopped by SIGTERM (or SIGINT), as the local commands stop: what arrived kept and marked
+interrupted, no verdict (nothing tallied, no certificate), exit 143 (130). Without a cluster: the gate's
 nodes and run_shards replaced by a stream in this process that delivers one row and then the signal (the real
 signal path, through the command's own handler). The cluster's own stop (its tasks cancelled): test_conform_ray.py."""
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cli import main
-from harness.execution import gate_ray, gatecheck_ray, ray_shards
+from harness.execution import fleet_run, gate_ray, gatecheck_ray, ray_shards
 from harness.execution.ray_shards import Node, ShardRun
 from harness.results import load_results
 from harness.results.schema import CaseResult
@@ -29,8 +30,9 @@ def baseline(tmp_path_factory, fakes):
     return out / "results.json"
 
 
-def _one_row_then_sigterm(config, shards, note, work=None, node_defaults=None, before=None, **kw):
-    """run_shards' stand-in: the first shard's first case comes back (a plain row), then SIGTERM reaches this
+def _one_row_then_sigterm(config, shards, note, work=None, node_defaults=None, before=None, signum=signal.SIGTERM,
+                          **kw):
+    """run_shards' stand-in: each shard's first case comes back (a plain row), then SIGTERM (`signum`) reaches this
     process while the driver waits, as a user's kill does."""
     for shard in shards:
         sr = ShardRun(config, shard, config.outputs.out_dir)
@@ -38,7 +40,7 @@ def _one_row_then_sigterm(config, shards, note, work=None, node_defaults=None, b
             before(sr)
         sr._apply("case", CaseResult(shard.cases[0], "passed", samples_ns=[1000] * 5).as_dict(), note)
     assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)  # the command's handler
-    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signum)
     raise AssertionError("the signal did not stop the wait")
 
 
@@ -80,4 +82,78 @@ def test_gate_check_nightly_on_the_cluster_stopped_by_sigterm_tallies_nothing_ex
     assert "gate-check --nightly: interrupted" in text
     assert not (out / "gatecheck-nightly.md").exists() and not (out / "gatecheck-nightly.json").exists()
     node = out / "runs" / "10.0.0.1-aaaaaaaa" / "results.json"
-    assert len(load_results(node).cases) == 1  # the node's trial rows so far, kept
+    assert len(load_results(node).cases) == 1 and load_results(node).interrupted  # its trial rows so far, kept
+
+
+TWO = [Node("a" * 16, "10.0.0.1", {"CPU": 4.0}), Node("b" * 16, "10.0.0.2", {"CPU": 4.0})]
+LABELS = ["10.0.0.1-aaaaaaaa", "10.0.0.2-bbbbbbbb"]
+
+
+@pytest.fixture
+def sigterm_kept():
+    old = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def _connect_as_ray_init(address):
+    """connect()'s stand-in: two nodes, and SIGTERM's handler reset as ray.init resets it (Ray's own ends the
+    process at once): the command's handler must come after it, as the wait starts."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return list(TWO)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_run_on_the_cluster_stopped_by_a_signal_writes_what_arrived_interrupted_exit_128_plus_it(
+        fakes, monkeypatch, tmp_path, capsys, sigterm_kept, signum):
+    monkeypatch.setattr(ray_shards, "probe_address", lambda address, timeout=None: None)
+    monkeypatch.setattr(ray_shards, "connect", _connect_as_ray_init)
+    monkeypatch.setattr(ray_shards, "run_shards", lambda *a, **kw: _one_row_then_sigterm(*a, **kw, signum=signum))
+    out = tmp_path / "r"
+    code = main(["run", "--models", "fake-linear", "--runtimes", "fake-ok,fake-ok-b", "--batch-sizes", "1,2", "--ray",
+                 "127.0.0.1:6379", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 128 + signum, text
+    assert "ray: interrupted: writing the 2 row(s) that arrived" in text and "run --ray: interrupted" in text
+    run = load_results(out / "results.json")
+    assert run.interrupted and not run.complete
+    assert sorted(c.details["ray_node"] for c in run.cases) == LABELS  # what arrived (one row a node), its node named
+    assert (out / "report.html").is_file()
+    for label in LABELS:  # each node's own file: its row, marked interrupted
+        node = load_results(out / label / "results.json")
+        assert len(node.cases) == 1 and node.interrupted and not node.complete
+
+
+SPEC = """name = "sig-fake"
+[measure]
+min_time = 0.01
+min_iters = 3
+[defaults.require]
+p50_ms_max = 200
+[[case]]
+model = "fake-linear"
+runtime = "fake-ok"
+batch = 1
+[[case]]
+model = "fake-linear"
+runtime = "fake-ok"
+batch = 2
+"""
+
+
+def test_qualify_on_the_cluster_stopped_by_sigterm_writes_what_arrived_certifies_nothing_exit_143(
+        fakes, monkeypatch, tmp_path, capsys, sigterm_kept):
+    monkeypatch.setattr(fleet_run, "connect", _connect_as_ray_init)
+    monkeypatch.setattr(fleet_run, "run_shards", _one_row_then_sigterm)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "q"
+    code = main(["qualify", str(spec), "--ray", "127.0.0.1:6379", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 143, captured.out
+    assert "no certificate of part of the spec" in captured.out and "harness qualify: terminated" in captured.err
+    assert (out / "report.html").is_file()  # every node side by side (the nodes ran the same cases: no merged file)
+    assert not list(out.rglob("*certificate*"))  # as the local qualify: no certificate of a partial run
+    for label in LABELS:  # each node's own file: its first case, marked interrupted
+        node = load_results(out / label / "results.json")
+        assert [c.case.batch for c in node.cases] == [1] and node.interrupted and not node.complete
