@@ -29,6 +29,7 @@ from harness.results.schema import (
 from harness.results.stats import latency_stats
 from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
 from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord, ProfileRecord
+from harness.results.stored import RunEnvironmentRecord
 
 # a block's contention with every figure set (a kernel that reads them all, a verdict taken back: own_wait)
 FULL_BLOCK_CONTENTION = BlockContention(
@@ -93,7 +94,7 @@ def full_case() -> CaseResult:
 
 
 def full_run() -> RunResults:
-    return RunResults(run_id="r1", started_at="2026-01-01T00:00:00Z", environment={"cpu_model": "x"},
+    return RunResults(run_id="r1", started_at="2026-01-01T00:00:00Z", environment=RunEnvironmentRecord.from_dict({"cpu_model": "x"}),
                       config={"models": ["mlp"]}, cases=[full_case()], finished_at="2026-01-01T00:01:00Z",
                       complete=True, interrupted=True, harness_version="9.9", schema_version=SCHEMA_VERSION)
 
