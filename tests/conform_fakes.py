@@ -44,10 +44,11 @@ class FakeConform(Runtime):
 
 
 class FakeConformSlow(FakeConform):
-    """FakeConform taking SLOW_S more per case (`harness conform --ray`'s killed node: its cases still running)."""
+    """FakeConform taking SLOW_S more per case (`harness conform --ray`'s killed node: its cases still running);
+    $HARNESS_FAKE_CONFORM_SLOW_S sets it (a HARNESS_ variable travels from the driver to every node's shard)."""
 
     name: ClassVar[str] = "fake-conform-slow"
-    SLOW_S: ClassVar[float] = 0.5
+    SLOW_S: ClassVar[float] = float(os.environ.get("HARNESS_FAKE_CONFORM_SLOW_S") or 0.5)
 
     @classmethod
     def onnx_runner(cls, model: bytes, threads: int) -> Any:

@@ -137,6 +137,9 @@ def _gate_check_nightly(baseline: str, gc_args: argparse.Namespace, levels: tupl
         from harness.execution.gatecheck_ray import ray_gate_check
 
         got = ray_gate_check(config, runs, replay, gates, plans, levels, rounds, root)
+        if got.stopped is not None:  # as the local check: no tally of a stopped run (each node's trials: root)
+            print("gate-check --nightly: interrupted")
+            return got.stopped
         tally, lost = got.tally, got.lost
         extra = {"ray": got.lines, "lost": lost}
     else:

@@ -126,6 +126,10 @@ def run_baseline_on_ray(args: argparse.Namespace, config: RunConfig) -> int:
           f"baseline on their node, {len(plans) - re_measured} measured as `harness run` measures them and judged "
           f"on the stored figures ({gate_config.measure.threads} thread(s)) -> {config.outputs.out_dir}")
     outcome = ray_gate(gate_config, runs, replay, gates, plans, forward=forward)
+    if outcome.interrupted:  # as `harness run --baseline` on one machine: what finished is kept, no verdict
+        print(f"run --baseline --ray: interrupted: no verdict (finished cases kept in "
+              f"{config.outputs.out_dir / 'results.json'})")
+        return outcome.exit_status or 130
     allow = config.gating.allow_unjudged
     for line in outcome.lines(allow):
         print(visible(line))

@@ -16,6 +16,7 @@ from harness.errors import UsageError
 from harness.execution.gate_run import GateCase, GateDriver, GateOutcome, judge_rows
 from harness.execution.ray_shards import (
     Node,
+    ShardRun,
     connect,
     merged_run,
     plan_shards,
@@ -219,10 +220,13 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     shard the plans over them (plan_shards: cases that share an activation on one node, each on the least-loaded
     node with the resource it needs), run each shard under the gate's driver on its node, stream the rows into
     OUT/NODE/results.json, merge them into OUT/results.json with one report, and judge them as the local gate
-    does (judge_rows). A node lost mid-run costs its unfinished cases: unjudged, never a pass. `forward`: how the
-    cases judged on the stored figures are measured (GateShard.forward)."""
+    does (judge_rows). A node lost mid-run costs its unfinished cases: unjudged, never a pass. The first SIGINT or
+    SIGTERM stops the wait (the nodes' tasks cancelled) and, as the local gate, writes the rows that arrived
+    (OUT/results.json interrupted, the report) and judges nothing: the outcome is interrupted, exit 128 + the signal.
+    `forward`: how the cases judged on the stored figures are measured (GateShard.forward)."""
     import ray
 
+    from harness.execution.session import HarnessSession
     from harness.measure.memory import default_case_memory_gb
     from harness.workloads import render_report
 
@@ -244,18 +248,35 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
     out_dir.mkdir(parents=True, exist_ok=True)
     # side A runs as the baseline ran: its thread count travels (gate_setup); only the memory cap is the node's
     keep_memory = config.process.case_memory_gb == default_case_memory_gb()
-    node_runs = [sr.run for sr in run_shards(config, shards, note, work=work,
-                                             node_defaults=["case_memory_gb"] if keep_memory else [])]
-    if unplaced:
-        for c in unplaced:
-            c.details["ray_unplaced"] = True
-        node_runs.append(unplaced_run(config, unplaced, out_dir))
-    merged = merged_run(config, node_runs)
-    merged.environment.add(ray_left_out=left_out)
-    write_results(merged, out_dir)  # OUT/results.json, as the local gate writes it
-    render_report(merged, out_dir)
-    outcome = GateOutcome(run=merged, workers_started=None)
-    judge_rows(outcome, plans, merged, runs, gates)
+    started: list[ShardRun] = []
+    stopped = None
+    guard = HarnessSession(config)  # its signal rule: the first SIGINT/SIGTERM stops, later ones are absorbed
+    with guard.signals_watched():
+        try:
+            node_runs = [sr.run for sr in run_shards(config, shards, note, work=work, before=started.append,
+                                                     node_defaults=["case_memory_gb"] if keep_memory else [])]
+        except KeyboardInterrupt as exc:  # as the local gate: what finished is kept, no verdict, 128 + the signal
+            stopped = getattr(exc, "signum", None) or guard.stop_signal or 2
+            node_runs = [dataclasses.replace(sr.run, cases=list(sr.run.cases)) for sr in started]
+            note(f"ray: interrupted: writing the {sum(len(r.cases) for r in node_runs)} row(s) that arrived")
+        guard.finishing = True  # a signal from here on waits for the files
+        if unplaced:
+            for c in unplaced:
+                c.details["ray_unplaced"] = True
+            node_runs.append(unplaced_run(config, unplaced, out_dir))
+        merged = merged_run(config, node_runs)
+        merged.environment.add(ray_left_out=left_out)
+        if stopped is not None:
+            merged.complete, merged.interrupted = False, True
+        write_results(merged, out_dir)  # OUT/results.json, as the local gate writes it
+        render_report(merged, out_dir)
+        outcome = GateOutcome(run=merged, workers_started=None)
+        if stopped is not None:
+            outcome.interrupted, outcome.exit_status = True, 128 + int(stopped)
+            return outcome
+        judge_rows(outcome, plans, merged, runs, gates)
+    if guard.stop_signal is not None:  # the signal came while the files were written (whole): as the local gate, a
+        outcome.interrupted, outcome.exit_status = True, 128 + guard.stop_signal  # run a signal stopped
     return outcome
 
 

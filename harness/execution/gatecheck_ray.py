@@ -76,11 +76,14 @@ def _fresh_workers(session: Any) -> None:
 
 @dataclass
 class RayGateCheck:
-    """The tally of every trial that came back, the plan's lines, and the trials whose node was lost."""
+    """The tally of every trial that came back, the plan's lines, and the trials whose node was lost; `stopped`: 128 +
+    the signal that stopped the run (then nothing is tallied, as the local check: each node's trials so far are in
+    ROOT/NODE/results.json)."""
 
     tally: NightlyTally
     lines: list[str]
     lost: list[str]  # "round 2 A/A on NODE: why" per trial not finished
+    stopped: int | None = None
 
 
 def trial_rows(sr: ShardRun, trial: Trial, plans: Sequence[GateCase]) -> tuple[list[CaseResult], str]:
@@ -106,9 +109,11 @@ def ray_gate_check(config: RunConfig, runs: list[RunResults], replay: Any, gates
     each node's trials as one shard (harness.execution.ray_shards.run_shards: streamed into ROOT/NODE/results.json,
     a lost node costing its unfinished trials), then judge each trial's rows as the local gate does (judge_rows)
     and tally them (NightlyTally). A trial its node did not finish counts its rows unjudged (node lost), never a
-    pass or a detection."""
+    pass or a detection. The first SIGINT or SIGTERM stops the wait (the nodes' tasks cancelled): nothing tallied,
+    `stopped` 128 + the signal, as the local check stops."""
     import ray
 
+    from harness.execution.session import HarnessSession
     from harness.measure.memory import default_case_memory_gb
 
     used, _left_out, wanted = gate_nodes(config, runs, note)
@@ -141,9 +146,14 @@ def ray_gate_check(config: RunConfig, runs: list[RunResults], replay: Any, gates
     keep_memory = config.process.case_memory_gb == default_case_memory_gb()
     cfg = config.replace(out_dir=root)
     root.mkdir(parents=True, exist_ok=True)
-    node_runs = run_shards(cfg, shards, note, work=TrialShard(assigned, gate),
-                           node_defaults=["case_memory_gb"] if keep_memory else [])
     tally = NightlyTally(levels=tuple(label for label, _ in trials_of(levels)[1:]))
+    guard = HarnessSession(cfg)  # its signal rule: the first SIGINT/SIGTERM stops, later ones are absorbed
+    with guard.signals_watched():
+        try:
+            node_runs = run_shards(cfg, shards, note, work=TrialShard(assigned, gate),
+                                   node_defaults=["case_memory_gb"] if keep_memory else [])
+        except KeyboardInterrupt as exc:
+            return RayGateCheck(tally, lines, [], 128 + int(getattr(exc, "signum", None) or guard.stop_signal or 2))
     lost = []
     done: dict[tuple[int, str], tuple[ShardRun, Trial]] = {}
     for sr in node_runs:

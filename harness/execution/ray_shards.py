@@ -252,7 +252,7 @@ class ShardRun:
         self.machine: dict[str, Any] = {}  # the node's machine state at the shard's start and end
         self.started: float | None = None  # time.monotonic() when its task was sent
         self.seconds: float | None = None  # how long the shard took, once its complete run arrived
-        self.closed = False  # cut at its deadline: events arriving after that are dropped
+        self.closed = False  # cut at its deadline, or the driver stopped: events arriving after that are dropped
         self.streamed: list[CaseResult] = []  # every row as it arrived (gate-check --ray: a case once per trial)
         self.writer = ResultsWriter(self.out_dir)  # OUT/NODE/results.json
         self._lock = threading.Lock()
@@ -482,25 +482,40 @@ def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str],
     if node_defaults is None:
         node_defaults = [k for k, v in _machine_defaults().items() if current[k] == v()]
     running: list[tuple[ShardRun, threading.Thread, Any]] = []
-    for sr in runs:
-        if before is not None:
-            before(sr)
-        res = sr.shard.node.resources
-        try:
-            events = task.options(
-                num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
-                scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
-            ).remote(sr.config, sr.shard.cases, node_defaults, golden, work, os.getpriority(os.PRIO_PROCESS, 0))
-        except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
-            events = _failing(exc)
-        sr.started = time.monotonic()
-        t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
-        t.start()
-        running.append((sr, t, events))
-        if serial:
-            _wait(running[-1:], runs, deadline, locked_note)
-    _wait(running, runs, deadline, locked_note)
+    try:
+        for sr in runs:
+            if before is not None:
+                before(sr)
+            res = sr.shard.node.resources
+            try:
+                events = task.options(
+                    num_cpus=res.get("CPU", 0), num_gpus=res.get("GPU", 0),
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(sr.shard.node.node_id, soft=False),
+                ).remote(sr.config, sr.shard.cases, node_defaults, golden, work,
+                         os.getpriority(os.PRIO_PROCESS, 0))
+            except Exception as exc:  # noqa: BLE001 - a node gone before its task could be placed: its cases lost
+                events = _failing(exc)
+            sr.started = time.monotonic()
+            t = threading.Thread(target=sr.consume, args=(events, ray.get, locked_note), daemon=True)
+            t.start()
+            running.append((sr, t, events))
+            if serial:
+                _wait(running[-1:], runs, deadline, locked_note)
+        _wait(running, runs, deadline, locked_note)
+    except BaseException:  # a signal (SignalStop, Ctrl-C) stopped the wait: the caller writes what arrived
+        stop_shards(running)
+        raise
     return runs
+
+
+def stop_shards(running: Sequence[tuple[ShardRun, threading.Thread, Any]]) -> None:
+    """The driver stops waiting (a signal): each shard closed as it stands (a row arriving after this is dropped:
+    its run and OUT/NODE/results.json hold what arrived, never a crashed row for the cancelled rest) and its Ray
+    task cancelled, so no node keeps measuring (and holding its CPUs) for a driver that has stopped."""
+    for sr, _t, _events in running:
+        sr.closed = True  # a plain flag (no lock: the signal may have come while a row was being taken)
+    for _sr, _t, events in running:
+        _cancel(events)
 
 
 POLL_S = 0.5

@@ -1,27 +1,33 @@
 """`harness recommend --ray`: each configuration's search whole on one node of one hardware class through run_shards,
-the last rung and the A/B on one node; a lost node's configurations not searched, said (docs/fleet.md)."""
+the last rung and the A/B on one node; lost nodes, signals and --resume as the local command's (docs/fleet.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import math
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
 from harness.errors import UsageError
-from harness.execution.ray_shards import Node, Shard, cluster_nodes, connect, probe_address, required_resource, run_shards
+from harness.execution.ray_shards import (Node, Shard, ShardRun, cluster_nodes, connect, probe_address,
+                                          required_resource, run_shards)
 from harness.gating.verdicts import EXIT_CLEAN, EXIT_UNJUDGED
 from harness.results.schema import CaseId, CaseResult
 from harness.workloads.capacity.recommend import (RUNGS, AbConfirmation, Candidate, Constraints, Evaluated, Search,
-                                                  SearchSettings, coarse_settings, contenders, decided, picked,
-                                                  promoted)
+                                                  SearchKey, SearchSettings, coarse_settings, contenders, decided,
+                                                  picked, promoted)
+from harness.workloads.capacity.search import Capacity
 
 AB_ROW = "ab"  # the variant of the A/B's row in the final shard (one pseudo case beside the finalists)
 
@@ -81,7 +87,9 @@ class RecommendShard:
     of its configurations set up in a worker of its own, measured (drift, memory), and searched whole on this node
     with `settings` (rung `rung`); a row each as it finishes. Stage "final": the finalists searched side by side
     with the full settings (the halving's last rung, or the grid's contenders), then the interleaved A/B of the
-    two highest against each other, all on this node; a row per finalist, then the A/B's row."""
+    two highest against each other, all on this node; a row per finalist, then the A/B's row. `done`: the searches
+    of its configurations that the stopped run being resumed settled (taken, not measured again, as the local
+    command's --resume takes them; the A/B is always run)."""
 
     model_ref: str
     traffic_source: str
@@ -96,6 +104,7 @@ class RecommendShard:
     exhaustive: bool = False
     activations: int = 1
     ab_pairs: int = 8
+    done: dict[SearchKey, Capacity] = field(default_factory=dict)
 
     def __call__(self, session: Any, cases: Sequence[CaseId]) -> Iterator[CaseResult]:
         from harness.execution.recommend_run import _candidates, _model
@@ -119,17 +128,17 @@ class RecommendShard:
                 for case in mine:
                     e = evaluated[case.id]
                     if e.refusal is None:
-                        _search(e, self.settings, self.seed, self.rung, {}, log, self.label)
+                        _search(e, self.settings, self.seed, self.rung, self.done, log, self.label)
                     yield session.record(self.row(case, e))
                 return
             alive = [evaluated[c.id] for c in mine if evaluated[c.id].refusal is None]
             if self.exhaustive:
                 from harness.workloads.capacity.recommend import _side_by_side
 
-                _side_by_side(alive, self.settings, self.seed + 1, 1, {}, log, "contenders, side by side",
+                _side_by_side(alive, self.settings, self.seed + 1, 1, self.done, log, "contenders, side by side",
                               lambda: None, self.activations)
             else:
-                final_rung(alive, self.settings, self.seed, False, {}, log, lambda: None, self.activations)
+                final_rung(alive, self.settings, self.seed, False, self.done, log, lambda: None, self.activations)
             for case in mine:
                 yield session.record(self.row(case, evaluated[case.id]))
             chosen, runner = picked(list(evaluated.values()))
@@ -163,11 +172,10 @@ def _nothing(rate: float, n: int, seed: int) -> Any:
     raise RuntimeError("searched on its node, not here")
 
 
-def merge(e: Evaluated, d: Mapping[str, Any]) -> None:
+def merge(e: Evaluated, d: Mapping[str, Any], done: Mapping[SearchKey, Capacity] | None = None) -> None:
     """A node's record of one configuration (Evaluated.to_json) into the driver's: its drift, memory, environment
-    and refusal as measured there, its searches appended, its capacity the latest."""
-    from harness.workloads.capacity.search import Capacity
-
+    and refusal as measured there, its searches appended (one found in `done`, the resumed run's, counted as
+    resumed: the node took it from there), its capacity the latest."""
     from harness.results.stored import EnvironmentRecord
 
     env = d.get("environment")
@@ -176,8 +184,8 @@ def merge(e: Evaluated, d: Mapping[str, Any]) -> None:
                                       if env else None)
     e.refusal = d.get("refusal")
     for s in d.get("searches") or ():
-        e.history.append(Search(int(s["rung"]), int(s["seed"]), SearchSettings(**s["settings"]),
-                                Capacity.from_json(s["capacity"])))
+        key = (e.name, int(s["rung"]), int(s["seed"]), SearchSettings(**s["settings"]))
+        e.history.append(Search(key[1], key[2], key[3], Capacity.from_json(s["capacity"]), resumed=key in (done or {})))
     if d.get("capacity"):
         e.capacity, e.rung = Capacity.from_json(d["capacity"]), int(d["rung"])
 
@@ -187,14 +195,23 @@ def ab_from_json(d: Mapping[str, Any]) -> AbConfirmation:
 
 
 class ClusterSearch:
-    """The driver's side: the configurations, where each was last searched, and what the lost nodes cost."""
+    """The driver's side: the configurations, where each was last searched, and what the lost nodes cost. `done`:
+    the searches a stopped run settled (--resume), handed to the nodes that search those configurations again;
+    `saved()`: called after every row that comes back (the command rewrites recommend.json); `held()`: a context in
+    which a signal waits (the driver merging a stage's rows: never half of one merged)."""
 
     def __init__(self, config: RunConfig, spec: Any, traffic: Any, used: list[Node],
-                 note: Callable[[str], None]) -> None:
+                 note: Callable[[str], None], done: Mapping[SearchKey, Capacity] | None = None,
+                 saved: Callable[[], None] = lambda: None,
+                 held: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         from harness.workloads.capacity.live import ConfigRef, batcher_spelling
 
         cap, matrix = config.capacity, config.matrix
         self.config, self.used, self.note = config, used, note
+        self.done, self.saved, self.held = dict(done or {}), saved, held
+        self.flight: list[ShardRun] = []  # the stage under way: its shards' runs as their rows arrive
+        self.flight_names: dict[str, str] = {}  # its case ids -> configuration names
+        self.flight_label = ""
         self.constraints = Constraints(cap.slo_ms, cap.slo_percentile, cap.drift_limit, cap.memory_cap_mb)
         self.full = SearchSettings(cap.slo_ms, cap.slo_percentile, cap.search_tolerance, cap.probes,
                                    cap.probe_requests, cap.probe_max_requests)
@@ -256,22 +273,62 @@ class ClusterSearch:
             head, sep, rest = line.partition("] skipped ")
             cid, _, reason = rest.partition("  ")
             self.note(f"{head}] {reason}" if sep and cid in ids else line)
+            if sep and cid in ids:
+                self.saved()  # what came back is in recommend.json at once, as the local command's every search
 
-        for sr in run_shards(config, shards, said, work=work, node_defaults=[]):
-            label = sr.shard.node.label
-            for row in sr.run.cases:
-                if row.case.variant == AB_ROW and row.case.runtime == "recommend":
-                    self._ab_row(row, label)
-                    continue
-                name = names.get(row.case.id)
-                if name is None:
-                    continue
-                e = self.get(name)
-                if row.status == "crashed" and row.phase == "shard":  # its node lost before the row came back
-                    self._lose(e, f"not searched ({work.label}): node lost: {row.reason}")
-                    continue
-                merge(e, (row.details or {}).get("recommend") or {})
-                self.node[name] = label
+        self.flight, self.flight_names, self.flight_label = [], names, work.label
+        runs = run_shards(config, shards, said, work=work, node_defaults=[], before=self.flight.append)
+        with self.held():  # a signal now waits until every row of the stage is merged (then it stops the run)
+            self.flight = []
+            for sr in runs:
+                self._merge_rows(sr, names, work.label)
+        self.saved()
+
+    def _merge_rows(self, sr: ShardRun, names: Mapping[str, str], label: str) -> None:
+        at = sr.shard.node.label
+        for row in sr.run.cases:
+            if row.case.variant == AB_ROW and row.case.runtime == "recommend":
+                self._ab_row(row, at)
+                continue
+            name = names.get(row.case.id)
+            if name is None:
+                continue
+            e = self.get(name)
+            if row.status == "crashed" and row.phase == "shard":  # its node lost before the row came back
+                self._lose(e, f"not searched ({label}): node lost: {row.reason}")
+                continue
+            merge(e, (row.details or {}).get("recommend") or {}, self.done)
+            self.node[name] = at
+
+    def candidates_json(self, stopped: str | None = None) -> list[dict[str, Any]]:
+        """Every configuration as recommend.json holds it now: what the finished stages merged, with the rows of the
+        stage under way that came back (merged into copies: the driver's own records take them once the stage
+        ends), each naming its node; a lost one's `not_searched`, and with `stopped` (the signal's name) one whose
+        search in the stage under way had not come back: not searched, interrupted."""
+        arrived: dict[str, tuple[CaseResult, str]] = {}
+        for sr in list(self.flight):
+            for row in list(sr.run.cases):
+                name = self.flight_names.get(row.case.id)
+                if name is not None:
+                    arrived[name] = (row, sr.shard.node.label)
+        out = []
+        for e in self.evaluated:
+            node, lost = self.node.get(e.name), self.lost.get(e.name)
+            if e.name in arrived and lost is None:
+                row, at = arrived[e.name]
+                if row.status == "crashed" and row.phase == "shard":
+                    lost = f"not searched ({self.flight_label}): node lost: {row.reason}"
+                else:
+                    e = dataclasses.replace(e, history=list(e.history))
+                    merge(e, (row.details or {}).get("recommend") or {}, self.done)
+                    node = at
+            elif stopped and lost is None and e.name in self.flight_names.values():
+                lost = f"not searched ({self.flight_label}): interrupted by {stopped} before its search came back"
+            d = {**e.to_json(), "node": node}
+            if lost:
+                d["not_searched"] = lost
+            out.append(d)
+        return out
 
     def _ab_row(self, row: CaseResult, label: str) -> None:
         details = row.details or {}
@@ -326,15 +383,16 @@ class ClusterSearch:
 def ray_recommend(config: RunConfig, note: Callable[[str], None] = print) -> int:
     """`harness recommend --ray`: connect, keep the nodes of one hardware class (the majority's), search as the local
     command does with each configuration's search whole on one node, write recommend.json / .md / .html as it does
-    (each configuration naming its node); exit 0 recommended, 3 could not judge."""
+    (each configuration naming its node); exit 0 recommended, 3 could not judge. As the local command: recommend.json
+    rewritten as each row comes back; the first SIGINT or SIGTERM stops the wait, writes what came back as its
+    "interrupted" files (recommend.json kept unfinished) and exits 128 + the signal; --resume takes the searches that
+    run settled (the same hardware class, settings and versions) and searches only the rest on the cluster."""
     from harness.execution.gate_ray import node_classes
-    from harness.execution.recommend_run import _head, _jsonable, _last_line, _model, _write_verdict
+    from harness.execution.recommend_run import _earlier, _head, _interrupted, _model
+    from harness.execution.session import HarnessSession
     from harness.traffic.spec import load_traffic
 
     cap = config.capacity
-    if cap.resume:
-        raise UsageError("--resume with --ray: not supported yet (each node's searches are in OUT/STAGE/NODE/"
-                         "results.json; run the search again)")
     probe_address(config.fleet.ray)
     loaded = load_traffic(cap.traffic, seed=cap.traffic_seed)
     spec, _user_model, traffic = _model(cap.model_ref, cap.traffic, loaded)
@@ -349,23 +407,59 @@ def ray_recommend(config: RunConfig, note: Callable[[str], None] = print) -> int
     if not used:
         raise UsageError(f"--ray {config.fleet.ray}: no node said its hardware class ({len(nodes)} node(s))")
     out = config.outputs.out_dir
+    constraints = Constraints(cap.slo_ms, cap.slo_percentile, cap.drift_limit, cap.memory_cap_mb)
+    full = SearchSettings(cap.slo_ms, cap.slo_percentile, cap.search_tolerance, cap.probes, cap.probe_requests,
+                          cap.probe_max_requests)
+    head = _head(config, spec, traffic, constraints, full)
+    head["machine"] = {"hardware_class": wanted}  # what --resume must find the same: the class, not one machine
+    done = _earlier(out / "recommend.json", head) if cap.resume else {}
     out.mkdir(parents=True, exist_ok=True)
-    search = ClusterSearch(config, spec, traffic, used, note)
+    ray_doc: dict[str, Any] = {"address": config.fleet.ray, "hardware_class": wanted, "nodes": [n.label for n in used],
+                               "left_out": left_out, "final_node": None, "ab_node": None}
+    guard = HarnessSession(config)  # no case runs here: its signal rule (the first SIGINT/SIGTERM stops the run)
+    writing = _Writer(out / "recommend.json", {**head, "ray": ray_doc})
+    search = ClusterSearch(config, spec, traffic, used, note, done, lambda: writing.save(search.candidates_json()),
+                           functools.partial(_held, guard))
     note(f"{len(search.evaluated)} configuration(s) of {spec.name}; traffic: {traffic.describe()}; SLO "
-         f"{search.full.describe()}; on {len(used)} node(s) of hardware class {wanted} -> {out}")
+         f"{search.full.describe()}; on {len(used)} node(s) of hardware class {wanted} -> {out}"
+         + (f"; resuming: {len(done)} search(es) settled by the stopped run" if cap.resume else ""))
     started = time.perf_counter()
 
     def shard(names: dict[str, str], stage: str, settings: SearchSettings, seed: int, rung: int, label: str,
               **kw: Any) -> RecommendShard:
+        mine = set(names.values())
         return RecommendShard(cap.model_ref, cap.traffic, loaded, names, stage, settings, seed, rung, label,
-                              search.constraints, **kw)
+                              search.constraints, done={k: v for k, v in done.items() if k[0] in mine}, **kw)
 
-    rec = search.run(loaded.seed, cap.grid, cap.capacity_activations, cap.capacity_ab_pairs, shard)
-    head = _head(config, spec, traffic, search.constraints, search.full)
-    head["machine"] = {"hardware_class": wanted}
-    data = {**head, **rec.to_json(), "wall_s": time.perf_counter() - started, "finished": True,
-            "ray": {"address": config.fleet.ray, "hardware_class": wanted, "nodes": [n.label for n in used],
-                    "left_out": left_out, "final_node": search.final_node, "ab_node": search.ab_node}}
+    stopped = None
+    with guard.signals_watched():
+        try:
+            rec = search.run(loaded.seed, cap.grid, cap.capacity_activations, cap.capacity_ab_pairs, shard)
+            guard.finishing = True  # a signal from here on waits for the verdict's files
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (SignalStop): what came back is kept, no verdict
+            stopped = getattr(exc, "signum", None) or guard.stop_signal or 2
+            guard.finishing = True
+        ray_doc.update(final_node=search.final_node, ab_node=search.ab_node)
+        if stopped is not None:
+            import signal
+
+            kept = writing.stop(search.candidates_json(stopped=signal.Signals(stopped).name))
+            return _interrupted({**head, "ray": ray_doc}, kept, out, int(stopped), time.perf_counter() - started)
+        writing.stop([])
+        _verdict(config, head, ray_doc, search, rec, out, time.perf_counter() - started, note)
+        late = guard.stop_signal
+    if late:  # the signal came after the verdict: its files are whole; the exit still says the signal came
+        return 128 + int(late)
+    return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
+
+
+def _verdict(config: RunConfig, head: dict[str, Any], ray_doc: dict[str, Any], search: ClusterSearch, rec: Any,
+             out: Path, wall_s: float, note: Callable[[str], None]) -> None:
+    """recommend.json, .md and .html of a finished search, as the local command writes them, each configuration
+    naming its node; the last line."""
+    from harness.execution.recommend_run import _jsonable, _last_line, _write_verdict
+
+    data = {**head, **rec.to_json(), "wall_s": wall_s, "finished": True, "ray": ray_doc}
     for c in data["candidates"]:
         c["node"] = search.node.get(c["name"])
         if c["name"] in rec.lost:
@@ -373,5 +467,46 @@ def ray_recommend(config: RunConfig, note: Callable[[str], None] = print) -> int
     json.dumps(data, default=_jsonable)  # fails here, not half-way through a file
     _write_verdict(data, out)
     note(_last_line(rec))
-    return EXIT_CLEAN if rec.verdict == "recommended" else EXIT_UNJUDGED
 
+
+class _Writer:
+    """recommend.json rewritten as rows come back (from the threads that take them), until the run stops: then
+    nothing more is written by them, so the interrupted or final file is the last."""
+
+    def __init__(self, path: Path, head: dict[str, Any]) -> None:
+        self.path, self.head, self.stopped = path, head, False
+        self.lock = threading.Lock()
+
+    def save(self, candidates: list[dict[str, Any]]) -> None:
+        from harness.execution.recommend_run import _jsonable
+        from harness.results.store import atomic_write_text
+
+        with self.lock:
+            if not self.stopped:
+                atomic_write_text(self.path, json.dumps({**self.head, "candidates": candidates}, indent=1,
+                                                        default=_jsonable) + "\n")
+
+    def stop(self, candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        with self.lock:
+            self.stopped = True
+        return candidates
+
+
+@contextlib.contextmanager
+def _held(guard: Any) -> Iterator[None]:
+    """A signal waits (recorded by the session's rule, not raised) while the driver merges a stage's rows; it stops
+    the run right after."""
+    from harness.errors import SignalStop
+
+    if guard.finishing:  # already stopping: nothing to hold
+        yield
+        return
+    guard.finishing = True
+    try:
+        yield
+    finally:
+        guard.finishing = False
+    if guard.stop_signal is not None:
+        import signal
+
+        raise SignalStop(guard.stop_signal, signal.Signals(guard.stop_signal).name)

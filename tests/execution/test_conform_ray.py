@@ -133,6 +133,51 @@ def test_conform_sharded_and_merged_as_the_local_conform(cluster, conform_cases,
     assert "passed  test_tanh" not in text
 
 
+@pytest.mark.slow  # the e2e tier: `harness conform --ray` in a process of its own, SIGTERM once rows have come back
+def test_a_signal_writes_what_arrived_marks_the_run_incomplete_and_exits_128_plus_it(cluster, conform_cases,
+                                                                                    tmp_path):
+    """The first SIGTERM (SIGINT alike: the same handler) once the first rows have streamed: the driver stops waiting,
+    cancels the nodes' tasks and writes OUT/results.json with every row that arrived (each in its node's run and
+    naming it, none for the cancelled rest: no row "lost before this case finished"), `interrupted`, not complete,
+    and conformance.html; exit 143 (130 for SIGINT)."""
+    import signal
+    import subprocess
+
+    sig = "SIGTERM"  # SIGINT goes through the same handler (the session's rule), exit 130
+    cluster.wait_for_nodes()  # a node an earlier test killed is seen dead first (else its shard is lost at once)
+    out = tmp_path / "c"
+    env = dict(os.environ, HARNESS_FAKE_CONFORM_SLOW_S="2")  # each case 2 s: the signal comes mid-run
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *ARGS, "--runtimes", "fake-conform-slow", "--ray",
+                             cluster.address, "--out", str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:  # a node's results.json holds its first row
+            if any(_cases(p) for p in out.glob("*/results.json")):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(getattr(signal, sig))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + getattr(signal, sig), (proc.returncode, stdout[-3000:], stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    merged = load_results(out / "results.json")
+    assert merged.interrupted and not merged.complete
+    # each node's run as it stood (a node whose first row had not come back holds none: the strict reader refuses
+    # a run of no case)
+    arrived = {(p.parent.name, c.case.id) for p in out.glob("*/results.json") for c in _cases(p)}
+    assert {(c.details["ray_node"], c.case.id) for c in merged.cases} == arrived  # the folder: what arrived, once
+    assert 0 < len(merged.cases) < len(conform_cases), stdout
+    got = [(c.case.id, c.status, conformance_status(c), c.reason) for c in merged.cases]
+    assert all(conformance_status(c) == _want(c) for c in merged.cases), got  # none crashed for the cancelled rest
+    assert f"ray: interrupted: writing the {len(merged.cases)} row(s) that arrived" in stdout
+    assert (out / "conformance.html").is_file()
+
+
 @pytest.mark.slow  # the e2e tier: a third node started and killed mid-run
 def test_a_node_killed_mid_run_costs_only_its_unfinished_cases(cluster, conform_cases, tmp_path, capsys):
     """The slow fake runtime's cases are placed on a node of their own (--placement), which is killed as soon as
@@ -198,3 +243,10 @@ def test_conform_ray_where_nothing_listens_is_one_line_exit_2(tmp_path, capsys, 
                                  f"127.0.0.1:{port} (Connection refused); start the cluster (`ray start --head "
                                  f"--port {port}`) or give its address\n")
     assert not (tmp_path / "c").exists()
+
+
+def _cases(path: Path) -> list[CaseResult]:
+    try:
+        return load_results(path).cases
+    except Exception:  # noqa: BLE001 - not written yet, being replaced, or no row yet
+        return []

@@ -346,3 +346,65 @@ def test_a_nodes_contended_probes_leave_the_drivers_judgement_as_the_local_comma
         assert "★" not in md and "deploy " not in md.lower() and "not judged, the machine was loaded" in md
     else:
         assert docs["ray"]["unjudged"] == [] and docs["ray"]["chosen"]
+
+
+@pytest.mark.e2e  # recommend --ray in a process of its own, SIGTERM once a row came back, then --resume here
+def test_a_signal_keeps_what_came_back_and_resume_searches_only_the_rest(cluster, tmp_path, capsys):
+    """SIGTERM to `harness recommend --ray` once its first configuration's rung-0 search has come back (recommend.json
+    is rewritten as each row arrives): exit 143 and the local command's "interrupted" files (recommend.json
+    unfinished with what came back, each naming its node, the rest not searched: interrupted; nothing recommended);
+    `--resume` then takes that search instead of measuring it again, searches the rest on the cluster and recommends
+    as the uninterrupted run does (test above), exit 0."""
+    import signal
+    import subprocess
+    import time
+
+    from harness.cli import main
+
+    out = tmp_path / "r"
+    argv = _argv(cluster, out, "--ray", cluster.address, "--activations", "1", "--ab-pairs", "5")  # kept short
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                doc = json.loads((out / "recommend.json").read_text())
+            except (OSError, ValueError):
+                doc = {}
+            if any(c.get("searches") for c in doc.get("candidates") or ()):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, (proc.returncode, stdout[-3000:], stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    stopped = json.loads((out / "recommend.json").read_text())
+    assert stopped["finished"] is False and stopped["interrupted"] == "SIGTERM" and stopped["verdict"] == "not_judged"
+    settled = {c["name"] for c in stopped["candidates"] if c["searches"]}
+    assert settled and all(c["node"] for c in stopped["candidates"] if c["searches"])
+    assert all(c.get("not_searched", "").startswith("not searched (rung 0): interrupted by SIGTERM")
+               for c in stopped["candidates"] if not c["node"])
+    md = (out / "recommend.md").read_text()
+    assert "interrupted by SIGTERM" in md and "★" not in md and "deploy" not in md
+    assert "recommend: interrupted by SIGTERM" in stdout
+
+    code = main([*argv, "--resume"])
+    text = capsys.readouterr().out
+    data = json.loads((out / "recommend.json").read_text())
+    # a finished search as the uninterrupted one's; its A/B of 5 pairs may not confirm on a loaded machine (exit 3,
+    # said): what is asserted is what the resume did, not what the machine measured
+    assert data["finished"] is True and "interrupted" not in data and "not_searched" not in data, text
+    assert (code, data["verdict"]) in ((EXIT_CLEAN, "recommended"), (EXIT_UNJUDGED, "not_judged")), text
+    assert f"resuming: {len(settled)} search(es) settled by the stopped run" in text
+    assert data["resumed_searches"] == len(settled)  # each taken on its node ("resumed:" in the node's log)
+    assert data["chosen"].startswith("fake-2ms ") and data["runner_up"].startswith("fake-node ")
+    rows = {c["name"]: c for c in data["candidates"]}
+    assert all(rows[n]["searches"][0] == next(c for c in stopped["candidates"] if c["name"] == n)["searches"][0]
+               for n in settled)  # the settled search taken as it was recorded
+    assert all(r["node"] for r in rows.values()) and [s["rung"] for s in rows[data["chosen"]]["searches"]] == [0, 2]
