@@ -129,7 +129,7 @@ def test_report_merges_runs_from_two_thread_settings_side_by_side(fake_env, tmp_
               env=fake_env)
     assert res.returncode == 0, res.stdout + res.stderr
     html = (tmp_path / "m" / "report.html").read_text()
-    host = load_results(tmp_path / "t1").environment["hostname"]
+    host = load_results(tmp_path / "t1").environment.hostname
     for label in (f"{host} 1t", f"{host} 2t"):
         assert f"fake-ok @ {label}" in html and f"fake-ok-b @ {label} vs fake-ok @ {label}" in html
     assert "threads=1" in html and "threads=2" in html

@@ -11,6 +11,7 @@ from gating.gating_synth import ENV, case_result, samples
 
 from harness.display import csv_cell, speed_text, visible
 from harness.results.schema import CaseId, RunResults
+from harness.results.stored import RunEnvironmentRecord
 
 HIDDEN = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\x00": "\\x00", "\x1b": "\\x1b", "\x7f": "\\x7f",
           "\x85": "\\x85", "\x9b": "\\x9b", "\u200e": "\\u200e", "\u200f": "\\u200f", "\u061c": "\\u061c",
@@ -47,7 +48,7 @@ def _run(name: str) -> RunResults:
                          reason=f"because {name}"),
              case_result(CaseId(name, "torch-cpu", "fp32", 1, None, "cpu"), samples(2.0, 20, 2))]
     cases[1].accuracy["cosine"] = -0.5  # a genuine negative number in a numeric column
-    return RunResults(run_id=f"run {name}", started_at="t", environment=dict(ENV), config={}, cases=cases,
+    return RunResults(run_id=f"run {name}", started_at="t", environment=RunEnvironmentRecord.from_dict(dict(ENV)), config={}, cases=cases,
                       complete=True)
 
 

@@ -55,7 +55,7 @@ def node_figures(folder: Path) -> dict[str, Any]:
     for path in sorted(folder.glob("*/results.json")):
         run = load_results(path)
         out[path.parent.name] = {"rows": len(run.cases), "cases_s": round(sum(c.duration_s or 0 for c in run.cases), 1),
-                                 "cpu_affinity": run.environment.get("cpu_affinity")}
+                                 "cpu_affinity": run.environment.extra("cpu_affinity")}
     return out
 
 

@@ -190,7 +190,7 @@ def cmd_gate_check(args: argparse.Namespace) -> int:
     runs = SupervisedRuns(config)  # each simulated run a session with its own supervised worker
     result = gate_check(cases, gates, runs.measure, rounds=args.rounds, levels=levels,
                         repeats=config.measure.repeats, progress=print, execute=runs.execute)
-    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
+    result.machine = str(snapshot(threads=config.measure.threads).machine or "?")
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = gatecheck_markdown(result)
     print(markdown_as_text(md), end="")  # plain on the terminal; gatecheck.md keeps the Markdown
@@ -221,7 +221,7 @@ def _gate_check_ab(config: RunConfig, cases: list[CaseId], levels: tuple[float, 
           f"{ab.ab_confidence:.0%} interval")
     runs = SupervisedAb(config)
     result = ab_gate_check(cases, runs.verdict, trials=rounds, levels=levels, progress=print, execute=runs.execute)
-    result.machine = str(snapshot(threads=config.measure.threads).get("machine", "?"))
+    result.machine = str(snapshot(threads=config.measure.threads).machine or "?")
     result.measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     md = result.markdown()
     print(markdown_as_text(md), end="")

@@ -81,8 +81,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from harness.results.environment import default_threads, snapshot
 
     env = snapshot(threads=default_threads())
-    env["harness_overhead"] = measure_overhead()
-    print(json.dumps(env, indent=2, default=str))
+    env.harness_overhead = measure_overhead()
+    print(json.dumps(env.as_dict(), indent=2, default=str))
     return EXIT_OK
 
 

@@ -58,7 +58,7 @@ def merge_conform(config: RunConfig, cases: Sequence[CaseId], node_runs: Sequenc
     merged.cases.sort(key=lambda c: order.get(c.case.id, len(order)))
     merged.config = {**config.as_dict(), **workload.run_record(config), "ray_nodes": {
         r.run_id.removeprefix(f"{config.outputs.run_id}-"): {k: r.config.get(k) for k in ("onnx", "runtimes")}
-        for r in node_runs if r.environment.get("ray_node") and r.config.get("onnx")}}  # (a lost node's: unknown)
+        for r in node_runs if r.environment.extra("ray_node") and r.config.get("onnx")}}  # (a lost node's: unknown)
     if interrupted:
         merged.complete, merged.interrupted = False, True
     return merged
@@ -71,7 +71,7 @@ def node_lines(merged: RunResults) -> list[str]:
     for c in merged.cases:
         node = str(c.details.get("ray_node", "?"))
         counts[node] = counts.get(node, 0) + 1
-    envs = merged.environment.get("ray_nodes") or {}
+    envs = merged.environment.ray_nodes or {}
     lines = []
     for node, n in counts.items():
         fp = (envs.get(node) or {}).get("machine_fingerprint")
@@ -120,7 +120,7 @@ def ray_conform(config: RunConfig, cases: Sequence[CaseId], note: Callable[[str]
             from harness.history.record import record_run
 
             for run in node_runs:  # each node's run on its own machine's series
-                if run.environment.get("machine_fingerprint"):
+                if run.environment.machine_fingerprint:
                     record_run(run, config.outputs.history, str(out_dir / "results.json"), note)
         outputs = {"json": out_dir / "results.json", **get_workload("conform").render(merged, out_dir)}
         write_results(merged, out_dir)  # what rendering added (each runtime's wall time)

@@ -35,7 +35,7 @@ def node_fingerprint() -> str:
     """On a node: its machine fingerprint, as the environment snapshot of every run computes it."""
     from harness.results.environment import snapshot
 
-    return str(snapshot(quiet_check_s=0)["machine_fingerprint"])
+    return str(snapshot(quiet_check_s=0).machine_fingerprint)
 
 
 def node_classes(nodes: Sequence[Node]) -> dict[str, str]:
@@ -197,7 +197,7 @@ def gate_nodes(config: RunConfig, runs: Sequence[RunResults], note: Callable[[st
     the class: "" when the baseline names none.) No such node: a UsageError, before anything runs."""
     probe_address(config.fleet.ray)
     nodes = connect(config.fleet.ray)
-    wanted = runs[-1].environment.get("machine_fingerprint")
+    wanted = runs[-1].environment.machine_fingerprint
     used, left_out = class_nodes(nodes, node_classes(nodes), str(wanted) if wanted else None)
     files = model_files(config)
     of_class = len(used)
@@ -256,7 +256,7 @@ def ray_gate(config: RunConfig, runs: list[RunResults], replay: Replay | None, g
                 c.details["ray_unplaced"] = True
             node_runs.append(unplaced_run(config, unplaced, out_dir))
         merged = signals.settle(merged_run(config, node_runs))
-        merged.environment["ray_left_out"] = left_out
+        merged.environment.add(ray_left_out=left_out)
         write_results(merged, out_dir)  # OUT/results.json, as the local gate writes it
         render_report(merged, out_dir)
         outcome = GateOutcome(run=merged, workers_started=None)

@@ -18,6 +18,7 @@ from harness.config import RunConfig
 from harness.errors import UsageError, install_hint
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults
 from harness.results.store import ResultsWriter, atomic_write_text, write_results
+from harness.results.stored import RunEnvironmentRecord
 from harness.workloads import get_workload
 
 ENV_PREFIXES = ("HARNESS_",)  # the driver's HARNESS_* variables (plugins, cache) travel to every shard
@@ -154,8 +155,8 @@ def shard_events(config: RunConfig, cases: Sequence[CaseId], node_defaults: Sequ
     session.start()
     assert session.run is not None
     if priority is not None:
-        session.run.environment["niceness"] = priority  # type: ignore[typeddict-unknown-key]
-    yield "env", {"environment": session.run.environment, "started_at": session.run.started_at}
+        session.run.environment.add(niceness=priority)
+    yield "env", {"environment": session.run.environment.as_dict(), "started_at": session.run.started_at}
     yield "state", {"start": _machine_state()}
     rows = work(session, cases) if work is not None else (session.execute(case) for case in cases)
     for result in rows:
@@ -245,8 +246,8 @@ class ShardRun:
         self.case_lines = case_lines  # False: only a case that broke (crashed, timeout, oom) gets its line
         self.config = config.replace(run_id=f"{config.outputs.run_id}-{shard.node.label}")
         self.run = RunResults(run_id=self.config.outputs.run_id, started_at="", config={
-            **config.as_dict(), "ray_node": shard.node.node_id}, environment={
-            "hostname": shard.node.address, "machine": f"ray node {shard.node.label}"})
+            **config.as_dict(), "ray_node": shard.node.node_id}, environment=RunEnvironmentRecord(
+            hostname=shard.node.address, machine=f"ray node {shard.node.label}"))
         self.error: str | None = None
         self.machine: dict[str, Any] = {}  # the node's machine state at the shard's start and end
         self.started: float | None = None  # time.monotonic() when its task was sent
@@ -295,7 +296,9 @@ class ShardRun:
         from harness.results.schema import load_results
 
         if kind == "env":
-            self.run.environment = {**payload["environment"], "ray_node": self.shard.node.node_id}
+            self.run.environment = RunEnvironmentRecord.from_dict(
+                {**payload["environment"], "ray_node": self.shard.node.node_id},
+                f"ray node {self.shard.node.label}: its snapshot")
             self.run.started_at = payload["started_at"]
             line = priority_line(self.shard.node.label, payload["environment"].get("niceness"))
             if line:
@@ -314,7 +317,7 @@ class ShardRun:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(write, payload)  # a killed driver never leaves half a file
             final = load_results(write)  # through the one strict reader, like any stored run
-            final.environment["ray_node"] = self.shard.node.node_id
+            final.environment.add(ray_node=self.shard.node.node_id)
             self.run = final
             if self.started is not None:
                 self.seconds = time.monotonic() - self.started
@@ -411,9 +414,9 @@ def merged_run(config: RunConfig, runs: Sequence[RunResults]) -> RunResults:
         return r.run_id.removeprefix(f"{config.outputs.run_id}-") if r.run_id != config.outputs.run_id \
             else "unplaced"
 
-    measured = [r for r in runs if r.environment.get("ray_node")] or list(runs)
-    environment = copy.deepcopy(measured[0].environment) if measured else {}
-    environment["ray_nodes"] = {label(r): r.environment for r in measured}
+    measured = [r for r in runs if r.environment.extra("ray_node")] or list(runs)
+    environment = copy.deepcopy(measured[0].environment) if measured else RunEnvironmentRecord()
+    environment.ray_nodes = {label(r): r.environment.as_dict() for r in measured}
     cases = []
     for r in runs:
         for c in r.cases:
@@ -658,7 +661,7 @@ def unplaced_run(config: RunConfig, unplaced: Sequence[CaseResult], out_dir: Pat
     """The cases no node could take (plan_shards' skipped rows) as a run of their own, written to
     OUT/unplaced/results.json and merged with the nodes' runs."""
     extra = RunResults(run_id=config.outputs.run_id, started_at="", config=config.as_dict(),
-                       environment={"hostname": "unplaced", "machine": "no node with the resource"},
+                       environment=RunEnvironmentRecord(hostname="unplaced", machine="no node with the resource"),
                        cases=list(unplaced), complete=True)
     write_results(extra, out_dir / "unplaced")
     return extra
@@ -686,7 +689,7 @@ def ray_run(config: RunConfig, note: Callable[[str], None] = print) -> int:
 
             trends = []
             for run in runs:
-                if run.environment.get("machine_fingerprint"):  # the unplaced cases ran nowhere
+                if run.environment.machine_fingerprint:  # the unplaced cases ran nowhere
                     trends += record_run(run, config.outputs.history, str(out_dir), note) or []
         outputs = {"json": out_dir / "results.json", **render_report(runs, out_dir, trends=trends)}
     for line in summary_lines(merged):

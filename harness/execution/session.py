@@ -65,7 +65,7 @@ class HarnessSession:
         out_dir = cfg.outputs.out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         env = snapshot(threads=cfg.measure.threads)
-        env["harness_overhead"] = measure_overhead()
+        env.harness_overhead = measure_overhead()
         self.run = RunResults(run_id=cfg.outputs.run_id, started_at=_now(), environment=env,
                               config={**cfg.as_dict(), **self.workload.run_record(cfg)}, harness_version=__version__)
         defer = cfg.measure.repeats > 1  # later blocks in rounds over the whole matrix (harness.execution.rounds)
@@ -226,9 +226,9 @@ class HarnessSession:
             if not self.stopping:  # a stopped run keeps absorbing signals until the process ends
                 self._restore_signals()
             self.run.finished_at = _now()
-            self.run.environment.update(gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
+            self.run.environment.add(**gpu_end_snapshot(self.run.environment))  # clocks again; drop flagged
             if self._cpu is not None:
-                self.run.environment["cpu_busy_others_percent"] = self._cpu.percent()
+                self.run.environment.cpu_busy_others_percent = self._cpu.percent()
             self.run.complete = not interrupted
             self.run.interrupted = interrupted
             self._save()

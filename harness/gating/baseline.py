@@ -23,7 +23,15 @@ from harness.display import visible
 from harness.errors import ResultsError, UsageError
 from harness.results.schema import RunResults, _finite, load_results, results_from_doc
 from harness.results.store import atomic_write_text
-from harness.results.stored import BundleDoc, EnvironmentRecord, ReplayDoc, adapter, read_json_object, validate
+from harness.results.stored import (
+    BundleDoc,
+    EnvironmentRecord,
+    ReplayDoc,
+    RunEnvironmentRecord,
+    adapter,
+    read_json_object,
+    validate,
+)
 
 ENV_VAR = "HARNESS_BASELINE_DIR"
 BASELINE_SCHEMA = 2  # 2: + "replay" (stored artifacts, releases, feeds); 1 is still read (nothing to replay)
@@ -463,12 +471,12 @@ def release_by_name(packages: dict[str, Any] | None, dist: str | None) -> dict[s
     return {"distribution": builds[0][0], "version": builds[0][1]} if len(builds) == 1 else None
 
 
-def case_providers(case_env: EnvironmentRecord | None, run_env: dict[str, Any] | None
+def case_providers(case_env: EnvironmentRecord | None, run_env: RunEnvironmentRecord | None
                    ) -> dict[str, dict[str, str]]:
     """Which distribution (and release) provided each runtime module when a case ran: the run's (its
     environment's `providers`), overridden by the case's own environment's where it ran in one."""
     out: dict[str, dict[str, str]] = {}
-    for providers in ((run_env or {}).get("providers"), case_env.providers if case_env else None):
+    for providers in (run_env.extra("providers") if run_env else None, case_env.providers if case_env else None):
         for module, got in (providers or {}).items():
             if isinstance(got, dict) and isinstance(got.get("distribution"), str) and \
                     isinstance(got.get("version"), str):
@@ -481,7 +489,7 @@ def replay_record(run: RunResults, blobs: Path, repaired: list[str] | None = Non
     (a shared blob that no longer matched its digest is replaced: a line in `repaired`), with the release of each
     case's runtime as it ran (runtime_release)."""
     cases: dict[str, Any] = {}
-    libraries = {k: v for k, v in (run.environment.get("libraries") or {}).items()}
+    libraries = {k: v for k, v in (run.environment.libraries or {}).items()}
     for case in run.cases:
         if not case.measured:
             continue
@@ -594,7 +602,7 @@ def list_baselines(directory: str | Path | None = None) -> list[BaselineInfo]:
             runs = load_baseline_runs(p)
             run = runs[-1]
             warned = tuple(line for r in runs if (line := disturbed_line(r, f"{p.stem}: run {r.run_id}")))
-            out.append(BaselineInfo(p.stem, p, run.run_id, str(run.environment.get("machine", "?")),
+            out.append(BaselineInfo(p.stem, p, run.run_id, str(run.environment.machine or "?"),
                                     len(run.cases), sum(c.measured for c in run.cases), runs=len(runs),
                                     artifacts=artifact_summary(load_replay(p)), warnings=warned))
         except ResultsError as exc:

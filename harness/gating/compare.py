@@ -31,6 +31,7 @@ from harness.gating.verdicts import FAILING, Verdict
 from harness.metrics import METRICS
 from harness.results.schema import BROKEN, CaseId, CaseResult, RunResults, _finite
 from harness.results.stats import median_ns, min_samples, quoted
+from harness.results.stored import RunEnvironmentRecord
 
 METHOD = ("the gated latency statistic of each run is read in its least-disturbed measurement block (blocks "
           "after fresh activations, a matrix sweep apart); bootstrap (exact order-statistic resampling of every "
@@ -312,18 +313,17 @@ def comparison_json(comparison: Comparison) -> str:
 
 
 # ------------------------------------------------------------------ comparability
-def machine_identity(env: dict[str, Any]) -> dict[str, Any]:
+def machine_identity(env: RunEnvironmentRecord) -> dict[str, Any]:
     """What must match for timings to be comparable: CPU model, core counts, threads, GPUs."""
-    threads = env.get("threads") or {}
-    return {"cpu_model": env.get("cpu_model"), "cpu_cores_logical": env.get("cpu_cores_logical"),
+    threads = env.threads or {}
+    return {"cpu_model": env.cpu_model, "cpu_cores_logical": env.cpu_cores_logical,
             "harness_threads": threads.get("harness_threads") if isinstance(threads, dict) else None,
             "gpu": _gpu_names(env)}
 
 
-def _gpu_names(env: dict[str, Any]) -> tuple[str, ...] | None:
+def _gpu_names(env: RunEnvironmentRecord) -> tuple[str, ...] | None:
     """GPU names from whatever GPU section the snapshot has (`gpus` list, `gpu` dict/str); None if absent."""
-    for key in ("gpus", "gpu"):
-        v = env.get(key)
+    for v in (env.extra("gpus"), env.gpu):
         if v is None:
             continue
         items = v if isinstance(v, list) else [v]
@@ -337,13 +337,13 @@ def _gpu_names(env: dict[str, Any]) -> tuple[str, ...] | None:
     return None
 
 
-def machine_differences(base_env: dict[str, Any], cur_env: dict[str, Any]) -> list[str]:
+def machine_differences(base_env: RunEnvironmentRecord, cur_env: RunEnvironmentRecord) -> list[str]:
     a, b = machine_identity(base_env), machine_identity(cur_env)
     return [f"{k} {a[k]!r} vs {b[k]!r}" for k in a if a[k] != b[k]]
 
 
-def library_differences(base_env: dict[str, Any], cur_env: dict[str, Any]) -> list[str]:
-    a, b = base_env.get("libraries") or {}, cur_env.get("libraries") or {}
+def library_differences(base_env: RunEnvironmentRecord, cur_env: RunEnvironmentRecord) -> list[str]:
+    a, b = base_env.libraries or {}, cur_env.libraries or {}
     return [f"{k} {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
             if a.get(k) != b.get(k) and k != "inference-harness"]
 

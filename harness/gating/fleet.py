@@ -58,8 +58,8 @@ class NodeRun:
 
     @property
     def hardware_class(self) -> str:
-        env = self.run.environment if self.run is not None else {}
-        return str(env.get("machine_fingerprint") or "unknown")
+        fingerprint = self.run.environment.machine_fingerprint if self.run is not None else None
+        return str(fingerprint or "unknown")
 
 
 def block_values(result: CaseResult, figure: FleetFigure) -> tuple[list[float], bool]:

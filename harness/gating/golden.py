@@ -37,7 +37,7 @@ def write_index(store: Path, run: RunResults) -> dict[str, Any]:
         recorded = ((c.details or {}).get("golden") or {}).get("recorded")
         if recorded and c.status == "passed":
             index[c.case.id] = {**recorded, "recorded_from": run.run_id,
-                                "machine_fingerprint": run.environment.get("machine_fingerprint")}
+                                "machine_fingerprint": run.environment.machine_fingerprint}
     store.mkdir(parents=True, exist_ok=True)
     atomic_write_text(store / "index.json", json.dumps(index, indent=1, sort_keys=True))
     return index

@@ -78,7 +78,7 @@ def band(result: CaseResult | None, req: RequirementResult, floor_pct: float | N
 def provenance(cert: Certificate, golden_store: Path | None = None) -> dict[str, Any]:
     """The certificate's provenance: spec text, artifacts, feeds, golden outputs, environment lock, bands."""
     run: RunResults = cert.run
-    env = run.environment or {}
+    env = run.environment
     artifacts, feeds = {}, {}
     for c in run.cases:
         if c.artifact:
@@ -99,8 +99,8 @@ def provenance(cert: Certificate, golden_store: Path | None = None) -> dict[str,
             bands[f"{i}"] = {"case_id": r.case_id, "requirement": r.requirement, "measured": r.measured, **b}
     from harness.gating.baseline import case_providers
 
-    lock = {"python": env.get("python"), "harness_version": run.harness_version, "git": env.get("git"),
-            "libraries": {k: v for k, v in (env.get("libraries") or {}).items() if v},
+    lock = {"python": env.python, "harness_version": run.harness_version, "git": env.git,
+            "libraries": {k: v for k, v in (env.libraries or {}).items() if v},
             # the release of each runtime module every case ran with (its own environment's, else the run's):
             # what --reproduce pins each case to
             "providers": {c.case.id: case_providers(c.environment, env) for c in run.cases}}

@@ -19,7 +19,7 @@ from harness.gating.verdicts import EXIT_CLEAN, EXIT_REGRESSION, EXIT_UNJUDGED, 
 from harness.precision import Precision
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import LatencyStats, quoted, too_few_text
-from harness.results.stored import read_toml
+from harness.results.stored import RunEnvironmentRecord, read_toml
 
 
 class SpecError(UsageError):
@@ -385,13 +385,15 @@ _MACHINE_KEYS = ("machine", "hostname", "cpu_model", "cpu_cores_logical", "cpu_c
                  "cpu_quiet_at_start", "git")
 
 
-def machine_fingerprint(env: Mapping[str, Any]) -> dict[str, Any]:
-    """CPU, GPU, driver, CUDA and library versions from a run's environment snapshot."""
-    out = {k: env[k] for k in _MACHINE_KEYS if k in env}
-    for k, v in env.items():  # GPU, driver and CUDA facts, whatever the snapshot names them
+def machine_fingerprint(env: RunEnvironmentRecord) -> dict[str, Any]:
+    """CPU, GPU, driver, CUDA and library versions from a run's environment snapshot (as it is stored: its fields
+    and open keys)."""
+    snapshot = env.as_dict()
+    out = {k: snapshot[k] for k in _MACHINE_KEYS if k in snapshot}
+    for k, v in snapshot.items():  # GPU, driver and CUDA facts, whatever the snapshot names them
         if any(s in k.lower() for s in ("gpu", "cuda", "driver", "nvidia", "nvml")):
             out[k] = v
-    out["libraries"] = {k: v for k, v in (env.get("libraries") or {}).items() if v}
+    out["libraries"] = {k: v for k, v in (env.libraries or {}).items() if v}
     out.setdefault("gpu", None)
     return out
 

@@ -37,7 +37,7 @@ def trend_rows(history: Any, run: RunResults) -> list[dict[str, Any]]:
     the p50 level change points (index of the first run after, change in percent) and `detectable`: the smallest
     p50 step (relative) its history can show after 5 more runs (None: too short)."""
     from harness.history.store import detectable
-    fingerprint = str(run.environment.get("machine_fingerprint") or run.environment.get("hostname") or "unknown")
+    fingerprint = str(run.environment.machine_fingerprint or run.environment.hostname or "unknown")
     keys = [c.case.id for c in run.cases if c.measured]
     if not keys:
         return []

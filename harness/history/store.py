@@ -194,9 +194,9 @@ class History:
                                f"{_first_line(exc)}") from None
 
     def _add(self, run: RunResults, source: str) -> int:
-        env = run.environment or {}
-        fingerprint = str(env.get("machine_fingerprint") or env.get("hostname") or "unknown")
-        git = env.get("git") if isinstance(env.get("git"), dict) else {}
+        env = run.environment
+        fingerprint = str(env.machine_fingerprint or env.hostname or "unknown")
+        git = env.git or {}
         with Session(self.engine) as s, s.begin():
             dup = s.scalar(select(Run.id).where(Run.run_id == run.run_id, Run.machine_fingerprint == fingerprint))
             if dup is not None:
@@ -204,7 +204,7 @@ class History:
                                    "already recorded")
             row = Run(run_id=run.run_id, started_at=run.started_at, finished_at=run.finished_at,
                       commit=git.get("commit"), dirty=git.get("dirty"), machine_fingerprint=fingerprint,
-                      machine=str(env.get("machine") or env.get("hostname") or fingerprint)[:500],
+                      machine=str(env.machine or env.hostname or fingerprint)[:500],
                       harness_version=run.harness_version[:64], complete=run.complete, source=source[:1000],
                       added_at=_now())
             s.add(row)

@@ -35,7 +35,7 @@ def _add(history: History, args: argparse.Namespace) -> int:
     for path, run in runs:
         n = history.add(run, path)
         print(f"recorded run {visible(run.run_id)} ({n} cases, machine "
-              f"{visible(str(run.environment.get('machine', '?')))}) in {masked(history.url)}")
+              f"{visible(str(run.environment.machine or '?'))}) in {masked(history.url)}")
     return 0
 
 

@@ -132,7 +132,7 @@ def conformance_html(run: RunResults, report_page: str | None = None) -> str:
                            conversion=failures(run, ("conversion",)),
                            nondeterministic=failures(run, ("nondeterministic",)), order=ORDER, explain=EXPLAIN,
                            not_counted=NOT_COUNTED,
-                           machine=run.environment.get("machine") or run.environment.get("hostname") or "")
+                           machine=run.environment.machine or run.environment.hostname or "")
 
 
 def conformance_pages(run: RunResults, out_dir: Path, report_page: str | None) -> dict[str, Path]:

@@ -25,7 +25,7 @@ def sources(runs: list[RunResults], labels: list[str]) -> list[dict[str, Any]]:
         out.append({"label": label, "run": run, "env": run.environment, "config": run.config,
                     "has_seq": any(c.case.seq is not None for c in run.cases),
                     "counts": run.counts(), "noisy": noisy, "noise": noise,
-                    "overhead": run.environment.get("harness_overhead") or {}})
+                    "overhead": run.environment.harness_overhead or {}})
     return out
 
 
@@ -33,17 +33,17 @@ def env_rows(runs: list[RunResults]) -> list[tuple[str, list[Any]]]:
     """The "Environment" table: (what, its value per run), libraries and runtimes' own environments included."""
     keys = ["machine", "hostname", "cpu_model", "cpu_cores_logical", "cpu_cores_physical", "memory_total_gb",
             "os", "python", "cpu_busy_percent_at_start", "machine_fingerprint"]
-    rows = [(k, [r.environment.get(k) for r in runs]) for k in keys
-            if any(r.environment.get(k) is not None for r in runs)]
-    gpu_keys = sorted({k for r in runs for k in (r.environment.get("gpu") or {}) if not isinstance(
-        (r.environment.get("gpu") or {}).get(k), (dict, list))})
-    rows += [(f"gpu.{k}", [(r.environment.get("gpu") or {}).get(k) for r in runs]) for k in gpu_keys]
-    rows.append(("git", [f"{(r.environment.get('git') or {}).get('commit') or '-'}"
-                         f"{' (dirty)' if (r.environment.get('git') or {}).get('dirty') else ''}" for r in runs]))
-    rows.append(("threads", [" ".join(f"{k}={v}" for k, v in (r.environment.get("threads") or {}).items())
+    envs = [r.environment.as_dict() for r in runs]  # the fields and the open keys (`os`) alike, as stored
+    rows = [(k, [e.get(k) for e in envs]) for k in keys if any(e.get(k) is not None for e in envs)]
+    gpu_keys = sorted({k for r in runs for k in (r.environment.gpu or {}) if not isinstance(
+        (r.environment.gpu or {}).get(k), (dict, list))})
+    rows += [(f"gpu.{k}", [(r.environment.gpu or {}).get(k) for r in runs]) for k in gpu_keys]
+    rows.append(("git", [f"{(r.environment.git or {}).get('commit') or '-'}"
+                         f"{' (dirty)' if (r.environment.git or {}).get('dirty') else ''}" for r in runs]))
+    rows.append(("threads", [" ".join(f"{k}={v}" for k, v in (r.environment.threads or {}).items())
                              for r in runs]))
-    libs = sorted({k for r in runs for k, v in (r.environment.get("libraries") or {}).items() if v})
-    rows += [(k, [(r.environment.get("libraries") or {}).get(k) for r in runs]) for k in libs]
+    libs = sorted({k for r in runs for k, v in (r.environment.libraries or {}).items() if v})
+    rows += [(k, [(r.environment.libraries or {}).get(k) for r in runs]) for k in libs]
     # runtimes that ran in an environment of their own (harness.envs): the exact packages installed there
     own = [{c.case.runtime: env_packages(c.environment) for c in r.cases if c.environment} for r in runs]
     rows += [(f"{rt} (own environment)", [o.get(rt) for o in own]) for rt in sorted({k for o in own for k in o})]

@@ -239,17 +239,17 @@ def skipped_lines(run: RunResults) -> list[str]:
 
 def noise_lines(run: RunResults) -> list[str]:
     """Where people look: was the CPU busy at the start or during the run, and which cases are noisy."""
-    env = run.environment or {}
+    env = run.environment
     out = []
-    start = env.get("cpu_busy_percent_at_start")
-    if start is not None and env.get("cpu_quiet_at_start") is False:
+    start = env.cpu_busy_percent_at_start
+    if start is not None and env.cpu_quiet_at_start is False:
         out.append(f"CPU busy at start: {start:.0f}% of the CPUs used by other processes: figures may be inflated")
-    during = env.get("cpu_busy_others_percent")
+    during = env.cpu_busy_others_percent
     if during is not None and during >= BUSY_DURING_PERCENT:
         out.append(f"CPU busy during the run: other processes used {during:.0f}% of the CPUs while cases ran: "
                    "figures may be inflated; rerun on a quiet machine")
-    threads = (env.get("threads") or {}).get("harness_threads")
-    free = env.get("cpu_cores_free_at_start")
+    threads = (env.threads or {}).get("harness_threads")
+    free = env.cpu_cores_free_at_start
     if isinstance(threads, int) and free is not None and threads > 1 and threads > free + 0.5:
         out.append(f"--threads {threads} with {free:.1f} core(s) free at the start: a thread pool of more threads "
                    "than free cores waits whole scheduler slices at its barriers (stalls at multiples of ~24 ms "

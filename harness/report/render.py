@@ -101,10 +101,10 @@ def benchmark_json(run: RunResults) -> dict[str, Any]:
         })
     env = run.environment
     return {
-        "machine_info": {"node": env.get("hostname"), "processor": env.get("cpu_model"),
-                         "machine": env.get("machine"), "python_version": env.get("python"),
-                         "cpu": {"brand_raw": env.get("cpu_model"), "count": env.get("cpu_cores_logical")}},
-        "commit_info": {"id": (env.get("git") or {}).get("commit"), "dirty": (env.get("git") or {}).get("dirty")},
+        "machine_info": {"node": env.hostname, "processor": env.cpu_model, "machine": env.machine,
+                         "python_version": env.python,
+                         "cpu": {"brand_raw": env.cpu_model, "count": env.cpu_cores_logical}},
+        "commit_info": {"id": (env.git or {}).get("commit"), "dirty": (env.git or {}).get("dirty")},
         "benchmarks": benches, "datetime": run.started_at, "version": pb_version,
     }
 

@@ -27,7 +27,7 @@ def md_header(runs: list[RunResults], labels: list[str], verdicts: Sequence[dict
         lines = [f"**{_md(gate_headline(verdict_rows(verdicts)))}**", ""] + lines
     for run, label in zip(runs, labels):
         state = "complete" if run.complete else "INCOMPLETE (interrupted or killed)"
-        machine = str(run.environment.get("machine") or "-")
+        machine = str(run.environment.machine or "-")
         who = machine if machine == label or machine.startswith(f"{label} (") else f"{label} ({machine})"
         lines.append(f"- {_md(who)}: {len(run.cases)} cases, {state}")
     return lines + ["", " · ".join(f"**{k}** {v}" for k, v in total_counts(runs).items() if v), ""]

@@ -52,9 +52,9 @@ MEASURED = ("passed", "failed")
 def run_labels(runs: Sequence[RunResults]) -> list[str]:
     """A short label per run: its host name, then its thread count where hosts repeat, then its run id."""
     def threads(r: RunResults) -> str:
-        return f"{r.config.get('threads') or (r.environment.get('threads') or {}).get('harness_threads')}t"
+        return f"{r.config.get('threads') or (r.environment.threads or {}).get('harness_threads')}t"
 
-    labels = [str(r.environment.get("hostname") or r.environment.get("machine") or r.run_id) for r in runs]
+    labels = [str(r.environment.hostname or r.environment.machine or r.run_id) for r in runs]
     for extra in (threads, lambda r: r.run_id):
         labels = [f"{lab} {extra(r)}" if labels.count(lab) > 1 else lab for lab, r in zip(labels, runs)]
     return labels

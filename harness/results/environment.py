@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import install_hint
+from harness.results.stored import RunEnvironmentRecord
 
 LIBRARIES = ("inference-harness", "torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "numpy",
              "pandas", "jinja2", "pytest", "pytest-benchmark", "psutil", "nvidia-ml-py", "tensorrt")
@@ -145,18 +146,22 @@ def cpu_fingerprint(cpu: str | None = None, cores: int | None = None, memory_gb:
     return hashlib.sha256(fp_src.encode()).hexdigest()[:16]
 
 
-def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str, Any]:
-    """The machine and software a run measured on. `machine` labels the run in merged reports."""
+def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> RunEnvironmentRecord:
+    """The machine and software a run measured on, read as a stored snapshot is (RunEnvironmentRecord: its
+    fields, then the facts only printed or carried as open keys). `machine` labels the run in merged reports."""
     import psutil
 
     vm = psutil.virtual_memory()
     cpu = cpu_model()
+    hostname, cores = socket.gethostname(), psutil.cpu_count(logical=True)
+    memory_gb = round(vm.total / 2**30, 2)
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     env: dict[str, Any] = {
-        "hostname": socket.gethostname(),
+        "hostname": hostname,
         "cpu_model": cpu,
-        "cpu_cores_logical": psutil.cpu_count(logical=True),
+        "cpu_cores_logical": cores,
         "cpu_cores_physical": psutil.cpu_count(logical=False),
-        "memory_total_gb": round(vm.total / 2**30, 2),
+        "memory_total_gb": memory_gb,
         "os": platform.platform(),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
@@ -164,19 +169,18 @@ def snapshot(threads: int | None = None, quiet_check_s: float = 0.5) -> dict[str
         "providers": module_providers(),
         "git": git_commit(),
         "threads": {"harness_threads": threads, **{v: os.environ.get(v) for v in THREAD_VARS}},
-        "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_affinity": affinity,
     }
     if quiet_check_s > 0:
         busy = cpu_busy_percent(quiet_check_s)
-        env["cpu_busy_percent_at_start"] = busy
-        env["cpu_quiet_at_start"] = busy < 15.0
-        cpus = len(env["cpu_affinity"] or ()) or env["cpu_cores_logical"] or 1
-        env["cpu_cores_free_at_start"] = round(max(0.0, cpus * (1.0 - busy / 100.0)), 2)
-    env["gpu"] = gpu_snapshot()
-    gpu_names = [str(g.get("name")) for g in env["gpu"].get("gpus", [])]
-    env["machine_fingerprint"] = cpu_fingerprint(cpu, env["cpu_cores_logical"], env["memory_total_gb"], gpu_names)
-    env["machine"] = f"{env['hostname']} ({cpu}, {env['cpu_cores_logical']} cpus, threads={threads})"
-    return env
+        cpus = len(affinity or ()) or cores or 1
+        env.update(cpu_busy_percent_at_start=busy, cpu_quiet_at_start=busy < 15.0,
+                   cpu_cores_free_at_start=round(max(0.0, cpus * (1.0 - busy / 100.0)), 2))
+    gpu = gpu_snapshot()
+    gpu_names = [str(g.get("name")) for g in gpu.get("gpus", [])]
+    env.update(gpu=gpu, machine_fingerprint=cpu_fingerprint(cpu, cores, memory_gb, gpu_names),
+               machine=f"{hostname} ({cpu}, {cores} cpus, threads={threads})")
+    return RunEnvironmentRecord.from_dict(env, "this machine's snapshot")
 
 
 def default_threads() -> int:
@@ -324,14 +328,14 @@ def _tensorrt_version() -> str:
         return _na(f'tensorrt is not installed (optional extra: {install_hint("tensorrt")})')
 
 
-def gpu_end_snapshot(start_env: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
+def gpu_end_snapshot(start_env: RunEnvironmentRecord, nvml: Any = None) -> dict[str, Any]:
     """Clocks and power limits again at the end of the run, with a flag where a GPU's SM clock dropped.
 
     A drop (more than CLOCK_DROP_FRACTION) or a lower power limit hints at thermal or power throttling
     during the run: the run's GPU figures may be slower than the hardware's steady state.
     """
     end = nvml_facts(nvml)
-    start_gpus = {g.get("uuid") or g.get("index"): g for g in (start_env.get("gpu") or {}).get("gpus", [])}
+    start_gpus = {g.get("uuid") or g.get("index"): g for g in (start_env.gpu or {}).get("gpus", [])}
     drops = []
     for g in end.get("gpus", []):
         s = start_gpus.get(g.get("uuid") or g.get("index"))

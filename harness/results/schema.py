@@ -530,7 +530,7 @@ class RunResults(Record):
 
     run_id: Text
     started_at: Text
-    environment: RunEnvironmentRecord = field(default_factory=dict)  # type: ignore[assignment]
+    environment: RunEnvironmentRecord = field(default_factory=RunEnvironmentRecord)
     config: Object = field(default_factory=dict)
     cases: Annotated[list[CaseResult], Strict()] = field(default_factory=list)
     finished_at: Text | None = None
@@ -542,7 +542,7 @@ class RunResults(Record):
     def as_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "harness_version": self.harness_version,
                 "run_id": self.run_id, "started_at": self.started_at, "finished_at": self.finished_at,
-                "complete": self.complete, "interrupted": self.interrupted, "environment": self.environment,
+                "complete": self.complete, "interrupted": self.interrupted, "environment": self.environment.as_dict(),
                 "config": self.config, "cases": [c.as_dict() for c in self.cases]}
 
     def to_json(self) -> str:

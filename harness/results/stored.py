@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
-from typing_extensions import TypedDict
 
 from harness.errors import HarnessError, ResultsError
 
@@ -416,6 +415,8 @@ def validate(model: TypeAdapter[Any], doc: dict[str, Any], source: str, prefix: 
             # a number field (an int or a float, both strict): one problem, said once, at the field itself
             e = {**e, "loc": e["loc"][:-1], "msg": "Input should be a number (an integer or a float)"}
             errors = [x for x in errors if x["loc"][:-1] != e["loc"]] + [e]
+        if e["type"] == "dataclass_type":  # a record found as something else: said as for any object, no class name
+            e = {**e, "msg": "Input should be a valid dictionary"}
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         got = "" if e["type"] == "missing" else f"; found {short(e.get('input'))}"
         raise ResultsError(f"{source}: {place(e['loc'], prefix)}: {e['msg'].lower()}{got}{more}") from None
@@ -683,28 +684,49 @@ def check_ab(ab: Any) -> Any:
     return ab
 
 
-class RunEnvironmentRecord(TypedDict, total=False):
-    """A run's environment snapshot (harness.results.environment.snapshot): the keys renderers index into or
-    print, declared with their types (a string where a table of libraries goes would end a report in a
-    traceback); the rest as stored."""
+# a full snapshot's keys (harness.results.environment.snapshot): written together, null where unknown
+_SNAPSHOT = ("hostname",)
 
-    __pydantic_config__ = RECORD_DICT  # type: ignore[misc]
-    hostname: Text
-    machine: Text
-    machine_fingerprint: Text
-    cpu_model: Text
-    cpu_cores_logical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)]
-    cpu_cores_physical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] | None
-    memory_total_gb: Amount | None
-    python: Text
-    libraries: Annotated[dict[Text, Text | None], Strict()] | None
-    git: Object | None
-    threads: Object | None
-    gpu: Object | None
-    gpu_end: Object | None
-    harness_overhead: Object | None
-    cpu_busy_percent_at_start: Amount | None
-    cpu_cores_free_at_start: Amount | None
-    cpu_quiet_at_start: Flag | None
-    cpu_busy_others_percent: Amount | None
-    ray_nodes: Object | None
+
+@dataclass
+class RunEnvironmentRecord(Record):
+    """A run's environment snapshot (harness.results.environment.snapshot): the keys renderers and judges read,
+    declared with their types (a string where a table of libraries goes would end a report in a traceback); the
+    facts only printed or carried (`os`, `python_implementation`, `providers`, `cpu_affinity`, `gpu_clock_drop`,
+    `ray_node`, `niceness`, what a newer harness adds) kept as open keys, written after the fields. A full
+    snapshot writes its fields together (`hostname` set: null where unknown); a partial one (an old results file)
+    only the keys it has (a field written null reads back as None). Mutable: the run adds to it while it goes (`gpu_end`, `harness_overhead`,
+    `cpu_busy_others_percent`, `ray_nodes` as fields; open keys through `add`)."""
+
+    __pydantic_config__ = RECORD_DICT
+
+    hostname: Text = when_set(_SNAPSHOT)
+    machine: Text | None = when_set(_SNAPSHOT)
+    machine_fingerprint: Text | None = when_set(_SNAPSHOT)
+    cpu_model: Text | None = when_set(_SNAPSHOT)
+    cpu_cores_logical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] | None = when_set(_SNAPSHOT)
+    cpu_cores_physical: Annotated[int, Strict(), Field(ge=1, le=1 << 20)] | None = when_set(_SNAPSHOT)
+    memory_total_gb: Amount | None = when_set(_SNAPSHOT)
+    python: Text | None = when_set(_SNAPSHOT)
+    libraries: Annotated[dict[Text, Text | None], Strict()] | None = when_set(_SNAPSHOT)
+    git: Object | None = when_set(_SNAPSHOT)
+    threads: Object | None = when_set(_SNAPSHOT)
+    gpu: Object | None = when_set(_SNAPSHOT)
+    gpu_end: Object | None = when_set()  # added at the end of a run (harness.results.environment.gpu_end_snapshot)
+    harness_overhead: Object | None = when_set()  # added by the session and `harness snapshot`
+    cpu_busy_percent_at_start: Amount | None = when_set()  # the three: where the snapshot probed the CPU
+    cpu_cores_free_at_start: Amount | None = when_set()
+    cpu_quiet_at_start: Flag | None = when_set()
+    cpu_busy_others_percent: Amount | None = when_set(("gpu_end",))  # at the run's end, beside gpu_end
+    ray_nodes: Object | None = when_set()  # a merged Ray run: every node's snapshot
+
+    def add(self, **keys: Any) -> RunEnvironmentRecord:
+        """Open keys (or fields) added while the run goes, written after the fields in the order added; self."""
+        for k, v in keys.items():
+            setattr(self, k, v)
+        return self
+
+    def extra(self, key: str) -> Any:
+        """An open key's value (None where the snapshot has none)."""
+        names = {f.name for f in fields(self)}
+        return None if key in names else vars(self).get(key)

@@ -7,6 +7,7 @@ import re
 from harness.report.conformance import conformance_html, failures, summary_rows, summary_text
 from harness.results.schema import CaseId, RunResults
 from harness.workloads.conform.workload import conformance_result
+from harness.results.stored import RunEnvironmentRecord
 
 REPLIES = {
     "test_relu": {"status": "passed", "infer_ns": 1000, "max_abs": 0.0, "max_rel": 0.0},
@@ -29,7 +30,7 @@ def _run() -> RunResults:
                 "kind": "node", "test": name,
                 "reproduce": f"harness conform --runtimes ort-cpu --precisions fp16 --case {name}"}
         cases.append(conformance_result(info, "f" * 16, cid, {"rtol": 1e-2, "atol": 1e-3, **reply}))
-    return RunResults("conform-x", "2026-01-01T00:00:00", {}, {"onnx": "1.19"}, cases, complete=True)
+    return RunResults("conform-x", "2026-01-01T00:00:00", RunEnvironmentRecord(), {"onnx": "1.19"}, cases, complete=True)
 
 
 def test_statuses_say_whose_failure_it_is():

@@ -21,6 +21,7 @@ from harness.model import BATCH, ModelSpec, TensorSpec, register_model
 from harness.options import batcher_policy
 from harness.results.schema import BatcherRun, CaseId, ScenarioRun
 from harness.workloads.forward.batcher import STOP, Batcher, batch_feeds, batch_refusal, wait_figures
+from harness.results.stored import RunEnvironmentRecord
 
 MS = 1_000_000  # ns
 
@@ -267,7 +268,7 @@ def test_the_batchers_figures_survive_results_json_and_the_report_draws_its_curv
                       target_latency_ms=20.0, search_step=i + 1,
                       batcher=BatcherRun(4, 2.0, hist, {"p50": 1.5, "p99": 2.0}, hist[3]))
           for i, (q, p99, hist) in enumerate([(100.0, 5.0, [90, 5, 0, 0]), (800.0, 9.5, [10, 20, 30, 117])])]])
-    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[plain, batched])
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[plain, batched])
     back = results_from_doc(json.loads(run.to_json()))
     assert back.cases[1].scenarios[2].batcher == batched.scenarios[2].batcher
     assert back.cases[1].scenarios[2].batcher.mean_batch == pytest.approx((10 + 40 + 90 + 468) / 177)
@@ -303,6 +304,6 @@ def test_the_default_server_bound_adds_the_batchers_wait_and_the_terminal_names_
     c = CaseRunner().run(CaseId("fake-linear", "fake-2ms", "fp32", 1, None, "cpu"), config)
     c.scenarios = [ScenarioRun("server", "VALID", target_qps=900.0, latency_ms={"p99": 7.0}, target_latency_ms=23.0,
                                batcher=BatcherRun(8, 3.0, [1, 0, 0, 0, 0, 0, 0, 3], {"p99": 2.5}, 3))]
-    (line,) = scenario_lines(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    (line,) = scenario_lines(RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[c]))
     assert "server VALID 900 QPS, p99 7 ms under a 23 ms bound; 1 of 1 tries VALID (batcher max 8 wait 3 ms: " \
            "mean batch 6.25, queue wait p99 2.5 ms)" in line, line

@@ -61,7 +61,7 @@ def test_the_plan_says_every_node_and_the_merge_is_the_local_run(conform_cases, 
     runs = []
     for k, s in enumerate(shards):
         sr = ShardRun(config, s, tmp_path)
-        sr.run.environment.update(machine_fingerprint=f"class{k}", ray_node=s.node.node_id)
+        sr.run.environment.add(machine_fingerprint=f"class{k}", ray_node=s.node.node_id)
         if k == 0:  # the lost node's complete run (its config) never arrived
             sr.run.config.update(onnx="1.x", runtimes={"fake-conform": {}})
         sr.run.cases = [CaseResult(c, "passed") for c in s.cases]

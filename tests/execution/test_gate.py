@@ -31,6 +31,7 @@ from harness.model import get_model, register_model
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
 from harness.results.store import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -78,7 +79,7 @@ def _baseline_run(tmp_path: Path, fakes, cost_us: float, cases: list[tuple[str, 
                                   timing_scope="host_to_host", artifact=artifact, feed_sha256="f" * 64,
                                   model_fingerprint=fingerprint))
     run = RunResults(run_id="base-1", started_at="2026-11-26T01:00:00+00:00", cases=results,
-                     environment={"machine": "test", "libraries": {"numpy": "2.0"}},
+                     environment=RunEnvironmentRecord.from_dict({"machine": "test", "libraries": {"numpy": "2.0"}}),
                      config={"threads": 1, "seed": 0, "repeats": 1})
     run.finished_at = "2099-01-01T00:00:00+00:00"
     run.complete = True

@@ -32,6 +32,7 @@ from harness.results.environment import module_provider, site_providers
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
 from harness.results.store import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 CASE = "fake-file-fake-graph-fp32-b1"
 
@@ -47,7 +48,7 @@ def _run(tmp_path: Path, artifacts: dict[str, Path], run_id: str = "base-1", con
                                 artifact=str(path), feed_sha256="f" * 64,
                                 model_fingerprint=(fingerprints or {}).get(model, "0" * 64)))
     run = RunResults(run_id=run_id, started_at="2026-11-26T01:00:00+00:00", cases=cases,
-                     environment=environment or {"machine": "test", "libraries": {"numpy": "2.0"}},
+                     environment=RunEnvironmentRecord.from_dict(environment or {"machine": "test", "libraries": {"numpy": "2.0"}}),
                      config=config or {"threads": 1, "seed": 0, "repeats": 1})
     run.finished_at = "2099-01-01T00:00:00+00:00"
     run.complete = True
@@ -361,7 +362,7 @@ def test_the_cli_save_reports_a_write_error_in_one_line_exit_2(tmp_path, fake_en
     run = RunResults(run_id="r1", started_at="2026-11-26T01:00:00+00:00", cases=[CaseResult(
         CaseId("fake-linear", "fake-ok", "fp32", 1, None, "cpu"), "passed", samples_ns=samples,
         latency=latency_stats(samples), timing_scope="host_to_host")], config={"threads": 1},
-        environment={"machine": "t"})
+        environment=RunEnvironmentRecord.from_dict({"machine": "t"}))
     run.finished_at, run.complete = "2099-01-01T00:00:00+00:00", True
     path = write(run, tmp_path / "r").parent
     (tmp_path / "notadir").write_text("x")

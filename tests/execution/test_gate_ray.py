@@ -19,6 +19,7 @@ from harness.execution.ray_shards import Node, merged_run
 from harness.gating.verdicts import EXIT_REGRESSION, EXIT_UNJUDGED
 from harness.results import load_results
 from harness.results.schema import AbResult, CaseId, CaseResult, RunResults
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def test_a_cluster_without_a_node_of_the_baselines_class_is_one_line_exit_2_befo
     monkeypatch.setattr(gate_ray, "run_shards", lambda *a, **kw: pytest.fail("nothing may run"))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = RunConfig.build(workload="gate", ray="auto", out_dir=tmp_path / "g")
-    baseline = RunResults(run_id="b", started_at="", environment={"machine_fingerprint": "k1"})
+    baseline = RunResults(run_id="b", started_at="", environment=RunEnvironmentRecord.from_dict({"machine_fingerprint": "k1"}))
     with pytest.raises(UsageError, match=r"--ray auto: no node of the cluster is of the baseline's hardware class "
                                          r"k1 \(1 node\(s\): 10.0.0.1-aaaaaaaa: not used: hardware class k2"):
         gate_ray.ray_gate(config, [baseline], None, None, [], note=lambda line: None)
@@ -99,7 +100,7 @@ def test_the_merged_rows_of_two_nodes_are_judged_as_the_local_rows_and_a_lost_ro
     local = GateOutcome()
     judge_rows(local, plans, RunResults(run_id="g", started_at="", cases=rows), [], None)
     config = RunConfig.build(workload="gate", run_id="g")
-    runs = [RunResults(run_id=f"g-{n}", started_at="", cases=[r], environment={"ray_node": n})
+    runs = [RunResults(run_id=f"g-{n}", started_at="", cases=[r], environment=RunEnvironmentRecord.from_dict({"ray_node": n}))
             for n, r in zip(("n1", "n2"), rows)]
     remote = GateOutcome()
     judge_rows(remote, plans, merged_run(config, runs), [], None)

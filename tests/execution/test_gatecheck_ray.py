@@ -17,6 +17,7 @@ from harness.execution.ray_shards import Node
 from harness.gating.gatecheck import NightlyTally
 from harness.report.gatecheck import nightly_markdown
 from harness.results.schema import AbResult, CaseId, CaseResult, RunResults
+from harness.results.stored import RunEnvironmentRecord
 
 
 def _case(model: str, batch: int = 1) -> CaseId:
@@ -64,7 +65,7 @@ def test_the_plan_leaves_out_a_node_of_the_class_lacking_a_model_file_and_refuse
     monkeypatch.setattr(gate_ray, "node_classes", lambda ns: {"a" * 16: "k1", "b" * 16: "k1", "c" * 16: "k2"})
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = RunConfig.build(workload="gate", ray="auto", user_models=(str(model),))
-    baseline = RunResults(run_id="b", started_at="", environment={"machine_fingerprint": "k1"})
+    baseline = RunResults(run_id="b", started_at="", environment=RunEnvironmentRecord.from_dict({"machine_fingerprint": "k1"}))
     asked = []
 
     def missing(ns, paths):
@@ -205,7 +206,7 @@ def test_run_baseline_ray_exit_a_lost_nodes_case_is_unjudged_never_a_failure(one
         else:  # its A/B passed; "failed": its drift check failed (a row of its own status)
             row = _ab_row(case, "pass", {})
             row.status = status
-        run = RunResults(run_id="r", started_at="", cases=[row], environment=runs[-1].environment)
+        run = RunResults(run_id="r", started_at="", cases=[row], environment=RunEnvironmentRecord.from_dict(runs[-1].environment))
         out = GateOutcome(run=run, workers_started=None)
         judge_rows(out, plans, run, runs, gates)
         return out

@@ -13,6 +13,7 @@ from harness.config import RunConfig
 from harness.execution import CaseRunner
 from harness.workloads import get_workload
 from harness.results.schema import CaseId, CaseResult
+from harness.results.stored import RunEnvironmentRecord
 
 
 def _onnx(path: Path, nodes, inputs, outputs, initializers=()) -> Path:
@@ -123,7 +124,7 @@ def test_nondeterministic_model_is_flagged_not_a_silent_zero_drift(tmp_path):
     assert r.accuracy["max_abs"] > 0.1 and r.status == "failed"
     assert "nondeterministic reference: ort-cpu FP32 gave different outputs on two runs" in r.reason
     assert r.details["reference_repeat_max_abs"] > 0.1
-    table = terminal_table(RunResults("r", "t", {}, {}, cases=[r]))
+    table = terminal_table(RunResults("r", "t", RunEnvironmentRecord(), {}, cases=[r]))
     assert "(nondeterministic ref)" in table
 
 
@@ -140,7 +141,7 @@ def test_own_reference_case_reads_reference_not_a_drift_of_zero(tmp_path):
     assert r.status == "passed" and r.is_reference and r.reference_deterministic is True
     assert r.drift_note == "reference" and r.as_dict()["is_reference"] is True
     assert CaseResult.from_dict(r.as_dict()).drift_note == "reference"
-    run = RunResults("r", "t", {"machine": "m", "git": {}, "threads": {}, "libraries": {}},
+    run = RunResults("r", "t", RunEnvironmentRecord.from_dict({"machine": "m", "git": {}, "threads": {}, "libraries": {}}),
                      {"models": ["plain"], "runtimes": ["ort-cpu"], "precisions": ["fp32"], "batch_sizes": [2],
                       "seq_lens": [], "timing": {}, "isolation": False}, cases=[r], complete=True)
     line = next(ln for ln in terminal_table(run).splitlines() if r.case.id in ln)

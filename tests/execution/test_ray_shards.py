@@ -144,7 +144,7 @@ def test_a_node_that_cannot_lower_its_niceness_says_so_and_how_to_start_it(tmp_p
     sr = ShardRun(config, Shard(Node("a" * 16, "10.0.0.1", {"CPU": 1}), [case]), tmp_path / "o")
     lines: list[str] = []
     sr.consume(iter([("env", {"environment": {"niceness": got}, "started_at": "t"})]), lambda e: e, lines.append)
-    assert lines == [line] and sr.run.environment["niceness"] == got
+    assert lines == [line] and sr.run.environment.extra("niceness") == got
 
 
 def test_the_real_call_sets_every_thread_of_the_process(tmp_path):
@@ -207,16 +207,16 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     folders = sorted(p.parent for p in out.glob("*/results.json"))
     runs = {p.name: load_results(p) for p in folders}
     edge = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
-    edge_run = next(r for name, r in runs.items() if r.environment["ray_node"] == edge.node_id)
+    edge_run = next(r for name, r in runs.items() if r.environment.extra("ray_node") == edge.node_id)
     assert {c.case.runtime for c in edge_run.cases} >= {"fake-slow"}
     for name, run in runs.items():
-        if run.environment.get("ray_node") != edge.node_id:
+        if run.environment.extra("ray_node") != edge.node_id:
             assert "fake-slow" not in {c.case.runtime for c in run.cases}, name
     unplaced = runs.pop("unplaced")
     assert {c.case.runtime for c in unplaced.cases} == {"fake-ok-c"} and unplaced.counts()["skipped"] == 2
     measured = [c for r in runs.values() for c in r.cases]
     assert len(measured) == 6 and all(c.status == "passed" for c in measured)
-    assert len(runs) == 2 and all(r.complete and r.environment.get("machine_fingerprint") for r in runs.values())
+    assert len(runs) == 2 and all(r.complete and r.environment.machine_fingerprint for r in runs.values())
     html = (out / "report.html").read_text()  # one merged report: every node's column side by side
     assert html.count("fake-slow @") >= 1 and "no node in the Ray cluster has the resource" in html
     assert (out / "results.csv").read_text().count("\n") == 1 + 8
@@ -224,7 +224,7 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     merged = load_results(out / "results.json")  # OUT/results.json and the table, as a local run gives them
     assert len(merged.cases) == 8 and len({c.case.id for c in merged.cases}) == 8 and not merged.interrupted
     assert {c.details["ray_node"] for c in merged.cases} == set(runs) | {"unplaced"}
-    assert set(merged.environment["ray_nodes"]) == set(runs)
+    assert set(merged.environment.ray_nodes) == set(runs)
     assert "inference harness (ray)" in text and "fake-linear-fake-slow-fp32-b1" in text and "p50_ms" in text
     assert "6 passed, 2 skipped" in text and f"json: {out / 'results.json'}" in text
 
@@ -256,7 +256,7 @@ def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):
     assert killed.is_set(), text
     assert code == 1  # crashed cases: the run still finished, with a report
     runs = [load_results(p) for p in out.glob("*/results.json")]
-    lost = next(r for r in runs if r.environment.get("ray_node") == doomed.node_id)
+    lost = next(r for r in runs if r.environment.extra("ray_node") == doomed.node_id)
     # the doomed node holds the fake-slow cases (placed there); Ray may give it the unplaced fake-ok shard too
     slow = [c for c in lost.cases if c.case.runtime == "fake-slow"]
     statuses = [c.status for c in slow]

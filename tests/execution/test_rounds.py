@@ -13,6 +13,7 @@ from harness.execution.rounds import confirm_rounds, later_rounds, merge_block, 
 from harness.execution.session import HarnessSession
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.workloads import get_workload
+from harness.results.stored import RunEnvironmentRecord
 
 
 def _config(tmp_path, **kw: Any) -> RunConfig:
@@ -109,7 +110,7 @@ def _measured(case: CaseId, pending: int = 2) -> CaseResult:
 
 def test_a_failed_block_costs_that_block_only(tmp_path):
     cases = [CaseId("m", "rt", "fp32", b, None, "cpu") for b in (1, 2)]
-    run = RunResults("r", "t", {}, {}, cases=[_measured(c) for c in cases] + [
+    run = RunResults("r", "t", RunEnvironmentRecord(), {}, cases=[_measured(c) for c in cases] + [
         CaseResult(CaseId("m", "rt", "fp32", 4, None, "cpu"), "error", reason="bad")])
     writes = []
     added = later_rounds(run, _FailingBlocks(fail_on=2), RunConfig.build(noise_cv=0.1),
@@ -198,12 +199,12 @@ def _gate_session(tmp_path, current_level_ns: float, confirm: int) -> HarnessSes
                           model_fingerprint="fp", timing_scope="host_to_host")
 
     env = {"cpu_model": "x", "cpu_cores_logical": 2}
-    base = RunResults("base", "t", env, {}, cases=[result(20_000)], complete=True)
+    base = RunResults("base", "t", RunEnvironmentRecord.from_dict(env), {}, cases=[result(20_000)], complete=True)
     write_results(base, tmp_path / "base")
     session = HarnessSession(RunConfig.build(models=("mlp",), runtimes=("ort-cpu",), out_dir=tmp_path / "cur",
                                        baseline=str(tmp_path / "base"), confirm=confirm,
                                        isolation=False))
-    session.run = RunResults("cur", "t", env, {}, cases=[result(26_000)], complete=True)
+    session.run = RunResults("cur", "t", RunEnvironmentRecord.from_dict(env), {}, cases=[result(26_000)], complete=True)
     session.executor = _BlocksAt(current_level_ns)
     session.config.outputs.out_dir.mkdir(parents=True, exist_ok=True)
     return session
@@ -236,7 +237,7 @@ def test_confirm_0_judges_once(tmp_path):
 
 def test_confirm_rounds_only_touch_the_suspects(tmp_path):
     cases = [CaseId("m", "rt", "fp32", b, None, "cpu") for b in (1, 2)]
-    run = RunResults("r", "t", {}, {}, cases=[_measured(c, pending=0) for c in cases])
+    run = RunResults("r", "t", RunEnvironmentRecord(), {}, cases=[_measured(c, pending=0) for c in cases])
     ex = _BlocksAt(1000)
     assert confirm_rounds(run, {cases[1].id}, ex, RunConfig.build(noise_cv=0.1), 3) == 3
     assert run.cases[0].confirm_blocks == 0 and run.cases[1].confirm_blocks == 3

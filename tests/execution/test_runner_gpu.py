@@ -14,6 +14,7 @@ from harness.execution import CaseRunner
 from harness.report.tables import cases_frame
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.runtimes import register_runtime
+from harness.results.stored import RunEnvironmentRecord
 
 
 class FakeDeviceTimer:
@@ -96,6 +97,6 @@ def test_memory_fields_round_trip_and_fill_the_csv_columns(config):
     r = CaseRunner().run(case("fake-ok"), config)
     back = CaseResult.from_dict(r.as_dict())
     assert back.host_peak_mb == r.host_peak_mb and back.memory == r.memory and back.gpu_peak_mb is None
-    run = RunResults(run_id="x", started_at="t", environment={}, config={}, cases=[r])
+    run = RunResults(run_id="x", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[r])
     row = cases_frame(run).iloc[0]
     assert row["host_peak_mb"] == r.host_peak_mb and row["gpu_peak_mb"] is None

@@ -14,6 +14,7 @@ from harness.workloads.forward.scenarios import RuntimeSut, server_search
 from harness.measure.timer import TimingPolicy
 from harness.results.schema import CaseId, RunResults, ScenarioRun, peak_server, results_from_doc
 from harness.results.stored import BlockContention
+from harness.results.stored import RunEnvironmentRecord
 
 DELAY_MS = 2.0  # fake-2ms sleeps this long per call
 
@@ -174,7 +175,7 @@ def test_scenario_records_survive_results_json_and_the_reader_checks_them(config
     cfg = config.replace(scenarios=("single-stream",), scenario_duration_s=0.05,
                               scenario_queries=10)
     result = CaseRunner().run(case(1), cfg)
-    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[result])
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[result])
     doc = json.loads(run.to_json())
     back = results_from_doc(doc, "results.json")
     assert back.cases[0].scenarios == result.scenarios and back.cases[0].scenarios[0].log_dir
@@ -199,12 +200,12 @@ def test_report_shows_a_load_scenarios_table_per_model(config):
         ScenarioRun("server", "INVALID", target_qps=300.0, target_latency_ms=21.0, search_step=2,
                     reasons=["performance constraints not satisfied", "Reduce target QPS to improve latency."]),
     ]
-    html = render_html(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    html = render_html(RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[c]))
     table = html[html.index("Load scenarios (MLPerf LoadGen)"):html.index("Drift and speed per precision")]
     assert "<h3>fake-linear</h3>" in table and "p90 2.2 ms" in table and ">480<" in table
     assert "200 QPS at p99 ≤ 21 ms" in table and "200 VALID, 300 INVALID" in table
     assert "INVALID" in table and "Reduce target QPS" not in table  # the peak row is the VALID try
-    md = render_markdown(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]))
+    md = render_markdown(RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[c]))
     assert "### Load scenarios (MLPerf LoadGen)" in md and "200 QPS at p99 ≤ 21 ms" in md
 
 
@@ -357,7 +358,7 @@ def test_scenario_verdicts_reach_the_terminal():
                         latency_ms={"p99": 6.96}, target_latency_basis="5 x the single-stream p99 of 1.5 ms")]
     from harness.results.schema import CaseResult
 
-    run = RunResults(run_id="r", started_at="", finished_at="", complete=True, environment={}, config={},
+    run = RunResults(run_id="r", started_at="", finished_at="", complete=True, environment=RunEnvironmentRecord(), config={},
                      cases=[CaseResult(case(1), "passed", scenarios=runs)])
     (line,) = scenario_lines(run)
     assert line == ("fake-linear-fake-2ms-fp32-b1: LoadGen single-stream VALID p90 1.62 ms; server VALID 400 QPS, "
@@ -622,7 +623,7 @@ def test_the_server_tries_tool_shows_the_share_of_the_allowance_each_test_used(t
             ScenarioRun("server", "VALID", target_qps=1500.0, search_step=2, latency_ms={"p99": 0.4},
                         target_latency_ms=0.55, loop_p99_ms=0.25)]
     c = CaseResult(case(1), "passed", samples_ns=[1000, 1100, 1200], scenarios=runs)
-    write_results(RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c]), tmp_path)
+    write_results(RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[c]), tmp_path)
     tool = Path(__file__).resolve().parents[2] / "tools" / "server_tries.py"
     done = subprocess.run([sys.executable, str(tool), str(tmp_path / "results.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,7 @@ from harness.gating.fleet import NodeRun
 from harness.results.schema import Block, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
 from harness.results.stored import BlockContention, CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 
 CASES = (CaseId("m", "rt", "fp32", 1, None, "cpu"), CaseId("m", "rt", "fp32", 8, None, "cpu"))
 BASE_MS = {1: 2.0, 8: 11.0}
@@ -31,7 +32,7 @@ def node_run(label: str, rng: np.random.Generator, *, factor: float = 1.0, block
         stats = latency_stats(all_ns)
         out.append(CaseResult(case, "passed", samples_ns=all_ns, blocks=bl, latency=stats,
                               contention=CaseContentionRecord(contended=contended, cause="test") if contended else None))
-    run = RunResults(run_id=f"r-{label}", started_at="", environment={"machine_fingerprint": fingerprint},
+    run = RunResults(run_id=f"r-{label}", started_at="", environment=RunEnvironmentRecord.from_dict({"machine_fingerprint": fingerprint}),
                      cases=out, complete=True)
     return NodeRun(label, run)
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, throughput_sps
+from harness.results.stored import RunEnvironmentRecord
 
 ENV = {"cpu_model": "Test CPU 9000", "cpu_cores_logical": 2, "threads": {"harness_threads": 2},
        "libraries": {"torch": "2.13.0", "onnxruntime": "1.31.1"}, "machine": "test (Test CPU 9000, 2 cpus)"}
@@ -41,4 +42,4 @@ def make_run(seed: int, n: int = 200, scale: dict[str, float] | None = None, env
         f = scale.get(case.runtime, 1.0)
         out.append(case_result(case, [int(v * f) for v in ns]))
     return RunResults(run_id=f"synthetic-{seed}", started_at="2026-11-23T00:00:00+00:00",
-                      environment=dict(env or ENV), config={"noise_cv": 0.1}, cases=out, complete=True)
+                      environment=RunEnvironmentRecord.from_dict(dict(env or ENV)), config={"noise_cv": 0.1}, cases=out, complete=True)

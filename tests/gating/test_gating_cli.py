@@ -174,7 +174,7 @@ def test_run_with_a_baseline_it_cannot_judge_exits_3_and_says_so_last(fake_env, 
     first = cli(*RUN, "--out", str(tmp_path / "a"), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     elsewhere = load_results(tmp_path / "a")
-    elsewhere.environment["cpu_model"] = "Another CPU 1"
+    elsewhere.environment.cpu_model = "Another CPU 1"
     write_results(elsewhere, tmp_path / "elsewhere")
     base = str(tmp_path / "elsewhere" / "results.json")
     second = cli(*RUN, "--out", str(tmp_path / "b"), "--baseline", base, "--confirm", "0", env=env)

@@ -13,12 +13,13 @@ from harness.gating.compare import comparison_json
 from harness.report.verdicts import verdicts_markdown
 from harness.results.schema import Block, RunResults
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 
 MEDIAN10 = parse_gate("median:10%")
 
 
 def run_of(*results, env=None):
-    return RunResults(run_id="r", started_at="t", environment=dict(env or ENV), config={}, cases=list(results),
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict(dict(env or ENV)), config={}, cases=list(results),
                       complete=True)
 
 
@@ -331,7 +332,7 @@ def test_a_multi_run_baseline_measures_the_spread_between_its_runs():
 
 def test_multi_run_baseline_drops_runs_of_another_machine_and_mismatched_cases():
     history = _drifting_runs(3, 0.01, seed=5)
-    history[0].environment["cpu_model"] = "Other CPU"
+    history[0].environment.cpu_model = "Other CPU"
     history[1].cases[0].model_fingerprint = "fp-old"
     current = _drifting_runs(1, 0.0, seed=6)[0]
     cmp = compare_runs(history, current, GateConfig(gates=(MEDIAN10,)))

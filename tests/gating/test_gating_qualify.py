@@ -21,6 +21,7 @@ from harness.results import write_results
 from harness.results.schema import CaseId, RunResults
 from harness.workloads import get_workload
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 GOOD = """
@@ -60,7 +61,7 @@ def spec_file(tmp_path, fakes):
 
 
 def results_file(tmp_path, *cases):
-    run = RunResults(run_id="q", started_at="t", environment=dict(ENV), config={}, cases=list(cases),
+    run = RunResults(run_id="q", started_at="t", environment=RunEnvironmentRecord.from_dict(dict(ENV)), config={}, cases=list(cases),
                      complete=True)
     return write_results(run, tmp_path / "run")
 
@@ -243,8 +244,7 @@ def test_certificate_shows_values_readably_and_breaks_no_word(tmp_path, spec_fil
 
     res = results_file(tmp_path, case_result(CASE1, samples(2.0, 100, 1)), case_result(CASE2, samples(3.0, 100, 2)))
     run = __import__("harness.gating", fromlist=["load_run"]).load_run(res)
-    run.environment = {**run.environment, "git": {"commit": "0123abcd", "dirty": False},
-                       "gpu": [{"name": "NVIDIA H100", "memory_gb": 80.0}]}
+    run.environment.add(git={"commit": "0123abcd", "dirty": False}, gpu=[{"name": "NVIDIA H100", "memory_gb": 80.0}])
     cert = judge(load_spec(spec_file, spec_case), run, res)
     html = write_certificate(cert, tmp_path / "cert")["certificate_html"].read_text()
     assert "commit 0123abcd; dirty no" in html and "name NVIDIA H100; memory gb 80" in html

@@ -14,6 +14,7 @@ from harness.cli import main
 from harness.results import write_results
 from harness.results.schema import Block, CaseId, RunResults
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 
 SPEC = """name = "prov-box"
 [measure]
@@ -36,7 +37,7 @@ def certified(tmp_path, fakes, capsys):
     spec.write_text(SPEC)
     ns = samples(2.0, 90, 1) + samples(2.04, 90, 2) + samples(1.98, 90, 3)
     blocks = [Block.measured(ns[i:i + 90], "case") for i in (0, 90, 180)]
-    run = RunResults(run_id="r", started_at="t", environment={"python": "3.11", "libraries": {"numpy": "2"}},
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"python": "3.11", "libraries": {"numpy": "2"}}),
                      config={"seed": 0}, cases=[case_result(CASE, ns, blocks=blocks, feed_sha256="f" * 64)],
                      complete=True)
     res = write_results(run, tmp_path / "run")

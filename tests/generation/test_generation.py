@@ -20,6 +20,7 @@ from harness.report.render import render_html, render_markdown
 from harness.report.tables import cases_frame
 from harness.results.schema import CaseId, RunResults, results_from_doc
 from harness.workloads import get_workload
+from harness.results.stored import RunEnvironmentRecord
 
 
 def test_metrics_come_out_of_a_known_cost_per_step():
@@ -78,7 +79,7 @@ def test_a_runtime_diverging_at_a_known_step_reports_it_and_results_round_trip(c
     assert conf.first_divergence == 5 and conf.first_divergence_per_sequence == [5, 5]
     assert conf.exact_match_rate == pytest.approx(5 / 12)
     assert div.status == "passed"  # the first step's logits agree: drift is judged there
-    run = RunResults("r", "now", {}, config.as_dict(), [ref, div], complete=True)
+    run = RunResults("r", "now", RunEnvironmentRecord(), config.as_dict(), [ref, div], complete=True)
     back = results_from_doc(__import__("json").loads(run.to_json()))
     assert back.cases[1].case == cases[1] and back.cases[1].generation.conformance.first_divergence == 5
     doc = __import__("json").loads(run.to_json())

@@ -22,6 +22,7 @@ from harness.history.confirm import (
 )
 from harness.history.text import changes_markdown, changes_rows
 from harness.results import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 ORT = sorted(c.id for c in CASES if c.runtime == "ort-cpu")
 
@@ -34,7 +35,7 @@ def _history(tmp_path: Path, artifacts: dict[int, str] | None = None):
         run = make_run(i, n=60, scale={"ort-cpu": level})
         run.run_id = f"run-{i:02d}"
         run.started_at = f"2026-11-01T{i:02d}:00:00+00:00"
-        run.environment = {**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}}
+        run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}})
         for c in run.cases:
             c.artifact = (artifacts or {}).get(i)
         write_results(run, tmp_path / f"r{i}")
@@ -219,7 +220,7 @@ def test_a_signal_stops_confirm_ends_its_ab_child_and_removes_its_folder(tmp_pat
         for i, level in enumerate([1.0] * 12 + [1.3] * 5):
             run = make_run(i, n=60, scale={"fake-slow": level}, cases=[case])
             run.run_id, run.started_at = f"run-{i:02d}", f"2026-11-01T{i:02d}:00:00+00:00"
-            run.environment = {**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}}
+            run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}})
             run.cases[0].artifact = str(a if i < 12 else b)
             write_results(run, tmp_path / f"r{i}")
             h.add(run, str(tmp_path / f"r{i}" / "results.json"))

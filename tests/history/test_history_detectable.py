@@ -9,6 +9,7 @@ from gating_synth import CASES, ENV, make_run
 from harness.cli import main
 from harness.history.changes import detect, min_detectable_step
 from harness.results import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 
 def _noisy(seed: int, n: int, sigma: float) -> np.ndarray:
@@ -48,7 +49,7 @@ def test_history_changes_prints_it_and_the_trend_shows_it(tmp_path, capsys) -> N
         run = make_run(i, n=60)
         run.run_id = f"run-{i:02d}"
         run.started_at = f"2026-11-01T{i:02d}:00:00+00:00"
-        run.environment = {**ENV, "machine_fingerprint": "m1"}
+        run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": "m1"})
         write_results(run, tmp_path / f"r{i}")
         paths.append(str(tmp_path / f"r{i}" / "results.json"))
     assert main(["history", "add", *paths, "--history", url]) == 0

@@ -17,6 +17,7 @@ from harness.history.confirm import MODEL_CHANGED, Confirmation, apply_confirmat
 from harness.history.store import Point, model_changes
 from harness.history.text import changes_markdown, changes_rows, findings, show_lines
 from harness.results import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 ORT = sorted(c.id for c in CASES if c.runtime == "ort-cpu")
 OLD, NEW = "a" * 64, "b" * 64
@@ -31,7 +32,7 @@ def _record(tmp_path: Path, url: str, fingerprints: list[str | None], levels: li
             run = make_run(i, n=60, scale={"ort-cpu": level})
             run.run_id = f"run-{i:02d}"
             run.started_at = f"2026-11-01T{i:02d}:00:00+00:00"
-            run.environment = {**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}}
+            run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": "m1", "git": {"commit": f"c{i:039d}", "dirty": False}})
             for c in run.cases:
                 if c.case.runtime == "ort-cpu":
                     c.model_fingerprint = fp

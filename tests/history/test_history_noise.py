@@ -13,6 +13,7 @@ from harness.history.changes import Settings, analyse, detect, find_modes, fit_n
 from harness.history.settings import SettingsError, load_settings
 from harness.history.store import Point, Series, describe_change
 from harness.history.text import findings
+from harness.results.stored import RunEnvironmentRecord
 
 
 def ar1(seed: int, n: int, phi: float, cv: float = 0.02) -> np.ndarray:
@@ -221,7 +222,7 @@ def test_history_changes_takes_a_settings_file_and_refuses_a_bad_one(tmp_path, c
     for i in range(12):
         run = make_run(i, n=60)
         run.run_id, run.started_at = f"run-{i:02d}", f"2026-11-01T{i:02d}:00:00+00:00"
-        run.environment = {**ENV, "machine_fingerprint": "m1"}
+        run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": "m1"})
         write_results(run, tmp_path / f"r{i}")
         paths.append(str(tmp_path / f"r{i}" / "results.json"))
     assert main(["history", "add", *paths, "--history", url]) == 0

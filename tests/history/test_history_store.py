@@ -12,13 +12,14 @@ from harness.cli import main
 from harness.history import open_history
 from harness.history.store import HistoryError, default_url, history_url
 from harness.results import write_results
+from harness.results.stored import RunEnvironmentRecord
 
 
 def _run(i: int, factor: float = 1.0, machine: str = "m1"):
     run = make_run(i, n=60, scale={"ort-cpu": factor})
     run.run_id = f"run-{i:02d}"
     run.started_at = f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00"
-    run.environment = {**ENV, "machine_fingerprint": machine, "git": {"commit": f"c{i:039d}", "dirty": False}}
+    run.environment = RunEnvironmentRecord.from_dict({**ENV, "machine_fingerprint": machine, "git": {"commit": f"c{i:039d}", "dirty": False}})
     return run
 
 

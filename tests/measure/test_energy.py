@@ -11,6 +11,7 @@ import pytest
 from harness.measure import energy as en
 from harness.measure.energy import EnergyTracker, NvmlCounter, counters_for, rapl_counters
 from harness.measure.tracker import TRACKERS, Tracker
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 
@@ -227,7 +228,7 @@ def test_the_report_shows_joules_per_inference_where_measured_and_the_reason_whe
         EnergySource("package-0", "powercap (RAPL) energy_uj", 30.0, 1.0, 20.0, 10.0, 0.05, 0.001)],
         net_joules=10.0, uncertainty_j=0.05, joules_per_inference=0.01, joules_per_sample=0.0025,
         inferences_per_joule=100.0)
-    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[
         case(4, measured), case(1, EnergyRecord(status="unavailable", reason="no RAPL counters (x is absent)"))])
     html = render_html(run)
     assert 'id="energy"' in html and "package-0 10 J above 20 W idle" in html
@@ -235,5 +236,5 @@ def test_the_report_shows_joules_per_inference_where_measured_and_the_reason_whe
     df = cases_frame(run)
     assert list(df["energy_status"]) == ["measured", "unavailable"]
     assert df["joules_per_inference"].iloc[0] == 0.01 and df["inferences_per_joule"].iloc[0] == 100.0
-    old = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[case(1, None)])
+    old = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[case(1, None)])
     assert 'id="energy"' not in render_html(old)  # results from before energy: the report as it was

@@ -17,6 +17,7 @@ from harness.report.render import render_markdown
 from harness.report.terminal import profile_lines
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stored import ProfileRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 OPS = ("Conv", "Gemm", "Relu", "MaxPool", "Add", "MatMul")
@@ -50,7 +51,7 @@ def _case(runtime, nodes, *, recorded, method, p50=5.0, roof=None, model="net"):
 
 
 def _run(cases):
-    return RunResults(run_id="r", started_at="t", environment={"machine": "m"}, config={}, cases=cases,
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "m"}), config={}, cases=cases,
                       complete=True)
 
 

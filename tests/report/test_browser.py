@@ -18,6 +18,7 @@ import pytest
 
 from harness.report.render import render_html
 from harness.results import CaseId, CaseResult, RunResults
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -70,7 +71,7 @@ def _case(runtime: str, p50: float, rel_l2: float) -> CaseResult:
 
 def _report(tmp_path: Path) -> Path:
     run = RunResults(run_id="browser", started_at="2026-11-29T00:00:00+00:00",
-                     environment={"machine": "ci", "git": {}, "threads": {}, "libraries": {}},
+                     environment=RunEnvironmentRecord.from_dict({"machine": "ci", "git": {}, "threads": {}, "libraries": {}}),
                      config={"models": ["resnet18"], "runtimes": ["torch-cpu", "ort-cpu"], "precisions": ["fp32"],
                              "batch_sizes": [1], "seq_lens": [], "timing": {}, "isolation": True},
                      cases=[_case("torch-cpu", 18.24, 0.0), _case("ort-cpu", 9.012, 3e-7)], complete=True)

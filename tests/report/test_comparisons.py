@@ -10,6 +10,7 @@ from harness.report.render import render_html, render_markdown
 from harness.report.tables import comparison_tables, drift_tables, flags_text, slower_than_fp32
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 
@@ -29,8 +30,8 @@ def case(runtime: str, p50: float, precision: str = "fp32", ci: tuple[float | No
 
 
 def run_of(*cases: CaseResult) -> RunResults:
-    return RunResults(run_id="r", started_at="t", environment={"machine": "box", "git": {}, "threads": {},
-                                                               "libraries": {}},
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "box", "git": {}, "threads": {},
+                                                               "libraries": {}}),
                       config={"models": ["m"], "runtimes": [], "precisions": [], "batch_sizes": [1], "seq_lens": [],
                               "timing": {}, "isolation": True}, cases=list(cases), complete=True)
 

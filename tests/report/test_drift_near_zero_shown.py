@@ -11,6 +11,7 @@ from harness.precision import Precision, default_tolerance
 from harness.report.render import render_html, render_markdown
 from harness.report.terminal import drift_note_lines
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 
@@ -30,7 +31,7 @@ def _case(runtime: str, seed: int, near_zero: bool) -> CaseResult:
 @pytest.mark.parametrize("seed", range(4))
 def test_near_zero_references_are_said_on_the_terminal_and_in_the_report(seed):
     cases = [_case(f"rt{i}", seed * 10 + i, near_zero=i % 2 == 0) for i in range(8)]
-    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=cases, complete=True)
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=cases, complete=True)
     noted = [c for c in cases if c.accuracy["notes"]]
     assert len(noted) == 4
     lines = drift_note_lines(run, limit=3)

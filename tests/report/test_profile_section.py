@@ -8,6 +8,7 @@ from harness.report.render import render_html, render_markdown
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.records import LocalizationRecord
 from harness.results.stored import ProfileRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 EVIL = "<b>x</b>"
@@ -40,7 +41,7 @@ def run():
              case("torch-cpu", {EVIL: 25.0, "conv1": 30.0}, 40.0),
              case("tvm-cpu", {}, 9.0, profile_extra={"unsupported": "tvm-cpu cannot profile: reasons",
                                                       "nodes": [], "roofline": _roof(5.0, 10.0)})]
-    return RunResults(run_id="r", started_at="t", environment={"machine": "m"}, config={}, cases=cases,
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "m"}), config={}, cases=cases,
                       complete=True)
 
 

@@ -16,6 +16,7 @@ import pytest
 from harness.report.progress import RunProgress, case_line, noise_lines, skipped_lines
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 FAST = ["--min-time", "0.05", "--min-iters", "3", "--warmup", "1", "--repeats", "1"]
@@ -71,9 +72,9 @@ def test_the_status_line_names_the_case_i_of_n_elapsed_and_what_is_left():
 
 
 def test_skips_are_grouped_per_unavailable_runtime_and_noisy_cases_are_named(fakes):
-    run = RunResults(run_id="r", started_at="", environment={"cpu_busy_percent_at_start": 97.0,
+    run = RunResults(run_id="r", started_at="", environment=RunEnvironmentRecord.from_dict({"cpu_busy_percent_at_start": 97.0,
                                                             "cpu_quiet_at_start": False,
-                                                            "cpu_busy_others_percent": 40.0},
+                                                            "cpu_busy_others_percent": 40.0}),
                      config={"noise_cv": 0.1})
     for b in (1, 2, 3):
         run.cases.append(CaseResult(CaseId("fake-linear", "fake-unavailable", "fp32", b, None, "cpu"), "skipped",
@@ -86,7 +87,7 @@ def test_skips_are_grouped_per_unavailable_runtime_and_noisy_cases_are_named(fak
     assert lines[1].startswith("CPU busy during the run: other processes used 40%")
     assert lines[2] == "noisy (robust cv > 0.1): 1 case(s): fake-linear-fake-ok-fp32-b1 (rcv 0.40)"
     run.cases[-1].contention = CaseContentionRecord(contended=True, cause="1 thread(s): waited 70%")
-    run.environment.update({"threads": {"harness_threads": 2}, "cpu_cores_free_at_start": 0.6})
+    run.environment.add(threads={"harness_threads": 2}, cpu_cores_free_at_start=0.6)
     lines = noise_lines(run)
     assert lines[2] == ("--threads 2 with 0.6 core(s) free at the start: a thread pool of more threads than free "
                         "cores waits whole scheduler slices at its barriers (stalls at multiples of ~24 ms were "
@@ -179,9 +180,9 @@ def test_a_named_unavailable_runtime_is_one_summary_line(fake_env, tmp_path, run
 def test_summary_md_says_the_cpu_was_busy_and_names_the_noisy_cases(fakes):
     from harness.report.render import render_markdown
 
-    run = RunResults(run_id="r", started_at="", environment={"cpu_busy_percent_at_start": 3.0,
+    run = RunResults(run_id="r", started_at="", environment=RunEnvironmentRecord.from_dict({"cpu_busy_percent_at_start": 3.0,
                                                             "cpu_quiet_at_start": True,
-                                                            "cpu_busy_others_percent": 55.0},
+                                                            "cpu_busy_others_percent": 55.0}),
                      config={"noise_cv": 0.1}, complete=True)
     run.cases.append(_passed("fake-linear", "fake-ok", 1.0, cv=0.4, noisy=True))
     md = render_markdown(run)

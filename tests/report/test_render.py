@@ -8,6 +8,7 @@ from harness.report.render import render_html
 from harness.report.tables import CSV_COLUMNS, cases_frame, comparison_tables
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.records import LocalizationFinding, LocalizationRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -27,8 +28,8 @@ def fixture_run() -> RunResults:
                         reason="CUDAExecutionProvider not available: <no GPU>"),
              CaseResult(CaseId(EVIL, "tensorrt", "fp32", 1, None, "cuda"), "crashed", phase="run",
                         signal="SIGSEGV", reason="worker killed by SIGSEGV in phase run", stderr_tail="Fatal <b>")]
-    return RunResults(run_id="r", started_at="t", environment={"machine": "m", "git": {}, "threads": {},
-                                                               "libraries": {}},
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "m", "git": {}, "threads": {},
+                                                               "libraries": {}}),
                       config={"models": [EVIL], "runtimes": ["torch-cpu"], "precisions": ["fp32"],
                               "batch_sizes": [1], "seq_lens": [], "timing": {}, "isolation": True},
                       cases=cases, complete=True)
@@ -63,8 +64,8 @@ def two_machines() -> list[RunResults]:
     """The same fixture measured on two 'machines' (thread settings), the second one slower."""
     a = fixture_run()
     b = fixture_run()
-    a.environment.update(hostname="box", machine="box (threads=2)")
-    b.environment.update(hostname="box", machine="box (threads=1)")
+    a.environment.add(hostname="box", machine="box (threads=2)")
+    b.environment.add(hostname="box", machine="box (threads=1)")
     a.config["threads"], b.config["threads"] = 2, 1
     b.run_id = "r2"
     for c in b.cases:

@@ -15,6 +15,7 @@ from harness.report.render import render_html, render_markdown
 from harness.results.schema import CaseId, CaseResult, RunResults
 from harness.results.records import EndToEndRecord
 from harness.results.stored import CaseContentionRecord
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 VARIANTS = (None, "opt=basic", "opt=disabled", "spin=off", "threads=1", "simplify=onnxsim")
@@ -46,7 +47,7 @@ def _random_run(seed: int, *, all_contended: bool = False) -> RunResults:
     cases.append(_case("ort-cpu", rng.choice(VARIANTS), "fp32", 0.5, model="mlp",  # a model without a seq axis
                        contended=all_contended))
     env = {"machine": "vm (AMD EPYC, 2 cpus, threads=2)", "hostname": "vm", "cpu_busy_others_percent": 64.0}
-    return RunResults(run_id=f"r{seed}", started_at="t", environment=env, config={}, cases=cases, complete=True)
+    return RunResults(run_id=f"r{seed}", started_at="t", environment=RunEnvironmentRecord.from_dict(env), config={}, cases=cases, complete=True)
 
 
 def _label(c: CaseResult) -> str:
@@ -145,7 +146,7 @@ def test_the_share_outside_the_model_is_never_negative(seed):
     assert bool(note) == (against > e2e) and (not note or "timed apart" in note)
     c = _case("ort-cpu", rng.choice(VARIANTS), "fp32", model_only, model="digits-cnn",
               e2e={"latency": fake_latency(e2e, 5).as_dict(), "model_p50_ms": inner, "steps": "pgm decode"})
-    run = RunResults(run_id="r", started_at="t", environment={}, config={}, cases=[c], complete=True)
+    run = RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord(), config={}, cases=[c], complete=True)
     (row,) = tables.end_to_end_tables(run)["digits-cnn"]
     assert row["runtime"] == c.case.runtime_label and row["outside_model_pct"] >= 0
     html = render_html(run)

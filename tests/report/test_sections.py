@@ -15,6 +15,7 @@ from harness.report.render import render_html, render_markdown, write_outputs
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stats import summary_ms
 from harness.results.records import GenerationRecord, GenerationStats
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 
@@ -33,7 +34,7 @@ def _mixed_run() -> RunResults:
     cases = [_forward("torch-cpu", 2.0), gen, _forward("ort-cpu", 1.0), _forward("torch-cpu", 3.0, 4),
              _forward("ort-cpu", 1.5, 4), CaseResult(CaseId("mlp", "tensorrt", "fp32", 1, None, "cuda"), "skipped",
                                                      reason="no GPU")]
-    return RunResults(run_id="r", started_at="t", environment={"machine": "m"},
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "m"}),
                       config={"models": ["mlp", "tiny-lm"]}, cases=cases, complete=True)
 
 

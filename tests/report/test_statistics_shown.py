@@ -13,6 +13,7 @@ from harness.report.terminal import terminal_table
 from harness.results import CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats
 from harness.results.records import GenerationRecord, GenerationStats
+from harness.results.stored import RunEnvironmentRecord
 
 
 def case(runtime: str, samples: list[int]) -> CaseResult:
@@ -27,7 +28,7 @@ def fixture() -> RunResults:
     for i in range(0, 1000, 40):  # 2.5% of the calls stalled for 24 ms: tail-heavy, not noisy
         stalled[i] = 24_000_000
     few = [40_000_000 + 100_000 * i for i in range(12)]  # 12 samples: no p99
-    return RunResults("r", "t", environment={"machine": "m"}, config={"noise_cv": 0.1},
+    return RunResults("r", "t", environment=RunEnvironmentRecord.from_dict({"machine": "m"}), config={"noise_cv": 0.1},
                       cases=[case("torch-cpu", many), case("ort-cpu", stalled), case("tvm-cpu", few)], complete=True)
 
 

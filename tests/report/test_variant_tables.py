@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.report.render import render_html
 from harness.report.tables import comparison_tables, variant_tables
 from harness.results.schema import CaseId, CaseResult, RunResults
+from harness.results.stored import RunEnvironmentRecord
 from fakes import fake_latency
 
 
@@ -20,7 +21,7 @@ def _run():
     cases = [_case(None, 2.0), _case("opt=disabled", 3.0), _case("simplify=onnxsim", 1.9),
              _case("prune=0.3", 1.0, status="failed", rel_l2=0.2), _case(None, 1.5, precision="int8"),
              _case("int8=dynamic", 1.2, precision="int8"), _case(None, 4.0, runtime="torch-cpu")]
-    return RunResults(run_id="r", started_at="t", environment={"machine": "m"}, config={}, cases=cases,
+    return RunResults(run_id="r", started_at="t", environment=RunEnvironmentRecord.from_dict({"machine": "m"}), config={}, cases=cases,
                       complete=True)
 
 

@@ -12,6 +12,7 @@ from harness.report.render import write_outputs
 from harness.results.schema import CaseId, RunResults
 from harness.workloads import Workload, get_workload, render_report, workload_of
 from harness.workloads.conform.workload import ConformWorkload, conformance_result
+from harness.results.stored import RunEnvironmentRecord
 
 
 def conform_run(config: dict[str, Any] | None = None) -> RunResults:
@@ -23,7 +24,7 @@ def conform_run(config: dict[str, Any] | None = None) -> RunResults:
                 "kind": "node", "test": name, "reproduce": f"harness conform --case {name}"}
         cases.append(conformance_result(info, "f" * 16, CaseId(name, "ort-cpu", "fp32", 1, None, "cpu"),
                                         {"rtol": 1e-3, "atol": 1e-4, **reply}))
-    return RunResults("conform-x", "2026-01-01T00:00:00", {}, config if config is not None else
+    return RunResults("conform-x", "2026-01-01T00:00:00", RunEnvironmentRecord(), config if config is not None else
                       {"workload": "conform"}, cases, complete=True)
 
 

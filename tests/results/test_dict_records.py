@@ -23,6 +23,7 @@ from harness.results.records import (
 )
 from harness.results.schema import CaseId, CaseResult, RunResults, load_results, results_from_doc
 from harness.results.stats import latency_stats, summary_ms
+from harness.results.stored import RunEnvironmentRecord
 
 SAMPLES = [1_000_000 + 7_000 * i for i in range(12)]
 SAMPLE_RUN = Path(__file__).resolve().parents[2] / "docs" / "samples" / "gpu-h200-2026-11-27" / "results.json"
@@ -75,7 +76,7 @@ def case_doc(**parts: Any) -> dict[str, Any]:
 
 
 def run_doc(*cases: dict[str, Any]) -> dict[str, Any]:
-    return {**RunResults("r", "2026-11-27T12:00:00Z", {"hostname": "h"}, {"workload": "forward"}).as_dict(),
+    return {**RunResults("r", "2026-11-27T12:00:00Z", RunEnvironmentRecord.from_dict({"hostname": "h"}), {"workload": "forward"}).as_dict(),
             "cases": list(cases)}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_fakes import FakeNvml
 from harness.results.environment import gpu_end_snapshot, gpu_snapshot, nvml_facts
+from harness.results.stored import RunEnvironmentRecord
 
 
 def test_gpu_facts_through_nvml():
@@ -23,7 +24,7 @@ def test_no_driver_degrades_to_reasons():
 
 
 def test_clock_drop_between_start_and_end_is_flagged():
-    start = {"gpu": nvml_facts(FakeNvml(sm_clock=1980))}
+    start = RunEnvironmentRecord(gpu=nvml_facts(FakeNvml(sm_clock=1980)))
     assert gpu_end_snapshot(start, FakeNvml(sm_clock=1900))["gpu_clock_drop"] is None  # within 10 %
     end = gpu_end_snapshot(start, FakeNvml(sm_clock=1410, power_mw=500_000))
     assert end["gpu_clock_drop"] == ["GPU 0 SM clock 1980 -> 1410 MHz", "GPU 0 power limit 700.0 -> 500.0 W"]
@@ -31,7 +32,7 @@ def test_clock_drop_between_start_and_end_is_flagged():
 
 
 def test_cpu_machine_end_snapshot_has_no_drop():
-    start = {"gpu": nvml_facts(FakeNvml(fail_init=True))}
+    start = RunEnvironmentRecord(gpu=nvml_facts(FakeNvml(fail_init=True)))
     assert gpu_end_snapshot(start, FakeNvml(fail_init=True))["gpu_clock_drop"] is None
 
 

@@ -11,6 +11,7 @@ from harness.errors import ResultsError
 from harness.results import CaseId, CaseResult, RunResults, atomic_write_text, load_results, write_results
 from harness.results.schema import SCHEMA_VERSION
 from harness.results.stats import latency_stats
+from harness.results.stored import RunEnvironmentRecord
 
 
 def sample_run() -> RunResults:
@@ -19,7 +20,7 @@ def sample_run() -> RunResults:
                     accuracy={"passed": True, "max_abs": 1e-7, "rel_l2": math.inf})
     c2 = CaseResult(CaseId("bert", "torch-cpu", "fp32", 1, 128, "cpu"), "crashed", phase="run",
                     signal="SIGSEGV", reason="worker killed by SIGSEGV in phase run", stderr_tail="Fatal Python error")
-    return RunResults(run_id="r1", started_at="2026-11-23T00:00:00+00:00", environment={"machine": "m"},
+    return RunResults(run_id="r1", started_at="2026-11-23T00:00:00+00:00", environment=RunEnvironmentRecord.from_dict({"machine": "m"}),
                       config={"models": ["mlp"]}, cases=[c1, c2], harness_version="0.1.0")
 
 

@@ -29,6 +29,7 @@ from harness.results.schema import (
 from harness.results.stats import latency_stats
 from harness.results.records import EndToEndRecord, GenerationRecord, LocalizationRecord, MemoryRecord
 from harness.results.stored import BlockContention, CaseContentionRecord, EnvironmentRecord, ProfileRecord
+from harness.results.stored import RunEnvironmentRecord
 
 # a block's contention with every figure set (a kernel that reads them all, a verdict taken back: own_wait)
 FULL_BLOCK_CONTENTION = BlockContention(
@@ -37,7 +38,7 @@ FULL_BLOCK_CONTENTION = BlockContention(
     cause="waited", own_wait="its own threads")
 
 # Keys the writer adds that are derived from other fields, not fields of their own (the reader ignores them).
-DERIVED = {CaseResult: {"id"}}
+DERIVED = {CaseResult: {"id"}, RunEnvironmentRecord: {"os"}}  # (a snapshot's open keys: kept, not declared)
 
 
 def full_case() -> CaseResult:
@@ -92,8 +93,19 @@ def full_case() -> CaseResult:
                                     wall_s=0.1, error="e"))
 
 
+# a run's snapshot with every field set (and an open key, written after them)
+FULL_ENVIRONMENT = RunEnvironmentRecord.from_dict({
+    "hostname": "h", "machine": "h (x, 2 cpus, threads=2)", "machine_fingerprint": "0123456789abcdef",
+    "cpu_model": "x", "cpu_cores_logical": 2, "cpu_cores_physical": 1, "memory_total_gb": 7.5, "python": "3.11.7",
+    "libraries": {"numpy": "2.4.6", "torch": None}, "git": {"commit": "c" * 40, "dirty": False},
+    "threads": {"harness_threads": 2}, "gpu": {"gpus": []}, "gpu_end": {"gpus": []},
+    "harness_overhead": {"overhead_p50_ns": 80}, "cpu_busy_percent_at_start": 3.0, "cpu_cores_free_at_start": 1.9,
+    "cpu_quiet_at_start": True, "cpu_busy_others_percent": 1.5, "ray_nodes": {"n1": {"hostname": "n1"}},
+    "os": "Linux-6.8"})
+
+
 def full_run() -> RunResults:
-    return RunResults(run_id="r1", started_at="2026-01-01T00:00:00Z", environment={"cpu_model": "x"},
+    return RunResults(run_id="r1", started_at="2026-01-01T00:00:00Z", environment=FULL_ENVIRONMENT,
                       config={"models": ["mlp"]}, cases=[full_case()], finished_at="2026-01-01T00:01:00Z",
                       complete=True, interrupted=True, harness_version="9.9", schema_version=SCHEMA_VERSION)
 
@@ -117,6 +129,7 @@ RECORDS: dict[type, Any] = {
     BlockContention: lambda d: d["cases"][0]["blocks"][0]["contention"],
     CaseContentionRecord: lambda d: d["cases"][0]["contention"],
     EnvironmentRecord: lambda d: d["cases"][0]["environment"],
+    RunEnvironmentRecord: lambda d: d["environment"],
 }
 
 
@@ -150,7 +163,8 @@ def test_full_case_sets_every_field() -> None:
     least one of the records of its type; schema_version can only be the current one)."""
     case = full_case()
     for records in ([full_run()], [case], [case.case], case.blocks, case.scenarios, [case.scenarios[0].batcher],
-                    [case.traffic], [case.blocks[0].contention], [case.contention], [case.environment]):
+                    [case.traffic], [case.blocks[0].contention], [case.contention], [case.environment],
+                    [full_run().environment]):
         for f in dataclasses.fields(records[0]):
             if f.name == "schema_version":
                 continue
@@ -164,6 +178,7 @@ def test_a_full_run_survives_write_and_strict_read() -> None:
     run = full_run()
     back = results_from_doc(written(run), "full.json")
     assert back == run
+    assert back.environment.extra("os") == "Linux-6.8" and list(written(run)["environment"])[-1] == "os"
     assert back.cases[0].is_reference is True and back.cases[0].reference_deterministic is False
     assert back.cases[0].drift_note == "nondeterministic reference"
 
@@ -204,3 +219,21 @@ def test_the_reader_is_strict_everywhere() -> None:
 
     lax = [p for p, s in _leaves(reader().core_schema) if not s.get("strict")]
     assert not lax, f"lax validators in the results reader: {lax}"
+
+
+def test_a_run_snapshot_writes_what_it_holds_and_keeps_its_open_keys() -> None:
+    """A partial snapshot (an old results file) is written with its few keys; one with a hostname writes every
+    snapshot field (null where unknown), the fields added during a run only where added, open keys after the
+    fields in the order they came; `add` goes through the record."""
+    partial = {"cpu_model": "x", "cpu_cores_logical": 2, "libraries": {"numpy": "2"}}
+    assert RunEnvironmentRecord.from_dict(partial).as_dict() == partial
+    env = RunEnvironmentRecord.from_dict({"os": "Linux", "hostname": "h", "cpu_affinity": [0, 1]})
+    env.add(gpu_end={"gpus": []}, gpu_clock_drop=None)
+    env.cpu_busy_others_percent = None
+    d = env.as_dict()
+    assert list(d)[:12] == ["hostname", "machine", "machine_fingerprint", "cpu_model", "cpu_cores_logical",
+                            "cpu_cores_physical", "memory_total_gb", "python", "libraries", "git", "threads", "gpu"]
+    assert list(d)[12:] == ["gpu_end", "cpu_busy_others_percent", "os", "cpu_affinity", "gpu_clock_drop"]
+    assert d["machine"] is None and "ray_nodes" not in d and "harness_overhead" not in d
+    back = RunEnvironmentRecord.from_dict(json.loads(json.dumps(d)))
+    assert back.as_dict() == d and back.extra("os") == "Linux" and back.extra("hostname") is None
