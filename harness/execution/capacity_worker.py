@@ -119,10 +119,11 @@ class IsolatedConfig:
                     conn.send(("close",))
             except (OSError, BrokenPipeError):
                 pass
-            proc.join(5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2.0)
+            if conn is not None or proc.is_alive():  # a signal during start(): a process never started, not joined
+                proc.join(5.0)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(2.0)
         if conn is not None:
             conn.close()
         if self._log:

@@ -373,6 +373,38 @@ def test_a_set_up_that_fails_before_the_worker_answers_closes_the_worker(tmp_pat
     stop_forkserver()
 
 
+def test_a_worker_whose_start_fails_is_closed_without_a_join(tmp_path: Path, fakes, monkeypatch) -> None:
+    """A signal (or an OSError: an AF_UNIX path too long in $TMPDIR) inside Process.start() left a process that never
+    started; closing it joined it ("can only join a started process"), and that error replaced the signal: exit 3
+    where the signal's 130 / 143 was due. The start's own exception now comes through, the log removed."""
+    from harness.execution import capacity_worker
+    from harness.execution.capacity_worker import IsolatedConfig
+    from harness.model import get_model
+    from harness.traffic.spec import TrafficSpec
+    from harness.workloads.capacity.live import ConfigRef, _Pool
+
+    class Context:  # worker_context()'s stand-in: a Process whose start() is interrupted
+        def Pipe(self, duplex):  # noqa: N802 - multiprocessing's name
+            import multiprocessing
+
+            return multiprocessing.Pipe(duplex)
+
+        def Process(self, **kwargs):  # noqa: N802
+            import multiprocessing
+
+            proc = multiprocessing.get_context("fork").Process(**kwargs)
+            proc.start = lambda: (_ for _ in ()).throw(KeyboardInterrupt())
+            return proc
+
+    monkeypatch.setattr(capacity_worker, "worker_context", Context)
+    ref = ConfigRef("fake-linear", None, "fake-ok", "fp32", "base", 1, None, TrafficSpec(requests=10),
+                    str(tmp_path / "cache"), 1.0)
+    cfg = IsolatedConfig(ref, get_model("fake-linear"), _Pool(), None, log_dir=str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        cfg.open()
+    assert cfg._proc is None and cfg._conn is None and not list(tmp_path.glob("harness-recommend-*"))
+
+
 def test_a_named_free_axis_is_sized_by_the_traffic_never_by_an_option_recommend_lacks(tmp_path: Path, capsys) -> None:
     """recommend advised `--shape` for a model's named free axis, an option it does not take, and never looked at
     the traffic's histogram for that axis. The traffic now sizes it (one size), and the advice says so."""
@@ -403,20 +435,24 @@ def test_a_named_free_axis_is_sized_by_the_traffic_never_by_an_option_recommend_
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path, fake_env, sig: str,
-                                                                  code: int) -> None:
+def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path, fake_env, sig: str, code: int,
+                                                                  request: pytest.FixtureRequest) -> None:
     """A Ctrl-C early in a search was swallowed (the run finished, exit 3, recommend.json marked finished); SIGTERM
     killed recommend with no message, no recommend.md / .html and its workers' logs left in $TMPDIR. Now both stop
     it as they stop `harness run`: exit 130 / 143, recommend.json kept unfinished (--resume goes on from it),
     recommend.md and .html say it was interrupted and recommend nothing, no worker or log left behind."""
     import os
+    import shutil
     import signal
     import subprocess
     import sys
+    import tempfile
     import time
 
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # a short $TMPDIR of its own: multiprocessing's socket goes there, and an AF_UNIX path holds at most 107 bytes
+    # (under pytest-xdist, tmp_path/"tmp" + pymp-*/listener-* is longer: the workers could not start)
+    tmp = Path(tempfile.mkdtemp(prefix="hrec-"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     out = tmp_path / "rec"
     env = dict(fake_env, TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recommend", "--traffic", str(_traffic(tmp_path)),
@@ -426,7 +462,13 @@ def test_a_signal_stops_recommend_keeps_what_finished_and_says_so(tmp_path: Path
                              "--ab-pairs", "5", "--grid", "--out", str(out)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4.0)  # the workers started, early in the first searches (a grid to 1% on 2,000-16,000 requests)
+    # the signal early in the first searches (a grid to 1% on 2,000-16,000 requests), once a worker is starting (its
+    # log in the scratch folder), however long the imports took on a loaded machine (a fixed 4 s could land first)
+    deadline = time.monotonic() + 120
+    while not list((out / ".scratch").glob("harness-recommend-*")) and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(1.0)
     proc.send_signal(getattr(signal, sig))
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, (proc.returncode, stdout[-2000:], stderr[-2000:])
