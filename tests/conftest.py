@@ -26,6 +26,9 @@ os.environ.setdefault("HARNESS_CONTENTION_LIMIT", "1")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: the slower end-to-end tier (pytest tests -m e2e; CI runs it)")
+    config.addinivalue_line("markers", "alone: an e2e test whose assertion rests on wall-clock timing a neighbouring "
+                            "test process can move (a trend over rounds, a stop within a bound): CI runs the tier "
+                            "over two workers without these, then these with nothing beside them")
     config.addinivalue_line("markers", "fresh_export: export with torch.onnx even where this session exported the "
                                        "same model already (a test of the exporter itself)")
 

@@ -118,6 +118,7 @@ def test_interrupt_keeps_finished_cases_writes_report_and_leaves_no_worker(env, 
 
 
 @pytest.mark.e2e
+@pytest.mark.alone  # the stop's 10 s bound (pytest -n 2 at load 6-10: past it once)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("during", ["cases", "rounds"])
 def test_a_second_signal_during_the_stop_is_absorbed(env, tmp_path, sig, during):

@@ -31,6 +31,7 @@ def test_too_few_rounds_and_a_faster_trend():
 
 
 @pytest.mark.slow  # the e2e tier: four qualify rounds in a subprocess
+@pytest.mark.alone  # the planted warming's trend over rounds (pytest -n 2 at load 6-10: "no trend" once)
 def test_burn_in_names_a_machine_whose_later_rounds_are_slower(fake_env, tmp_path, fakes):
     import json
     import subprocess
