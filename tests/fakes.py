@@ -276,3 +276,18 @@ def fake_latency(p50_ms: float, iterations: int = 100, **figures: Any) -> Any:
 
 # a harness process a test started (HARNESS_PLUGINS=fakes): the session's torch.onnx exports shared with it
 shared_exports.install()
+
+
+def loaded_proc(wait_share: float, others: float = 1.5) -> Any:
+    """A fake /proc reader (harness.measure.contention's Snapshot) whose every look, a second apart, finds the
+    process waited `wait_share` of its runnable time for a CPU while other processes used `others` cores."""
+    from harness.measure.contention import Snapshot
+
+    t = [0]
+
+    def read() -> Snapshot:
+        t[0] += 1
+        s = t[0] * 10**9
+        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None,
+                        machine_busy_s=t[0] * (0.5 + others), steal_s=0.0, cpus=2)
+    return read

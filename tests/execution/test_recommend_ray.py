@@ -266,20 +266,6 @@ def test_a_node_killed_mid_run_costs_only_its_configurations_not_judged_exit_3(c
 
 
 # ------------------------------------------------------------------------- a node's contention, no Ray needed
-def _loaded_machine(wait_share: float, others: float = 1.5):
-    """A fake /proc (as tests/traffic/test_recommend_cli.py's): every look, a second apart, finds the process waited
-    `wait_share` of its runnable time for a CPU while other processes used `others` cores."""
-    from harness.measure.contention import Snapshot
-
-    t = [0]
-
-    def read() -> Snapshot:
-        t[0] += 1
-        s = t[0] * 10**9
-        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None,
-                        machine_busy_s=t[0] * (0.5 + others), steal_s=0.0, cpus=2)
-    return read
-
 
 def _one_node_in_process(monkeypatch) -> None:
     """`--ray` with its cluster replaced by one node in this process: each shard through the node's own code
@@ -320,7 +306,7 @@ def test_a_nodes_contended_probes_leave_the_drivers_judgement_as_the_local_comma
     t.write_text("seed = 3\nrequests = 300\n[arrival]\nprocess = 'poisson'\nrate = 500\n")
     docs, codes, last = {}, {}, {}
     for where in ("local", "ray"):
-        monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(wait_share)))
+        monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(fakes.loaded_proc(wait_share)))
         codes[where] = main(["recommend", "--traffic", str(t), "--model", "fake-linear", "--runtimes", "fake-ok",
                              "--thread-counts", threads, "--slo-ms", "50", "--requests", "200", "--max-requests", "400",
                              "--probes", "4", "--search-tolerance", "0.3", "--ab-pairs", "5", "--no-isolation",

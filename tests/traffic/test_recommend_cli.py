@@ -196,26 +196,12 @@ def test_a_configuration_whose_worker_hangs_costs_that_configuration(tmp_path: P
     assert data["chosen"].startswith("fake-ok ")
 
 
-def _loaded_machine(wait_share: float, others: float = 1.5):
-    """A fake /proc whose every look (a second apart) finds the process waited `wait_share` of its runnable time
-    for a CPU while other processes used `others` cores."""
-    from harness.measure.contention import Snapshot
-
-    t = [0]
-
-    def read() -> Snapshot:
-        t[0] += 1
-        s = t[0] * 10**9
-        return Snapshot(s, int(s * (1 - wait_share)), int(s * wait_share), t[0], t[0] * 0.5, 0, None,
-                        machine_busy_s=t[0] * (0.5 + others), steal_s=0.0, cpus=2)
-    return read
-
 
 def test_a_loaded_machine_is_never_a_recommendation(tmp_path: Path, fakes, monkeypatch, capsys) -> None:
     from harness.workloads.capacity.live import LiveConfig
 
     monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")  # the shipped limit (the suite turns it off)
-    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4)))
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(fakes.loaded_proc(0.4)))
     code, data = _recommend(tmp_path, "--no-isolation", "--batchers", "none;max=4,wait=1")
     assert code == EXIT_UNJUDGED and len(data["unjudged"]) == 3 and data["unjudged"][2].startswith("the A/B: 10 of")
     assert "contended on every try, e.g. the saturation probe" in data["unjudged"][0]
@@ -232,7 +218,7 @@ def test_a_quiet_machine_judges_as_before(tmp_path: Path, fakes, monkeypatch) ->
     from harness.workloads.capacity.live import LiveConfig
 
     monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
-    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.01)))
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(fakes.loaded_proc(0.01)))
     code, data = _recommend(tmp_path, "--no-isolation")
     assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
     assert not any(p["verdict"] == "retried" for p in data["candidates"][0]["capacity"]["probes"])
@@ -245,7 +231,7 @@ def test_a_configuration_waiting_on_its_own_threads_is_not_a_loaded_machine(tmp_
     from harness.workloads.capacity.live import LiveConfig
 
     monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
-    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4, others=0.0)))
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(fakes.loaded_proc(0.4, others=0.0)))
     code, data = _recommend(tmp_path, "--no-isolation")
     assert data["unjudged"] == [] and data["chosen"] and code == EXIT_CLEAN
 
@@ -262,7 +248,7 @@ def test_an_unjudged_run_holds_no_deploy_line_and_no_star_anywhere(tmp_path: Pat
     from harness.workloads.capacity.live import LiveConfig
 
     monkeypatch.setenv("HARNESS_CONTENTION_LIMIT", "0.10")
-    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(_loaded_machine(0.4)))
+    monkeypatch.setattr(LiveConfig, "read_proc", staticmethod(fakes.loaded_proc(0.4)))
     code, data = _recommend(tmp_path, "--no-isolation", "--batchers", "none;max=4,wait=1")
     out = capsys.readouterr().out
     assert code == EXIT_UNJUDGED and data["verdict"] == "not_judged" and data["not_judged"].startswith(
