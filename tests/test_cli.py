@@ -42,11 +42,11 @@ def test_run_twice_reuses_the_onnx_export_and_writes_every_output(fake_env, tmp_
         by_shape.setdefault(c.case.batch, set()).add(c.feed_sha256)
     assert all(len(v) == 1 for v in by_shape.values())
     assert max(c.accuracy["rel_l2"] for c in a.cases) < 1e-4
-    env = a.environment
+    env = a.environment.as_dict()  # the run's snapshot (a RunEnvironmentRecord) as stored
     for key in ("cpu_model", "cpu_cores_logical", "memory_total_gb", "os", "python", "libraries", "git",
                 "threads", "harness_overhead"):
-        assert key in env, key
-    assert env["libraries"]["torch"] and env["libraries"]["onnx"]
+        assert env.get(key) is not None, key
+    assert a.environment.libraries["torch"] and a.environment.libraries["onnx"]
     csv = (tmp_path / "a" / "results.csv").read_text().splitlines()
     assert csv[0].startswith("model,runtime,precision,batch,seq,device,status,latency_p50_ms")
     assert len(csv) == 5
