@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness.commands.common import EXIT_OK, Command, add_groups
 from harness.gating.verdicts import EXIT_UNJUDGED
 from harness.display import visible
-from harness.errors import UsageError
+from harness.errors import SignalStop, UsageError
 from harness.options import AB, FLEET, FORWARD, MODELS, PROCESS, RUNTIMES, TIMING, parse_run_options
 from harness.options.gating import BASELINE_DIR, BASELINE_SAVE, COMPARE, GATE_CHECK, JUDGING, PRINT_JSON
 from harness.options.qualify import QUALIFY
@@ -452,7 +453,7 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
     """`harness qualify SPEC --ray`: every node qualified by the spec and placed against its peers; a certificate
     per node (OUT/NODE/) and one for the fleet (OUT/fleet-certificate.*). With --burn-in, the spec in rounds on
     every node (OUT/round-NN/NODE/) and a trend test per node; placed and certified on the last round."""
-    from harness.execution.fleet_run import run_fleet
+    from harness.execution.fleet_run import fleet_signals, run_fleet
     from harness.gating.fleet import FleetCertificate, fleet_settings, place_fleet
     from harness.gating.golden import check_rows, golden_store, read_index, store_files
     from harness.gating.provenance import provenance
@@ -474,34 +475,39 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
                          golden=store_files(store, index) if index else None, node_deadline_s=deadline)
 
     burn: dict[str, dict[str, Any]] = {}
-    if args.burn_in:
-        nodes, paths, burn = _fleet_burn_in(spec, out, _duration(args.burn_in), one_round)
-    else:
-        nodes = one_round(out)
-        paths = {n.label: out / n.label / "results.json" for n in nodes}
-    certs = {}
-    for n in nodes:
-        path = paths[n.label]
-        if n.run is None or not path.is_file():
-            certs[n.label] = None
-            continue
-        cert = judge(spec, n.run, path)
-        cert.requirements += check_rows(spec, n.run)
-        extra: dict[str, Any] = {}
-        if n.label in burn:
-            cert.requirements += burn[n.label]["rows"]
-            extra["burn_in"] = {k: v for k, v in burn[n.label].items() if k != "rows"}
-        extra["provenance"] = provenance(cert, store if index else None)
-        (out / n.label).mkdir(parents=True, exist_ok=True)
-        write_certificate(cert, out / n.label, extra)
-        certs[n.label] = cert
-    judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
-                            **({"false_flag_rate": settings["false_flag_rate"]}
-                               if "false_flag_rate" in settings else {}))
-    fleet = FleetCertificate(spec, certs, judgement, burn_in=burn)
-    print(fleet_text(fleet))
-    for name, path in write_fleet_certificate(fleet, out).items():
-        print(f"{name:>22}: {path}")
+    with fleet_signals(spec, out, args.ray) as guard:  # between the rounds' waits too (Ray's SIGTERM exits 15)
+        if args.burn_in:
+            nodes, paths, burn = _fleet_burn_in(spec, out, _duration(args.burn_in), one_round)
+        else:
+            nodes = one_round(out)
+            paths = {n.label: out / n.label / "results.json" for n in nodes}
+        guard.finishing = True  # every node's run is back: a signal from here waits for the certificates
+        certs = {}
+        for n in nodes:
+            path = paths[n.label]
+            if n.run is None or not path.is_file():
+                certs[n.label] = None
+                continue
+            cert = judge(spec, n.run, path)
+            cert.requirements += check_rows(spec, n.run)
+            extra: dict[str, Any] = {}
+            if n.label in burn:
+                cert.requirements += burn[n.label]["rows"]
+                extra["burn_in"] = {k: v for k, v in burn[n.label].items() if k != "rows"}
+            extra["provenance"] = provenance(cert, store if index else None)
+            (out / n.label).mkdir(parents=True, exist_ok=True)
+            write_certificate(cert, out / n.label, extra)
+            certs[n.label] = cert
+        judgement = place_fleet(nodes, [sc.case for sc in spec.cases], within_pct=settings.get("within_pct"),
+                                **({"false_flag_rate": settings["false_flag_rate"]}
+                                   if "false_flag_rate" in settings else {}))
+        fleet = FleetCertificate(spec, certs, judgement, burn_in=burn)
+        print(fleet_text(fleet))
+        for name, path in write_fleet_certificate(fleet, out).items():
+            print(f"{name:>22}: {path}")
+    status = guard.exit_status()
+    if status is not None:  # the certificates are written whole; the exit still says the signal (130 / 143)
+        raise SignalStop(status - 128, signal.Signals(status - 128).name)
     return fleet.exit_code
 
 

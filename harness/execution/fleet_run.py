@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.errors import SignalStop, UsageError
 from harness.execution.qualify_run import spec_run_config
@@ -35,6 +37,24 @@ def select_nodes(nodes: Sequence[Node], selector: str | None) -> list[Node]:
         raise UsageError(f"--nodes {selector}: no alive node matches (nodes: "
                          f"{', '.join(n.label for n in nodes)})")
     return picked
+
+
+@contextlib.contextmanager
+def fleet_signals(spec: QualifySpec, out_dir: Path, address: str) -> Iterator[Any]:
+    """The local qualify's signal rule over the whole of `harness qualify --ray`, between its waits on the nodes
+    too (between a burn-in's rounds, while the certificates are made): the cluster connected first (ray.init
+    installs Ray's own SIGTERM handler, which ends the driver at once with status 15, no line and no files; the
+    rounds' connect() calls no ray.init again), then the session's rule on top of it until the block ends (each
+    round's wait keeps its own, run_fleet's ShardSignals, inside it). A signal between two rounds stops the command as one during a round does (the
+    rounds that finished kept, no certificate, 130 / 143); once the caller sets the guard's `finishing` (every
+    node's run is back: the verdict is made from whole runs) a signal waits for the certificates and the exit
+    still says it (`guard.exit_status()`). Yields the guard (a HarnessSession running no case)."""
+    from harness.execution.session import HarnessSession
+
+    connect(address)
+    guard = HarnessSession(spec_run_config(spec, out_dir))
+    with guard.signals_watched():
+        yield guard
 
 
 def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str | None = None,

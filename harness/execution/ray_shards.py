@@ -441,13 +441,17 @@ def connect(address: str | None) -> list[Node]:
     except ImportError:
         raise UsageError(f"--ray needs Ray: {install_hint('ray')}") from None
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-    try:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-                 runtime_env={"env_vars": env} if env else None)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        text = str(exc).strip().splitlines()
-        raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
-                         f"{text[0] if text else ''}") from None
+    # A driver already connected (qualify --burn-in connects once per round) calls no ray.init again: ray.init
+    # installs Ray's own SIGTERM handler (sys.exit(15): no line, no files) at every call, connected or not, over
+    # the command's signal rule (harness.execution.fleet_run.fleet_signals)
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                     runtime_env={"env_vars": env} if env else None)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            text = str(exc).strip().splitlines()
+            raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
+                             f"{text[0] if text else ''}") from None
     nodes = cluster_nodes()
     if not nodes:
         raise UsageError(f"--ray {address}: the cluster has no alive node")

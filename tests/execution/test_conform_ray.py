@@ -90,7 +90,9 @@ def cluster():  # no conform_cases here: a test skipped for want of Ray collects
     mp = pytest.MonkeyPatch()
     mp.setenv("HARNESS_PLUGINS", "conform_fakes")  # the raylets and their workers inherit these
     mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), *sys.path]))
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    from ray_head import RAY_HEAD
+
+    c = Cluster(initialize_head=True, head_node_args=RAY_HEAD)  # a killed node seen dead in ~1.5 s
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     yield c

@@ -154,7 +154,9 @@ def cluster(fakes, tmp_path_factory):
     plugins.load_plugins()
     import gate_ray_models  # noqa: F401 - this process registers the two file models too
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    from ray_head import RAY_HEAD
+
+    c = Cluster(initialize_head=True, head_node_args=RAY_HEAD)  # a killed node seen dead in ~1.5 s
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     c.home = home

@@ -157,3 +157,75 @@ def test_qualify_on_the_cluster_stopped_by_sigterm_writes_what_arrived_certifies
     for label in LABELS:  # each node's own file: its first case, marked interrupted
         node = load_results(out / label / "results.json")
         assert [c.case.batch for c in node.cases] == [1] and node.interrupted and not node.complete
+
+
+def _every_row_back(config, shards, note, before=None, **kw):
+    """run_shards' stand-in: each node's whole shard back (every case passed, its run complete), no signal."""
+    runs = []
+    for shard in shards:
+        sr = ShardRun(config, shard, config.outputs.out_dir)
+        if before is not None:
+            before(sr)
+        for case in shard.cases:
+            sr._apply("case", CaseResult(case, "passed", samples_ns=[1000] * 5).as_dict(), note)
+        sr.run.complete = True
+        sr.writer.save(sr.run)
+        runs.append(sr)
+    return runs
+
+
+@pytest.mark.parametrize("where", ["between two burn-in rounds", "while the certificates are written"])
+def test_qualify_on_the_cluster_signalled_outside_a_wait_on_the_nodes_exits_143_never_rays_15(
+        fakes, monkeypatch, tmp_path, capsys, sigterm_kept, where):
+    """SIGTERM reaching `qualify --ray` outside its waits on the nodes, where no round's rule is installed: between
+    two rounds of --burn-in (the first round's files kept whole, no certificate) or once every node's run is back
+    (the certificates written whole first); exit 143 both times. The real connect() on a stand-in of Ray's module
+    whose init installs Ray's own SIGTERM handler at every call, as ray.init does (sys.exit(15): no line, no
+    files), connected or not: before #55's fix that handler took both signals (a round's connect() put it back)."""
+    from harness.report import certificate
+
+    inits: list[str] = []
+    listed: list[int] = []
+
+    def init(address, **kw):  # ray.init: Ray's handler first (worker.py), then the connection
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+        inits.append(address)
+
+    def nodes():  # ray.nodes(), once per connect(): its third call is round 2's, round 1's wait over
+        listed.append(1)
+        if len(listed) == 3 and where.startswith("between"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [{"NodeID": n.node_id, "NodeManagerAddress": n.address, "Resources": n.resources, "Alive": True}
+                for n in TWO]
+
+    monkeypatch.setitem(sys.modules, "ray", SimpleNamespace(init=init, nodes=nodes, is_initialized=lambda: bool(
+        inits)))
+    monkeypatch.setattr(ray_shards, "probe_address", lambda address, timeout=None: None)
+    written = certificate.write_certificate
+
+    def write_then_sigterm(*a, **kw):  # the signal as the first node's certificate is written
+        paths = written(*a, **kw)
+        if where.startswith("while"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return paths
+
+    monkeypatch.setattr(fleet_run, "run_shards", _every_row_back)
+    monkeypatch.setattr(certificate, "write_certificate", write_then_sigterm)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "q"
+    burn = ["--burn-in", "1s"] if where.startswith("between") else []
+    code = main(["qualify", str(spec), "--ray", "127.0.0.1:6379", *burn, "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 143, captured.out + captured.err
+    assert "harness qualify: terminated" in captured.err and len(inits) == 1  # one ray.init a driver
+    if where.startswith("between"):
+        assert "burn-in round 2" in captured.out and not (out / "round-02").exists()
+        for label in LABELS:  # round 1 as it came back: whole
+            node = load_results(out / "round-01" / label / "results.json")
+            assert len(node.cases) == 2 and node.complete and not node.interrupted
+        assert not list(out.rglob("*certificate*"))  # no certificate of a burn-in cut short
+    else:  # every node's run was back: the verdict is made, its files written whole before the exit
+        assert "stopping" not in captured.out  # the signal recorded, not acted on: the files first
+        assert (out / "fleet-certificate.json").is_file()
+        assert all((out / label / "certificate.json").is_file() for label in LABELS)

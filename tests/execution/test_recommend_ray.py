@@ -162,7 +162,9 @@ def cluster(fakes, tmp_path_factory):
     from harness.execution.supervisor import stop_forkserver
 
     stop_forkserver()  # the local run's workers come from a forkserver that knows the fakes
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    from ray_head import RAY_HEAD
+
+    c = Cluster(initialize_head=True, head_node_args=RAY_HEAD)  # a killed node seen dead in ~1.5 s
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     c.home = home
