@@ -382,6 +382,11 @@ class GateDriver:
         cfg, ex = self.config, self.session.executor
 
         def activate(act: int) -> None:
+            # in new workers: a model activated again in the same worker keeps a bias of that process's own (its
+            # heap, where its libraries and buffers landed) through every activation of the run (one core, A/A on
+            # mlp: -3.5, -3.1, -2.4, -3.2%, called `improved`); new workers draw it again (docs/measurements.md,
+            # "A new worker per activation")
+            ex.renew()
             for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
                 res = ex.run(cases[s], cfg, payloads[s])
                 if res.status == "passed":

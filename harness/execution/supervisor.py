@@ -243,11 +243,19 @@ class IsolatedExecutor:
             self._proc.kill()
             self._proc.join(5)
 
-    def close(self) -> None:
+    def renew(self) -> None:
+        """End every worker (the current one and those parked for other environments): the next request of each
+        starts a new process. The gate activates a case's two sides anew this way (harness.execution.gate_run): a
+        worker's process (its heap, where its libraries and buffers landed) biases its calls for its whole life, and
+        a model loaded again in the same process does not draw that bias again (docs/measurements.md, "A new worker
+        per activation")."""
         self._reap()
         for parked in self._parked.values():
             self._reap_one(*parked)
         self._parked.clear()
+
+    def close(self) -> None:
+        self.renew()
         if stop_forkserver():
             self.say(f"the workers' forkserver did not end within {STOP_GRACE_S:g} s of its stop: killed")
 

@@ -101,5 +101,9 @@ class InProcessExecutor:
         except Exception as exc:  # noqa: BLE001 - a failed block costs that block, never the case or the run
             return {"error": f"{type(exc).__name__}: {exc}"}
 
+    def renew(self) -> None:
+        """Nothing: there is one process, and every activation shares it (IsolatedExecutor.renew starts a new
+        worker instead; without isolation an activation does not draw the process's own bias again)."""
+
     def close(self) -> None:
         self.runner.close()

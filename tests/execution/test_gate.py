@@ -148,9 +148,10 @@ def test_the_baseline_is_saved_with_its_artifact_and_re_measured_as_side_a(tmp_p
     assert len(doc["cases"][0]["ab"]["blocks"]) == 20 and doc["complete"]
 
 
-def test_both_sides_are_activated_anew_every_pairs_over_activations(tmp_path, fakes, clock, monkeypatch):
-    """--ab-activations 5 over 10 pairs: each side activated 5 times (a new activation every 2 pairs), every
-    block labelled with its activation; the planted 40% is still found."""
+def test_both_sides_are_activated_anew_in_a_new_worker_every_pairs_over_activations(tmp_path, fakes, clock, monkeypatch):
+    """--ab-activations 5 over 10 pairs: each side activated 5 times (a new activation every 2 pairs, in a new
+    worker), every block labelled with its activation; the planted 40% is still found."""
+    from harness.execution.worker import InProcessExecutor
     from harness.workloads.gate.workload import GateState
 
     model = _model_file(tmp_path / "model.onnx", 100)
@@ -167,8 +168,10 @@ def test_both_sides_are_activated_anew_every_pairs_over_activations(tmp_path, fa
         return real(self, case, config, payload, on_phase)
 
     monkeypatch.setattr(GateState, "run", counted)
+    monkeypatch.setattr(InProcessExecutor, "renew", lambda self: sides.append("new worker"))
     outcome, _ = _gate(tmp_path, clock, ab_activations=5)
-    assert sides == ["b", "a"] + ["b", "a"] * 4
+    # each activation after the first in a new worker (IsolatedExecutor.renew; in process here: counted)
+    assert sides == ["b", "a"] + ["new worker", "b", "a"] * 4
     [row] = outcome.run.cases
     assert [b.activation for b in row.ab.blocks if b.side == "a"] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     [rec] = outcome.records
@@ -403,8 +406,11 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
     verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
     assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
-    # the two workers stayed alive through the 20 blocks (one start each), taking blocks in turn
-    assert json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == 2
+    # two workers per activation (one per side, in their two interpreters), each alive through its activation's
+    # blocks, taking them in turn; a new pair of them for each activation (IsolatedExecutor.renew)
+    activations = {b["activation"] for b in row["ab"]["blocks"]}
+    assert len(activations) >= 4 and json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == \
+        2 * len(activations)
 
 
 # ------------------------------------------------------------------ cases of a runtime that runs the torch module
@@ -591,7 +597,7 @@ def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environme
     verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
     assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     doc = json.loads((tmp_path / "g" / "gate.json").read_text())
-    assert doc["workers_started"] == 2 and doc["fallbacks"] == {}
+    assert doc["workers_started"] == 2 * len({b["activation"] for b in row["ab"]["blocks"]}) and doc["fallbacks"] == {}
 
 
 def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_path):

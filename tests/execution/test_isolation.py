@@ -262,3 +262,35 @@ def test_a_forkserver_that_does_not_end_is_killed_within_the_grace(tmp_path):
     polite, proc = server("import time; time.sleep(0.1)")  # ends by itself within the grace
     assert stop_forkserver(polite, grace_s=10) is False and not psutil.pid_exists(proc.pid)
     assert stop_forkserver(polite) is False  # stopped already: nothing to do
+
+
+def _idle_worker(conn) -> None:
+    conn.recv()  # a worker's loop: the executor's ("stop",) ends it
+
+
+def test_renew_ends_every_worker_so_the_next_request_starts_a_new_process(tmp_path):
+    """IsolatedExecutor.renew (the gate's new activation): the current worker and a worker parked for another
+    environment both ended and reaped, their logs removed; the next request then starts a new process."""
+    import multiprocessing as mp
+
+    from harness.execution.supervisor import IsolatedExecutor
+
+    ex = IsolatedExecutor()
+    procs, logs = [], []
+    for key in (None, "another-environment"):
+        parent, child = mp.get_context("fork").Pipe()
+        proc = mp.get_context("fork").Process(target=_idle_worker, args=(child,))
+        proc.start()
+        log = tmp_path / f"worker-{len(procs)}.log"
+        log.write_text("")
+        procs.append(proc)
+        logs.append(log)
+        if key is None:
+            ex._proc, ex._conn, ex._log_path = proc, parent, str(log)
+        else:
+            ex._parked[key] = (proc, parent, str(log))
+    t0 = time.monotonic()
+    ex.renew()
+    assert time.monotonic() - t0 < 2.0  # each asked to stop, not waited out and killed
+    assert not any(p.is_alive() for p in procs) and all(p.exitcode == 0 for p in procs)
+    assert ex._proc is None and ex._parked == {} and not any(log.exists() for log in logs)
