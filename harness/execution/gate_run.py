@@ -264,6 +264,19 @@ def _short(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
+def renews_workers() -> bool:
+    """Whether each activation of a case after its first runs in new workers: where this process may use one CPU
+    (the gate's supervisor, both sides' workers and, on a Ray node, Ray's own processes share the core that
+    measures). There a model activated again in the same worker kept a bias of that process's own through every
+    activation of the run (A/A on mlp, one run's activations at -3.5, -3.1, -2.4, -3.2%: `improved`; 4 false
+    alarms in 20 rows), and new workers draw it again (0 in 20). With two CPUs the same worker's activations were
+    measured sound (0 false alarms in 320 A/A rows), and new workers there gave one in 4 (a single gate): they
+    stay in one worker. docs/measurements.md, "A new worker per activation"."""
+    from harness.results.environment import default_threads
+
+    return default_threads() == 1
+
+
 class GateDriver:
     """Drives the gate's cases through one HarnessSession (its supervised executor, progress, atomic results and
     report): per re-measured case, side B then side A activated (each in the worker of its environment), then the
@@ -282,6 +295,7 @@ class GateDriver:
         self.baseline_runs = baseline_runs
         self.replay = replay
         self.gates = gates
+        self.renew_workers = renews_workers()
 
     # ------------------------------------------------------------------ one re-measured case
     def ab_case(self, g: GateCase) -> CaseResult | str:
@@ -382,11 +396,8 @@ class GateDriver:
         cfg, ex = self.config, self.session.executor
 
         def activate(act: int) -> None:
-            # in new workers: a model activated again in the same worker keeps a bias of that process's own (its
-            # heap, where its libraries and buffers landed) through every activation of the run (one core, A/A on
-            # mlp: -3.5, -3.1, -2.4, -3.2%, called `improved`); new workers draw it again (docs/measurements.md,
-            # "A new worker per activation")
-            ex.renew()
+            if self.renew_workers:  # one CPU: the activation in new workers (renews_workers)
+                ex.renew()
             for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
                 res = ex.run(cases[s], cfg, payloads[s])
                 if res.status == "passed":

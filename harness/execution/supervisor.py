@@ -245,10 +245,10 @@ class IsolatedExecutor:
 
     def renew(self) -> None:
         """End every worker (the current one and those parked for other environments): the next request of each
-        starts a new process. The gate activates a case's two sides anew this way (harness.execution.gate_run): a
-        worker's process (its heap, where its libraries and buffers landed) biases its calls for its whole life, and
-        a model loaded again in the same process does not draw that bias again (docs/measurements.md, "A new worker
-        per activation")."""
+        starts a new process. The gate on one CPU activates a case's two sides anew this way (gate_run.renews_workers):
+        a worker's process (its heap, where its libraries and buffers landed) biased its calls there for its whole
+        life, and a model loaded again in the same process did not draw that bias again (docs/measurements.md, "A
+        new worker per activation")."""
         self._reap()
         for parked in self._parked.values():
             self._reap_one(*parked)

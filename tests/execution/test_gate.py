@@ -20,7 +20,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import RunConfig
-from harness.execution.gate_run import GateDriver, plan_gate
+from harness.execution.gate_run import GateDriver, plan_gate, renews_workers
 from harness.execution.session import HarnessSession
 from harness.gating import load_gate_config
 from harness.gating.baseline import blob_path, list_baselines, load_baseline_runs, load_replay, save_baseline
@@ -148,10 +148,14 @@ def test_the_baseline_is_saved_with_its_artifact_and_re_measured_as_side_a(tmp_p
     assert len(doc["cases"][0]["ab"]["blocks"]) == 20 and doc["complete"]
 
 
-def test_both_sides_are_activated_anew_in_a_new_worker_every_pairs_over_activations(tmp_path, fakes, clock, monkeypatch):
-    """--ab-activations 5 over 10 pairs: each side activated 5 times (a new activation every 2 pairs, in a new
-    worker), every block labelled with its activation; the planted 40% is still found."""
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_both_sides_are_activated_anew_every_pairs_over_activations_in_new_workers_on_one_cpu(tmp_path, fakes, clock,
+                                                                                             monkeypatch, cpus):
+    """--ab-activations 5 over 10 pairs: each side activated 5 times (a new activation every 2 pairs; in new
+    workers where the gate may use one CPU), every block labelled with its activation; the planted 40% is still
+    found."""
     from harness.execution.worker import InProcessExecutor
+    from harness.results import environment
     from harness.workloads.gate.workload import GateState
 
     model = _model_file(tmp_path / "model.onnx", 100)
@@ -169,9 +173,11 @@ def test_both_sides_are_activated_anew_in_a_new_worker_every_pairs_over_activati
 
     monkeypatch.setattr(GateState, "run", counted)
     monkeypatch.setattr(InProcessExecutor, "renew", lambda self: sides.append("new worker"))
+    monkeypatch.setattr(environment, "default_threads", lambda: cpus)
     outcome, _ = _gate(tmp_path, clock, ab_activations=5)
-    # each activation after the first in a new worker (IsolatedExecutor.renew; in process here: counted)
-    assert sides == ["b", "a"] + ["new worker", "b", "a"] * 4
+    # with one CPU each activation after the first in new workers (IsolatedExecutor.renew; in process here:
+    # counted); with two in the same worker
+    assert sides == (["b", "a"] + ["new worker", "b", "a"] * 4 if cpus == 1 else ["b", "a"] * 5)
     [row] = outcome.run.cases
     assert [b.activation for b in row.ab.blocks if b.side == "a"] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     [rec] = outcome.records
@@ -406,11 +412,11 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     assert row["environment"]["packages"] == {"harness-fakert": "1.1.0"}
     verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
     assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
-    # two workers per activation (one per side, in their two interpreters), each alive through its activation's
-    # blocks, taking them in turn; a new pair of them for each activation (IsolatedExecutor.renew)
+    # two workers (one per side, in their two interpreters), alive through the blocks, taking them in turn; a new
+    # pair of them for each activation where the gate has one CPU (gate_run.renews_workers)
     activations = {b["activation"] for b in row["ab"]["blocks"]}
     assert len(activations) >= 4 and json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == \
-        2 * len(activations)
+        2 * (len(activations) if renews_workers() else 1)
 
 
 # ------------------------------------------------------------------ cases of a runtime that runs the torch module
@@ -597,7 +603,8 @@ def test_a_torch_release_pinned_in_the_baseline_runs_side_a_in_its_own_environme
     verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
     assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     doc = json.loads((tmp_path / "g" / "gate.json").read_text())
-    assert doc["workers_started"] == 2 * len({b["activation"] for b in row["ab"]["blocks"]}) and doc["fallbacks"] == {}
+    renewed = len({b["activation"] for b in row["ab"]["blocks"]}) if renews_workers() else 1
+    assert doc["workers_started"] == 2 * renewed and doc["fallbacks"] == {}
 
 
 def test_a_graph_with_external_weights_is_stored_self_contained_and_shared(tmp_path):
