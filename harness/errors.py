@@ -64,5 +64,7 @@ class SignalStop(KeyboardInterrupt):
     that a command the signal ends exits 128 + its number (130, 143) wherever the interrupt is caught."""
 
     def __init__(self, signum: int, name: str = "") -> None:
-        super().__init__(f"signal {name or signum}")
+        import signal
+
+        super().__init__(f"signal {name or signal.Signals(signum).name}")
         self.signum = signum

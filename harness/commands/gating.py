@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -475,13 +474,13 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
                          golden=store_files(store, index) if index else None, node_deadline_s=deadline)
 
     burn: dict[str, dict[str, Any]] = {}
-    with fleet_signals(spec, out, args.ray) as guard:  # between the rounds' waits too (Ray's SIGTERM exits 15)
+    with fleet_signals(spec, out, args.ray) as signals:  # between the rounds' waits too (Ray's SIGTERM exits 15)
         if args.burn_in:
             nodes, paths, burn = _fleet_burn_in(spec, out, _duration(args.burn_in), one_round)
         else:
             nodes = one_round(out)
             paths = {n.label: out / n.label / "results.json" for n in nodes}
-        guard.finishing = True  # every node's run is back: a signal from here waits for the certificates
+        signals.guard.finishing = True  # every node's run is back: a signal from here waits for the certificates
         certs = {}
         for n in nodes:
             path = paths[n.label]
@@ -505,9 +504,9 @@ def _qualify_fleet(args: argparse.Namespace, spec: Any, out: Path) -> int:
         print(fleet_text(fleet))
         for name, path in write_fleet_certificate(fleet, out).items():
             print(f"{name:>22}: {path}")
-    status = guard.exit_status()
+    status = signals.exit_status()
     if status is not None:  # the certificates are written whole; the exit still says the signal (130 / 143)
-        raise SignalStop(status - 128, signal.Signals(status - 128).name)
+        raise SignalStop(status - 128)
     return fleet.exit_code
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import signal
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,16 +44,15 @@ def fleet_signals(spec: QualifySpec, out_dir: Path, address: str) -> Iterator[An
     too (between a burn-in's rounds, while the certificates are made): the cluster connected first (ray.init
     installs Ray's own SIGTERM handler, which ends the driver at once with status 15, no line and no files; the
     rounds' connect() calls no ray.init again), then the session's rule on top of it until the block ends (each
-    round's wait keeps its own, run_fleet's ShardSignals, inside it). A signal between two rounds stops the command as one during a round does (the
-    rounds that finished kept, no certificate, 130 / 143); once the caller sets the guard's `finishing` (every
+    round's wait keeps its own, run_fleet's ShardSignals, inside it). A signal between two rounds stops the
+    command as one during a round does (the
+    rounds that finished kept, no certificate, 130 / 143); once the caller sets `signals.guard.finishing` (every
     node's run is back: the verdict is made from whole runs) a signal waits for the certificates and the exit
-    still says it (`guard.exit_status()`). Yields the guard (a HarnessSession running no case)."""
-    from harness.execution.session import HarnessSession
-
+    still says it (`signals.exit_status()`). Yields the ShardSignals, its handlers installed."""
     connect(address)
-    guard = HarnessSession(spec_run_config(spec, out_dir))
-    with guard.signals_watched():
-        yield guard
+    with ShardSignals(spec_run_config(spec, out_dir)) as signals:
+        signals.watch()
+        yield signals
 
 
 def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str | None = None,
@@ -99,7 +97,7 @@ def run_fleet(spec: QualifySpec, out_dir: Path, address: str, *, selector: str |
                  f"arrived: {', '.join(str(sr.out_dir / 'results.json') for sr in runs)})")
     status = signals.exit_status()
     if status is not None:  # as the local qualify: no certificate; the command exits 128 + the signal
-        raise SignalStop(status - 128, signal.Signals(status - 128).name)
+        raise SignalStop(status - 128)
     return [NodeRun(sr.shard.node.label, sr.run,
                     lost=None if sr.error is None else f"ray node {sr.shard.node.label} lost: {sr.error}",
                     wrong=wrong_findings(sr.run), machine=sr.machine) for sr in runs]

@@ -547,7 +547,7 @@ class ShardSignals:
         if self._watched is not None:
             self._watched.__exit__(*exc)
 
-    def _watch(self) -> None:
+    def watch(self) -> None:
         """The handlers installed as the wait starts: after connect(), whose ray.init installs Ray's own SIGTERM
         handler (it ends the process at once: no files)."""
         if self._watched is None:
@@ -559,7 +559,7 @@ class ShardSignals:
         signal stops it, every shard that started, each run a snapshot of the rows that arrived (one not finished
         marked interrupted, not complete, and its OUT/NODE/results.json rewritten so), `signum` set and a line
         saying how many rows are written."""
-        self._watch()
+        self.watch()
         try:
             runs = list(start(self.started.append))
         except KeyboardInterrupt as exc:  # SignalStop (SIGINT, SIGTERM) or a plain Ctrl-C

@@ -507,6 +507,5 @@ def _held(guard: Any) -> Iterator[None]:
     finally:
         guard.finishing = False
     if guard.stop_signal is not None:
-        import signal
 
-        raise SignalStop(guard.stop_signal, signal.Signals(guard.stop_signal).name)
+        raise SignalStop(guard.stop_signal)

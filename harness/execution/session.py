@@ -109,7 +109,7 @@ class HarnessSession:
             return
         self.progress.note(f"{signal.Signals(signum).name}: stopping (no new cases or rounds); writing what "
                            "finished and the report; further signals are ignored")
-        raise SignalStop(signum, signal.Signals(signum).name)
+        raise SignalStop(signum)
 
     @property
     def stopping(self) -> bool:

@@ -161,7 +161,7 @@ class SignalGuard:
             return  # a further signal during the stop: absorbed
         self.signum = signum
         if not self.finishing:
-            raise SignalStop(signum, signal.Signals(signum).name)
+            raise SignalStop(signum)
 
     def __enter__(self) -> SignalGuard:
         for sig in (signal.SIGINT, signal.SIGTERM):
