@@ -16,6 +16,11 @@ import shared_exports  # noqa: E402 - from the tests' folder, put on the path ju
 # called contended unless a test sets a limit itself (tests/measure/test_contention.py, the gating tests give
 # contention explicitly). Subprocesses inherit it.
 os.environ.setdefault("HARNESS_CONTENTION_LIMIT", "1")
+# Over pytest-xdist's workers (CI's Ray line: `-n 2 --dist loadfile`) each worker's test clusters keep a temp folder
+# of their own: Ray writes there the address that `--ray auto` and ray.init("auto") read, and one worker's driver
+# must not find the other worker's cluster.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("RAY_TMPDIR", f"/tmp/ray-{os.environ['PYTEST_XDIST_WORKER']}-{os.getpid()}")
 
 
 # The end-to-end tier: tests that drive the harness as a user does (subprocess runs, real crashes, hangs,
