@@ -443,8 +443,11 @@ def connect(address: str | None) -> list[Node]:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     # A driver already connected (qualify --burn-in connects once per round) calls no ray.init again: ray.init
     # installs Ray's own SIGTERM handler (sys.exit(15): no line, no files) at every call, connected or not, over
-    # the command's signal rule (harness.execution.fleet_run.fleet_signals)
+    # the command's signal rule (harness.execution.fleet_run.fleet_signals). And the handler the command had is put
+    # back after it: a SIGTERM outside a wait on the nodes (ShardSignals: the merge, the verdict's files, the
+    # summary) then ends a --ray command as it ends the local one, never with Ray's exit status 15
     if not ray.is_initialized():
+        kept = _sigterm_handler()
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                      runtime_env={"env_vars": env} if env else None)
@@ -452,10 +455,27 @@ def connect(address: str | None) -> list[Node]:
             text = str(exc).strip().splitlines()
             raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
                              f"{text[0] if text else ''}") from None
+        finally:
+            _put_back_sigterm(kept)
     nodes = cluster_nodes()
     if not nodes:
         raise UsageError(f"--ray {address}: the cluster has no alive node")
     return nodes
+
+
+def _sigterm_handler() -> Any:
+    """SIGTERM's handler now where this is the main thread (only it may set one); else None."""
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+
+
+def _put_back_sigterm(handler: Any) -> None:
+    """SIGTERM's handler set to `handler` (from _sigterm_handler; None: one not set from Python, left as it is)."""
+    import signal
+
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,

@@ -4,10 +4,12 @@ resources, a killed node costs only its cases, one merged results folder. Needs 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -172,6 +174,40 @@ def test_the_real_call_sets_every_thread_of_the_process(tmp_path):
         assert got["measuring"] == base and set(got["threads"]) == {base}
 
 
+@pytest.mark.parametrize("answers", [True, False])
+def test_connect_puts_back_the_commands_sigterm_handler_over_rays(monkeypatch, answers):
+    """ray.init installs Ray's own SIGTERM handler (sys.exit(15): no line, no files, exit status 15). connect() puts
+    back the handler the command had, whether the cluster answered or not: a SIGTERM outside a wait on the nodes
+    (the merge, the verdict's files, the summary) ends a --ray command as it ends the local one. A stand-in of
+    Ray's module; the real ray.init: test_sharded_by_resources_into_one_merged_folder."""
+    from harness.errors import UsageError
+    from harness.execution import ray_shards
+
+    def init(address, **kw):  # as ray.init: its handler first (worker.py), then the connection
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+        if not answers:
+            raise ConnectionError("could not reach the GCS")
+
+    node = {"NodeID": "a" * 16, "NodeManagerAddress": "10.0.0.1", "Resources": {"CPU": 1.0}, "Alive": True}
+    monkeypatch.setitem(sys.modules, "ray", SimpleNamespace(init=init, is_initialized=lambda: False,
+                                                           nodes=lambda: [node]))
+    monkeypatch.setattr(ray_shards, "probe_address", lambda address, timeout=None: None)
+
+    def mine(signum, frame):  # the command's handler
+        raise AssertionError("not called here")
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        if answers:
+            assert [n.address for n in ray_shards.connect("127.0.0.1:6379")] == ["10.0.0.1"]
+        else:
+            with pytest.raises(UsageError, match="cannot connect: ConnectionError"):
+                ray_shards.connect("127.0.0.1:6379")
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 @pytest.fixture(scope="module")
 def cluster(fakes):
     _require_ray()
@@ -199,6 +235,10 @@ ARGS = ["run", "--models", "fake-linear", "--min-time", "0.01", "--min-iters", "
 def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     from harness.cli import main
 
+    import ray
+
+    assert not ray.is_initialized()  # this command's connect() makes the real ray.init
+    sigterm = signal.getsignal(signal.SIGTERM)
     out = tmp_path / "run"
     code = main([*ARGS, "--runtimes", "fake-ok,fake-ok-b,fake-slow,fake-ok-c", "--batch-sizes", "1,2",
                  "--ray", cluster.address, "--placement", "fake-slow=edge,fake-ok-c=accelerator_type:H100",
@@ -229,6 +269,7 @@ def test_sharded_by_resources_into_one_merged_folder(cluster, tmp_path, capsys):
     assert set(merged.environment.ray_nodes) == set(runs)
     assert "inference harness (ray)" in text and "fake-linear-fake-slow-fp32-b1" in text and "p50_ms" in text
     assert "6 passed, 2 skipped" in text and f"json: {out / 'results.json'}" in text
+    assert signal.getsignal(signal.SIGTERM) is sigterm  # ray.init's own handler not left behind (connect)
 
 
 def test_a_killed_node_costs_only_its_cases(cluster, tmp_path, capsys):
