@@ -63,8 +63,8 @@ class SignalStop(KeyboardInterrupt):
     """The KeyboardInterrupt a run session raises for the SIGINT or SIGTERM that stops it, carrying the signal, so
     that a command the signal ends exits 128 + its number (130, 143) wherever the interrupt is caught."""
 
-    def __init__(self, signum: int, name: str = "") -> None:
+    def __init__(self, signum: int) -> None:
         import signal
 
-        super().__init__(f"signal {name or signal.Signals(signum).name}")
+        super().__init__(f"signal {signal.Signals(signum).name}")
         self.signum = signum

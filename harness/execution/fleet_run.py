@@ -41,14 +41,13 @@ def select_nodes(nodes: Sequence[Node], selector: str | None) -> list[Node]:
 @contextlib.contextmanager
 def fleet_signals(spec: QualifySpec, out_dir: Path, address: str) -> Iterator[Any]:
     """The local qualify's signal rule over the whole of `harness qualify --ray`, between its waits on the nodes
-    too (between a burn-in's rounds, while the certificates are made): the cluster connected first (ray.init
-    installs Ray's own SIGTERM handler, which ends the driver at once with status 15, no line and no files; the
-    rounds' connect() calls no ray.init again), then the session's rule on top of it until the block ends (each
-    round's wait keeps its own, run_fleet's ShardSignals, inside it). A signal between two rounds stops the
-    command as one during a round does (the
-    rounds that finished kept, no certificate, 130 / 143); once the caller sets `signals.guard.finishing` (every
-    node's run is back: the verdict is made from whole runs) a signal waits for the certificates and the exit
-    still says it (`signals.exit_status()`). Yields the ShardSignals, its handlers installed."""
+    too (between a burn-in's rounds, while the certificates are made): the cluster connected first (the rounds'
+    connect() then calls no ray.init again), then the session's rule until the block ends (each round's wait keeps
+    its own, run_fleet's ShardSignals, inside it). A signal between two rounds stops the command as one during a
+    round does (the rounds that finished kept, no certificate, 130 / 143); once the caller sets
+    `signals.guard.finishing` (every node's run is back: the verdict is made from whole runs) a signal waits for
+    the certificates and the exit still says it (`signals.exit_status()`). Yields the ShardSignals, its handlers
+    installed."""
     connect(address)
     with ShardSignals(spec_run_config(spec, out_dir)) as signals:
         signals.watch()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 
 import fnmatch
@@ -447,35 +448,33 @@ def connect(address: str | None) -> list[Node]:
     # back after it: a SIGTERM outside a wait on the nodes (ShardSignals: the merge, the verdict's files, the
     # summary) then ends a --ray command as it ends the local one, never with Ray's exit status 15
     if not ray.is_initialized():
-        kept = _sigterm_handler()
         try:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-                     runtime_env={"env_vars": env} if env else None)
+            with _sigterm_kept():
+                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                         runtime_env={"env_vars": env} if env else None)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             text = str(exc).strip().splitlines()
             raise UsageError(f"--ray {address}: cannot connect: {type(exc).__name__}: "
                              f"{text[0] if text else ''}") from None
-        finally:
-            _put_back_sigterm(kept)
     nodes = cluster_nodes()
     if not nodes:
         raise UsageError(f"--ray {address}: the cluster has no alive node")
     return nodes
 
 
-def _sigterm_handler() -> Any:
-    """SIGTERM's handler now where this is the main thread (only it may set one); else None."""
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """SIGTERM handled after the block as before it, whatever the block installed (ray.init: Ray's own handler).
+    Only the main thread may set a handler; elsewhere, or for a handler not set from Python, nothing is done."""
     import signal
 
-    return signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-
-
-def _put_back_sigterm(handler: Any) -> None:
-    """SIGTERM's handler set to `handler` (from _sigterm_handler; None: one not set from Python, left as it is)."""
-    import signal
-
-    if handler is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+    main = threading.current_thread() is threading.main_thread()
+    kept = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if kept is not None:
+            signal.signal(signal.SIGTERM, kept)
 
 
 def run_shards(config: RunConfig, shards: Sequence[Shard], note: Callable[[str], None] = print,
@@ -568,8 +567,8 @@ class ShardSignals:
             self._watched.__exit__(*exc)
 
     def watch(self) -> None:
-        """The handlers installed as the wait starts: after connect(), whose ray.init installs Ray's own SIGTERM
-        handler (it ends the process at once: no files)."""
+        """The handlers installed as the wait starts (once), after connect() (which keeps the command's SIGTERM
+        handler over the one ray.init installs)."""
         if self._watched is None:
             self._watched = self.guard.signals_watched()
             self._watched.__enter__()

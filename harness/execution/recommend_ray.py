@@ -507,5 +507,4 @@ def _held(guard: Any) -> Iterator[None]:
     finally:
         guard.finishing = False
     if guard.stop_signal is not None:
-
         raise SignalStop(guard.stop_signal)

@@ -170,7 +170,7 @@ class HarnessSession:
         """The interrupt that stopped this session, to raise again past it: the signal's SignalStop (the command
         exits 128 + its number: 130, 143), else a Ctrl-C that came before the session's handlers."""
         if self.stop_signal is not None:
-            return SignalStop(self.stop_signal, signal.Signals(self.stop_signal).name)
+            return SignalStop(self.stop_signal)
         return KeyboardInterrupt()
 
     def record(self, result: CaseResult, begun: bool = False) -> CaseResult:
