@@ -162,18 +162,38 @@ def _work(n: int) -> int:
     return x
 
 
-def _block(n_work: int, calls: int = 40) -> tuple[float, dict]:
+def _core_busy_s(core: int) -> float:
+    """CPU time the kernel charged to `core` so far (its /proc/stat line: every field but idle and iowait), from
+    the kernel's per-tick accounting: a source apart from the schedstat figures the probe reads."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{core} "):
+                ticks = [int(x) for x in line.split()[1:]]
+                return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    raise LookupError(f"no cpu{core} line in /proc/stat")
+
+
+def _block(n_work: int, calls: int = 40, core: int | None = None) -> tuple[float, BlockContention, float | None]:
+    """The p50 of `calls` calls (ms), the probe's figures around them and, given the core the caller is pinned to,
+    the share of the block's wall time that other tasks ran on that core (its /proc/stat busy time less this
+    process's run time)."""
     probe = ContentionProbe(threads=1)
+    busy0 = _core_busy_s(core) if core is not None else None
     probe.start()
     times = []
     for _ in range(calls):
         t = time.perf_counter_ns()
         _work(n_work)
         times.append(time.perf_counter_ns() - t)
-    return statistics.median(times) / 1e6, probe.stop()
+    out = probe.stop()
+    others = None
+    if busy0 is not None and out.run_s is not None:
+        others = max(0.0, _core_busy_s(core) - busy0 - out.run_s) / out.wall_s
+    return statistics.median(times) / 1e6, out, others
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its quiet block needs its core to itself: beside pytest -n 2 the other worker ran there once
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="no /proc schedstat on this platform")
 def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_not():
     """The worker pinned to one core measures a call of ~10 ms of CPU work; then a busy loop is pinned to the same
@@ -188,13 +208,13 @@ def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_
         t = time.perf_counter()
         _work(100_000)
         n_work = max(10_000, int(100_000 * 0.010 / (time.perf_counter() - t)))  # ~10 ms of work per call
-        quiet_p50, quiet = _block(n_work)
+        quiet_p50, quiet, others = _block(n_work, calls=80, core=core)
         ctx = multiprocessing.get_context("fork")
         load = ctx.Process(target=_spin, args=(10.0, core), daemon=True)
         load.start()
         time.sleep(0.2)  # the loop is running and sharing the core
         try:
-            loaded_p50, loaded = _block(n_work)
+            loaded_p50, loaded, _ = _block(n_work)
         finally:
             load.terminate()
             load.join(5)
@@ -204,11 +224,15 @@ def test_a_planted_load_on_the_workers_core_is_contended_and_the_quiet_block_is_
     assert loaded.wait_fraction >= 0.3, loaded  # it shared its one core with a busy loop
     if loaded_p50 > 1.5 * quiet_p50:
         assert loaded.contended
-    # The "quiet" block is quiet only if nothing else wanted this core: judged apart from the probe's own
-    # run-queue figure, by the machine's CPU pressure (else the other processes' CPU use). On a quiet machine
-    # it must not be contended; on a busy one (a shared CI runner) the probe must say it was.
-    busy = quiet.psi_some > 0.25 if quiet.psi_some is not None else (quiet.others_cores or 0) > 0.5
-    assert quiet.contended == busy or (busy and quiet.wait_fraction >= 0.05), quiet
+    # The "quiet" block is quiet only if nothing else ran on its core: judged apart from the probe's schedstat
+    # figures, by the kernel's per-tick accounting of that core (/proc/stat) less this process's run time. Nothing
+    # else there (under 5%: a tick or two of a ~0.6 s block): it must not be contended. Something else took 15% or
+    # more: the probe must say so (a shared CI runner). Between: the figures decide no assertion either way.
+    assert others is not None, quiet
+    if others < 0.05:
+        assert not quiet.contended, (others, quiet)
+    elif others >= 0.15:
+        assert quiet.contended and quiet.wait_fraction >= 0.10, (others, quiet)
 
 
 def test_own_wait_takes_the_verdict_back_only_when_no_neighbour_used_the_machine() -> None:
