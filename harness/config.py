@@ -206,7 +206,7 @@ class AbConfig:
     # differ by a bias of their own (buffer addresses, thread placement: up to 16% at 0.03 ms on 2 threads) that
     # no number of pairs in one activation removes; harness.gating.ab.judge_ab judges on the activations when
     # they differ (docs/measurements.md). On one CPU the gate makes each activation in new workers (a process's own
-    # bias lasted all its activations there: gate_run.renews_workers); `harness ab` makes them in its one worker
+    # bias lasted all its activations there: pairs.renews_workers); `harness ab` too
     ab_activations: int = 4
     # seconds per case the A/B may spend beyond its planned pairs to reach a verdict: waiting for quiet cores after
     # a contended pair, then one more activation's pairs at a time while the verdict is unjudged (contended pairs,

@@ -23,10 +23,11 @@ AB_GROUPS = (MODELS.with_defaults(batch_sizes="1", seq_lens="128").only("models"
 
 def add_parser(sub: Any) -> None:
     c = sub.add_parser("ab", help="interleaved A/B: two variants or two model files of the same cases, measured "
-                                  "in alternating blocks in one worker and judged by a paired test",
+                                  "in alternating blocks and judged by a paired test",
                        description="Measure side A and side B of each case (--models x --runtimes x --precisions x "
                                    "shapes) interleaved: both activated in the same supervised worker (anew every "
-                                   "pairs / --ab-activations pairs), then --ab-pairs pairs of short blocks, AB or BA "
+                                   "pairs / --ab-activations pairs; where the process has one CPU each activation in "
+                                   "a new worker), then --ab-pairs pairs of short blocks, AB or BA "
                                    "in a balanced random order; B/A is the Hodges-Lehmann estimate of the pairs' "
                                    "median ratios with a signed-rank interval (on the activations' estimates when "
                                    "they differ). Verdicts as "

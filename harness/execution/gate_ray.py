@@ -78,7 +78,7 @@ def crowded_nodes(nodes: Sequence[Node], threads: int) -> list[str]:
     workers and Ray's own processes then share the cores that measure. Measured on the quick matrix (one-core
     nodes, and the local gate pinned to one core alike): calls of tens of microseconds got false verdicts there
     while a case's activations shared one worker; a node's process with one CPU now makes each activation in new
-    workers (gate_run.renews_workers), and those rows often end not judged there instead (docs/measurements.md,
+    workers (pairs.renews_workers), and those rows often end not judged there instead (docs/measurements.md,
     "A new worker per activation")."""
     return [f"{n.label}: {n.resources.get('CPU', 0):g} CPU(s) for {threads}-thread cases: no core to spare for the "
             "gate's own and Ray's processes; short calls (under about 0.1 ms) measured this way often end not "

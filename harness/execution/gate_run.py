@@ -32,7 +32,7 @@ from harness.model import get_model
 from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
 from harness.measure.contention import wait_quiet
-from harness.workloads.ab.pairs import PairLoop, Stop
+from harness.workloads.ab.pairs import PairLoop, Stop, renews_workers
 from harness.workloads.common import ensure_user_models
 from harness.workloads.gate.workload import SidePayload, baseline_model_name
 from harness.runtimes.pinned import canonical_dist, same_release
@@ -264,19 +264,6 @@ def _short(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def renews_workers() -> bool:
-    """Whether each activation of a case after its first runs in new workers: where this process may use one CPU
-    (the gate's supervisor, both sides' workers and, on a Ray node, Ray's own processes share the core that
-    measures). There a model activated again in the same worker kept a bias of that process's own through every
-    activation of the run (A/A on mlp, one run's activations at -3.5, -3.1, -2.4, -3.2%: `improved`; 4 false
-    alarms in 20 rows), and new workers draw it again (0 in 20). With two CPUs the same worker's activations were
-    measured sound (0 false alarms in 320 A/A rows), and new workers there gave one in 4 (a single gate): they
-    stay in one worker. docs/measurements.md, "A new worker per activation"."""
-    from harness.results.environment import default_threads
-
-    return default_threads() == 1
-
-
 class GateDriver:
     """Drives the gate's cases through one HarnessSession (its supervised executor, progress, atomic results and
     report): per re-measured case, side B then side A activated (each in the worker of its environment), then the
@@ -396,7 +383,7 @@ class GateDriver:
         cfg, ex = self.config, self.session.executor
 
         def activate(act: int) -> None:
-            if self.renew_workers:  # one CPU: the activation in new workers (renews_workers)
+            if self.renew_workers:  # one CPU: the activation in new workers (pairs.renews_workers)
                 ex.renew()
             for s in ("b", "a"):  # the two sides activated anew, in the order of their first activation
                 res = ex.run(cases[s], cfg, payloads[s])

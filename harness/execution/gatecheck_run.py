@@ -76,8 +76,8 @@ def in_session(owner: Any, session: Any, fn: Callable[..., Any], *args: Any) -> 
 
 
 class SupervisedAb:
-    """`harness gate-check --ab`'s measurement: each trial a run session of its own (one supervised worker) in
-    which every case is measured by the A/B workload against itself, as it is (A/A) and with B slowed by each
+    """`harness gate-check --ab`'s measurement: each trial a run session of its own (one supervised worker; on one
+    CPU a new one per activation, as `harness ab` makes them) in which every case is measured by the A/B workload against itself, as it is (A/A) and with B slowed by each
     level (AbConfig.ab_inject), the block order drawn with the trial's seed."""
 
     def __init__(self, config: RunConfig, session_factory: Callable[[RunConfig], Any] | None = None) -> None:
@@ -98,7 +98,7 @@ class SupervisedAb:
         return result.ab.verdict
 
     def execute(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """One trial, `fn(*args)` measuring through a fresh session (one worker) that is finished afterwards."""
+        """One trial, `fn(*args)` measuring through a fresh session (its own workers) that is finished afterwards."""
         self.trials += 1
         self.base = self.config.replace(out_dir=self._root / f"{self.trials:03d}",
                                         run_id=f"gate-check-ab-{self.trials:03d}")

@@ -133,7 +133,7 @@ class HarnessSession:
         cpu = OthersCpu()
         try:
             payload = workload.payload(case, cfg)
-            result = workload.annotate(case, self.executor.run(case, cfg, payload))
+            result = workload.annotate(case, workload.execute(self.executor, case, cfg, payload))
         except Exception as exc:  # noqa: BLE001 - what fails here, in the harness's own process (preparing the
             # case, reaching its worker or environment: an unwritable cache folder), is the case's error with its
             # reason, never a case missing from a run that says it is complete

@@ -83,6 +83,12 @@ class Workload(ABC):
         """What the worker needs besides the case and the configuration (parent side; picklable). Default none."""
         return None
 
+    def execute(self, executor: Any, case: CaseId, config: RunConfig, payload: Any) -> CaseResult:
+        """How the session runs one case (parent side): one request to the supervised `executor` (default). A
+        workload whose case spans several requests drives them here (ab: each activation of its two sides, then
+        each block, with new workers per activation on one CPU)."""
+        return executor.run(case, config, payload)
+
     def annotate(self, case: CaseId, result: CaseResult) -> CaseResult:
         """The case's row as the session stores it (parent side): a workload may add what a row the supervisor
         made (crashed, timeout, oom) lacks. Default unchanged."""

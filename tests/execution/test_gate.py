@@ -20,7 +20,8 @@ import pytest
 
 from harness.cli import main
 from harness.config import RunConfig
-from harness.execution.gate_run import GateDriver, plan_gate, renews_workers
+from harness.execution.gate_run import GateDriver, plan_gate
+from harness.workloads.ab.pairs import renews_workers
 from harness.execution.session import HarnessSession
 from harness.gating import load_gate_config
 from harness.gating.baseline import blob_path, list_baselines, load_baseline_runs, load_replay, save_baseline
@@ -413,7 +414,7 @@ def test_a_release_pinned_in_the_baseline_runs_in_its_own_environment_beside_ton
     verdict = "regressed" if gate.returncode == EXIT_REGRESSION else "inconclusive"
     assert row["ab"]["verdict"] == verdict and 1.1 < row["ab"]["ratio"] < 1.6, row["ab"]["reason"]
     # two workers (one per side, in their two interpreters), alive through the blocks, taking them in turn; a new
-    # pair of them for each activation where the gate has one CPU (gate_run.renews_workers)
+    # pair of them for each activation where the gate has one CPU (pairs.renews_workers)
     activations = {b["activation"] for b in row["ab"]["blocks"]}
     assert len(activations) >= 4 and json.loads((tmp_path / "g" / "gate.json").read_text())["workers_started"] == \
         2 * (len(activations) if renews_workers() else 1)

@@ -1,1 +1,1 @@
-"""The A/B workload: two sides of one case measured interleaved in the same worker (`harness ab`)."""
+"""The A/B workload: two sides of one case activated in the same worker and measured interleaved (`harness ab`)."""

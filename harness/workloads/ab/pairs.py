@@ -1,5 +1,5 @@
-"""The interleaved pairs of an A/B (`harness ab` in its worker, `harness gate` across workers): the drawn order,
-new activations, quiet waits after a contended pair, and more pairs while the verdict is unjudged and time lasts."""
+"""The interleaved pairs of an A/B (`harness ab`, `harness gate`; driven from the parent): the drawn order, new
+activations (new workers on one CPU), quiet waits after a contended pair, more pairs while unjudged and time lasts."""
 
 from __future__ import annotations
 
@@ -32,6 +32,20 @@ def block_order(pairs: int, seed: int) -> list[str]:
     order = ["ab", "ba"] * (pairs // 2) + ([rng.choice(["ab", "ba"])] if pairs % 2 else [])
     rng.shuffle(order)
     return order
+
+
+def renews_workers() -> bool:
+    """Whether each activation of a case after its first runs in new workers: where this process may use one CPU
+    (the supervisor, the sides' workers and, on a Ray node, Ray's own processes share the core that measures).
+    There a model activated again in the same worker kept a bias of that process's own through every activation
+    of the run: the gate's A/A on mlp, one run's activations at -3.5, -3.1, -2.4, -3.2% (`improved`; 4 false
+    alarms in 20 rows), new workers 0 in 20; `harness ab` base against base, 9 false verdicts in 32 rows with its
+    activations in one worker. With two CPUs the gate's activations in one worker were measured sound (0 false
+    alarms in 320 A/A rows), and new workers there gave one in 4 (a single gate): they stay in one worker.
+    docs/measurements.md, "A new worker per activation"."""
+    from harness.results.environment import default_threads
+
+    return default_threads() == 1
 
 
 class Stop(Exception):
