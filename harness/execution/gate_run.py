@@ -29,10 +29,10 @@ from harness.gating.unjudged import (
 )
 from harness.gating.verdicts import Verdict
 from harness.model import get_model
-from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
+from harness.results.schema import BROKEN, AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
 from harness.measure.contention import wait_quiet
-from harness.workloads.ab.pairs import PairLoop, Stop, renews_workers
+from harness.workloads.ab.pairs import PairLoop, Stop, failed_block_status, renews_workers
 from harness.workloads.common import ensure_user_models
 from harness.workloads.gate.workload import SidePayload, baseline_model_name
 from harness.runtimes.pinned import canonical_dist, same_release
@@ -41,7 +41,6 @@ from harness.runtimes.pinned import canonical_dist, same_release
 # cause: harness.gating.unjudged; a stored-figure row of these verdicts without one gets the verdict's)
 UNJUDGED = frozenset({Verdict.INCONCLUSIVE, Verdict.NOT_COMPARABLE, Verdict.NOISE})
 _STORED_CAUSE = {Verdict.NOISE: TOO_WIDE, Verdict.NOT_COMPARABLE: NOT_COMPARABLE}
-BROKEN = ("error", "crashed", "timeout", "oom")
 STORED = "stored figures"
 
 
@@ -402,9 +401,7 @@ class GateDriver:
             if "error" in reply:
                 if s == "a":
                     raise Stop(f"side A failed in pair {i}: {_short(str(reply['error']))}")
-                # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", or the worker's oom
-                status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
-                raise Stop(CaseResult(cases["b"], status if status in BROKEN else "crashed", phase="run",
+                raise Stop(CaseResult(cases["b"], failed_block_status(reply), phase="run",
                                       reason=f"side B (tonight's) failed in pair {i}: {reply['error']}",
                                       details={"gate": {"side": "b", "failed": True}}))
             return AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention"), act)

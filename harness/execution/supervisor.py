@@ -245,8 +245,8 @@ class IsolatedExecutor:
 
     def renew(self) -> None:
         """End every worker (the current one and those parked for other environments): the next request of each
-        starts a new process. The gate on one CPU activates a case's two sides anew this way (pairs.renews_workers; `harness ab` likewise):
-        a worker's process (its heap, where its libraries and buffers landed) biased its calls there for its whole
+        starts a new process. The gate and `harness ab` on one CPU activate a case's two sides anew this way
+        (pairs.renews_workers): a worker's process (its heap, where its libraries and buffers landed) biased its calls there for its whole
         life, and a model loaded again in the same process did not draw that bias again (docs/measurements.md, "A
         new worker per activation")."""
         self._reap()

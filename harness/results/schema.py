@@ -290,7 +290,8 @@ class AbBlock(Record):
 @dataclass
 class AbResult(Record):
     """An interleaved A/B measurement of one case (`harness ab`; harness.workloads.ab): both sides activated in
-    the same worker (anew every pairs / ab_activations pairs; on one CPU each activation in a new worker), measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
+    the same worker (anew every pairs / ab_activations pairs; on one CPU each activation in a new worker),
+    measured in short alternating blocks in a drawn order (AB or BA per pair, balanced), and
     judged by a paired test on the block medians (harness.gating.ab): `ratio` is B over A (>1: B slower),
     with its confidence interval. The case's own samples are side A's; `b_case` is side B's identity."""
 

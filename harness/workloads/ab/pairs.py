@@ -48,6 +48,15 @@ def renews_workers() -> bool:
     return default_threads() == 1
 
 
+def failed_block_status(reply: dict[str, Any]) -> str:
+    """The row status of a block request that failed: the supervisor's "timeout: exceeded --case-timeout ...",
+    "crashed: ..." or the worker's oom, by its `status` or its error's first word; anything else "crashed"."""
+    from harness.results.schema import BROKEN
+
+    status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
+    return status if status in BROKEN else "crashed"
+
+
 class Stop(Exception):
     """Raised by a callback to end the pairs early with `value` (a failed side: the caller's result)."""
 

@@ -22,10 +22,10 @@ from harness.measure.contention import ContentionProbe, case_contention, snapsho
 from harness.measure.timer import Timer, TimingPolicy
 from harness.model import ModelSpec, get_model
 from harness.precision import Precision
-from harness.results.schema import BROKEN, AbBlock, AbResult, CaseId, CaseResult, RunResults
+from harness.results.schema import AbBlock, AbResult, CaseId, CaseResult, RunResults
 from harness.results.stats import latency_stats, median_ns, throughput_sps
 from harness.runtimes import Availability, Runtime, get_runtime
-from harness.workloads.ab.pairs import PairLoop, Stop, renews_workers
+from harness.workloads.ab.pairs import PairLoop, Stop, failed_block_status, renews_workers
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import check_case, ensure_user_models, runtime_options
 from harness.workloads.forward.workload import refuse_variant, with_variant
@@ -46,6 +46,21 @@ def block_policy(config: RunConfig) -> TimingPolicy:
     t = config.ab.ab_block_time_s
     return TimingPolicy(warmup_iters=1, warmup_time_s=min(0.05, t / 4), min_iters=5, min_time_s=t,
                         max_time_s=max(10.0, 20 * t))
+
+
+def warm_policy(config: RunConfig) -> TimingPolicy:
+    """An activation's warm-up (the run's --warmup, at least 5 calls, nothing timed beyond it)."""
+    t = config.measure.timing
+    return TimingPolicy(warmup_iters=t.warmup_iters, warmup_time_s=t.warmup_time_s, min_iters=5, min_time_s=0.0)
+
+
+def side_block(timer: Timer, call: Callable[[], object], sync: Callable[[], None], threads: int, config: RunConfig,
+               read: Any = snapshot) -> dict[str, Any]:
+    """One A/B block of an activated side (ab's and the gate's workers): its own short warm-up, then the block's
+    time (block_policy), the contention probe around it; the reply a measure_block request gets."""
+    probe = ContentionProbe(threads, config.measure.contention_limit, read=read)
+    timed = timer.run(call, block_policy(config), sync, on_measure=probe.start)
+    return {"samples_ns": list(timed.samples_ns), "contention": probe.stop()}
 
 
 def quiet_options(spec: ModelSpec, config: RunConfig) -> RuntimeOptions:
@@ -131,9 +146,8 @@ class AbWorkload(Workload):
 
         def measure(s: str, i: int, act: int) -> AbBlock:
             reply = executor.measure_block(block_key(case, s), config, False)
-            if "error" in reply:  # the supervisor's "timeout: exceeded --case-timeout ...", "crashed: ...", an oom
-                status = str(reply.get("status") or str(reply["error"]).split(":", 1)[0])
-                raise Stop(CaseResult(case, status if status in BROKEN else "crashed", phase="run",
+            if "error" in reply:
+                raise Stop(CaseResult(case, failed_block_status(reply), phase="run",
                                       reason=f"side {s.upper()} failed in pair {i}: {reply['error']}"))
             return AbBlock(s, i, list(reply["samples_ns"]), reply.get("contention"), act)
 
@@ -230,8 +244,7 @@ class AbState(WorkerState):
             out_a, out_b = rt_a.infer(feed), rt_b.infer(feed)
             b_vs_a = compare(out_a, out_b, spec_a.tolerance(Precision.FP32),
                              classification=spec_a.task == "classification").as_dict()
-        t = config.measure.timing
-        warm = TimingPolicy(warmup_iters=t.warmup_iters, warmup_time_s=t.warmup_time_s, min_iters=5, min_time_s=0.0)
+        warm = warm_policy(config)
         warmed = {}
         for s, rt in zip("ab", self._runtimes):
             call = rt.bind(feed)
@@ -258,10 +271,7 @@ class AbState(WorkerState):
         time (block_policy), with the contention probe of every block."""
         if case not in self._calls:
             raise HarnessError(f"{case.id}: this side is not activated in this worker")
-        call, sync, threads = self._calls[case]
-        probe = ContentionProbe(threads, config.measure.contention_limit, read=self.read_proc)
-        timed = self.timer.run(call, block_policy(config), sync, on_measure=probe.start)
-        return {"samples_ns": list(timed.samples_ns), "contention": probe.stop()}
+        return side_block(self.timer, *self._calls[case], config, read=self.read_proc)
 
     def drop(self) -> None:
         self.close()

@@ -12,13 +12,13 @@ from harness.artifacts.cache import set_active_cache_dir
 from harness.config import RunConfig
 from harness.data import feed_digest
 from harness.errors import HarnessError, UsageError
-from harness.measure.contention import ContentionProbe, snapshot
-from harness.measure.timer import Timer, TimingPolicy
+from harness.measure.contention import snapshot
+from harness.measure.timer import Timer
 from harness.model import ModelSpec, definition_changes, get_model, register_model
 from harness.results.schema import CaseId, CaseResult
 from harness.results.stats import latency_stats
 from harness.runtimes import Availability, Runtime, get_runtime
-from harness.workloads.ab.workload import block_policy, quiet_options, slowed
+from harness.workloads.ab.workload import quiet_options, side_block, slowed, warm_policy
 from harness.workloads.base import PhaseCallback, WorkerState, Workload
 from harness.workloads.common import check_case, ensure_user_models
 
@@ -97,10 +97,7 @@ class GateState(WorkerState):
         try:
             on_phase("warmup")
             call = rt.bind(payload.feed)
-            t = config.measure.timing
-            warm = TimingPolicy(warmup_iters=t.warmup_iters, warmup_time_s=t.warmup_time_s, min_iters=5,
-                                min_time_s=0.0)
-            first = self.timer.run(call, warm, rt.synchronize)
+            first = self.timer.run(call, warm_policy(config), rt.synchronize)
             if payload.inject_ns > 0:
                 call = slowed(call, payload.inject_ns)
         except BaseException:
@@ -138,9 +135,7 @@ class GateState(WorkerState):
         if case not in self._sides:
             raise HarnessError(f"{case.id}: this side is not activated in this worker")
         rt, call, threads = self._sides[case]
-        probe = ContentionProbe(threads, config.measure.contention_limit, read=self.read_proc)
-        timed = self.timer.run(call, block_policy(config), rt.synchronize, on_measure=probe.start)
-        return {"samples_ns": list(timed.samples_ns), "contention": probe.stop()}
+        return side_block(self.timer, call, rt.synchronize, threads, config, read=self.read_proc)
 
     def _drop(self, case: CaseId) -> None:
         side = self._sides.pop(case, None)
